@@ -1,0 +1,48 @@
+// A job's events, in order, for watchers: worker output, what the driver did,
+// membership changes, the end. Thread-safe: the driver, the launcher's I/O
+// thread and gRPC watch handlers all use it. Bounded: the oldest events are
+// dropped past `capacity`, so a chatty job cannot exhaust the daemon's memory.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "horovodd.pb.h"
+
+namespace horovodd::daemon {
+
+class EventLog {
+ public:
+  explicit EventLog(size_t capacity = 20000) : capacity_(capacity) {}
+
+  // Stamps seq and time, keeps it, wakes watchers. Returns the seq.
+  uint64_t Append(v1::JobEvent event);
+  // No events follow (the job ended); watchers drain and stop.
+  void Close();
+
+  struct Batch {
+    std::vector<v1::JobEvent> events;
+    bool closed = false;       // nothing after these, ever
+    uint64_t next_seq = 0;     // where to continue
+  };
+  // Events with seq >= from_seq; waits until there is at least one, the log
+  // is closed, or `deadline` passes (then the batch may be empty).
+  Batch WaitFrom(uint64_t from_seq, absl::Time deadline) const;
+  // The newest `count` events whose kind is not OUTPUT (for status views).
+  std::vector<v1::JobEvent> RecentNonOutput(size_t count) const;
+
+ private:
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::deque<v1::JobEvent> events_;  // guarded by mu_
+  uint64_t next_seq_ = 1;            // guarded by mu_
+  bool closed_ = false;              // guarded by mu_
+};
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,165 @@
+// One elastic job: keeps it between min and max workers as hosts come and go
+// and workers fail, answers its workers' rendezvous, owns its key-value
+// namespace, and decides when the job has ended and why (see DESIGN.md, "The
+// reset protocol").
+//
+// Threading: every field below is owned by `loop_`'s thread. Public methods
+// may be called from any thread; they post to the loop. Replies go through
+// the callbacks they were given, from the loop thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/event_log.h"
+#include "daemon/event_loop.h"
+#include "daemon/kv_namespace.h"
+#include "daemon/local_launcher.h"
+#include "daemon/membership.h"
+#include "daemon/worker_channel.h"
+#include "discovery/host_manager.h"
+#include "discovery/host_source.h"
+#include "horovodd.pb.h"
+
+namespace horovodd::daemon {
+
+class DiscoveryPoller;
+
+struct JobContext {
+  std::string job_id;
+  std::string daemon_address;   // what workers dial, host:port
+  LocalLauncher* launcher;      // shared by all jobs, outlives them
+};
+
+class JobDriver {
+ public:
+  using RendezvousReply = std::function<void(absl::StatusOr<v1::RendezvousResponse>)>;
+  using KvGetReply = std::function<void(absl::StatusOr<v1::KvGetResponse>)>;
+
+  // `spec` must have passed ValidateJobSpec.
+  JobDriver(JobContext context, v1::JobSpec spec);
+  // Kills whatever workers are left and waits for them.
+  ~JobDriver();
+
+  void Start();
+  void Cancel(const std::string& reason);
+
+  // Worker RPCs.
+  void Rendezvous(const v1::RendezvousRequest& request, RendezvousReply reply);
+  void KvSet(const v1::KvSetRequest& request, std::function<void(absl::Status)> reply);
+  void KvGet(const v1::KvGetRequest& request, KvGetReply reply);
+  void Attach(int64_t worker_id, std::shared_ptr<WorkerChannel> channel);
+  void Heartbeat(int64_t worker_id);
+  void Detach(int64_t worker_id, const WorkerChannel* channel);
+  void ReportCommit(const v1::CommitReport& report);
+  void ReportFailure(const v1::FailureReport& report);
+
+  // A consistent snapshot, taken on the loop thread (blocks the caller briefly).
+  v1::JobStatus Status();
+  bool Ended() const { return ended_.load(); }
+  const EventLog& events() const { return events_; }
+  const std::string& job_id() const { return context_.job_id; }
+
+ private:
+  struct Worker {
+    int64_t id = 0;
+    std::string host;
+    pid_t pid = 0;                    // 0 once reaped
+    v1::WorkerState state = v1::WORKER_STARTING;
+    int exit_code = 0;
+    std::string lost_reason;          // set when the driver killed it
+    int64_t joined_generation = 0;    // last ready generation it was part of
+    int64_t last_commit = 0;
+    int64_t reported_failure_generation = 0;
+    absl::Time launched_at;
+    absl::Time last_seen;             // last heartbeat (or launch)
+    bool attached = false;
+    std::shared_ptr<WorkerChannel> channel;
+    bool waiting = false;             // has a rendezvous call pending
+    int64_t after_generation = 0;
+    RendezvousReply reply;
+    std::shared_ptr<std::atomic<int>> rank;  // read by the launcher's I/O thread
+  };
+
+  // Membership.
+  void OnHosts(absl::StatusOr<discovery::HostSet> hosts);
+  void Replan(const std::string& cause, bool failure, bool force = false);
+  void LaunchWorker(const std::string& host, int planned_rank);
+  void TryCompleteRendezvous();
+  void AnswerReady(Worker& w);
+  void AnswerRemoved(Worker& w);
+  void ScheduleKvExpiry();
+  void NotifyWorkers(bool abort);
+  void OnWorkerExit(int64_t worker_id, const ExitInfo& exit);
+  void OnWorkerFailed(Worker& w, const std::string& what);
+  void DeclareLost(Worker& w, const std::string& reason);
+  void CheckLiveness();
+  void ScheduleCooldownWakeup();
+  void ArmBelowMinTimer(int available);
+
+  // Job end.
+  void Finish(v1::JobState state, const std::string& reason);
+  void MaybeCloseLog();
+
+  // Helpers.
+  Worker* FindWorker(int64_t id);
+  bool IsMember(int64_t id) const;
+  int RankOf(int64_t id) const;
+  std::string Describe(const Worker& w) const;
+  void Event(v1::JobEvent::Kind kind, const std::string& message);
+  std::map<std::string, std::string> WorkerEnvironment(const Worker& w, int planned_rank) const;
+  bool Terminal() const;
+  int MaxSize() const;
+
+  const JobContext context_;
+  const v1::JobSpec spec_;
+  EventLog events_;
+
+  // ---- loop-owned state ----
+  v1::JobState state_ = v1::PENDING;
+  std::string reason_;
+  discovery::HostManager hosts_;
+  bool hosts_known_ = false;
+  std::string last_discovery_error_;
+  std::map<int64_t, Worker> workers_;
+  int64_t next_worker_id_ = 1;
+  int64_t generation_ = 0;          // newest planned
+  int64_t ready_generation_ = 0;    // newest stable (answered)
+  std::vector<int64_t> members_;    // of generation_, in rank order
+  std::vector<int64_t> ready_members_;
+  std::vector<RankInfo> rank_infos_;  // of ready_members_
+  absl::Time planned_at_;           // when generation_ was planned
+  KvNamespace kv_;
+  int64_t last_commit_ = 0;
+  int resets_ = 0;
+  bool finishing_ = false;          // a member exited 0: no more resets
+  absl::Time reset_detected_ = absl::InfinitePast();  // when the running reset began
+  EventLoop::TimerId below_min_timer_ = 0;
+  EventLoop::TimerId cooldown_timer_ = 0;
+  EventLoop::TimerId kv_timer_ = 0;
+  EventLoop::TimerId liveness_timer_ = 0;
+  absl::Time created_ = absl::Now();
+  absl::Time started_;
+  absl::Time ended_at_;
+  std::atomic<bool> ended_{false};
+
+  std::unique_ptr<DiscoveryPoller> poller_;
+  EventLoop loop_;  // last: destroyed (joined) first
+};
+
+// Checks a submitted spec; INVALID_ARGUMENT naming the field otherwise.
+absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+}  // namespace horovodd::daemon

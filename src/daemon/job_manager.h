@@ -1,0 +1,45 @@
+// The daemon's jobs: submission, lookup, cancel, shutdown. Thread-safe; each
+// job runs on its own driver loop, so one job's churn never stalls another.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/job_driver.h"
+#include "daemon/local_launcher.h"
+#include "horovodd.pb.h"
+
+namespace horovodd::daemon {
+
+class JobManager {
+ public:
+  // `launcher` outlives the manager.
+  explicit JobManager(LocalLauncher* launcher) : launcher_(launcher) {}
+  ~JobManager();
+
+  // The address workers dial; set once the server is listening.
+  void set_worker_address(std::string address) { worker_address_ = std::move(address); }
+
+  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
+  // nullptr if unknown.
+  std::shared_ptr<JobDriver> Find(const std::string& job_id) const;
+  std::vector<std::shared_ptr<JobDriver>> List() const;
+  absl::Status Cancel(const std::string& job_id, const std::string& reason);
+  // Refuses new jobs, cancels running ones with `reason`, and waits (up to
+  // `grace` plus the kill time) until their workers are gone.
+  void Shutdown(const std::string& reason, absl::Duration grace);
+
+ private:
+  LocalLauncher* const launcher_;
+  std::string worker_address_;
+  mutable std::mutex mu_;
+  bool shutting_down_ = false;                                 // guarded by mu_
+  int next_job_number_ = 1;                                    // guarded by mu_
+  std::map<std::string, std::shared_ptr<JobDriver>> jobs_;     // guarded by mu_
+};
+
+}  // namespace horovodd::daemon

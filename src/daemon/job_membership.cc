@@ -1,0 +1,425 @@
+// JobDriver: membership. Planning generations, launching workers, worker
+// exits, liveness, rendezvous completion. Runs on the job's loop thread.
+#include <arpa/inet.h>
+#include <netdb.h>
+
+#include <csignal>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/job_driver.h"
+
+extern char** environ;
+
+namespace horovodd::daemon {
+namespace {
+
+// The address a worker on `host` binds its rings to.
+std::string BindAddressFor(const std::string& host) {
+  if (host == "localhost") return "127.0.0.1";
+  in_addr addr{};
+  if (inet_pton(AF_INET, host.c_str(), &addr) == 1) return host;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* result = nullptr;
+  std::string out = host;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) == 0 && result != nullptr) {
+    char buf[INET_ADDRSTRLEN];
+    auto* sin = reinterpret_cast<sockaddr_in*>(result->ai_addr);
+    if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf))) out = buf;
+    freeaddrinfo(result);
+  }
+  return out;
+}
+
+std::string Millis(absl::Duration d) {
+  return absl::StrCat(absl::ToInt64Milliseconds(d), " ms");
+}
+
+}  // namespace
+
+void JobDriver::OnHosts(absl::StatusOr<discovery::HostSet> hosts) {
+  if (Terminal()) return;
+  if (!hosts.ok()) {
+    std::string message(hosts.status().message());
+    if (message != last_discovery_error_) {
+      Event(v1::JobEvent::WARNING,
+            absl::StrCat("host discovery failed, keeping the last good hosts: ", message));
+      last_discovery_error_ = message;
+    }
+    return;
+  }
+  if (!last_discovery_error_.empty()) {
+    Event(v1::JobEvent::INFO, "host discovery works again");
+    last_discovery_error_.clear();
+  }
+  discovery::HostDiff diff = hosts_.UpdateDiscovered(*hosts);
+  const bool first = !hosts_known_;
+  hosts_known_ = true;
+  if (!first && diff.empty()) return;
+  std::vector<std::string> parts;
+  for (const auto& h : *hosts) parts.push_back(absl::StrCat(h.host, ":", h.slots));
+  std::string summary = absl::StrCat("hosts ", parts.empty() ? "(none)" : absl::StrJoin(parts, ","));
+  Event(v1::JobEvent::INFO, first ? absl::StrCat("discovered ", summary)
+                                  : absl::StrCat("hosts changed, now ", summary));
+  if (!first && reset_detected_ == absl::InfinitePast()) reset_detected_ = absl::Now();
+  Replan(first ? "job start" : "hosts changed", /*failure=*/false);
+}
+
+int JobDriver::MaxSize() const { return spec_.max_np() > 0 ? spec_.max_np() : 0; }
+
+void JobDriver::Replan(const std::string& cause, bool failure, bool force) {
+  if (Terminal() || finishing_ || !hosts_known_) return;
+  const absl::Time now = absl::Now();
+  PlanInput input;
+  for (int64_t id : members_) {
+    const Worker& w = workers_.at(id);
+    input.current.push_back({id, w.host});
+    if (w.state == v1::WORKER_FAILED || w.pid == 0) input.lost.insert(id);
+  }
+  for (const auto& h : hosts_.Hosts(now)) {
+    // Drained hosts keep no workers; hosts in cooldown keep the ones they have.
+    if (h.state == discovery::HostState::kUsable || h.state == discovery::HostState::kCooldown) {
+      input.discovered[h.host] = h.slots;
+    }
+  }
+  for (const auto& h : hosts_.UsableHosts(now)) input.usable[h.host] = h.slots;
+  input.max_size = generation_ == 0
+                       ? std::min(spec_.num_proc(), MaxSize() > 0 ? MaxSize() : spec_.num_proc())
+                       : MaxSize();
+  Plan plan = PlanGeneration(input);
+  if (!force && plan.unchanged(members_.size())) return;
+  if (plan.size() < spec_.min_np()) {
+    ArmBelowMinTimer(plan.size());
+    return;
+  }
+  if (below_min_timer_ != 0) {
+    loop_.Cancel(below_min_timer_);
+    below_min_timer_ = 0;
+  }
+  if (generation_ > 0) {
+    if (spec_.reset_limit() > 0 && resets_ >= spec_.reset_limit()) {
+      Finish(v1::FAILED, absl::StrCat("reset limit ", spec_.reset_limit(),
+                                      " reached (--reset-limit); last cause: ", cause));
+      return;
+    }
+    ++resets_;
+    state_ = v1::RESETTING;
+  }
+  ++generation_;
+  planned_at_ = now;
+  for (int64_t id : plan.removed) {
+    Worker& w = workers_.at(id);
+    Event(v1::JobEvent::INFO, absl::StrCat(Describe(w), " leaves: its slot is gone"));
+    w.state = v1::WORKER_REMOVED;
+    if (w.waiting) AnswerRemoved(w);
+  }
+  members_.clear();
+  for (const auto& m : plan.survivors) members_.push_back(m.worker_id);
+  Event(v1::JobEvent::INFO,
+        absl::StrCat("generation ", generation_, " planned: size ", plan.size(), " (",
+                     plan.survivors.size(), " kept, ", plan.new_hosts.size(), " new, ",
+                     plan.removed.size(), " leaving); cause: ", cause));
+  kv_.AdvanceTo(generation_);
+  NotifyWorkers(failure);
+  for (const auto& host : plan.new_hosts) {
+    LaunchWorker(host, static_cast<int>(members_.size()));
+    if (Terminal()) return;
+  }
+  TryCompleteRendezvous();
+}
+
+void JobDriver::ArmBelowMinTimer(int available) {
+  if (below_min_timer_ != 0) return;
+  if (hosts_known_) {
+    Event(v1::JobEvent::WARNING,
+          absl::StrCat("only ", available, " worker(s) possible, below --min-np ",
+                       spec_.min_np(), "; waiting up to --elastic-timeout ",
+                       spec_.elastic_timeout_seconds(), "s for more slots"));
+  }
+  below_min_timer_ = loop_.PostAfter(
+      absl::Seconds(spec_.elastic_timeout_seconds()), [this] {
+        below_min_timer_ = 0;
+        int usable = discovery::TotalSlots(hosts_.UsableHosts(absl::Now()));
+        std::string why = absl::StrCat(
+            "could not reach --min-np ", spec_.min_np(), " within --elastic-timeout ",
+            spec_.elastic_timeout_seconds(), "s (", usable, " usable slot(s)");
+        if (!last_discovery_error_.empty()) {
+          absl::StrAppend(&why, "; discovery: ", last_discovery_error_);
+        }
+        Finish(v1::FAILED, why + ")");
+      });
+}
+
+void JobDriver::NotifyWorkers(bool abort) {
+  v1::DaemonMessage message;
+  message.set_generation(generation_);
+  message.set_abort(abort);
+  for (auto& [id, w] : workers_) {
+    if (w.channel && w.pid != 0) w.channel->Send(message);
+  }
+}
+
+std::map<std::string, std::string> JobDriver::WorkerEnvironment(const Worker& w,
+                                                                 int planned_rank) const {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry(*e);
+    auto eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  for (const auto& [k, v] : spec_.env()) env[k] = v;
+  env["HOROVODD_DAEMON_ADDR"] = context_.daemon_address;
+  env["HOROVODD_JOB_ID"] = context_.job_id;
+  env["HOROVODD_WORKER_ID"] = std::to_string(w.id);
+  env["HOROVODD_BIND_ADDR"] = BindAddressFor(w.host);
+  env["HOROVOD_HOSTNAME"] = w.host;
+  env["HOROVOD_ELASTIC"] = spec_.elastic() ? "1" : "0";
+  env["HOROVOD_CONTROLLER"] = "gloo";
+  env["HOROVOD_CPU_OPERATIONS"] = "gloo";
+  env["HOROVOD_RANK"] = std::to_string(planned_rank);
+  return env;
+}
+
+void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
+  Worker w;
+  w.id = next_worker_id_++;
+  w.host = host;
+  w.launched_at = w.last_seen = absl::Now();
+  w.rank = std::make_shared<std::atomic<int>>(planned_rank);
+  LaunchSpec launch;
+  launch.argv.assign(spec_.argv().begin(), spec_.argv().end());
+  launch.env = WorkerEnvironment(w, planned_rank);
+  launch.working_dir = spec_.working_dir();
+  ProcessCallbacks callbacks;
+  callbacks.on_line = [events = &events_, rank = w.rank](OutputStream stream,
+                                                         std::string_view line) {
+    v1::JobEvent e;
+    e.set_kind(v1::JobEvent::OUTPUT);
+    e.set_rank(rank->load());
+    e.set_stream(stream == OutputStream::kStdout ? "stdout" : "stderr");
+    e.set_message(std::string(line));
+    events->Append(std::move(e));
+  };
+  const int64_t id = w.id;
+  callbacks.on_exit = [this, id](const ExitInfo& exit) {
+    loop_.Post([this, id, exit] { OnWorkerExit(id, exit); });
+  };
+  auto pid = context_.launcher->Launch(launch, std::move(callbacks));
+  if (!pid.ok()) {
+    // A command that cannot be executed will not work on another slot either.
+    Finish(v1::FAILED, absl::StrCat("cannot start workers: ", pid.status().message()));
+    return;
+  }
+  w.pid = *pid;
+  Event(v1::JobEvent::INFO, absl::StrCat("started worker ", id, " on ", host, " (pid ",
+                                         w.pid, ")"));
+  workers_.emplace(id, std::move(w));
+  members_.push_back(id);
+}
+
+void JobDriver::TryCompleteRendezvous() {
+  if (Terminal() || generation_ == ready_generation_) return;
+  if (static_cast<int>(members_.size()) < spec_.min_np()) return;
+  for (int64_t id : members_) {
+    const Worker& w = workers_.at(id);
+    if (!w.waiting || w.after_generation >= generation_) return;
+  }
+  ready_generation_ = generation_;
+  ready_members_ = members_;
+  std::vector<std::string> hosts;
+  for (int64_t id : members_) hosts.push_back(workers_.at(id).host);
+  rank_infos_ = AssignRanks(hosts);
+  for (int64_t id : members_) AnswerReady(workers_.at(id));
+  state_ = v1::RUNNING;
+  std::string took;
+  if (reset_detected_ != absl::InfinitePast()) {
+    took = absl::StrCat(" (reset took ", Millis(absl::Now() - reset_detected_), ")");
+  }
+  reset_detected_ = absl::InfinitePast();
+  v1::JobEvent e;
+  e.set_kind(v1::JobEvent::MEMBERSHIP);
+  e.set_generation(generation_);
+  e.set_size(static_cast<int>(members_.size()));
+  e.set_message(absl::StrCat("generation ", generation_, " ready: size ", members_.size(),
+                             " on ", absl::StrJoin(hosts, ","), took));
+  events_.Append(std::move(e));
+}
+
+void JobDriver::AnswerReady(Worker& w) {
+  const int rank = RankOf(w.id);
+  const RankInfo& info = rank_infos_.at(rank);
+  v1::RendezvousResponse response;
+  response.set_generation(ready_generation_);
+  response.set_rank(info.rank);
+  response.set_size(info.size);
+  response.set_local_rank(info.local_rank);
+  response.set_local_size(info.local_size);
+  response.set_cross_rank(info.cross_rank);
+  response.set_cross_size(info.cross_size);
+  for (int64_t id : ready_members_) response.add_rank_hosts(workers_.at(id).host);
+  response.set_bind_address(BindAddressFor(w.host));
+  w.joined_generation = ready_generation_;
+  w.state = v1::WORKER_RUNNING;
+  w.rank->store(rank);
+  w.waiting = false;
+  auto reply = std::move(w.reply);
+  w.reply = nullptr;
+  if (reply) reply(std::move(response));
+}
+
+void JobDriver::AnswerRemoved(Worker& w) {
+  w.state = v1::WORKER_REMOVED;
+  if (!w.waiting) return;
+  w.waiting = false;
+  v1::RendezvousResponse response;
+  response.set_generation(generation_);
+  response.set_removed(true);
+  auto reply = std::move(w.reply);
+  w.reply = nullptr;
+  if (reply) reply(std::move(response));
+}
+
+void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
+  Worker* w = FindWorker(id);
+  if (w == nullptr) return;
+  w->pid = 0;
+  w->exit_code = exit.signal != 0 ? 128 + exit.signal : exit.exit_code;
+  if (w->waiting && w->reply) w->reply(absl::AbortedError("worker exited"));
+  w->waiting = false;
+  w->channel.reset();
+  if (Terminal()) {
+    if (w->state == v1::WORKER_RUNNING || w->state == v1::WORKER_STARTING) {
+      w->state = exit.success() ? v1::WORKER_SUCCEEDED : v1::WORKER_FAILED;
+    }
+    MaybeCloseLog();
+    return;
+  }
+  if (w->state == v1::WORKER_REMOVED) {
+    Event(v1::JobEvent::INFO, absl::StrCat(Describe(*w), " left the job (", exit.Describe(), ")"));
+    return;
+  }
+  const bool in_ready = ready_generation_ > 0 && w->joined_generation == ready_generation_ &&
+                        std::find(ready_members_.begin(), ready_members_.end(), id) !=
+                            ready_members_.end();
+  if (exit.success() && w->lost_reason.empty() && in_ready) {
+    w->state = v1::WORKER_SUCCEEDED;
+    if (!finishing_) {
+      finishing_ = true;
+      Event(v1::JobEvent::INFO, absl::StrCat(Describe(*w), " finished; the job is ending"));
+      // Workers started for a generation that never formed are not needed.
+      for (int64_t m : members_) {
+        Worker& other = workers_.at(m);
+        if (std::find(ready_members_.begin(), ready_members_.end(), m) == ready_members_.end() &&
+            other.pid != 0) {
+          other.state = v1::WORKER_REMOVED;
+          context_.launcher->Signal(other.pid, SIGTERM).IgnoreError();
+        }
+      }
+    }
+    for (int64_t m : ready_members_) {
+      if (workers_.at(m).state != v1::WORKER_SUCCEEDED) return;
+    }
+    Finish(v1::SUCCEEDED, absl::StrCat("all ", ready_members_.size(),
+                                       " workers of generation ", ready_generation_,
+                                       " finished"));
+    return;
+  }
+  std::string what = exit.Describe();
+  if (exit.success() && !in_ready) what = "exited with status 0 before joining the job";
+  if (!w->lost_reason.empty()) what = absl::StrCat(w->lost_reason, " (", exit.Describe(), ")");
+  OnWorkerFailed(*w, what);
+}
+
+void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
+  w.state = v1::WORKER_FAILED;
+  const std::string description = absl::StrCat(Describe(w), " ", what);
+  if (!spec_.elastic()) {
+    Finish(v1::FAILED, description);
+    return;
+  }
+  if (finishing_) {
+    Finish(v1::FAILED, absl::StrCat(description, ", after other workers had finished"));
+    return;
+  }
+  const absl::Time now = absl::Now();
+  hosts_.ReportFailure(w.host, what, now);
+  Event(v1::JobEvent::WARNING, absl::StrCat(description, "; host ", w.host, " in cooldown"));
+  ScheduleCooldownWakeup();
+  if (reset_detected_ == absl::InfinitePast()) reset_detected_ = now;
+  Replan(description, /*failure=*/true);
+}
+
+void JobDriver::DeclareLost(Worker& w, const std::string& reason) {
+  if (!w.lost_reason.empty() || w.pid == 0) return;
+  w.lost_reason = reason;
+  Event(v1::JobEvent::WARNING, absl::StrCat(Describe(w), " lost: ", reason, "; killing it"));
+  if (reset_detected_ == absl::InfinitePast()) reset_detected_ = absl::Now();
+  // Its sockets close when it dies, so peers blocked on it fail at once.
+  context_.launcher->Signal(w.pid, SIGKILL).IgnoreError();
+}
+
+void JobDriver::CheckLiveness() {
+  liveness_timer_ = 0;
+  if (Terminal()) return;
+  const absl::Time now = absl::Now();
+  const absl::Duration silent_limit = absl::Seconds(spec_.liveness_timeout_seconds());
+  const absl::Duration start_limit = absl::Seconds(spec_.start_timeout_seconds());
+  const bool rendezvous_open = generation_ != ready_generation_;
+  for (auto& [id, w] : workers_) {
+    if (w.pid == 0 || w.state == v1::WORKER_REMOVED) continue;
+    if (!w.attached && w.joined_generation == 0 && w.last_seen == w.launched_at) {
+      if (now - w.launched_at > start_limit) {
+        DeclareLost(w, absl::StrCat("did not connect within --start-timeout ",
+                                    spec_.start_timeout_seconds(), "s"));
+      }
+      continue;
+    }
+    if (now - w.last_seen > silent_limit) {
+      DeclareLost(w, absl::StrCat("silent for ", Millis(now - w.last_seen),
+                                  " (--liveness-timeout ", spec_.liveness_timeout_seconds(),
+                                  "s)"));
+    } else if (rendezvous_open && IsMember(id) && !w.waiting &&
+               now - planned_at_ > absl::Seconds(spec_.elastic_timeout_seconds())) {
+      DeclareLost(w, absl::StrCat("did not join generation ", generation_,
+                                  " within --elastic-timeout ",
+                                  spec_.elastic_timeout_seconds(), "s"));
+    }
+  }
+  absl::Duration period = std::clamp(silent_limit / 4, absl::Milliseconds(50), absl::Seconds(1));
+  liveness_timer_ = loop_.PostAfter(period, [this] { CheckLiveness(); });
+}
+
+void JobDriver::ScheduleCooldownWakeup() {
+  if (cooldown_timer_ != 0) loop_.Cancel(cooldown_timer_);
+  cooldown_timer_ = 0;
+  absl::Time next = hosts_.NextCooldownEnd(absl::Now());
+  if (next == absl::InfiniteFuture()) return;
+  cooldown_timer_ = loop_.PostAt(next + absl::Milliseconds(1), [this] {
+    cooldown_timer_ = 0;
+    Replan("a host's cooldown ended", /*failure=*/false);
+    ScheduleCooldownWakeup();
+  });
+}
+
+JobDriver::Worker* JobDriver::FindWorker(int64_t id) {
+  auto it = workers_.find(id);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+bool JobDriver::IsMember(int64_t id) const {
+  return std::find(members_.begin(), members_.end(), id) != members_.end();
+}
+
+int JobDriver::RankOf(int64_t id) const {
+  auto it = std::find(ready_members_.begin(), ready_members_.end(), id);
+  return it == ready_members_.end() ? -1 : static_cast<int>(it - ready_members_.begin());
+}
+
+std::string JobDriver::Describe(const Worker& w) const {
+  int rank = RankOf(w.id);
+  return absl::StrCat("worker ", w.id, " (", rank >= 0 ? absl::StrCat("rank ", rank, ", ") : "",
+                      w.host, w.pid != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
+}
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,60 @@
+#include "daemon/job_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/grpc_status.h"
+
+namespace horovodd::daemon {
+namespace {
+
+grpc::Status NoSuchJob(const std::string& id) {
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job '", id, "'"));
+}
+
+}  // namespace
+
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
+                                       v1::SubmitJobResponse* response) {
+  auto id = jobs_->Submit(request->spec());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  response->set_job_id(*id);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+                                    v1::JobStatus* response) {
+  auto driver = jobs_->Find(request->job_id());
+  if (!driver) return NoSuchJob(request->job_id());
+  *response = driver->Status();
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+                                      v1::ListJobsResponse* response) {
+  for (const auto& driver : jobs_->List()) *response->add_jobs() = driver->Status();
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
+                                      const v1::WatchJobRequest* request,
+                                      grpc::ServerWriter<v1::JobEvent>* writer) {
+  auto driver = jobs_->Find(request->job_id());
+  if (!driver) return NoSuchJob(request->job_id());
+  uint64_t next = request->from_seq();
+  while (!context->IsCancelled()) {
+    // Wake up now and then to notice a client that went away.
+    auto batch = driver->events().WaitFrom(next, absl::Now() + absl::Milliseconds(500));
+    for (const auto& event : batch.events) {
+      if (!writer->Write(event)) return grpc::Status::OK;
+    }
+    next = batch.next_seq;
+    if (batch.closed) return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled");
+}
+
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* request,
+                                       v1::CancelJobResponse*) {
+  return ToGrpcStatus(jobs_->Cancel(request->job_id(), request->reason()));
+}
+
+}  // namespace horovodd::daemon

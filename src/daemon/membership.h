@@ -1,0 +1,57 @@
+// The pure rules of elastic membership: who is in the next generation, and
+// which ranks everyone gets. No I/O, no clocks: the driver feeds them facts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace horovodd::daemon {
+
+struct Member {
+  int64_t worker_id = 0;
+  std::string host;
+  bool operator==(const Member& o) const {
+    return worker_id == o.worker_id && host == o.host;
+  }
+};
+
+struct PlanInput {
+  std::vector<Member> current;          // current generation, in rank order
+  std::set<int64_t> lost;               // workers that exited or were declared lost
+  std::map<std::string, int> discovered;  // host -> slots, as discovery says now
+  std::map<std::string, int> usable;      // host -> slots new workers may use
+  int max_size = 0;                     // 0 = no limit
+};
+
+struct Plan {
+  std::vector<Member> survivors;        // kept, in their old rank order
+  std::vector<int64_t> removed;         // alive but leaving (slot or host gone)
+  std::vector<std::string> new_hosts;   // one entry per worker to start, in rank order
+  int size() const { return static_cast<int>(survivors.size() + new_hosts.size()); }
+  // Nothing changes: no generation needed.
+  bool unchanged(size_t current_size) const {
+    return removed.empty() && new_hosts.empty() && survivors.size() == current_size;
+  }
+};
+
+// Survivors keep their order (so rank 0 stays on a surviving worker when one
+// survives); workers on hosts that lost slots leave from the highest rank on
+// that host down; new workers fill free usable slots, hosts in name order,
+// appended after the survivors, up to max_size.
+Plan PlanGeneration(const PlanInput& input);
+
+struct RankInfo {
+  int rank = 0, size = 0;
+  int local_rank = 0, local_size = 0;
+  int cross_rank = 0, cross_size = 0;
+};
+
+// Horovod's rank layout for workers placed on `hosts_by_rank`: local rank is
+// the index among workers of the same host (in rank order); cross rank is the
+// index of the host among hosts that have a worker with that local rank.
+std::vector<RankInfo> AssignRanks(const std::vector<std::string>& hosts_by_rank);
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,191 @@
+#include "daemon/worker_service.h"
+
+#include <deque>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/grpc_status.h"
+
+namespace horovodd::daemon {
+namespace {
+
+// One worker's Attach stream: heartbeats come in, notifications go out. The
+// driver holds the Channel; the stream may end first, so the channel's link
+// to the stream is cut (under its mutex) in OnDone.
+class AttachStream final
+    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
+ public:
+  explicit AttachStream(JobManager* jobs) : jobs_(jobs), channel_(std::make_shared<Channel>()) {
+    channel_->stream = this;
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      EndStream(grpc::Status::OK);
+      return;
+    }
+    if (in_.has_hello()) {
+      driver_ = jobs_->Find(in_.hello().job_id());
+      if (!driver_) {
+        EndStream(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                               absl::StrCat("no job '", in_.hello().job_id(), "'")));
+        return;
+      }
+      worker_id_ = in_.hello().worker_id();
+      driver_->Attach(worker_id_, channel_);
+    } else if (in_.has_heartbeat() && driver_) {
+      driver_->Heartbeat(worker_id_);
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    outbox_.pop_front();
+    if (ok && !outbox_.empty()) {
+      lock.unlock();
+      StartWrite(&outbox_.front());
+      return;
+    }
+    writing_ = false;
+    if (finish_pending_ && !finished_) {
+      finished_ = true;
+      lock.unlock();
+      Finish(final_status_);
+    }
+  }
+
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> lock(channel_->mu);
+      channel_->stream = nullptr;
+    }
+    if (driver_) driver_->Detach(worker_id_, channel_.get());
+    delete this;
+  }
+
+ private:
+  struct Channel : WorkerChannel {
+    std::mutex mu;
+    AttachStream* stream = nullptr;  // guarded by mu
+    void Send(const v1::DaemonMessage& message) override {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stream != nullptr) stream->Enqueue(message);
+    }
+  };
+
+  void Enqueue(const v1::DaemonMessage& message) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (finished_ || finish_pending_) return;
+    outbox_.push_back(message);
+    if (writing_) return;
+    writing_ = true;
+    lock.unlock();
+    // outbox_.front() stays put: only OnWriteDone pops, and only after this write.
+    StartWrite(&outbox_.front());
+  }
+
+  void EndStream(grpc::Status status) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (finished_ || finish_pending_) return;
+    if (writing_) {
+      finish_pending_ = true;
+      final_status_ = status;
+      return;
+    }
+    finished_ = true;
+    lock.unlock();
+    Finish(status);
+  }
+
+  JobManager* const jobs_;
+  std::shared_ptr<Channel> channel_;
+  v1::WorkerMessage in_;                // owned by the read chain
+  std::shared_ptr<JobDriver> driver_;   // set on hello, by the read chain
+  int64_t worker_id_ = 0;
+  std::mutex mu_;
+  std::deque<v1::DaemonMessage> outbox_;  // guarded by mu_
+  bool writing_ = false;                  // guarded by mu_
+  bool finish_pending_ = false;           // guarded by mu_
+  bool finished_ = false;                 // guarded by mu_
+  grpc::Status final_status_;             // guarded by mu_
+};
+
+}  // namespace
+
+std::shared_ptr<JobDriver> WorkerServiceImpl::JobOf(const v1::WorkerIdentity& who,
+                                                    grpc::ServerUnaryReactor* reactor) {
+  auto driver = jobs_->Find(who.job_id());
+  if (!driver) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                 absl::StrCat("no job '", who.job_id(), "'")));
+  }
+  return driver;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Rendezvous(grpc::CallbackServerContext* context,
+                                                        const v1::RendezvousRequest* request,
+                                                        v1::RendezvousResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  if (auto driver = JobOf(request->who(), reactor)) {
+    driver->Rendezvous(*request, [reactor, response](auto result) {
+      if (result.ok()) *response = std::move(*result);
+      reactor->Finish(ToGrpcStatus(result.status()));
+    });
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::KvSet(grpc::CallbackServerContext* context,
+                                                   const v1::KvSetRequest* request,
+                                                   v1::KvSetResponse*) {
+  auto* reactor = context->DefaultReactor();
+  if (auto driver = JobOf(request->who(), reactor)) {
+    driver->KvSet(*request,
+                  [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); });
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::KvGet(grpc::CallbackServerContext* context,
+                                                   const v1::KvGetRequest* request,
+                                                   v1::KvGetResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  if (auto driver = JobOf(request->who(), reactor)) {
+    driver->KvGet(*request, [reactor, response](auto result) {
+      if (result.ok()) *response = std::move(*result);
+      reactor->Finish(ToGrpcStatus(result.status()));
+    });
+  }
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage>* WorkerServiceImpl::Attach(
+    grpc::CallbackServerContext*) {
+  return new AttachStream(jobs_);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::ReportCommit(grpc::CallbackServerContext* context,
+                                                          const v1::CommitReport* request,
+                                                          v1::Empty*) {
+  auto* reactor = context->DefaultReactor();
+  if (auto driver = JobOf(request->who(), reactor)) {
+    driver->ReportCommit(*request);
+    reactor->Finish(grpc::Status::OK);
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::ReportFailure(grpc::CallbackServerContext* context,
+                                                           const v1::FailureReport* request,
+                                                           v1::Empty*) {
+  auto* reactor = context->DefaultReactor();
+  if (auto driver = JobOf(request->who(), reactor)) {
+    driver->ReportFailure(*request);
+    reactor->Finish(grpc::Status::OK);
+  }
+  return reactor;
+}
+
+}  // namespace horovodd::daemon
