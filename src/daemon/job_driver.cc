@@ -305,8 +305,8 @@ void JobDriver::Finish(v1::JobState state, const std::string& reason) {
   }
   below_min_timer_ = cooldown_timer_ = liveness_timer_ = 0;
   kv_.AdvanceTo(std::numeric_limits<int64_t>::max());
-  Event(state == v1::SUCCEEDED ? v1::JobEvent::INFO : v1::JobEvent::WARNING,
-        absl::StrCat("job ", v1::JobState_Name(state), ": ", reason));
+  // horovodrun prints the outcome from JOB_ENDED; this is for --verbose logs.
+  Event(v1::JobEvent::INFO, absl::StrCat("job ", v1::JobState_Name(state), ": ", reason));
   for (auto& [id, w] : workers_) {
     if (w.waiting && w.reply) {
       w.reply(absl::AbortedError(absl::StrCat("job ended: ", reason)));

@@ -302,7 +302,10 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
   const bool in_ready = ready_generation_ > 0 && w->joined_generation == ready_generation_ &&
                         std::find(ready_members_.begin(), ready_members_.end(), id) !=
                             ready_members_.end();
-  if (exit.success() && w->lost_reason.empty() && in_ready) {
+  // A command that never uses the runtime (horovodrun -np 2 hostname) has no
+  // ready generation: its planned members are the job.
+  const bool plain = ready_generation_ == 0 && IsMember(id);
+  if (exit.success() && w->lost_reason.empty() && (in_ready || plain)) {
     w->state = v1::WORKER_SUCCEEDED;
     if (!finishing_) {
       finishing_ = true;
@@ -310,18 +313,20 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
       // Workers started for a generation that never formed are not needed.
       for (int64_t m : members_) {
         Worker& other = workers_.at(m);
-        if (std::find(ready_members_.begin(), ready_members_.end(), m) == ready_members_.end() &&
-            other.pid != 0) {
+        if (!plain && other.pid != 0 &&
+            std::find(ready_members_.begin(), ready_members_.end(), m) == ready_members_.end()) {
           other.state = v1::WORKER_REMOVED;
           context_.launcher->Signal(other.pid, SIGTERM).IgnoreError();
         }
       }
     }
-    for (int64_t m : ready_members_) {
+    const auto& finishers = plain ? members_ : ready_members_;
+    for (int64_t m : finishers) {
       if (workers_.at(m).state != v1::WORKER_SUCCEEDED) return;
     }
-    Finish(v1::SUCCEEDED, absl::StrCat("all ", ready_members_.size(),
-                                       " workers of generation ", ready_generation_,
+    Finish(v1::SUCCEEDED, absl::StrCat("all ", finishers.size(), " workers",
+                                       plain ? "" : absl::StrCat(" of generation ",
+                                                                 ready_generation_),
                                        " finished"));
     return;
   }
