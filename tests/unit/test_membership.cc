@@ -1,0 +1,112 @@
+// Rank assignment and generation planning: the rules a reset must follow.
+#include <catch2/catch.hpp>
+
+#include "daemon/membership.h"
+
+using horovodd::daemon::AssignRanks;
+using horovodd::daemon::Member;
+using horovodd::daemon::PlanGeneration;
+using horovodd::daemon::PlanInput;
+
+namespace {
+std::vector<int64_t> Ids(const std::vector<Member>& members) {
+  std::vector<int64_t> out;
+  for (const auto& m : members) out.push_back(m.worker_id);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("survivors keep their order and rank 0 stays on a survivor") {
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "a"}, {3, "b"}, {4, "b"}};
+  in.lost = {2};
+  in.discovered = {{"a", 2}, {"b", 2}};
+  in.usable = {{"b", 2}};  // a is in cooldown after the failure
+  auto plan = PlanGeneration(in);
+  CHECK(Ids(plan.survivors) == std::vector<int64_t>{1, 3, 4});
+  CHECK(plan.new_hosts.empty());  // the free slot on a is cooling down
+  CHECK(plan.removed.empty());
+}
+
+TEST_CASE("when rank 0 dies the lowest survivor becomes rank 0") {
+  PlanInput in;
+  in.current = {{7, "a"}, {8, "a"}, {9, "a"}};
+  in.lost = {7};
+  in.discovered = {{"a", 3}};
+  auto plan = PlanGeneration(in);
+  REQUIRE(plan.survivors.size() == 2);
+  CHECK(plan.survivors[0].worker_id == 8);
+}
+
+TEST_CASE("new workers are appended after the survivors, up to max size") {
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "a"}};
+  in.discovered = {{"a", 2}, {"b", 4}};
+  in.usable = in.discovered;
+  in.max_size = 4;
+  auto plan = PlanGeneration(in);
+  CHECK(Ids(plan.survivors) == std::vector<int64_t>{1, 2});
+  CHECK(plan.new_hosts == std::vector<std::string>{"b", "b"});
+  CHECK(plan.size() == 4);
+  CHECK_FALSE(plan.unchanged(2));
+}
+
+TEST_CASE("a host that loses slots sheds its highest ranks") {
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "b"}, {3, "a"}, {4, "b"}};
+  in.discovered = {{"a", 1}, {"b", 2}};
+  in.usable = in.discovered;
+  auto plan = PlanGeneration(in);
+  CHECK(Ids(plan.survivors) == std::vector<int64_t>{1, 2, 4});
+  CHECK(plan.removed == std::vector<int64_t>{3});
+}
+
+TEST_CASE("a host that disappears removes all its workers") {
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "b"}};
+  in.discovered = {{"a", 1}};
+  in.usable = in.discovered;
+  auto plan = PlanGeneration(in);
+  CHECK(Ids(plan.survivors) == std::vector<int64_t>{1});
+  CHECK(plan.removed == std::vector<int64_t>{2});
+}
+
+TEST_CASE("nothing changes when the hosts still fit the members") {
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "a"}};
+  in.discovered = {{"a", 2}};
+  in.usable = in.discovered;
+  CHECK(PlanGeneration(in).unchanged(2));
+}
+
+TEST_CASE("max size caps survivors too") {
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "a"}, {3, "a"}};
+  in.discovered = {{"a", 3}};
+  in.usable = in.discovered;
+  in.max_size = 2;
+  auto plan = PlanGeneration(in);
+  CHECK(Ids(plan.survivors) == std::vector<int64_t>{1, 2});
+  CHECK(plan.removed == std::vector<int64_t>{3});
+}
+
+TEST_CASE("ranks: local and cross ranks follow Horovod's layout") {
+  auto ranks = AssignRanks({"a", "a", "b", "b", "c"});
+  REQUIRE(ranks.size() == 5);
+  CHECK(ranks[0].local_rank == 0);
+  CHECK(ranks[1].local_rank == 1);
+  CHECK(ranks[2].local_rank == 0);
+  CHECK(ranks[4].local_rank == 0);
+  CHECK(ranks[0].local_size == 2);
+  CHECK(ranks[4].local_size == 1);
+  CHECK(ranks[0].cross_rank == 0);
+  CHECK(ranks[2].cross_rank == 1);
+  CHECK(ranks[4].cross_rank == 2);
+  CHECK(ranks[0].cross_size == 3);  // a, b, c all have a local rank 0
+  CHECK(ranks[1].cross_size == 2);  // only a and b have a local rank 1
+  CHECK(ranks[3].cross_rank == 1);
+  for (int r = 0; r < 5; ++r) {
+    CHECK(ranks[r].rank == r);
+    CHECK(ranks[r].size == 5);
+  }
+}
