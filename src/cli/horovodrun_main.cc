@@ -66,10 +66,11 @@ class InterruptHandler {
 void PrintEvent(const JobEvent& event, bool verbose) {
   switch (event.kind()) {
     case JobEvent::OUTPUT: {
-      const bool err = event.stream() == "stderr";
-      std::ostream& out = err ? std::cerr : std::cout;
-      out << "[" << event.rank() << "]<" << event.stream() << ">:" << event.message() << "\n";
-      if (err) out.flush();
+      std::ostream& out = event.stream() == "stderr" ? std::cerr : std::cout;
+      // Flushed per line: whoever reads our output (a person, a log shipper,
+      // a test) sees worker lines as they happen, not when a buffer fills.
+      out << "[" << event.rank() << "]<" << event.stream() << ">:" << event.message()
+          << std::endl;
       break;
     }
     case JobEvent::MEMBERSHIP:

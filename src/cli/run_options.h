@@ -1,0 +1,34 @@
+// horovodrun's command line (Horovod's launcher flags) and --config-file, turned into the
+// JobSpec that horovodrun submits to the daemon. Parsing only: nothing here talks to a daemon
+// or starts a process; it does read the host file and check that the discovery script and the
+// working directory exist, so mistakes surface before the job is submitted.
+#pragma once
+
+#include <string>
+
+#include "horovodd.pb.h"
+
+namespace horovodd::cli {
+
+struct RunOptions {
+  horovodd::v1::JobSpec spec;
+  std::string daemon_address;  // --daemon ADDRESS; empty = start an embedded daemon
+  bool verbose = false;
+  std::string log_level = "warning";  // trace|debug|info|warning|error
+  bool detach = false;                // --detach (submit, print job id, return)
+};
+
+struct ParseOutcome {
+  enum class Kind { kRun, kHelp, kError };
+  Kind kind = Kind::kError;
+  RunOptions options;  // kRun
+  std::string text;    // kHelp: the help text; kError: ONE line "horovodrun: error: ..."
+};
+
+// argv[0] is the program. Our flags come first; the first positional argument (or whatever
+// follows "--") starts the worker command, which keeps all of its own flags:
+//   horovodrun -np 2 ./train --epochs 3   ->   spec.argv = {"./train", "--epochs", "3"}
+// Settings from --config-file apply first; flags on the command line override them.
+ParseOutcome ParseRunOptions(int argc, const char* const* argv);
+
+}  // namespace horovodd::cli
