@@ -199,7 +199,7 @@ void LocalLauncher::TerminateAll(absl::Duration grace) {
 
 size_t LocalLauncher::running() const {
   absl::MutexLock lock(&mu_);
-  return unfinished_.size();
+  return live_.size();
 }
 
 void LocalLauncher::SignalGroups(const std::set<uint64_t>& ids, int sig) {

@@ -73,7 +73,7 @@ class LocalLauncher {
   // inside a callback.
   void TerminateAll(absl::Duration grace);
 
-  // Processes whose on_exit has not run yet.
+  // Processes started and not yet reaped (an on_exit may still be on its way).
   size_t running() const;
 
  private:

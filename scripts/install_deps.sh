@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian packages horovodd needs to build and test. Idempotent:
+# when everything is installed it changes nothing and needs no network; it
+# runs apt-get update only when something is missing, and sudo only when not
+# already root.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgloo-dev libspdlog-dev libcli11-dev libyaml-cpp-dev catch2 libabsl-dev
+  libssh-dev libsystemd-dev libsqlite3-dev
+  python3 python3-pytest
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install_deps: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+if ! command -v apt-get >/dev/null; then
+  echo "install_deps: missing packages (${missing[*]}) and no apt-get to install them" >&2
+  exit 1
+fi
+as_root=()
+if [[ $(id -u) -ne 0 ]]; then
+  as_root=(sudo)
+fi
+
+echo "install_deps: installing ${missing[*]}"
+"${as_root[@]}" apt-get update
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y --no-install-recommends "${missing[@]}"

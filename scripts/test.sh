@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Everything CI runs: installs missing packages, builds build/ (incrementally),
+# runs the unit tests with ctest, then the integration tests with pytest.
+# Both suites run even when the first fails; exits non-zero if either failed.
+# $BUILD_DIR overrides the build directory (exported as HVDD_BUILD_DIR for the
+# integration tests).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export BUILD_DIR="${BUILD_DIR:-$repo_root/build}"
+export HVDD_BUILD_DIR="$BUILD_DIR"
+
+"$repo_root/scripts/install_deps.sh"
+"$repo_root/scripts/build.sh"
+
+failed=()
+
+echo "== unit tests (ctest in $BUILD_DIR)"
+# A hung test fails after 10 minutes instead of eating CI's whole budget.
+if ! (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 600); then
+  failed+=("unit tests")
+fi
+
+echo "== integration tests (pytest tests/integration)"
+if [[ -z "$(find "$repo_root/tests/integration" -name 'test_*.py' -o -name '*_test.py')" ]]; then
+  echo "no integration tests yet: skipped"
+else
+  # The python3 first on PATH may be one without pytest (e.g. pyenv's); the
+  # system one has it from python3-pytest.
+  python=""
+  for candidate in python3 /usr/bin/python3; do
+    if "$candidate" -c "import pytest" 2>/dev/null; then
+      python="$candidate"
+      break
+    fi
+  done
+  if [[ -z "$python" ]]; then
+    echo "no python3 with pytest found (install python3-pytest)" >&2
+    failed+=("integration tests")
+  elif ! (cd "$repo_root" && "$python" -m pytest -q tests/integration); then
+    failed+=("integration tests")
+  fi
+fi
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "FAILED: ${failed[*]}" >&2
+  exit 1
+fi
+echo "all tests passed"

@@ -1,0 +1,143 @@
+// The worker's connection to the daemon that launched it: the unary calls of
+// WorkerService (Rendezvous, KvSet/KvGet, ReportCommit/ReportFailure) and the
+// Attach stream that carries heartbeats up and generation notices down.
+//
+// Threads: the caller's threads make the unary calls (the stub is
+// thread-safe). After StartAttach() three background threads run:
+//   attach    reads the stream, reconnects with backoff when it breaks;
+//   heartbeat writes a heartbeat every interval and watches how long the
+//             daemon has been out of reach (the grace period);
+//   reporter  sends queued commit/failure reports, so training never waits.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "horovodd.grpc.pb.h"
+
+namespace horovodd::internal {
+
+struct DaemonClientOptions {
+  std::string address;  // host:port of the daemon's worker service
+  std::string job_id;
+  int64_t worker_id = 0;
+  std::string token;  // may be empty
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  // How long the daemon may stay out of reach before on_daemon_lost runs.
+  absl::Duration daemon_grace = absl::Seconds(30);
+  // Deadline of each KvSet.
+  absl::Duration call_timeout = absl::Seconds(30);
+  // Runs on the attach thread for every DaemonMessage (after the newest
+  // generation was recorded). Must not block.
+  std::function<void(int64_t generation, bool abort)> on_message;
+  // Runs once on the heartbeat thread when the daemon was out of reach for
+  // daemon_grace. Unset: print "lost the daemon at ADDR for 30s, exiting" and
+  // _exit(1), so a worker never outlives its daemon.
+  std::function<void()> on_daemon_lost;
+};
+
+class DaemonClient {
+ public:
+  // Creates the channel (connecting lazily); starts no thread.
+  static absl::StatusOr<std::unique_ptr<DaemonClient>> Create(DaemonClientOptions options);
+  ~DaemonClient();  // Stop()
+
+  DaemonClient(const DaemonClient&) = delete;
+  DaemonClient& operator=(const DaemonClient&) = delete;
+
+  // Opens the Attach stream (hello first) and starts the background threads.
+  void StartAttach();
+  // Sends what the reporter still holds (for 5 s at most), closes the stream
+  // and joins the threads. Idempotent.
+  void Stop();
+
+  // Waits as long as it takes for the first stable generation newer than
+  // after_generation: retries while the daemon is out of reach (the grace
+  // watchdog bounds that). Other errors come back as the daemon sent them.
+  absl::StatusOr<v1::RendezvousResponse> Rendezvous(int64_t after_generation);
+
+  absl::Status KvSet(int64_t generation, const std::string& key, std::string value);
+  // The values of all keys once all exist; DEADLINE_EXCEEDED if they do not
+  // within `timeout`, ABORTED if the generation is superseded meanwhile.
+  absl::StatusOr<std::vector<std::string>> KvGet(int64_t generation,
+                                                 const std::vector<std::string>& keys,
+                                                 absl::Duration timeout);
+
+  // Queued for the reporter thread; a newer commit replaces an unsent one.
+  void ReportCommit(int64_t generation, int64_t commit);
+  void ReportFailure(int64_t generation, std::string message);
+
+  // The generation heartbeats carry (this worker's current one).
+  void set_current_generation(int64_t generation) { current_generation_ = generation; }
+  // The newest generation any DaemonMessage announced (0 before any).
+  int64_t newest_generation() const { return newest_generation_; }
+
+ private:
+  using AttachStream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::DaemonMessage>;
+  struct PendingFailure {
+    int64_t generation;
+    std::string message;
+  };
+
+  DaemonClient(DaemonClientOptions options, std::shared_ptr<grpc::Channel> channel);
+  v1::WorkerIdentity Identity() const;
+  void AttachLoop();
+  void HeartbeatLoop();
+  void ReporterLoop();
+  // One Attach stream from hello to its end; true if the daemon sent anything.
+  bool RunOneStream();
+  void SendCommit(const v1::CommitReport& report, absl::Time deadline);
+  void SendFailure(const PendingFailure& failure, absl::Time deadline);
+  void MarkContact();
+  // Sleeps up to `d` unless Stop() is called; false once stopping.
+  bool SleepUnlessStopping(absl::Duration d);
+
+  const DaemonClientOptions options_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<v1::WorkerService::Stub> stub_;
+
+  std::atomic<int64_t> current_generation_{0};
+  std::atomic<int64_t> newest_generation_{0};
+  std::atomic<bool> stopping_{false};
+  bool started_ = false;  // owned by the caller of StartAttach/Stop
+
+  // The live stream: stream_ is set once the hello went out and is guarded
+  // by write_mu_ (held across a Write, which cancelling the context ends);
+  // stream_context_ is guarded by context_mu_ (held briefly) so Stop() can
+  // cancel the stream. The attach thread owns both objects.
+  std::mutex write_mu_;
+  AttachStream* stream_ = nullptr;
+  std::mutex context_mu_;
+  grpc::ClientContext* stream_context_ = nullptr;
+
+  // Guards last_contact_ and the stop/sleep condition; stopping_ is set under it.
+  std::mutex contact_mu_;
+  std::condition_variable stop_cv_;
+  absl::Time last_contact_;
+
+  // Guards the reporter's queue.
+  std::mutex report_mu_;
+  std::condition_variable report_cv_;
+  std::optional<v1::CommitReport> pending_commit_;
+  std::deque<PendingFailure> pending_failures_;
+  bool reporter_done_ = false;
+  absl::Time flush_deadline_ = absl::InfiniteFuture();  // set by Stop()
+
+  std::thread attach_thread_;
+  std::thread heartbeat_thread_;
+  std::thread reporter_thread_;
+};
+
+}  // namespace horovodd::internal

@@ -1,0 +1,130 @@
+// Gloo contexts for the worker's rings: connecting one through a rendezvous
+// store, and aborting one while another thread is blocked in a collective.
+//
+// Why collectives here do not call Gloo's own algorithms (gloo::allreduce
+// and friends): with Gloo 2022-05 nothing public wakes a thread blocked in
+// one of them. Pair::close() and Context::closeConnections() only close the
+// socket and mark the pair closed; they do not fail the operations pending
+// on it, so the blocked thread sleeps in UnboundBuffer::waitRecv until its
+// timeout. The call that does fail pending operations
+// (tcp::Pair::signalExceptionExternal / tcp::Context::signalException) is
+// protected, and its headers do not even compile from the Debian package
+// (gloo/common/memory.h is not installed). So our collectives (gloo_ops.h)
+// post every send and receive on unbound buffers registered with the
+// GlooContext, and Abort() closes the pairs, then calls the public
+// abortWaitSend()/abortWaitRecv() on each registered buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include <gloo/context.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace horovodd::internal {
+
+struct ConnectOptions {
+  int rank = 0;
+  int size = 1;
+  // Local address the context's sockets bind to (a name or an IP literal).
+  std::string bind_address = "127.0.0.1";
+  // Bounds connecting (each store wait and pair connect) and, end to end,
+  // each collective run on the context.
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+class GlooContext;
+
+// An unbound buffer that GlooContext::Abort() can wake. Unregisters itself
+// before the Gloo buffer is destroyed, so Abort() never touches a dead one.
+class RegisteredBuffer {
+ public:
+  RegisteredBuffer(const RegisteredBuffer&) = delete;
+  RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+  ~RegisteredBuffer();
+
+  gloo::transport::UnboundBuffer& get() { return *buffer_; }
+
+ private:
+  friend class GlooContext;
+  RegisteredBuffer(GlooContext& owner, std::unique_ptr<gloo::transport::UnboundBuffer> buffer)
+      : owner_(owner), buffer_(std::move(buffer)) {}
+
+  GlooContext& owner_;
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
+};
+
+// A full-mesh Gloo TCP context that remembers why it died and can be aborted.
+// One thread at a time runs collectives on it (the collective thread);
+// Abort() may come from any thread.
+class GlooContext final : public gloo::rendezvous::Context {
+ public:
+  GlooContext(int rank, int size, absl::Duration collective_timeout);
+
+  absl::Duration collective_timeout() const { return collective_timeout_; }
+
+  // A fresh number per collective; every rank draws them in the same order,
+  // so consecutive collectives use distinct slots. Collective thread only.
+  uint64_t NextCollectiveSequence() { return next_sequence_++; }
+
+  // OK while usable. Otherwise the reason: ABORTED after Abort(), else the
+  // first failure passed to MarkFailed().
+  absl::Status health() const;
+  bool aborted() const;
+
+  // A buffer over [data, data + bytes) for this context's sends and receives;
+  // fails with health() once the context is dead.
+  absl::StatusOr<std::unique_ptr<RegisteredBuffer>> RegisterBuffer(void* data, size_t bytes);
+
+  // Closes every pair (peers see the connection drop at once) and wakes
+  // every wait on a registered buffer. Idempotent.
+  void Abort();
+
+  // Records that a collective failed and closes every pair: a failed
+  // context is never reused, and closing makes the peers still blocked on
+  // us fail now instead of at their timeout. Keeps the first failure.
+  void MarkFailed(const absl::Status& failure);
+
+ private:
+  friend class RegisteredBuffer;
+  void Unregister(gloo::transport::UnboundBuffer* buffer);
+  void ClosePairsLocked();
+
+  const absl::Duration collective_timeout_;
+  uint64_t next_sequence_ = 0;  // collective thread only
+
+  mutable std::mutex mu_;
+  bool aborted_ = false;                                          // guarded by mu_
+  absl::Status failure_;                                          // guarded by mu_
+  std::unordered_set<gloo::transport::UnboundBuffer*> buffers_;  // guarded by mu_
+};
+
+// Builds a full-mesh Gloo TCP context through `store`, which the caller has
+// scoped to one rendezvous round (e.g. a gloo::rendezvous::PrefixStore).
+// The result's dynamic type is GlooContext. Bad options: INVALID_ARGUMENT;
+// a timeout: DEADLINE_EXCEEDED; other connect failures: UNAVAILABLE.
+absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(
+    gloo::rendezvous::Store& store, const ConnectOptions& options);
+
+// Makes collectives blocked on `context` in other threads return ABORTED
+// promptly, and every later one return ABORTED at once. Used when the daemon
+// says the generation is superseded. Safe from any thread, more than once.
+// A context not made by ConnectGlooContext only gets its pairs closed.
+void AbortGlooContext(gloo::Context& context);
+
+// True for the messages Gloo gives its timeouts ("Timed out waiting ...",
+// "Connect timeout", "Read timeout", "Wait timeout for key(s)"): Gloo
+// throws the same exception type for timeouts and for lost peers.
+bool IsGlooTimeoutMessage(const std::string& what);
+
+}  // namespace horovodd::internal

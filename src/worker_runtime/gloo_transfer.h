@@ -1,0 +1,113 @@
+// One collective's use of a GlooContext: the slot it posts on, its deadline,
+// the buffers it registers, and the translation of Gloo's exceptions into
+// Status. Algorithms (gloo_ring.h, gloo_ops.cc) are written against this
+// class only and never see an exception.
+//
+// After the first failed transfer every method returns that failure without
+// touching Gloo, and the destructor marks the context failed -- which closes
+// its pairs -- before the registered buffers are destroyed: Gloo must never
+// write into a caller's tensor once the collective has returned.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "gloo_context.h"
+#include "sigpipe_block.h"
+
+// Returns from the enclosing function when `expr` (an absl::Status) is not OK.
+#define HVDD_RETURN_IF_ERROR(expr)                          \
+  do {                                                      \
+    if (absl::Status hvdd_status = (expr); !hvdd_status.ok()) \
+      return hvdd_status;                                   \
+  } while (0)
+
+namespace horovodd::internal {
+
+// Sub-streams of one collective (e.g. its size exchange and its data), so
+// each matches only its own kind of message.
+enum class Channel : uint8_t { kMetadata = 1, kData = 2 };
+
+// Bytes [offset, offset + bytes) of a buffer, exchanged with one peer.
+struct PeerRegion {
+  size_t offset = 0;
+  size_t bytes = 0;
+};
+
+class CollectiveScope {
+ public:
+  // Draws the collective's sequence number from `context`. `label` names the
+  // collective in every error, e.g. "allreduce 'grads'".
+  CollectiveScope(GlooContext& context, std::string label);
+  ~CollectiveScope();
+  CollectiveScope(const CollectiveScope&) = delete;
+  CollectiveScope& operator=(const CollectiveScope&) = delete;
+
+  int rank() const { return context_.rank; }
+  int size() const { return context_.size; }
+  const std::string& label() const { return label_; }
+
+  // OK when the context is usable; else why not, prefixed with the label.
+  absl::Status CheckHealth() const;
+
+  // Registers [data, data + bytes) for this collective's transfers; the
+  // buffer lives until the scope ends, so `data` must outlive the scope.
+  absl::StatusOr<gloo::transport::UnboundBuffer*> Register(void* data, size_t bytes);
+
+  // Zeroed memory owned by the scope, registered for transfers.
+  struct Scratch {
+    uint8_t* data = nullptr;
+    gloo::transport::UnboundBuffer* buffer = nullptr;
+  };
+  absl::StatusOr<Scratch> RegisterScratch(size_t bytes);
+
+  // Post a transfer of `bytes` at `offset` in `buffer`. Pairs match in
+  // posting order per peer and channel.
+  absl::Status Send(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset,
+                    size_t bytes, Channel channel);
+  absl::Status Recv(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset,
+                    size_t bytes, Channel channel);
+  // Wait for one posted send / receive of `buffer` to complete.
+  absl::Status WaitSend(gloo::transport::UnboundBuffer& buffer);
+  absl::Status WaitRecv(gloo::transport::UnboundBuffer& buffer);
+
+  // Sends to[p] of `send` to every peer p and receives from[p] of `recv`
+  // from every peer, all in flight at once. Entries for this rank and empty
+  // regions are skipped (a buffer may be null when all its regions are
+  // empty); every rank must agree on the sizes.
+  absl::Status ExchangeWithAll(gloo::transport::UnboundBuffer* send,
+                               const std::vector<PeerRegion>& to,
+                               gloo::transport::UnboundBuffer* recv,
+                               const std::vector<PeerRegion>& from, Channel channel);
+
+ private:
+  uint64_t SlotFor(Channel channel) const;
+  std::chrono::milliseconds RemainingTime() const;
+  absl::Status Fail(absl::Status status);
+  absl::Status FromException(const std::exception& e);
+  absl::Status AbortedStatus() const;
+
+  // First member: SIGPIPE stays blocked until everything below is gone.
+  ScopedSigpipeBlock sigpipe_block_;
+  GlooContext& context_;
+  const std::string label_;
+  const uint64_t sequence_;
+  const absl::Time deadline_;
+  absl::Status failure_;
+  // Declared before buffers_ so it outlives them.
+  std::vector<std::unique_ptr<uint8_t[]>> scratch_;
+  // Destroyed after ~CollectiveScope's body has marked a failed context.
+  std::vector<std::unique_ptr<RegisteredBuffer>> buffers_;
+};
+
+}  // namespace horovodd::internal

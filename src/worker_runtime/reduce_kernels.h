@@ -1,0 +1,26 @@
+// Element-wise kernels the collectives run on raw buffers of one dtype.
+// float16 goes through float; integer sums and products wrap around (two's
+// complement) instead of overflowing; scaling an integer truncates toward
+// zero and saturates at the type's limits.
+#pragma once
+
+#include <cstddef>
+
+#include "horovodd/tensor.h"
+
+namespace horovodd::internal {
+
+// accumulator[i] = op(accumulator[i], incoming[i]); kAverage accumulates a sum.
+void ReduceInto(DType dtype, ReduceOp op, void* accumulator, const void* incoming,
+                size_t count);
+
+// data[i] *= factor.
+void ScaleInPlace(DType dtype, void* data, size_t count, double factor);
+
+// Turns a finished reduction over `ranks` contributions into the result:
+// kAverage divides by `ranks` (integers truncate), then everything is
+// multiplied by `postscale` (skipped when it is 1).
+void FinishReduction(DType dtype, ReduceOp op, void* data, size_t count, int ranks,
+                     double postscale);
+
+}  // namespace horovodd::internal

@@ -1,0 +1,414 @@
+#include "worker_runtime/runtime.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "horovodd/horovodd.h"
+#include "worker_runtime/daemon_store.h"
+#include "worker_runtime/gloo_context.h"
+#include "worker_runtime/gloo_ops.h"
+
+namespace horovodd::internal {
+namespace {
+
+constexpr char kNotLaunched[] = "this process was not launched by horovodrun/horovodd";
+
+absl::StatusOr<std::string> RequiredEnv(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    return absl::FailedPreconditionError(absl::StrCat(name, " is not set: ", kNotLaunched));
+  }
+  return std::string(value);
+}
+
+std::string OptionalEnv(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+// A positive number of `unit`s from `name`, or `fallback` when it is unset.
+absl::StatusOr<absl::Duration> DurationEnv(const char* name, absl::Duration unit,
+                                           absl::Duration fallback) {
+  const std::string text = OptionalEnv(name);
+  if (text.empty()) return fallback;
+  double value = 0;
+  if (!absl::SimpleAtod(text, &value) || !(value > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be a positive number, got '", text, "'"));
+  }
+  return value * unit;
+}
+
+Assignment ToAssignment(const v1::RendezvousResponse& response) {
+  Assignment a;
+  a.generation = response.generation();
+  a.rank = response.rank();
+  a.size = response.size();
+  a.local_rank = response.local_rank();
+  a.local_size = response.local_size();
+  a.cross_rank = response.cross_rank();
+  a.cross_size = response.cross_size();
+  a.rank_hosts.assign(response.rank_hosts().begin(), response.rank_hosts().end());
+  return a;
+}
+
+absl::Status CheckAssignment(const v1::RendezvousResponse& response, int64_t after) {
+  if (response.generation() <= after || response.size() < 1 || response.rank() < 0 ||
+      response.rank() >= response.size()) {
+    return absl::InternalError(absl::StrCat(
+        "the daemon answered a rendezvous after generation ", after, " with generation ",
+        response.generation(), ", rank ", response.rank(), " of size ", response.size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
+  RuntimeOptions options;
+  absl::StatusOr<std::string> address = RequiredEnv("HOROVODD_DAEMON_ADDR");
+  if (!address.ok()) return address.status();
+  absl::StatusOr<std::string> job = RequiredEnv("HOROVODD_JOB_ID");
+  if (!job.ok()) return job.status();
+  absl::StatusOr<std::string> worker = RequiredEnv("HOROVODD_WORKER_ID");
+  if (!worker.ok()) return worker.status();
+  options.daemon.address = *address;
+  options.daemon.job_id = *job;
+  if (!absl::SimpleAtoi(*worker, &options.daemon.worker_id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HOROVODD_WORKER_ID must be an integer, got '", *worker, "'"));
+  }
+  options.daemon.token = OptionalEnv("HOROVODD_WORKER_TOKEN");
+
+  absl::StatusOr<absl::Duration> heartbeat = DurationEnv(
+      "HOROVODD_HEARTBEAT_MS", absl::Milliseconds(1), options.daemon.heartbeat_interval);
+  if (!heartbeat.ok()) return heartbeat.status();
+  options.daemon.heartbeat_interval = *heartbeat;
+  absl::StatusOr<absl::Duration> grace =
+      DurationEnv("HOROVODD_DAEMON_GRACE_S", absl::Seconds(1), options.daemon.daemon_grace);
+  if (!grace.ok()) return grace.status();
+  options.daemon.daemon_grace = *grace;
+  absl::StatusOr<absl::Duration> ring_timeout =
+      DurationEnv("HOROVODD_RING_TIMEOUT_S", absl::Seconds(1), options.ring_timeout);
+  if (!ring_timeout.ok()) return ring_timeout.status();
+  options.ring_timeout = *ring_timeout;
+  return options;
+}
+
+// ---------------------------------------------------------------------------
+// Runtime
+// ---------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options) {
+  std::unique_ptr<Runtime> runtime(new Runtime(options.ring_timeout));
+  DaemonClientOptions daemon = std::move(options.daemon);
+  Runtime* self = runtime.get();
+  daemon.on_message = [self](int64_t generation, bool abort) {
+    self->OnDaemonMessage(generation, abort);
+  };
+  absl::StatusOr<std::unique_ptr<DaemonClient>> client = DaemonClient::Create(std::move(daemon));
+  if (!client.ok()) return client.status();
+  runtime->client_ = *std::move(client);
+  runtime->client_->StartAttach();
+  return runtime;
+}
+
+Runtime::~Runtime() {
+  // The client first: its threads call back into this object.
+  if (client_ != nullptr) client_->Stop();
+  SetRing(nullptr, 0);
+}
+
+void Runtime::SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation) {
+  std::shared_ptr<gloo::Context> old;
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    old = std::move(ring_);
+    ring_ = std::move(ring);
+    ring_generation_ = generation;
+  }
+  // `old` is destroyed here, outside the lock: closing its sockets may wait.
+}
+
+absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
+  SetRing(nullptr, 0);  // a ring is never reused across generations
+  int64_t after = after_generation;
+  while (true) {
+    absl::StatusOr<v1::RendezvousResponse> response = client_->Rendezvous(after);
+    if (!response.ok()) return response.status();
+    if (response->removed()) return JoinOutcome::kRemoved;
+    if (absl::Status valid = CheckAssignment(*response, after); !valid.ok()) return valid;
+    Assignment next = ToAssignment(*response);
+    client_->set_current_generation(next.generation);
+
+    RingOptions ring_options;
+    ring_options.generation = next.generation;
+    ring_options.rank = next.rank;
+    ring_options.size = next.size;
+    ring_options.bind_address = response->bind_address().empty()
+                                    ? std::string("127.0.0.1")
+                                    : response->bind_address();
+    ring_options.timeout = ring_timeout_;
+    RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
+    if (result.ring.ok()) {
+      assignment_ = std::move(next);
+      SetRing(*std::move(result.ring), assignment_.generation);
+      return JoinOutcome::kJoined;
+    }
+    // A ring of a superseded generation was bound to fail; anything else is
+    // news the daemon needs to plan the next generation.
+    if (!result.superseded && client_->newest_generation() <= next.generation) {
+      client_->ReportFailure(next.generation, result.ring.status().ToString());
+    }
+    after = next.generation;
+  }
+}
+
+absl::Status Runtime::SupersededError(const absl::Status& cause) const {
+  std::string message =
+      absl::StrCat("the daemon aborted generation ", generation(), " (generation ",
+                   aborted_generation_.load(), " replaces it)");
+  if (!cause.ok()) absl::StrAppend(&message, " (", cause.message(), ")");
+  return absl::AbortedError(message);
+}
+
+absl::Status Runtime::RunCollective(
+    const std::function<absl::Status(gloo::Context&)>& op) {
+  std::shared_ptr<gloo::Context> ring;
+  int64_t ring_generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    ring = ring_;
+    ring_generation = ring_generation_;
+  }
+  if (ring == nullptr) {
+    return absl::FailedPreconditionError(
+        "this worker has no ring: it is not a member of any generation yet");
+  }
+  if (aborted_generation_.load() > ring_generation) return SupersededError(absl::OkStatus());
+  absl::Status status = op(*ring);
+  if (status.ok()) return status;
+  if (aborted_generation_.load() > ring_generation) return SupersededError(status);
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::UnavailableError(
+        absl::StrCat("a peer stayed silent past the ring timeout: ", status.message()));
+  }
+  return status;
+}
+
+void Runtime::OnDaemonMessage(int64_t generation, bool abort) {
+  if (!abort) return;
+  int64_t aborted = aborted_generation_.load();
+  while (generation > aborted &&
+         !aborted_generation_.compare_exchange_weak(aborted, generation)) {
+  }
+  // Set before the ring is looked at: a collective that starts after this
+  // sees the abort in RunCollective, one already running is woken here.
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  if (ring_ != nullptr && generation > ring_generation_) AbortGlooContext(*ring_);
+}
+
+void Runtime::ReportCommit(int64_t commits) {
+  client_->ReportCommit(generation(), commits);
+}
+
+void Runtime::ReportFailure(const absl::Status& failure) {
+  if (newest_generation() > generation()) return;
+  client_->ReportFailure(generation(), failure.ToString());
+}
+
+// ---------------------------------------------------------------------------
+// Process and thread bindings
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// Init() and Shutdown() hold g_process_mu; everything else only reads the
+// pointer (from the training thread, per horovodd.h's contract).
+std::mutex g_process_mu;
+std::unique_ptr<Runtime> g_process_owner;
+std::atomic<Runtime*> g_process_runtime{nullptr};
+thread_local Runtime* t_bound_runtime = nullptr;
+
+void ExportEnvironment(const Assignment& a) {
+  const std::pair<const char*, int> values[] = {
+      {"HOROVOD_RANK", a.rank},           {"HOROVOD_SIZE", a.size},
+      {"HOROVOD_LOCAL_RANK", a.local_rank}, {"HOROVOD_LOCAL_SIZE", a.local_size},
+      {"HOROVOD_CROSS_RANK", a.cross_rank}, {"HOROVOD_CROSS_SIZE", a.cross_size},
+  };
+  for (const auto& [name, value] : values) {
+    setenv(name, std::to_string(value).c_str(), /*overwrite=*/1);
+  }
+}
+
+[[noreturn]] void ExitAsRemoved() {
+  horovodd::Shutdown();
+  std::fprintf(stderr, "horovodd: worker removed from the job, exiting\n");
+  std::fflush(stderr);
+  std::exit(0);
+}
+
+}  // namespace
+
+Runtime* CurrentRuntime() {
+  return t_bound_runtime != nullptr ? t_bound_runtime : g_process_runtime.load();
+}
+
+ScopedThreadRuntime::ScopedThreadRuntime(Runtime& runtime) : previous_(t_bound_runtime) {
+  t_bound_runtime = &runtime;
+}
+
+ScopedThreadRuntime::~ScopedThreadRuntime() { t_bound_runtime = previous_; }
+
+absl::Status RejoinCurrentRuntime() {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) {
+    return absl::FailedPreconditionError("horovodd::Init() has not been called");
+  }
+  const bool is_process = runtime == g_process_runtime.load() && t_bound_runtime == nullptr;
+  absl::StatusOr<JoinOutcome> outcome = runtime->Join(runtime->generation());
+  if (!outcome.ok()) return outcome.status();
+  if (*outcome == JoinOutcome::kRemoved) {
+    if (is_process) ExitAsRemoved();
+    return absl::NotFoundError("the daemon removed this worker from the job");
+  }
+  if (is_process) ExportEnvironment(runtime->assignment());
+  return absl::OkStatus();
+}
+
+}  // namespace horovodd::internal
+
+// ---------------------------------------------------------------------------
+// The public API (horovodd.h): thin wrappers over the current runtime.
+// ---------------------------------------------------------------------------
+
+namespace horovodd {
+namespace {
+
+using internal::CurrentRuntime;
+using internal::Runtime;
+
+absl::Status NotInitialized(const char* what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, " needs horovodd::Init() first"));
+}
+
+// Runs `op` on the current runtime's ring.
+absl::Status OnRing(const char* what,
+                    const std::function<absl::Status(gloo::Context&)>& op) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized(what);
+  return runtime->RunCollective(op);
+}
+
+template <typename Pick>
+int AssignmentField(Pick pick, int when_not_initialized) {
+  Runtime* runtime = CurrentRuntime();
+  return runtime == nullptr ? when_not_initialized : pick(runtime->assignment());
+}
+
+}  // namespace
+
+absl::Status Init() {
+  std::unique_lock<std::mutex> lock(internal::g_process_mu);
+  if (internal::g_process_owner != nullptr) return absl::OkStatus();
+  absl::StatusOr<internal::RuntimeOptions> options =
+      internal::RuntimeOptions::FromEnvironment();
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(*std::move(options));
+  if (!runtime.ok()) return runtime.status();
+  absl::StatusOr<internal::JoinOutcome> outcome = (*runtime)->Join(0);
+  if (!outcome.ok()) return outcome.status();
+  if (*outcome == internal::JoinOutcome::kRemoved) {
+    runtime->reset();
+    lock.unlock();
+    internal::ExitAsRemoved();
+  }
+  internal::ExportEnvironment((*runtime)->assignment());
+  internal::g_process_owner = *std::move(runtime);
+  internal::g_process_runtime = internal::g_process_owner.get();
+  return absl::OkStatus();
+}
+
+void Shutdown() {
+  std::unique_ptr<Runtime> owned;
+  {
+    std::lock_guard<std::mutex> lock(internal::g_process_mu);
+    internal::g_process_runtime = nullptr;
+    owned = std::move(internal::g_process_owner);
+  }
+  // Destroyed outside the lock: it flushes reports and joins threads.
+}
+
+bool IsInitialized() { return CurrentRuntime() != nullptr; }
+
+int Rank() { return AssignmentField([](const internal::Assignment& a) { return a.rank; }, -1); }
+int Size() { return AssignmentField([](const internal::Assignment& a) { return a.size; }, 0); }
+int LocalRank() {
+  return AssignmentField([](const internal::Assignment& a) { return a.local_rank; }, -1);
+}
+int LocalSize() {
+  return AssignmentField([](const internal::Assignment& a) { return a.local_size; }, 0);
+}
+int CrossRank() {
+  return AssignmentField([](const internal::Assignment& a) { return a.cross_rank; }, -1);
+}
+int CrossSize() {
+  return AssignmentField([](const internal::Assignment& a) { return a.cross_size; }, 0);
+}
+int64_t Generation() {
+  Runtime* runtime = CurrentRuntime();
+  return runtime == nullptr ? 0 : runtime->generation();
+}
+
+absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) {
+  return OnRing("Allreduce", [&](gloo::Context& ring) {
+    return internal::Allreduce(ring, inout, options);
+  });
+}
+
+absl::StatusOr<Tensor> Allgather(const TensorView& input) {
+  absl::StatusOr<Tensor> result;
+  absl::Status status = OnRing("Allgather", [&](gloo::Context& ring) {
+    result = internal::Allgather(ring, input);
+    return result.status();
+  });
+  if (!status.ok()) return status;
+  return result;
+}
+
+absl::Status Broadcast(TensorView inout, int root) {
+  return OnRing("Broadcast", [&](gloo::Context& ring) {
+    return internal::Broadcast(ring, inout, root);
+  });
+}
+
+absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64_t>& splits,
+                                std::vector<int64_t>* received_splits) {
+  absl::StatusOr<Tensor> result;
+  absl::Status status = OnRing("Alltoall", [&](gloo::Context& ring) {
+    result = internal::Alltoall(ring, input, splits, received_splits);
+    return result.status();
+  });
+  if (!status.ok()) return status;
+  return result;
+}
+
+absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op) {
+  absl::StatusOr<Tensor> result;
+  absl::Status status = OnRing("Reducescatter", [&](gloo::Context& ring) {
+    result = internal::Reducescatter(ring, input, op);
+    return result.status();
+  });
+  if (!status.ok()) return status;
+  return result;
+}
+
+absl::Status Barrier() {
+  return OnRing("Barrier", [](gloo::Context& ring) { return internal::Barrier(ring); });
+}
+
+}  // namespace horovodd
