@@ -9,6 +9,7 @@ add_library(hvdd_daemon STATIC
   ${CMAKE_CURRENT_LIST_DIR}/job_manager.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_membership.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_service.cc
+  ${CMAKE_CURRENT_LIST_DIR}/launcher.cc
   ${CMAKE_CURRENT_LIST_DIR}/kv_namespace.cc
   ${CMAKE_CURRENT_LIST_DIR}/membership.cc
   ${CMAKE_CURRENT_LIST_DIR}/worker_service.cc)

@@ -13,7 +13,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   auto launcher = LocalLauncher::Create();
   if (!launcher.ok()) return launcher.status();
   daemon->launcher_ = std::move(*launcher);
-  daemon->jobs_ = std::make_unique<JobManager>(daemon->launcher_.get());
+  daemon->router_ = std::make_unique<HostRouter>(daemon->launcher_.get(), nullptr);
+  daemon->jobs_ = std::make_unique<JobManager>(daemon->router_.get());
   daemon->job_service_ = std::make_unique<JobServiceImpl>(daemon->jobs_.get());
   daemon->worker_service_ = std::make_unique<WorkerServiceImpl>(daemon->jobs_.get());
 

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/job_manager.h"
+#include "daemon/launcher.h"
 #include "daemon/local_launcher.h"
 
 namespace grpc {
@@ -41,6 +42,7 @@ class DaemonServer {
 
   std::string address_;
   std::unique_ptr<LocalLauncher> launcher_;
+  std::unique_ptr<HostRouter> router_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;

@@ -312,12 +312,12 @@ void JobDriver::Finish(v1::JobState state, const std::string& reason) {
       w.reply(absl::AbortedError(absl::StrCat("job ended: ", reason)));
       w.waiting = false;
     }
-    if (w.pid != 0) context_.launcher->Signal(w.pid, SIGTERM).IgnoreError();
+    if (w.handle != 0) context_.launcher->Signal(w.handle, SIGTERM).IgnoreError();
   }
   // Whoever ignores SIGTERM gets SIGKILL after a grace period.
   loop_.PostAfter(absl::Seconds(5), [this] {
     for (auto& [id, w] : workers_) {
-      if (w.pid != 0) context_.launcher->Signal(w.pid, SIGKILL).IgnoreError();
+      if (w.handle != 0) context_.launcher->Signal(w.handle, SIGKILL).IgnoreError();
     }
   });
   MaybeCloseLog();
@@ -326,7 +326,7 @@ void JobDriver::Finish(v1::JobState state, const std::string& reason) {
 void JobDriver::MaybeCloseLog() {
   if (!Terminal() || ended_.load()) return;
   for (const auto& [id, w] : workers_) {
-    if (w.pid != 0) return;  // still being stopped
+    if (w.handle != 0) return;  // still being stopped
   }
   v1::JobEvent end;
   end.set_kind(v1::JobEvent::JOB_ENDED);

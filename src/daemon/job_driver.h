@@ -26,7 +26,7 @@
 #include "daemon/event_log.h"
 #include "daemon/event_loop.h"
 #include "daemon/kv_namespace.h"
-#include "daemon/local_launcher.h"
+#include "daemon/launcher.h"
 #include "daemon/membership.h"
 #include "daemon/worker_channel.h"
 #include "discovery/host_manager.h"
@@ -40,7 +40,7 @@ class DiscoveryPoller;
 struct JobContext {
   std::string job_id;
   std::string daemon_address;   // what workers dial, host:port
-  LocalLauncher* launcher;      // shared by all jobs, outlives them
+  Launcher* launcher;           // shared by all jobs, outlives them
 };
 
 class JobDriver {
@@ -76,7 +76,8 @@ class JobDriver {
   struct Worker {
     int64_t id = 0;
     std::string host;
-    pid_t pid = 0;                    // 0 once reaped
+    int64_t handle = 0;               // the launcher's; 0 once ended
+    int pid = 0;                      // on its host, for people
     v1::WorkerState state = v1::WORKER_STARTING;
     int exit_code = 0;
     std::string lost_reason;          // set when the driver killed it

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/job_driver.h"
-#include "daemon/local_launcher.h"
+#include "daemon/launcher.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {
@@ -18,7 +18,7 @@ namespace horovodd::daemon {
 class JobManager {
  public:
   // `launcher` outlives the manager.
-  explicit JobManager(LocalLauncher* launcher) : launcher_(launcher) {}
+  explicit JobManager(Launcher* launcher) : launcher_(launcher) {}
   ~JobManager();
 
   // The address workers dial; set once the server is listening.
@@ -34,7 +34,7 @@ class JobManager {
   void Shutdown(const std::string& reason, absl::Duration grace);
 
  private:
-  LocalLauncher* const launcher_;
+  Launcher* const launcher_;
   std::string worker_address_;
   mutable std::mutex mu_;
   bool shutting_down_ = false;                                 // guarded by mu_

@@ -75,7 +75,7 @@ void JobDriver::Replan(const std::string& cause, bool failure, bool force) {
   for (int64_t id : members_) {
     const Worker& w = workers_.at(id);
     input.current.push_back({id, w.host});
-    if (w.state == v1::WORKER_FAILED || w.pid == 0) input.lost.insert(id);
+    if (w.state == v1::WORKER_FAILED || w.handle == 0) input.lost.insert(id);
   }
   for (const auto& h : hosts_.Hosts(now)) {
     // Drained hosts keep no workers; hosts in cooldown keep the ones they have.
@@ -156,7 +156,7 @@ void JobDriver::NotifyWorkers(bool abort) {
   message.set_generation(generation_);
   message.set_abort(abort);
   for (auto& [id, w] : workers_) {
-    if (w.channel && w.pid != 0) w.channel->Send(message);
+    if (w.channel && w.handle != 0) w.channel->Send(message);
   }
 }
 
@@ -187,10 +187,11 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
   w.host = host;
   w.launched_at = w.last_seen = absl::Now();
   w.rank = std::make_shared<std::atomic<int>>(planned_rank);
-  LaunchSpec launch;
-  launch.argv.assign(spec_.argv().begin(), spec_.argv().end());
-  launch.env = WorkerEnvironment(w, planned_rank);
-  launch.working_dir = spec_.working_dir();
+  WorkerLaunch launch;
+  launch.host = host;
+  launch.spec.argv.assign(spec_.argv().begin(), spec_.argv().end());
+  launch.spec.env = WorkerEnvironment(w, planned_rank);
+  launch.spec.working_dir = spec_.working_dir();
   ProcessCallbacks callbacks;
   callbacks.on_line = [events = &events_, rank = w.rank](OutputStream stream,
                                                          std::string_view line) {
@@ -205,13 +206,28 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
   callbacks.on_exit = [this, id](const ExitInfo& exit) {
     loop_.Post([this, id, exit] { OnWorkerExit(id, exit); });
   };
-  auto pid = context_.launcher->Launch(launch, std::move(callbacks));
-  if (!pid.ok()) {
-    // A command that cannot be executed will not work on another slot either.
-    Finish(v1::FAILED, absl::StrCat("cannot start workers: ", pid.status().message()));
+  auto launched = context_.launcher->Launch(launch, std::move(callbacks));
+  if (!launched.ok()) {
+    const auto code = launched.status().code();
+    if (IsLocalHost(host) && (code == absl::StatusCode::kNotFound ||
+                              code == absl::StatusCode::kPermissionDenied ||
+                              code == absl::StatusCode::kInvalidArgument)) {
+      // The command itself cannot run: it will not on another slot either.
+      Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched.status().message()));
+      return;
+    }
+    // The host is the problem (unreachable, refused): it sits out a cooldown
+    // and the job goes on with the others.
+    const std::string why(launched.status().message());
+    hosts_.ReportFailure(host, why, absl::Now());
+    Event(v1::JobEvent::WARNING,
+          absl::StrCat("cannot start a worker on ", host, ": ", why, "; host in cooldown"));
+    ScheduleCooldownWakeup();
+    loop_.Post([this] { Replan("a worker could not be started", /*failure=*/false); });
     return;
   }
-  w.pid = *pid;
+  w.handle = launched->handle;
+  w.pid = launched->pid;
   Event(v1::JobEvent::INFO, absl::StrCat("started worker ", id, " on ", host, " (pid ",
                                          w.pid, ")"));
   workers_.emplace(id, std::move(w));
@@ -283,7 +299,7 @@ void JobDriver::AnswerRemoved(Worker& w) {
 void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
   Worker* w = FindWorker(id);
   if (w == nullptr) return;
-  w->pid = 0;
+  w->handle = 0;
   w->exit_code = exit.signal != 0 ? 128 + exit.signal : exit.exit_code;
   if (w->waiting && w->reply) w->reply(absl::AbortedError("worker exited"));
   w->waiting = false;
@@ -313,10 +329,10 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
       // Workers started for a generation that never formed are not needed.
       for (int64_t m : members_) {
         Worker& other = workers_.at(m);
-        if (!plain && other.pid != 0 &&
+        if (!plain && other.handle != 0 &&
             std::find(ready_members_.begin(), ready_members_.end(), m) == ready_members_.end()) {
           other.state = v1::WORKER_REMOVED;
-          context_.launcher->Signal(other.pid, SIGTERM).IgnoreError();
+          context_.launcher->Signal(other.handle, SIGTERM).IgnoreError();
         }
       }
     }
@@ -356,12 +372,12 @@ void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
 }
 
 void JobDriver::DeclareLost(Worker& w, const std::string& reason) {
-  if (!w.lost_reason.empty() || w.pid == 0) return;
+  if (!w.lost_reason.empty() || w.handle == 0) return;
   w.lost_reason = reason;
   Event(v1::JobEvent::WARNING, absl::StrCat(Describe(w), " lost: ", reason, "; killing it"));
   if (reset_detected_ == absl::InfinitePast()) reset_detected_ = absl::Now();
   // Its sockets close when it dies, so peers blocked on it fail at once.
-  context_.launcher->Signal(w.pid, SIGKILL).IgnoreError();
+  context_.launcher->Signal(w.handle, SIGKILL).IgnoreError();
 }
 
 void JobDriver::CheckLiveness() {
@@ -372,7 +388,7 @@ void JobDriver::CheckLiveness() {
   const absl::Duration start_limit = absl::Seconds(spec_.start_timeout_seconds());
   const bool rendezvous_open = generation_ != ready_generation_;
   for (auto& [id, w] : workers_) {
-    if (w.pid == 0 || w.state == v1::WORKER_REMOVED) continue;
+    if (w.handle == 0 || w.state == v1::WORKER_REMOVED) continue;
     if (!w.attached && w.joined_generation == 0 && w.last_seen == w.launched_at) {
       if (now - w.launched_at > start_limit) {
         DeclareLost(w, absl::StrCat("did not connect within --start-timeout ",
@@ -424,7 +440,7 @@ int JobDriver::RankOf(int64_t id) const {
 std::string JobDriver::Describe(const Worker& w) const {
   int rank = RankOf(w.id);
   return absl::StrCat("worker ", w.id, " (", rank >= 0 ? absl::StrCat("rank ", rank, ", ") : "",
-                      w.host, w.pid != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
+                      w.host, w.handle != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
 }
 
 }  // namespace horovodd::daemon
