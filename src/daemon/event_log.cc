@@ -9,11 +9,14 @@ uint64_t EventLog::Append(v1::JobEvent event) {
     if (closed_) return 0;
     seq = next_seq_++;
     event.set_seq(seq);
-    event.set_time_unix(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
-    events_.push_back(std::move(event));
+    if (event.time_unix() == 0) {
+      event.set_time_unix(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+    }
+    events_.push_back(event);
     while (events_.size() > capacity_) events_.pop_front();
   }
   cv_.notify_all();
+  if (sink_) sink_(event);
   return seq;
 }
 
@@ -49,6 +52,15 @@ std::vector<v1::JobEvent> EventLog::RecentNonOutput(size_t count) const {
   std::vector<v1::JobEvent> out;
   for (auto it = events_.rbegin(); it != events_.rend() && out.size() < count; ++it) {
     if (it->kind() != v1::JobEvent::OUTPUT) out.push_back(*it);
+  }
+  return {out.rbegin(), out.rend()};
+}
+
+std::vector<v1::JobEvent> EventLog::OutputOfRank(int rank, size_t count) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::JobEvent> out;
+  for (auto it = events_.rbegin(); it != events_.rend() && out.size() < count; ++it) {
+    if (it->kind() == v1::JobEvent::OUTPUT && it->rank() == rank) out.push_back(*it);
   }
   return {out.rbegin(), out.rend()};
 }

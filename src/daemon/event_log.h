@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -18,7 +19,11 @@ namespace horovodd::daemon {
 
 class EventLog {
  public:
-  explicit EventLog(size_t capacity = 20000) : capacity_(capacity) {}
+  // Called with each appended event, outside the log's lock, on the appending thread.
+  using Sink = std::function<void(const v1::JobEvent&)>;
+
+  explicit EventLog(size_t capacity = 20000, Sink sink = nullptr)
+      : capacity_(capacity), sink_(std::move(sink)) {}
 
   // Stamps seq and time, keeps it, wakes watchers. Returns the seq.
   uint64_t Append(v1::JobEvent event);
@@ -35,9 +40,12 @@ class EventLog {
   Batch WaitFrom(uint64_t from_seq, absl::Time deadline) const;
   // The newest `count` events whose kind is not OUTPUT (for status views).
   std::vector<v1::JobEvent> RecentNonOutput(size_t count) const;
+  // The newest `count` output lines of `rank`, oldest first.
+  std::vector<v1::JobEvent> OutputOfRank(int rank, size_t count) const;
 
  private:
   const size_t capacity_;
+  const Sink sink_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::deque<v1::JobEvent> events_;  // guarded by mu_

@@ -74,6 +74,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
 JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
     : context_(std::move(context)),
       spec_(std::move(spec)),
+      events_(20000,
+              [observer = context_.observer, id = context_.job_id](const v1::JobEvent& e) {
+                if (observer != nullptr) observer->OnJobEvent(id, e);
+              }),
       hosts_(discovery::CooldownPolicy{
           absl::Seconds(spec_.blacklist_cooldown_min_seconds()),
           absl::Seconds(spec_.blacklist_cooldown_max_seconds())}) {}
@@ -116,6 +120,25 @@ void JobDriver::Start() {
 
 void JobDriver::Cancel(const std::string& reason) {
   loop_.Post([this, reason] { Finish(v1::CANCELLED, reason); });
+}
+
+void JobDriver::Drain(const std::string& host) {
+  loop_.Post([this, host] {
+    if (Terminal()) return;
+    hosts_.Drain(host);
+    Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " drained by the operator"));
+    if (reset_detected_ == absl::InfinitePast()) reset_detected_ = absl::Now();
+    Replan(absl::StrCat("host ", host, " drained"), /*failure=*/false);
+  });
+}
+
+void JobDriver::Undrain(const std::string& host) {
+  loop_.Post([this, host] {
+    if (Terminal()) return;
+    hosts_.Undrain(host);
+    Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " undrained by the operator"));
+    Replan(absl::StrCat("host ", host, " undrained"), /*failure=*/false);
+  });
 }
 
 void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply reply) {
@@ -236,6 +259,13 @@ void JobDriver::ReportCommit(const v1::CommitReport& report) {
     if (Worker* w = FindWorker(report.who().worker_id())) {
       w->last_commit = std::max(w->last_commit, report.commit());
       last_commit_ = std::max(last_commit_, report.commit());
+      // The first commit of a new generation: training resumed.
+      for (auto& record : reset_history_) {
+        if (record.generation() == report.generation() && record.resumed_unix() == 0 &&
+            record.ready_unix() != 0) {
+          record.set_resumed_unix(UnixSeconds(absl::Now()));
+        }
+      }
     }
   });
 }
@@ -271,6 +301,7 @@ v1::JobStatus JobDriver::Status() {
       ws->set_state(w.state);
       ws->set_exit_code(w.exit_code);
       ws->set_last_commit(w.last_commit);
+      ws->set_resets(std::max(0, w.generations_joined - 1));
     }
     for (const auto& h : hosts_.Hosts(absl::Now())) {
       auto* hs = s.add_hosts();
@@ -284,6 +315,10 @@ v1::JobStatus JobDriver::Status() {
     s.set_created_unix(UnixSeconds(created_));
     s.set_started_unix(UnixSeconds(started_));
     s.set_ended_unix(UnixSeconds(ended_at_));
+    s.set_min_np(spec_.min_np());
+    s.set_max_np(spec_.max_np());
+    for (const auto& record : reset_history_) *s.add_reset_history() = record;
+    for (auto& event : events_.RecentNonOutput(20)) *s.add_recent_events() = std::move(event);
     promise->set_value(std::move(s));
   });
   if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
@@ -297,8 +332,8 @@ v1::JobStatus JobDriver::Status() {
 
 void JobDriver::Finish(v1::JobState state, const std::string& reason) {
   if (Terminal()) return;
-  state_ = state;
   reason_ = reason;
+  SetState(state);
   ended_at_ = absl::Now();
   for (auto timer : {below_min_timer_, cooldown_timer_, liveness_timer_}) {
     if (timer != 0) loop_.Cancel(timer);
@@ -342,10 +377,23 @@ bool JobDriver::Terminal() const {
   return state_ == v1::SUCCEEDED || state_ == v1::FAILED || state_ == v1::CANCELLED;
 }
 
-void JobDriver::Event(v1::JobEvent::Kind kind, const std::string& message) {
+void JobDriver::SetState(v1::JobState state) {
+  if (state == state_) return;
+  state_ = state;
+  v1::JobEvent e;
+  e.set_kind(v1::JobEvent::STATE);
+  e.set_state(state);
+  e.set_generation(generation_);
+  e.set_message(absl::StrCat("job is ", v1::JobState_Name(state)));
+  events_.Append(std::move(e));
+}
+
+void JobDriver::Event(v1::JobEvent::Kind kind, const std::string& message,
+                      const std::string& code) {
   v1::JobEvent e;
   e.set_kind(kind);
   e.set_message(message);
+  e.set_code(code);
   e.set_generation(generation_);
   events_.Append(std::move(e));
 }

@@ -27,6 +27,7 @@
 #include "daemon/event_loop.h"
 #include "daemon/kv_namespace.h"
 #include "daemon/launcher.h"
+#include "daemon/job_observer.h"
 #include "daemon/membership.h"
 #include "daemon/worker_channel.h"
 #include "discovery/host_manager.h"
@@ -41,6 +42,7 @@ struct JobContext {
   std::string job_id;
   std::string daemon_address;   // what workers dial, host:port
   Launcher* launcher;           // shared by all jobs, outlives them
+  JobObserver* observer = nullptr;  // daemon-wide; outlives the job; may be null
 };
 
 class JobDriver {
@@ -55,6 +57,9 @@ class JobDriver {
 
   void Start();
   void Cancel(const std::string& reason);
+  // Operator control of one host for this job (see DrainHostRequest).
+  void Drain(const std::string& host);
+  void Undrain(const std::string& host);
 
   // Worker RPCs.
   void Rendezvous(const v1::RendezvousRequest& request, RendezvousReply reply);
@@ -84,6 +89,7 @@ class JobDriver {
     int64_t joined_generation = 0;    // last ready generation it was part of
     int64_t last_commit = 0;
     int64_t reported_failure_generation = 0;
+    int generations_joined = 0;
     absl::Time launched_at;
     absl::Time last_seen;             // last heartbeat (or launch)
     bool attached = false;
@@ -119,7 +125,8 @@ class JobDriver {
   bool IsMember(int64_t id) const;
   int RankOf(int64_t id) const;
   std::string Describe(const Worker& w) const;
-  void Event(v1::JobEvent::Kind kind, const std::string& message);
+  void Event(v1::JobEvent::Kind kind, const std::string& message, const std::string& code = "");
+  void SetState(v1::JobState state);
   std::map<std::string, std::string> WorkerEnvironment(const Worker& w, int planned_rank) const;
   bool Terminal() const;
   int MaxSize() const;
@@ -145,6 +152,7 @@ class JobDriver {
   KvNamespace kv_;
   int64_t last_commit_ = 0;
   int resets_ = 0;
+  std::vector<v1::ResetRecord> reset_history_;  // newest last, bounded
   bool finishing_ = false;          // a member exited 0: no more resets
   absl::Time reset_detected_ = absl::InfinitePast();  // when the running reset began
   EventLoop::TimerId below_min_timer_ = 0;

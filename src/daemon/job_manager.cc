@@ -16,9 +16,11 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutting_down_) return absl::UnavailableError("daemon is shutting down");
     id = absl::StrCat("job-", next_job_number_++);
-    driver = std::make_shared<JobDriver>(JobContext{id, worker_address_, launcher_}, spec);
+    driver = std::make_shared<JobDriver>(
+        JobContext{id, worker_address_, launcher_, observer_}, spec);
     jobs_[id] = driver;
   }
+  if (observer_ != nullptr) observer_->OnJobSubmitted(id, spec, absl::Now());
   driver->Start();
   return id;
 }
@@ -41,6 +43,32 @@ absl::Status JobManager::Cancel(const std::string& job_id, const std::string& re
   if (!driver) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
   driver->Cancel(reason.empty() ? "cancelled by the user" : reason);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> JobManager::SetDrained(const std::string& host,
+                                                                const std::string& job_id,
+                                                                bool drained) {
+  if (host.empty()) return absl::InvalidArgumentError("no host given");
+  std::vector<std::shared_ptr<JobDriver>> targets;
+  if (!job_id.empty()) {
+    auto driver = Find(job_id);
+    if (!driver) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+    targets.push_back(driver);
+  } else {
+    for (auto& driver : List()) {
+      if (!driver->Ended()) targets.push_back(driver);
+    }
+  }
+  std::vector<std::string> ids;
+  for (auto& driver : targets) {
+    if (drained) {
+      driver->Drain(host);
+    } else {
+      driver->Undrain(host);
+    }
+    ids.push_back(driver->job_id());
+  }
+  return ids;
 }
 
 void JobManager::Shutdown(const std::string& reason, absl::Duration grace) {

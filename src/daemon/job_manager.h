@@ -18,7 +18,9 @@ namespace horovodd::daemon {
 class JobManager {
  public:
   // `launcher` outlives the manager.
-  explicit JobManager(Launcher* launcher) : launcher_(launcher) {}
+  // `launcher` and `observer` (may be null) outlive the manager.
+  explicit JobManager(Launcher* launcher, JobObserver* observer = nullptr)
+      : launcher_(launcher), observer_(observer) {}
   ~JobManager();
 
   // The address workers dial; set once the server is listening.
@@ -29,12 +31,17 @@ class JobManager {
   std::shared_ptr<JobDriver> Find(const std::string& job_id) const;
   std::vector<std::shared_ptr<JobDriver>> List() const;
   absl::Status Cancel(const std::string& job_id, const std::string& reason);
+  // Drains (or undrains) `host` in job `job_id`, or in every running job when
+  // job_id is empty. Returns the jobs it applied to.
+  absl::StatusOr<std::vector<std::string>> SetDrained(const std::string& host,
+                                                      const std::string& job_id, bool drained);
   // Refuses new jobs, cancels running ones with `reason`, and waits (up to
   // `grace` plus the kill time) until their workers are gone.
   void Shutdown(const std::string& reason, absl::Duration grace);
 
  private:
   Launcher* const launcher_;
+  JobObserver* const observer_;
   std::string worker_address_;
   mutable std::mutex mu_;
   bool shutting_down_ = false;                                 // guarded by mu_

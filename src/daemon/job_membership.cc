@@ -32,6 +32,8 @@ std::string BindAddressFor(const std::string& host) {
   return out;
 }
 
+double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
+
 std::string Millis(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d), " ms");
 }
@@ -44,7 +46,8 @@ void JobDriver::OnHosts(absl::StatusOr<discovery::HostSet> hosts) {
     std::string message(hosts.status().message());
     if (message != last_discovery_error_) {
       Event(v1::JobEvent::WARNING,
-            absl::StrCat("host discovery failed, keeping the last good hosts: ", message));
+            absl::StrCat("host discovery failed, keeping the last good hosts: ", message),
+            "discovery_failed");
       last_discovery_error_ = message;
     }
     return;
@@ -104,7 +107,14 @@ void JobDriver::Replan(const std::string& cause, bool failure, bool force) {
       return;
     }
     ++resets_;
-    state_ = v1::RESETTING;
+    SetState(v1::RESETTING);
+    v1::ResetRecord record;
+    record.set_generation(generation_ + 1);
+    record.set_cause(cause);
+    record.set_detected_unix(UnixSeconds(reset_detected_ == absl::InfinitePast() ? now
+                                                                                 : reset_detected_));
+    reset_history_.push_back(std::move(record));
+    if (reset_history_.size() > 100) reset_history_.erase(reset_history_.begin());
   }
   ++generation_;
   planned_at_ = now;
@@ -221,7 +231,8 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
     const std::string why(launched.status().message());
     hosts_.ReportFailure(host, why, absl::Now());
     Event(v1::JobEvent::WARNING,
-          absl::StrCat("cannot start a worker on ", host, ": ", why, "; host in cooldown"));
+          absl::StrCat("cannot start a worker on ", host, ": ", why, "; host in cooldown"),
+          "launch_failed");
     ScheduleCooldownWakeup();
     loop_.Post([this] { Replan("a worker could not be started", /*failure=*/false); });
     return;
@@ -247,13 +258,17 @@ void JobDriver::TryCompleteRendezvous() {
   for (int64_t id : members_) hosts.push_back(workers_.at(id).host);
   rank_infos_ = AssignRanks(hosts);
   for (int64_t id : members_) AnswerReady(workers_.at(id));
-  state_ = v1::RUNNING;
+  SetState(v1::RUNNING);
   std::string took;
+  v1::JobEvent e;
   if (reset_detected_ != absl::InfinitePast()) {
     took = absl::StrCat(" (reset took ", Millis(absl::Now() - reset_detected_), ")");
+    e.set_reset_seconds(absl::ToDoubleSeconds(absl::Now() - reset_detected_));
   }
   reset_detected_ = absl::InfinitePast();
-  v1::JobEvent e;
+  if (!reset_history_.empty() && reset_history_.back().generation() == generation_) {
+    reset_history_.back().set_ready_unix(UnixSeconds(absl::Now()));
+  }
   e.set_kind(v1::JobEvent::MEMBERSHIP);
   e.set_generation(generation_);
   e.set_size(static_cast<int>(members_.size()));
@@ -275,6 +290,7 @@ void JobDriver::AnswerReady(Worker& w) {
   response.set_cross_size(info.cross_size);
   for (int64_t id : ready_members_) response.add_rank_hosts(workers_.at(id).host);
   response.set_bind_address(BindAddressFor(w.host));
+  if (w.joined_generation != ready_generation_) w.generations_joined++;
   w.joined_generation = ready_generation_;
   w.state = v1::WORKER_RUNNING;
   w.rank->store(rank);
@@ -365,7 +381,8 @@ void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
   }
   const absl::Time now = absl::Now();
   hosts_.ReportFailure(w.host, what, now);
-  Event(v1::JobEvent::WARNING, absl::StrCat(description, "; host ", w.host, " in cooldown"));
+  Event(v1::JobEvent::WARNING, absl::StrCat(description, "; host ", w.host, " in cooldown"),
+        w.lost_reason.empty() ? "worker_failed" : "worker_lost");
   ScheduleCooldownWakeup();
   if (reset_detected_ == absl::InfinitePast()) reset_detected_ = now;
   Replan(description, /*failure=*/true);

@@ -57,4 +57,41 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*, const v1::CancelJob
   return ToGrpcStatus(jobs_->Cancel(request->job_id(), request->reason()));
 }
 
+namespace {
+grpc::Status Drain(JobManager* jobs, const v1::DrainHostRequest* request,
+                   v1::DrainHostResponse* response, bool drained) {
+  auto ids = jobs->SetDrained(request->host(), request->job_id(), drained);
+  if (!ids.ok()) return ToGrpcStatus(ids.status());
+  for (auto& id : *ids) response->add_job_ids(id);
+  return grpc::Status::OK;
+}
+}  // namespace
+
+grpc::Status JobServiceImpl::DrainHost(grpc::ServerContext*, const v1::DrainHostRequest* request,
+                                       v1::DrainHostResponse* response) {
+  return Drain(jobs_, request, response, true);
+}
+
+grpc::Status JobServiceImpl::UndrainHost(grpc::ServerContext*,
+                                         const v1::DrainHostRequest* request,
+                                         v1::DrainHostResponse* response) {
+  return Drain(jobs_, request, response, false);
+}
+
+grpc::Status JobServiceImpl::GetWorkerOutput(grpc::ServerContext*,
+                                             const v1::GetWorkerOutputRequest* request,
+                                             v1::GetWorkerOutputResponse* response) {
+  auto driver = jobs_->Find(request->job_id());
+  if (!driver) return NoSuchJob(request->job_id());
+  if (request->rank() < 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("rank must be >= 0, got ", request->rank()));
+  }
+  const int max_lines = request->max_lines() > 0 ? std::min(request->max_lines(), 10000) : 100;
+  for (auto& line : driver->events().OutputOfRank(request->rank(), max_lines)) {
+    *response->add_lines() = std::move(line);
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace horovodd::daemon

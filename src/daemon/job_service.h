@@ -21,6 +21,12 @@ class JobServiceImpl final : public v1::JobService::Service {
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
   grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* request,
                          v1::CancelJobResponse* response) override;
+  grpc::Status DrainHost(grpc::ServerContext*, const v1::DrainHostRequest* request,
+                         v1::DrainHostResponse* response) override;
+  grpc::Status UndrainHost(grpc::ServerContext*, const v1::DrainHostRequest* request,
+                           v1::DrainHostResponse* response) override;
+  grpc::Status GetWorkerOutput(grpc::ServerContext*, const v1::GetWorkerOutputRequest* request,
+                               v1::GetWorkerOutputResponse* response) override;
 
  private:
   JobManager* const jobs_;

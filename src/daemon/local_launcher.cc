@@ -27,6 +27,10 @@ namespace {
 enum Tag : uint64_t { kStdoutTag = 0, kStderrTag = 1, kExitTag = 2, kWakeTag = 3 };
 constexpr uint64_t kWakeKey = kWakeTag;  // id 0 is never a child's
 constexpr int kMaxEvents = 64;
+constexpr size_t kReadChunk = 64 * 1024;  // one read() per ready pipe, for fairness
+// Enough reads to empty a full pipe (1 MiB, the default pipe-max-size) and no
+// more, so a descendant that keeps writing cannot hold the I/O thread.
+constexpr int kMaxDrainReads = 16;
 
 uint64_t Key(uint64_t id, Tag tag) { return id << 2 | tag; }
 
@@ -116,9 +120,10 @@ absl::StatusOr<std::unique_ptr<LocalLauncher>> LocalLauncher::Create(
   if (!epoll_fd.valid()) return ErrnoStatus("cannot create an epoll instance");
   UniqueFd wake_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_fd.valid()) return ErrnoStatus("cannot create an eventfd");
-  absl::StatusOr<UniqueFd> dev_null = MoveAboveStdio(UniqueFd(open("/dev/null", O_RDONLY | O_CLOEXEC)));
+  UniqueFd opened(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!opened.valid()) return ErrnoStatus("cannot open /dev/null");
+  absl::StatusOr<UniqueFd> dev_null = MoveAboveStdio(std::move(opened));
   if (!dev_null.ok()) return dev_null.status();
-  if (!dev_null->valid()) return ErrnoStatus("cannot open /dev/null");
 
   std::unique_ptr<LocalLauncher> launcher(new LocalLauncher(
       options, std::move(epoll_fd), std::move(wake_fd), std::move(*dev_null)));
@@ -141,7 +146,7 @@ LocalLauncher::LocalLauncher(const LocalLauncherOptions& options, UniqueFd epoll
       epoll_fd_(std::move(epoll_fd)),
       wake_fd_(std::move(wake_fd)),
       dev_null_(std::move(dev_null)),
-      read_buffer_(LineSplitter::kDefaultMaxLine) {}
+      read_buffer_(kReadChunk) {}
 
 LocalLauncher::~LocalLauncher() {
   {
@@ -306,7 +311,9 @@ absl::StatusOr<pid_t> LocalLauncher::StartChild(const ExecPlan& plan,
   if (watched.ok()) watched = Watch(child->stderr_fd.get(), Key(id, kStderrTag));
   if (watched.ok()) watched = Watch(child->pidfd.get(), Key(id, kExitTag));
   if (!watched.ok()) {
-    // Closing the descriptors (child's destructor) also drops them from epoll.
+    for (const UniqueFd* fd : {&child->stdout_fd, &child->stderr_fd, &child->pidfd}) {
+      if (fd->valid()) epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd->get(), nullptr);
+    }
     KillAndReap(*pid);
     return watched;
   }
@@ -341,6 +348,14 @@ LocalLauncher::ReadResult LocalLauncher::ReadOnce(Child& child, OutputStream str
   return ReadResult::kClosed;
 }
 
+void LocalLauncher::DrainNow(Child& child) {
+  for (OutputStream stream : {OutputStream::kStdout, OutputStream::kStderr}) {
+    for (int i = 0; i < kMaxDrainReads && child.fd(stream).valid(); ++i) {
+      if (ReadOnce(child, stream) != ReadResult::kData) break;
+    }
+  }
+}
+
 void LocalLauncher::CloseStream(Child& child, OutputStream stream) {
   UniqueFd& fd = child.fd(stream);
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd.get(), nullptr);
@@ -355,11 +370,8 @@ void LocalLauncher::HandleExit(uint64_t id) {
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, child.pidfd.get(), nullptr);
   child.pidfd.Reset();
   child.exit = Reap(child.pid);
-  // Everything the process wrote is in its pipes now; take it all.
-  for (OutputStream stream : {OutputStream::kStdout, OutputStream::kStderr}) {
-    while (child.fd(stream).valid() && ReadOnce(child, stream) == ReadResult::kData) {
-    }
-  }
+  // Everything the process wrote is in its pipes now; usually EOF follows.
+  DrainNow(child);
   if (!child.stdout_fd.valid() && !child.stderr_fd.valid()) {
     Finish(id);
     return;
@@ -392,6 +404,7 @@ void LocalLauncher::ExpireLingering() {
     auto it = children_.find(id);
     if (it == children_.end()) continue;
     Child& child = *it->second;
+    DrainNow(child);
     for (OutputStream stream : {OutputStream::kStdout, OutputStream::kStderr}) {
       if (child.fd(stream).valid()) CloseStream(child, stream);
     }
@@ -403,7 +416,8 @@ int LocalLauncher::MillisUntilNextLingerDeadline() const {
   if (lingering_.empty()) return -1;
   absl::Time next = absl::InfiniteFuture();
   for (const auto& [id, deadline] : lingering_) next = std::min(next, deadline);
-  const int64_t millis = absl::ToInt64Milliseconds(absl::Ceil(next - absl::Now(), absl::Milliseconds(1)));
+  const int64_t millis =
+      absl::ToInt64Milliseconds(absl::Ceil(next - absl::Now(), absl::Milliseconds(1)));
   return static_cast<int>(std::clamp<int64_t>(millis, 0, 60'000));
 }
 

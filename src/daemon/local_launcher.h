@@ -93,6 +93,8 @@ class LocalLauncher {
   void HandleExit(uint64_t id);
   // One read() from the pipe, its lines handed out; closes the pipe at EOF.
   ReadResult ReadOnce(Child& child, OutputStream stream);
+  // Reads what the pipes hold now (a bounded amount), closing those at EOF.
+  void DrainNow(Child& child);
   void CloseStream(Child& child, OutputStream stream);
   void FinishIfDrained(uint64_t id);
   void Finish(uint64_t id);

@@ -36,7 +36,8 @@ struct LaunchSpec {
 struct ProcessCallbacks {
   // One call per line (without the newline); a last line without '\n' comes at
   // EOF; a line over 64 KiB is delivered in pieces. Lines of one stream come in
-  // order. Called on the launcher's I/O thread: must not block.
+  // order; `line` is valid during the call only. Called on the launcher's I/O
+  // thread: must not block.
   std::function<void(OutputStream, std::string_view line)> on_line;
   // Exactly once, after all output of the process was delivered. Same thread.
   std::function<void(const ExitInfo&)> on_exit;

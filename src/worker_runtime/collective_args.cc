@@ -59,7 +59,8 @@ absl::Status CheckTensor(const std::string& label, const TensorView& view) {
 
 absl::Status CheckScaleFactor(const std::string& label, const char* name, double factor) {
   if (std::isfinite(factor)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(label, ": ", name, " must be finite, got ", factor));
+  return absl::InvalidArgumentError(
+      absl::StrCat(label, ": ", name, " must be finite, got ", factor));
 }
 
 ArgumentHeader ArgumentHeader::Describe(const TensorView& view, bool valid) {

@@ -21,6 +21,10 @@ GlooContext::GlooContext(int rank, int size, absl::Duration collective_timeout)
 
 absl::Status GlooContext::health() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return HealthLocked();
+}
+
+absl::Status GlooContext::HealthLocked() const {
   if (aborted_) {
     return absl::AbortedError("the gloo context was aborted (its generation is superseded)");
   }
@@ -37,10 +41,7 @@ absl::StatusOr<std::unique_ptr<RegisteredBuffer>> GlooContext::RegisterBuffer(vo
   // Created outside the lock: Gloo takes its own locks here.
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer = createUnboundBuffer(data, bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  if (aborted_) {
-    return absl::AbortedError("the gloo context was aborted (its generation is superseded)");
-  }
-  if (!failure_.ok()) return failure_;
+  if (aborted_ || !failure_.ok()) return HealthLocked();
   buffers_.insert(buffer.get());
   return std::unique_ptr<RegisteredBuffer>(new RegisteredBuffer(*this, std::move(buffer)));
 }

@@ -13,6 +13,13 @@
 // post every send and receive on unbound buffers registered with the
 // GlooContext, and Abort() closes the pairs, then calls the public
 // abortWaitSend()/abortWaitRecv() on each registered buffer.
+//
+// A lost peer needs no abort in most cases: Gloo fails every operation
+// pending on a pair whose socket breaks, and a collective that fails closes
+// all its context's pairs, so the failure spreads to every rank at once.
+// The exception is a message Gloo is halfway through receiving or sending
+// when the socket breaks (it is no longer "pending"): a collective waiting
+// on exactly that message waits for its timeout, or for Abort().
 #pragma once
 
 #include <cstddef>
@@ -98,6 +105,7 @@ class GlooContext final : public gloo::rendezvous::Context {
  private:
   friend class RegisteredBuffer;
   void Unregister(gloo::transport::UnboundBuffer* buffer);
+  absl::Status HealthLocked() const;
   void ClosePairsLocked();
 
   const absl::Duration collective_timeout_;

@@ -20,7 +20,8 @@ CollectiveScope::~CollectiveScope() {
 absl::Status CollectiveScope::CheckHealth() const {
   absl::Status health = context_.health();
   if (health.ok()) return health;
-  return absl::Status(health.code(), absl::StrCat(label_, " failed: ", health.message()));
+  const char* verb = health.code() == absl::StatusCode::kAborted ? " aborted: " : " failed: ";
+  return absl::Status(health.code(), absl::StrCat(label_, verb, health.message()));
 }
 
 absl::StatusOr<gloo::transport::UnboundBuffer*> CollectiveScope::Register(void* data,
@@ -28,11 +29,8 @@ absl::StatusOr<gloo::transport::UnboundBuffer*> CollectiveScope::Register(void* 
   if (!failure_.ok()) return failure_;
   absl::StatusOr<std::unique_ptr<RegisteredBuffer>> buffer =
       context_.RegisterBuffer(data, bytes);
-  if (!buffer.ok()) {
-    // The context died under us (aborted by another thread).
-    return Fail(absl::Status(buffer.status().code(),
-                             absl::StrCat(label_, " failed: ", buffer.status().message())));
-  }
+  // Fails only when another thread aborted the context meanwhile.
+  if (!buffer.ok()) return Fail(AbortedStatus());
   buffers_.push_back(*std::move(buffer));
   return &buffers_.back()->get();
 }
@@ -60,8 +58,7 @@ absl::Status CollectiveScope::Fail(absl::Status status) {
 }
 
 absl::Status CollectiveScope::AbortedStatus() const {
-  return absl::AbortedError(
-      absl::StrCat(label_, " aborted: the gloo context was aborted (its generation is superseded)"));
+  return absl::AbortedError(absl::StrCat(label_, " aborted: ", context_.health().message()));
 }
 
 absl::Status CollectiveScope::FromException(const std::exception& e) {

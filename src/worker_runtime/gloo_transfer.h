@@ -55,9 +55,8 @@ class CollectiveScope {
 
   int rank() const { return context_.rank; }
   int size() const { return context_.size; }
-  const std::string& label() const { return label_; }
 
-  // OK when the context is usable; else why not, prefixed with the label.
+  // OK when the context is usable; else why not, naming the collective.
   absl::Status CheckHealth() const;
 
   // Registers [data, data + bytes) for this collective's transfers; the
@@ -95,6 +94,7 @@ class CollectiveScope {
   std::chrono::milliseconds RemainingTime() const;
   absl::Status Fail(absl::Status status);
   absl::Status FromException(const std::exception& e);
+  // Only once the context is aborted.
   absl::Status AbortedStatus() const;
 
   // First member: SIGPIPE stays blocked until everything below is gone.

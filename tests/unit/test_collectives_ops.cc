@@ -1,5 +1,7 @@
 // Every collective, every dtype, on 2, 3 and 4 in-process ranks, against
 // values computed locally.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -182,7 +184,9 @@ TEST_CASE("broadcast: from every root, every dtype", "[collectives][broadcast]")
     for (DType dtype : kAllDTypes) {
       for (int root = 0; root < size; ++root) {
         for (int64_t count : {int64_t{0}, int64_t{5}, int64_t{1} << 20}) {
-          auto value = [](int rank, int64_t i) { return static_cast<double>((rank * 11 + i) % 50); };
+          auto value = [](int rank, int64_t i) {
+            return static_cast<double>((rank * 11 + i) % 50);
+          };
           auto results = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
             Tensor tensor = MakeTensor(dtype, {count}, [&](int64_t i) { return value(rank, i); });
             absl::Status status = internal::Broadcast(group.context(rank), tensor.view(), root);
@@ -205,7 +209,7 @@ TEST_CASE("alltoall: uneven splits, received splits, equal default", "[collectiv
     // Rank s sends (s + d) % 3 rows (times `scale`) to rank d; a row's two
     // values say where it came from: 100 * s + d and its index in that block.
     for (int64_t scale : {1, 50000}) {
-      for (DType dtype : {DType::kUInt8, DType::kInt32, DType::kFloat16, DType::kFloat64}) {
+      for (DType dtype : kAllDTypes) {
         auto rows = [&](int s, int d) { return ((s + d) % 3) * scale; };
         auto encode = [&](int s, int d, int64_t row, int column) {
           return column == 0 ? static_cast<double>((100 * s + d) % 250)
@@ -255,7 +259,8 @@ TEST_CASE("alltoall: uneven splits, received splits, equal default", "[collectiv
       }
     }
     auto equal = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
-      Tensor input = MakeTensor(DType::kInt64, {2 * size}, [&](int64_t i) { return rank * 10 + i; });
+      Tensor input =
+          MakeTensor(DType::kInt64, {2 * size}, [&](int64_t i) { return rank * 10 + i; });
       absl::StatusOr<Tensor> output = internal::Alltoall(group.context(rank), input.view(), {},
                                                          nullptr);
       if (!output.ok()) return output.status().ToString();

@@ -413,7 +413,7 @@ TEST_CASE("Workers sync a BufferState from one root") {
   FakeDaemon daemon(3);
   std::vector<std::vector<float>> seen(3);
   std::vector<int64_t> seen_steps(3);
-  auto results = RunWorkers(daemon, 3, [&](int w, Runtime& runtime) -> absl::Status {
+  auto results = RunWorkers(daemon, 3, [&](int w, Runtime&) -> absl::Status {
     std::vector<float> weights(4, static_cast<float>(Rank()));
     int64_t step = 100 + Rank();
     elastic::BufferState state;

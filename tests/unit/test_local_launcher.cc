@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <fstream>
@@ -366,24 +367,47 @@ TEST_CASE("Launcher kills what is left of a process group when its leader exits"
   CHECK(WaitUntil([&] { return !IsAlive(grandchild); }));
 }
 
+// A shell that starts `command` in a new session (out of the process group,
+// so it survives the shell's exit and keeps its stdout), waits until it has
+// left, prints its pid and exits.
+LaunchSpec EscapingShell(const std::string& command) {
+  return Shell(absl::StrCat("setsid ", command, " & ",
+                            "until [ \"$(cut -d' ' -f6 /proc/$!/stat)\" = $! ]; do sleep 0.01; done; ",
+                            "echo $!"));
+}
+
 TEST_CASE("Launcher reports the exit even when an escaped descendant keeps the pipes",
           "[launcher]") {
   Recorder recorder;
   LocalLauncherOptions options;
   options.output_linger = absl::Milliseconds(200);
   auto launcher = MakeLauncher(options);
-  // setsid leaves the process group, so the sleep survives and holds stdout.
-  // The shell exits only once it has left (its session id is its own pid).
-  LaunchOk(*launcher,
-           Shell("setsid sleep 1000 & "
-                 "until [ \"$(cut -d' ' -f6 /proc/$!/stat)\" = $! ]; do sleep 0.01; done; "
-                 "echo $!"),
-           recorder);
+  LaunchOk(*launcher, EscapingShell("sleep 1000"), recorder);
   const pid_t escaped = std::stoi(recorder.AwaitStdout(1)[0]);
   KillOnExit cleanup{escaped};
   CHECK(recorder.AwaitExit().success());
   CHECK(IsAlive(escaped));  // so the pipe really was still open
   CHECK(launcher->running() == 0);
+}
+
+TEST_CASE("Launcher reports the exit even when an escaped descendant keeps writing",
+          "[launcher]") {
+  Recorder recorder;
+  LocalLauncherOptions options;
+  options.output_linger = absl::Milliseconds(200);
+  auto launcher = MakeLauncher(options);
+  LaunchOk(*launcher, EscapingShell("yes"), recorder);
+  CHECK(recorder.AwaitExit().success());
+  CHECK_FALSE(recorder.line_after_exit());
+  const std::vector<std::string> lines = recorder.Lines(OutputStream::kStdout);
+  const auto pid_line =
+      std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l != "y"; });
+  REQUIRE(pid_line != lines.end());
+  const pid_t writer = std::stoi(*pid_line);
+  // With the pipe closed, its next write raises SIGPIPE: nothing keeps spinning.
+  const bool writer_died = WaitUntil([&] { return !IsAlive(writer); });
+  if (!writer_died) kill(writer, SIGKILL);
+  CHECK(writer_died);
 }
 
 TEST_CASE("Launcher destructor leaves no child or grandchild alive", "[launcher]") {

@@ -1,0 +1,9 @@
+# The remote launcher: workers on other hosts through libssh exec channels.
+add_library(hvdd_ssh STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/remote_command.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_launcher.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_session.cc)
+target_include_directories(hvdd_ssh PUBLIC ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(hvdd_ssh PUBLIC
+  hvdd_launcher ssh
+  absl::status absl::statusor absl::strings absl::time absl::synchronization Threads::Threads)

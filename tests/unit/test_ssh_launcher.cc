@@ -1,0 +1,401 @@
+// The SSH launcher against a real, private sshd on 127.0.0.2/127.0.0.3
+// (tests/integration/sshd.py starts it, with its own host and user keys).
+// The "remote" processes run on this machine, so the tests can look at them
+// by pid: that they are gone, stopped, or still there.
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/ssh_launcher.h"
+
+namespace horovodd::daemon {
+namespace {
+
+// "Did not hang" deadline: generous, the test machine is small and loaded.
+constexpr absl::Duration kPatience = absl::Seconds(60);
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Running (a zombie counts as gone: nobody may reap it in a container).
+bool Alive(int pid) {
+  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(") ");
+  return paren != std::string::npos && stat[paren + 2] != 'Z';
+}
+
+int ParentOf(int pid) {
+  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(") ");
+  REQUIRE(paren != std::string::npos);
+  std::vector<std::string> fields = absl::StrSplit(stat.substr(paren + 2), ' ');
+  int ppid = 0;
+  REQUIRE(absl::SimpleAtoi(fields.at(1), &ppid));
+  return ppid;
+}
+
+bool WaitGone(int pid) {
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (Alive(pid)) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+// The private sshd, started once for this executable by sshd.py, which serves
+// until its stdin closes (at exit) and then kills sshd and all it started.
+class TestSshd {
+ public:
+  static TestSshd& Get() {
+    static TestSshd* sshd = new TestSshd();  // stopped by the atexit handler below
+    return *sshd;
+  }
+
+  int port = 0;
+  std::string dir;
+  std::string identity;
+
+  SshOptions Options(const std::string& known_hosts_name = "known_hosts") const {
+    SshOptions options;
+    options.port = port;
+    options.identity_file = identity;
+    options.known_hosts_file = absl::StrCat(dir, "/", known_hosts_name);
+    return options;
+  }
+  std::string HostKeyLine(const std::string& address) const {
+    std::vector<std::string> key =
+        absl::StrSplit(ReadFile(dir + "/host_ed25519.pub"), ' ', absl::SkipEmpty());
+    return absl::StrCat("[", address, "]:", port, " ", key.at(0), " ", key.at(1), "\n");
+  }
+
+ private:
+  TestSshd() {
+    std::string pattern = "/tmp/hvdd_sshd_XXXXXX";
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    dir = pattern + "/sshd";
+    const std::string info = pattern + "/info.json";
+    server_ = popen(absl::StrCat("python3 " HVDD_SOURCE_DIR "/tests/integration/sshd.py '", dir,
+                                 "' > '", info, "'")
+                        .c_str(),
+                    "w");
+    REQUIRE(server_ != nullptr);
+    std::atexit([] { pclose(Get().server_); });
+    const absl::Time deadline = absl::Now() + kPatience;
+    std::string json;
+    while ((json = ReadFile(info)).find('\n') == std::string::npos) {
+      REQUIRE(absl::Now() < deadline);
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    // {"port": 40123, ...}
+    const size_t at = json.find("\"port\": ");
+    REQUIRE(at != std::string::npos);
+    REQUIRE(absl::SimpleAtoi(json.substr(at + 8, json.find(',', at) - at - 8), &port));
+    identity = dir + "/id_ed25519";
+  }
+
+  FILE* server_ = nullptr;
+};
+
+// What the launcher reported about one process. Declared before the launcher
+// so that it outlives the launcher's callbacks.
+class Recorder {
+ public:
+  ProcessCallbacks Callbacks() {
+    ProcessCallbacks callbacks;
+    callbacks.on_line = [this](OutputStream stream, std::string_view line) {
+      absl::MutexLock lock(&mu_);
+      if (exit_calls_ > 0) line_after_exit_ = true;
+      (stream == OutputStream::kStdout ? stdout_ : stderr_).emplace_back(line);
+    };
+    callbacks.on_exit = [this](const ExitInfo& info) {
+      absl::MutexLock lock(&mu_);
+      ++exit_calls_;
+      exit_ = info;
+    };
+    return callbacks;
+  }
+
+  ExitInfo AwaitExit() {
+    absl::MutexLock lock(&mu_);
+    REQUIRE(mu_.AwaitWithDeadline(
+        absl::Condition(+[](int* calls) { return *calls > 0; }, &exit_calls_),
+        absl::Now() + kPatience));
+    return *exit_;
+  }
+  std::vector<std::string> AwaitStdout(size_t n) {
+    absl::MutexLock lock(&mu_);
+    const auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stdout_.size() >= n;
+    };
+    REQUIRE(mu_.AwaitWithDeadline(absl::Condition(&enough), absl::Now() + kPatience));
+    return stdout_;
+  }
+  std::vector<std::string> Lines(OutputStream stream) const {
+    absl::MutexLock lock(&mu_);
+    return stream == OutputStream::kStdout ? stdout_ : stderr_;
+  }
+  int exit_calls() const {
+    absl::MutexLock lock(&mu_);
+    return exit_calls_;
+  }
+  bool line_after_exit() const {
+    absl::MutexLock lock(&mu_);
+    return line_after_exit_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::string> stdout_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> stderr_ ABSL_GUARDED_BY(mu_);
+  int exit_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<ExitInfo> exit_ ABSL_GUARDED_BY(mu_);
+  bool line_after_exit_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+WorkerLaunch Shell(const std::string& script, const std::string& host = "127.0.0.2") {
+  WorkerLaunch launch;
+  launch.host = host;
+  launch.ssh = TestSshd::Get().Options();
+  launch.spec.argv = {"/bin/sh", "-c", script};
+  launch.spec.env = {{"PATH", "/usr/bin:/bin"}, {"GREETING", "it's a \"test\" $HOME"}};
+  launch.spec.working_dir = "/tmp";
+  return launch;
+}
+
+std::unique_ptr<SshLauncher> MakeLauncher(SshLauncherOptions options = {}) {
+  absl::StatusOr<std::unique_ptr<SshLauncher>> launcher = SshLauncher::Create(options);
+  REQUIRE(launcher.ok());
+  return *std::move(launcher);
+}
+
+TEST_CASE("SshLauncher runs a command on a host: output, exit status, pid", "[ssh]") {
+  Recorder recorder;
+  auto launcher = MakeLauncher();
+  absl::StatusOr<LaunchedProcess> launched = launcher->Launch(
+      Shell("echo pid=$$; echo \"$GREETING\"; pwd; echo oops >&2; printf 'no newline'; exit 3"),
+      recorder.Callbacks());
+  REQUIRE(launched.ok());
+  CHECK(launched->handle != 0);
+  const ExitInfo exit = recorder.AwaitExit();
+  CHECK(exit.exit_code == 3);
+  CHECK(exit.signal == 0);
+  CHECK(recorder.Lines(OutputStream::kStdout) ==
+        std::vector<std::string>{absl::StrCat("pid=", launched->pid), "it's a \"test\" $HOME",
+                                 "/tmp", "no newline"});
+  CHECK(recorder.Lines(OutputStream::kStderr) == std::vector<std::string>{"oops"});
+  CHECK_FALSE(recorder.line_after_exit());
+  CHECK(launcher->Signal(launched->handle, SIGTERM).code() == absl::StatusCode::kNotFound);
+  CHECK(launcher->running() == 0);
+}
+
+TEST_CASE("SshLauncher delivers large output whole and in order", "[ssh]") {
+  Recorder recorder;
+  auto launcher = MakeLauncher();
+  REQUIRE(launcher->Launch(Shell("seq 1 200000; seq 1 50000 >&2"), recorder.Callbacks()).ok());
+  CHECK(recorder.AwaitExit().success());
+  const std::vector<std::string> out = recorder.Lines(OutputStream::kStdout);
+  REQUIRE(out.size() == 200000);
+  CHECK(out.front() == "1");
+  CHECK(out[12345] == "12346");
+  CHECK(out.back() == "200000");
+  CHECK(recorder.Lines(OutputStream::kStderr).size() == 50000);
+}
+
+TEST_CASE("SshLauncher signals reach the whole remote process group", "[ssh]") {
+  Recorder recorder;
+  auto launcher = MakeLauncher();
+  absl::StatusOr<LaunchedProcess> launched =
+      launcher->Launch(Shell("sleep 300 & echo child=$!; wait"), recorder.Callbacks());
+  REQUIRE(launched.ok());
+  const std::string line = recorder.AwaitStdout(1).at(0);
+  int child = 0;
+  REQUIRE(absl::SimpleAtoi(line.substr(6), &child));
+  CHECK(Alive(launched->pid));
+  REQUIRE(launcher->Signal(launched->handle, SIGTERM).ok());
+  const ExitInfo exit = recorder.AwaitExit();
+  CHECK(exit.signal == SIGTERM);
+  CHECK(WaitGone(child));
+  CHECK(WaitGone(launched->pid));
+}
+
+TEST_CASE("SshLauncher kills what an exited process left holding its output", "[ssh]") {
+  Recorder recorder;
+  SshLauncherOptions options;
+  options.output_linger = absl::Milliseconds(300);
+  auto launcher = MakeLauncher(options);
+  REQUIRE(launcher->Launch(Shell("sleep 300 & echo child=$!; exit 0"), recorder.Callbacks()).ok());
+  int child = 0;
+  REQUIRE(absl::SimpleAtoi(recorder.AwaitStdout(1).at(0).substr(6), &child));
+  CHECK(recorder.AwaitExit().success());
+  CHECK(WaitGone(child));
+}
+
+TEST_CASE("SshLauncher: a failed start names the host and the reason", "[ssh]") {
+  Recorder recorder;
+  auto launcher = MakeLauncher();
+  const TestSshd& sshd = TestSshd::Get();
+
+  SECTION("nothing listening") {
+    absl::Status status = launcher->Launch(Shell("true", "127.0.0.4"), recorder.Callbacks()).status();
+    CHECK(status.code() == absl::StatusCode::kUnavailable);
+    CHECK_THAT(std::string(status.message()), Catch::Contains("127.0.0.4"));
+    CHECK_THAT(std::string(status.message()), Catch::Contains("refused"));
+  }
+  SECTION("a changed host key, strict") {
+    const std::string known_hosts = sshd.dir + "/wrong_known_hosts";
+    // Some other key (the user key's public half) recorded for 127.0.0.3.
+    std::vector<std::string> wrong =
+        absl::StrSplit(ReadFile(sshd.identity + ".pub"), ' ', absl::SkipEmpty());
+    std::ofstream(known_hosts) << "[127.0.0.3]:" << sshd.port << " " << wrong.at(0) << " "
+                               << wrong.at(1) << "\n";
+    WorkerLaunch launch = Shell("touch /tmp/hvdd-must-not-run", "127.0.0.3");
+    launch.ssh.known_hosts_file = known_hosts;
+    launch.ssh.host_key_checking = SshOptions::HostKeyChecking::kStrict;
+    absl::Status status = launcher->Launch(launch, recorder.Callbacks()).status();
+    CHECK(status.code() == absl::StatusCode::kPermissionDenied);
+    CHECK_THAT(std::string(status.message()), Catch::Contains("127.0.0.3"));
+    CHECK_THAT(std::string(status.message()), Catch::Contains(known_hosts));
+    CHECK_THAT(std::string(status.message()), Catch::Contains("does not match"));
+    // accept-new refuses a changed key just the same.
+    launch.ssh.host_key_checking = SshOptions::HostKeyChecking::kAcceptNew;
+    CHECK(launcher->Launch(launch, recorder.Callbacks()).status().code() ==
+          absl::StatusCode::kPermissionDenied);
+  }
+  SECTION("an unknown host key: strict refuses, accept-new records it") {
+    WorkerLaunch launch = Shell("true");
+    launch.ssh.known_hosts_file = sshd.dir + "/fresh_known_hosts";
+    launch.ssh.host_key_checking = SshOptions::HostKeyChecking::kStrict;
+    absl::Status status = launcher->Launch(launch, recorder.Callbacks()).status();
+    CHECK(status.code() == absl::StatusCode::kPermissionDenied);
+    CHECK_THAT(std::string(status.message()), Catch::Contains("strict"));
+    launch.ssh.host_key_checking = SshOptions::HostKeyChecking::kAcceptNew;
+    REQUIRE(launcher->Launch(launch, recorder.Callbacks()).ok());
+    CHECK(recorder.AwaitExit().success());
+    CHECK_THAT(ReadFile(launch.ssh.known_hosts_file),
+               Catch::Contains(absl::StrCat("127.0.0.2]:", sshd.port)));
+    launch.ssh.host_key_checking = SshOptions::HostKeyChecking::kStrict;
+    CHECK(launcher->Launch(launch, Recorder().Callbacks()).ok());
+  }
+  SECTION("a key the host does not accept") {
+    const std::string other_key = sshd.dir + "/other_key";
+    REQUIRE(std::system(absl::StrCat("rm -f ", other_key, "*; ssh-keygen -q -t ed25519 -N '' -f ",
+                                     other_key, " </dev/null")
+                            .c_str()) == 0);
+    WorkerLaunch launch = Shell("true");
+    launch.ssh.identity_file = other_key;
+    launch.ssh.user = "root";
+    absl::Status status = launcher->Launch(launch, recorder.Callbacks()).status();
+    CHECK(status.code() == absl::StatusCode::kUnauthenticated);
+    CHECK_THAT(std::string(status.message()), Catch::Contains("127.0.0.2"));
+    CHECK_THAT(std::string(status.message()), Catch::Contains("'root'"));
+    launch.ssh.identity_file = sshd.dir + "/no_such_key";
+    status = launcher->Launch(launch, recorder.Callbacks()).status();
+    CHECK(status.code() == absl::StatusCode::kUnauthenticated);
+    CHECK_THAT(std::string(status.message()), Catch::Contains("no_such_key"));
+  }
+  SECTION("a working directory that does not exist there") {
+    WorkerLaunch launch = Shell("true");
+    launch.spec.working_dir = "/no/such/dir";
+    absl::Status status = launcher->Launch(launch, recorder.Callbacks()).status();
+    CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(status.message()), Catch::Contains("/no/such/dir"));
+    CHECK_THAT(std::string(status.message()), Catch::Contains("127.0.0.2"));
+  }
+  CHECK(recorder.exit_calls() <= 1);  // only the one accept-new run
+}
+
+TEST_CASE("SshLauncher gives up on a SIGKILL a silent host never confirms", "[ssh]") {
+  Recorder recorder;
+  SshLauncherOptions options;
+  options.kill_timeout = absl::Seconds(1);
+  auto launcher = MakeLauncher(options);
+  absl::StatusOr<LaunchedProcess> launched =
+      launcher->Launch(Shell("echo started; exec sleep 300"), recorder.Callbacks());
+  REQUIRE(launched.ok());
+  recorder.AwaitStdout(1);
+  // The sshd process serving this session stops: the host goes silent.
+  const int session_sshd = ParentOf(launched->pid);
+  REQUIRE(kill(session_sshd, SIGSTOP) == 0);
+  REQUIRE(launcher->Signal(launched->handle, SIGKILL).ok());
+  const ExitInfo exit = recorder.AwaitExit();
+  kill(session_sshd, SIGCONT);
+  CHECK(exit.exit_code == -1);
+  const std::vector<std::string> errors = recorder.Lines(OutputStream::kStderr);
+  REQUIRE_FALSE(errors.empty());
+  CHECK_THAT(errors.back(), Catch::Contains("no answer from 127.0.0.2"));
+  // Once the host answers again the kill goes through.
+  CHECK(WaitGone(launched->pid));
+}
+
+TEST_CASE("SshLauncher reports a broken connection as the process's end", "[ssh]") {
+  Recorder recorder;
+  auto launcher = MakeLauncher();
+  absl::StatusOr<LaunchedProcess> launched =
+      launcher->Launch(Shell("echo started; exec sleep 300"), recorder.Callbacks());
+  REQUIRE(launched.ok());
+  recorder.AwaitStdout(1);
+  REQUIRE(kill(ParentOf(launched->pid), SIGKILL) == 0);
+  const ExitInfo exit = recorder.AwaitExit();
+  kill(launched->pid, SIGKILL);  // orphaned here; a real worker ends itself
+  CHECK(exit.exit_code == -1);
+  const std::vector<std::string> errors = recorder.Lines(OutputStream::kStderr);
+  REQUIRE_FALSE(errors.empty());
+  CHECK_THAT(errors.back(), Catch::Contains("127.0.0.2"));
+}
+
+TEST_CASE("SshLauncher: destruction and TerminateAll leave nothing running", "[ssh]") {
+  Recorder first, second;
+  int first_pid = 0, second_pid = 0;
+  {
+    auto launcher = MakeLauncher();
+    absl::StatusOr<LaunchedProcess> a =
+        launcher->Launch(Shell("trap '' TERM; echo up; exec sleep 300"), first.Callbacks());
+    absl::StatusOr<LaunchedProcess> b =
+        launcher->Launch(Shell("echo up; exec sleep 300", "127.0.0.3"), second.Callbacks());
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    first_pid = a->pid;
+    second_pid = b->pid;
+    first.AwaitStdout(1);
+    second.AwaitStdout(1);
+    SECTION("TerminateAll: SIGTERM, then SIGKILL for who ignores it") {
+      launcher->TerminateAll(absl::Milliseconds(500));
+      CHECK(first.exit_calls() == 1);
+      CHECK(second.exit_calls() == 1);
+      CHECK(second.AwaitExit().signal == SIGTERM);
+      CHECK(first.AwaitExit().signal == SIGKILL);
+    }
+    SECTION("the destructor: SIGKILL") {}
+  }
+  CHECK(first.exit_calls() == 1);
+  CHECK(second.exit_calls() == 1);
+  CHECK(WaitGone(first_pid));
+  CHECK(WaitGone(second_pid));
+}
+
+}  // namespace
+}  // namespace horovodd::daemon
