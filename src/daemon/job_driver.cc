@@ -273,7 +273,11 @@ void JobDriver::ReportCommit(const v1::CommitReport& report) {
 void JobDriver::ReportFailure(const v1::FailureReport& report) {
   loop_.Post([this, report] {
     Worker* w = FindWorker(report.who().worker_id());
-    if (w == nullptr || w->reported_failure_generation >= report.generation()) return;
+    // Reports about a generation already replaced say nothing new.
+    if (w == nullptr || report.generation() < ready_generation_ ||
+        w->reported_failure_generation >= report.generation()) {
+      return;
+    }
     w->reported_failure_generation = report.generation();
     Event(v1::JobEvent::WARNING,
           absl::StrCat(Describe(*w), " reported a failed collective in generation ",
