@@ -41,6 +41,10 @@ absl::Status CheckOptions(const TrainOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--lr must be a positive number, got ", options.learning_rate));
   }
+  if (options.device != "cpu" && options.device != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device must be cpu or cuda, got '", options.device, "'"));
+  }
   if (options.step_delay_ms < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--step-delay-ms must be 0 or more, got ", options.step_delay_ms));
@@ -81,6 +85,9 @@ int main(int argc, char** argv) {
   app.add_option("--step-delay-ms", options.step_delay_ms,
                  "Sleep per step, so that membership can change mid-run")
       ->default_val(options.step_delay_ms);
+  app.add_option("--device", options.device,
+                 "cpu, or cuda: allreduce the gradient sums as a GPU tensor")
+      ->default_val(options.device);
   app.add_option("--output", output, "Rank 0 writes the result JSON here on success");
 
   try {

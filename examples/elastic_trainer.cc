@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "elastic_sampler.h"
+#include "horovodd/device_tensor.h"
 #include "horovodd/elastic.h"
 #include "horovodd/horovodd.h"
 #include "linear_model.h"
@@ -46,6 +47,16 @@ void PrintMembership() {
   std::fflush(stdout);
 }
 
+// Sums `values` over all ranks, as a tensor on the device --device names.
+absl::Status AllreduceSums(const TrainOptions& options, const AllreduceOptions& sum,
+                           std::vector<double>& values) {
+  if (options.device == "cpu") return Allreduce(ViewOf(values), sum);
+  absl::StatusOr<DeviceTensor> on_gpu = DeviceTensor::FromHost(ViewOf(values), LocalRank());
+  if (!on_gpu.ok()) return on_gpu.status();
+  if (absl::Status status = Allreduce(on_gpu->view(), sum); !status.ok()) return status;
+  return on_gpu->CopyToHost(ViewOf(values));
+}
+
 // One global batch: this rank's gradient sums, summed over all ranks, then
 // the same SGD update everywhere.
 absl::Status TrainStep(const TrainOptions& options, const Dataset& data,
@@ -61,7 +72,7 @@ absl::Status TrainStep(const TrainOptions& options, const Dataset& data,
   AllreduceOptions sum;
   sum.op = ReduceOp::kSum;
   sum.name = "batch_sums";
-  if (absl::Status status = Allreduce(ViewOf(sums.buffer()), sum); !status.ok()) {
+  if (absl::Status status = AllreduceSums(options, sum, sums.buffer()); !status.ok()) {
     return status;
   }
   ApplySgd(sums, options.learning_rate, &training.parameters);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "train_result.h"
@@ -18,6 +19,9 @@ struct TrainOptions {
   double learning_rate = 0.1;
   uint64_t seed = 1;
   int64_t step_delay_ms = 0;  // sleep per step, so membership can change mid-run
+  // "cpu", or "cuda": each step's gradient sums are allreduced as a tensor on
+  // GPU LocalRank() (NCCL, or staged through Gloo, per HOROVOD_GPU_OPERATIONS).
+  std::string device = "cpu";
 };
 
 // Trains to the end and returns what this rank saw. Requires horovodd::Init().

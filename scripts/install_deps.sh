@@ -10,7 +10,10 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgloo-dev libspdlog-dev libcli11-dev libyaml-cpp-dev catch2 libabsl-dev
   libssh-dev libsystemd-dev libsqlite3-dev
+  systemd  # systemd-analyze verifies deploy/systemd/horovodd.service in the tests
+  openssh-server openssh-client  # a private sshd for the multi-host tests (tests/integration/sshd.py)
   python3 python3-pytest
+  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch  # the horovodd Python package
 )
 
 missing=()

@@ -54,6 +54,12 @@ constexpr KeyShape kKeys[] = {
     {"log_level", Shape::kScalar},
     {"daemon", Shape::kScalar},
     {"cwd", Shape::kPath},
+    {"ssh_port", Shape::kScalar},
+    {"ssh_user", Shape::kScalar},
+    {"ssh_identity_file", Shape::kPath},
+    {"ssh_known_hosts", Shape::kPath},
+    {"ssh_host_key_checking", Shape::kScalar},
+    {"network_interface", Shape::kScalar},
     {"env", Shape::kEnvMap},
 };
 

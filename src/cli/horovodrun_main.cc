@@ -98,7 +98,7 @@ int Run(const horovodd::cli::RunOptions& options) {
                    "ends with horovodrun)\n";
       return 2;
     }
-    auto daemon = horovodd::daemon::DaemonServer::Start({"127.0.0.1:0"});
+    auto daemon = horovodd::daemon::DaemonServer::Start(horovodd::daemon::DaemonOptions());
     if (!daemon.ok()) {
       std::cerr << "horovodrun: error: cannot start the embedded daemon: "
                 << daemon.status().message() << "\n";

@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cli/config_file.h"
+#include "cli/remote_settings.h"
 #include "discovery/host_parser.h"
 
 namespace horovodd::cli {
@@ -56,6 +57,7 @@ constexpr char kSizeGroup[] = "Job size";
 constexpr char kHostsGroup[] = "Hosts (pick one of -H, --hostfile, --host-discovery-script)";
 constexpr char kElasticGroup[] = "Elastic behaviour and timeouts";
 constexpr char kLaunchGroup[] = "Launcher";
+constexpr char kRemoteGroup[] = "Remote hosts (reached over SSH)";
 
 // Help lines are wrapped by hand: CLI11 indents after each '\n' but does not wrap.
 constexpr FlagDef kFlags[] = {
@@ -97,6 +99,22 @@ constexpr FlagDef kFlags[] = {
      kLaunchGroup},
     {"env", "--env", "--env", "NAME=VALUE",
      "Extra environment variable for every worker\n(repeatable).", kLaunchGroup},
+    {"ssh_port", "--ssh-port", "--ssh-port", "PORT", "SSH port of the hosts. Default: 22.",
+     kRemoteGroup},
+    {"ssh_user", "--ssh-user", "--ssh-user", "USER",
+     "User to log in as. Default: the current\nuser.", kRemoteGroup},
+    {"ssh_identity_file", "--ssh-identity-file", "--ssh-identity-file", "PATH",
+     "Private key to log in with. Default: the\nSSH agent's and ~/.ssh/id_*.", kRemoteGroup},
+    {"ssh_known_hosts", "--ssh-known-hosts", "--ssh-known-hosts", "FILE",
+     "Known host keys. Default: ~/.ssh/known_hosts.", kRemoteGroup},
+    {"ssh_host_key_checking", "--ssh-host-key-checking", "--ssh-host-key-checking", "MODE",
+     "strict, accept-new (record unknown hosts)\nor off. A changed key is always refused\n"
+     "unless off. Default: accept-new.",
+     kRemoteGroup},
+    {"network_interface", "--network-interface", "--network-interface", "NAME",
+     "Interface (e.g. eth0) whose address workers\nbind their rings to on each host.\n"
+     "Default: the address of the host's name.",
+     kRemoteGroup},
     {"daemon", "--daemon", "--daemon", "ADDRESS",
      "horovodd to submit to, e.g. 127.0.0.1:7070.\nDefault: start one inside horovodrun.",
      kLaunchGroup},
@@ -524,6 +542,7 @@ absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSet
   spec.set_reset_limit(reset_limit->value_or(0));
   if (absl::Status s = ReadTimeouts(settings, &spec); !s.ok()) return s;
   if (absl::Status s = ReadWorkingDir(settings, &spec); !s.ok()) return s;
+  if (absl::Status s = ReadRemoteSettings(settings, &spec); !s.ok()) return s;
   // The file's variables first: the command line's win where the names are the same.
   if (absl::Status s = ReadEnv(file, &spec); !s.ok()) return s;
   if (absl::Status s = ReadEnv(command_line, &spec); !s.ok()) return s;

@@ -17,6 +17,8 @@ target_include_directories(hvdd_daemon PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(hvdd_daemon PUBLIC
   hvdd_proto hvdd_launcher hvdd_discovery
   absl::status absl::statusor absl::strings absl::time Threads::Threads)
+target_link_libraries(hvdd_daemon PUBLIC hvdd_journal)  # archived jobs (journal.cmake)
+target_link_libraries(hvdd_daemon PUBLIC hvdd_ssh)  # remote hosts (ssh.cmake)
 
 add_executable(horovodd ${CMAKE_CURRENT_LIST_DIR}/horovodd_main.cc)
 target_link_libraries(horovodd PRIVATE hvdd_daemon CLI11::CLI11)

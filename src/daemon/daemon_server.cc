@@ -1,57 +1,144 @@
 #include "daemon/daemon_server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <filesystem>
+#include <mutex>
+#include <system_error>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/job_limits.h"
 #include "daemon/job_service.h"
+#include "daemon/metrics_interceptor.h"
 #include "daemon/worker_service.h"
 
 namespace horovodd::daemon {
+namespace {
+
+// Health checking and reflection are process-wide gRPC switches that every
+// ServerBuilder made afterwards picks up.
+void EnableHealthAndReflection() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  });
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOptions& options) {
   std::unique_ptr<DaemonServer> daemon(new DaemonServer());
+  if (!options.state_dir.empty()) {
+    if (auto st = daemon->OpenJournal(options.state_dir); !st.ok()) return st;
+  }
+  daemon->observers_.Add(&daemon->metrics_);
+  if (options.log_job_events) daemon->observers_.Add(&daemon->job_logger_);
+
   auto launcher = LocalLauncher::Create();
   if (!launcher.ok()) return launcher.status();
   daemon->launcher_ = std::move(*launcher);
-  daemon->router_ = std::make_unique<HostRouter>(daemon->launcher_.get(), nullptr);
-  daemon->jobs_ = std::make_unique<JobManager>(daemon->router_.get());
-  daemon->job_service_ = std::make_unique<JobServiceImpl>(daemon->jobs_.get());
-  daemon->worker_service_ = std::make_unique<WorkerServiceImpl>(daemon->jobs_.get());
+  auto ssh_launcher = SshLauncher::Create();
+  if (!ssh_launcher.ok()) return ssh_launcher.status();
+  daemon->ssh_launcher_ = std::move(*ssh_launcher);
+  daemon->router_ =
+      std::make_unique<HostRouter>(daemon->launcher_.get(), daemon->ssh_launcher_.get());
+  daemon->jobs_ = std::make_unique<JobManager>(daemon->router_.get(), &daemon->observers_);
+  if (daemon->journal_) {
+    auto recovered = daemon->journal_->Recover();
+    if (!recovered.ok()) return recovered.status();
+    for (const ArchivedJob& job : *recovered) {
+      daemon->metrics_.AddRecoveredJob(job.status.job_id(), job.status.state());
+    }
+    daemon->recovered_jobs_ = recovered->size();
+    daemon->jobs_->AddArchived(std::move(*recovered));
+  }
+  if (auto st = daemon->Serve(options); !st.ok()) return st;
+  return daemon;
+}
 
+absl::Status DaemonServer::OpenJournal(const std::string& state_dir) {
+  std::error_code error;
+  std::filesystem::create_directories(state_dir, error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create state dir ", state_dir, ": ", error.message()));
+  }
+  auto journal = Journal::Open(state_dir);
+  if (!journal.ok()) return journal.status();
+  journal_ = std::move(*journal);
+  // Recorded before the others see an event, so the record is never behind
+  // what an operator was shown.
+  observers_.Add(journal_.get());
+  return absl::OkStatus();
+}
+
+absl::Status DaemonServer::Serve(const DaemonOptions& options) {
   const std::string& listen = options.listen_address;
-  auto colon = listen.rfind(':');
+  const auto colon = listen.rfind(':');
   if (colon == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("listen address '", listen, "' is not host:port"));
   }
+  job_service_ = std::make_unique<JobServiceImpl>(jobs_.get());
+  limited_job_service_ =
+      std::make_unique<LimitedJobService>(job_service_.get(), jobs_.get(), options.limits);
+  worker_service_ = std::make_unique<WorkerServiceImpl>(jobs_.get());
+
+  EnableHealthAndReflection();
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(daemon->job_service_.get());
-  builder.RegisterService(daemon->worker_service_.get());
+  builder.RegisterService(limited_job_service_.get());
+  builder.RegisterService(worker_service_.get());
   builder.SetMaxReceiveMessageSize(16 << 20);
-  daemon->server_ = builder.BuildAndStart();
-  if (!daemon->server_ || port == 0) {
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counters;
+  counters.push_back(MakeRpcCounter(&metrics_));
+  builder.experimental().SetInterceptorCreators(std::move(counters));
+  server_ = builder.BuildAndStart();
+  if (!server_ || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  }
+  // "" (the whole server) is SERVING by default; name the services too, so
+  // a probe can ask for the one it cares about.
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  for (const char* service : {"horovodd.v1.JobService", "horovodd.v1.WorkerService"}) {
+    if (health != nullptr) health->SetServingStatus(service, true);
   }
   std::string host = listen.substr(0, colon);
   if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
-  daemon->address_ = absl::StrCat(host, ":", port);
-  daemon->jobs_->set_worker_address(daemon->address_);
-  return daemon;
+  address_ = absl::StrCat(host, ":", port);
+  jobs_->set_worker_address(address_);
+
+  if (!options.metrics_listen.empty()) {
+    auto http =
+        MetricsHttpServer::Start(options.metrics_listen, [this] { return metrics_.Render(); });
+    if (!http.ok()) return http.status();
+    metrics_http_ = std::move(*http);
+    metrics_address_ = metrics_http_->address();
+  }
+  return absl::OkStatus();
 }
 
 void DaemonServer::Shutdown(const std::string& reason) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (server_ && server_->GetHealthCheckService() != nullptr) {
+    server_->GetHealthCheckService()->Shutdown();
+  }
   jobs_->Shutdown(reason, absl::Seconds(5));
   // Nothing new can be launched now; make sure nothing is left running.
   launcher_->TerminateAll(absl::Seconds(2));
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  ssh_launcher_->TerminateAll(absl::Seconds(2));
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
 DaemonServer::~DaemonServer() {
-  if (server_) Shutdown("daemon stopped");
+  if (jobs_) Shutdown("daemon stopped");
+  metrics_http_.reset();
   // Drivers (inside jobs_) go before the launcher whose callbacks they own.
   jobs_.reset();
 }

@@ -1,6 +1,7 @@
-// A running horovodd: the gRPC server, the job manager and the local
-// launcher, wired together. Used by the horovodd binary and embedded by
-// horovodrun when no daemon is named.
+// A running horovodd: the gRPC server (job and worker services, health
+// checking, reflection), the job manager, the local launcher, the journal
+// (when there is a state dir) and the metrics, wired together. Used by the
+// horovodd binary and embedded by horovodrun when no daemon is named.
 #pragma once
 
 #include <memory>
@@ -8,9 +9,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/daemon_config.h"
+#include "daemon/job_event_logger.h"
 #include "daemon/job_manager.h"
+#include "daemon/job_observer.h"
+#include "daemon/journal.h"
 #include "daemon/launcher.h"
 #include "daemon/local_launcher.h"
+#include "daemon/metrics.h"
+#include "daemon/metrics_http.h"
+#include "daemon/ssh_launcher.h"
 
 namespace grpc {
 class Server;
@@ -19,34 +27,67 @@ class Server;
 namespace horovodd::daemon {
 
 class JobServiceImpl;
+class LimitedJobService;
 class WorkerServiceImpl;
 
 struct DaemonOptions {
   // host:port; port 0 picks a free one.
   std::string listen_address = "127.0.0.1:0";
+  // Job records (the journal, horovodd.db) are kept here, and jobs an earlier
+  // run recorded are listed again; created if missing. Empty: nothing is kept
+  // (the daemon embedded in horovodrun).
+  std::string state_dir;
+  // host:port for GET /metrics (port 0 picks a free one); empty: not served.
+  std::string metrics_listen;
+  DaemonLimits limits;
+  // Write job events (not worker output) to the log: horovodd does;
+  // horovodrun prints them itself.
+  bool log_job_events = false;
 };
 
 class DaemonServer {
  public:
+  // Opens the journal and recovers its jobs, then serves. INVALID_ARGUMENT
+  // for a bad address, UNAVAILABLE when it cannot listen, and the journal's
+  // error (naming the path) for a state dir it cannot use.
   static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(const DaemonOptions& options);
   ~DaemonServer();  // Shutdown("daemon stopped") if not done yet
 
   // host:port clients and workers dial.
   const std::string& address() const { return address_; }
+  // host:port of GET /metrics; empty when not served.
+  const std::string& metrics_address() const { return metrics_address_; }
+  // Jobs an earlier run recorded, recovered from the journal at start.
+  size_t recovered_jobs() const { return recovered_jobs_; }
   JobManager& jobs() { return *jobs_; }
-  // Cancels every job with `reason`, waits for their workers, stops serving.
+  Metrics& metrics() { return metrics_; }
+  // Marks the server NOT_SERVING for health checks, refuses new jobs, cancels
+  // every job with `reason` (recorded in the journal), waits for their
+  // workers, stops serving.
   void Shutdown(const std::string& reason);
 
  private:
   DaemonServer() = default;
+  absl::Status OpenJournal(const std::string& state_dir);
+  absl::Status Serve(const DaemonOptions& options);
 
   std::string address_;
+  std::string metrics_address_;
+  size_t recovered_jobs_ = 0;
+  // Observers outlive the job manager, which calls them from its drivers.
+  Metrics metrics_;
+  std::unique_ptr<Journal> journal_;  // null without a state dir
+  JobEventLogger job_logger_;
+  ObserverList observers_;
   std::unique_ptr<LocalLauncher> launcher_;
+  std::unique_ptr<SshLauncher> ssh_launcher_;  // hosts that are not this machine
   std::unique_ptr<HostRouter> router_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<LimitedJobService> limited_job_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;  // null when not served
   bool shut_down_ = false;
 };
 

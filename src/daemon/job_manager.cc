@@ -1,10 +1,37 @@
 #include "daemon/job_manager.h"
 
+#include <algorithm>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace horovodd::daemon {
+namespace {
+
+constexpr absl::string_view kJobIdPrefix = "job-";
+
+// N of "job-N"; 0 for an id of another form.
+int64_t JobNumber(const std::string& job_id) {
+  int64_t number = 0;
+  if (!absl::StartsWith(job_id, kJobIdPrefix) ||
+      !absl::SimpleAtoi(absl::string_view(job_id).substr(kJobIdPrefix.size()), &number)) {
+    return 0;
+  }
+  return number;
+}
+
+absl::Status AlreadyEnded(const std::string& job_id, v1::JobState state) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("job ", job_id, " already ended (", v1::JobState_Name(state), ")"));
+}
+
+absl::Status NoSuchJob(const std::string& job_id) {
+  return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+}
+
+}  // namespace
 
 JobManager::~JobManager() { Shutdown("daemon stopped", absl::Seconds(5)); }
 
@@ -15,7 +42,7 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutting_down_) return absl::UnavailableError("daemon is shutting down");
-    id = absl::StrCat("job-", next_job_number_++);
+    id = absl::StrCat(kJobIdPrefix, next_job_number_++);
     driver = std::make_shared<JobDriver>(
         JobContext{id, worker_address_, launcher_, observer_}, spec);
     jobs_[id] = driver;
@@ -25,10 +52,27 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   return id;
 }
 
+void JobManager::AddArchived(std::vector<ArchivedJob> jobs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& job : jobs) {
+    const std::string id = job.status.job_id();
+    next_job_number_ = std::max(next_job_number_, JobNumber(id) + 1);
+    if (jobs_.count(id) == 0) {
+      archived_[id] = std::make_shared<const ArchivedJob>(std::move(job));
+    }
+  }
+}
+
 std::shared_ptr<JobDriver> JobManager::Find(const std::string& job_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job_id);
   return it == jobs_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const ArchivedJob> JobManager::FindArchived(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = archived_.find(job_id);
+  return it == archived_.end() ? nullptr : it->second;
 }
 
 std::vector<std::shared_ptr<JobDriver>> JobManager::List() const {
@@ -38,9 +82,33 @@ std::vector<std::shared_ptr<JobDriver>> JobManager::List() const {
   return out;
 }
 
+absl::StatusOr<v1::JobStatus> JobManager::Status(const std::string& job_id) const {
+  if (auto archived = FindArchived(job_id)) return archived->status;
+  // Outside mu_: the driver answers from its own loop.
+  if (auto driver = Find(job_id)) return driver->Status();
+  return NoSuchJob(job_id);
+}
+
+std::vector<v1::JobStatus> JobManager::Statuses() const {
+  std::vector<v1::JobStatus> out;
+  std::vector<std::shared_ptr<JobDriver>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, job] : archived_) out.push_back(job->status);
+    for (const auto& [id, driver] : jobs_) live.push_back(driver);
+  }
+  for (const auto& driver : live) out.push_back(driver->Status());
+  std::stable_sort(out.begin(), out.end(), [](const v1::JobStatus& a, const v1::JobStatus& b) {
+    return JobNumber(a.job_id()) < JobNumber(b.job_id());
+  });
+  return out;
+}
+
 absl::Status JobManager::Cancel(const std::string& job_id, const std::string& reason) {
+  if (auto archived = FindArchived(job_id)) return AlreadyEnded(job_id, archived->status.state());
   auto driver = Find(job_id);
-  if (!driver) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+  if (!driver) return NoSuchJob(job_id);
+  if (driver->Ended()) return AlreadyEnded(job_id, driver->Status().state());
   driver->Cancel(reason.empty() ? "cancelled by the user" : reason);
   return absl::OkStatus();
 }
@@ -51,8 +119,11 @@ absl::StatusOr<std::vector<std::string>> JobManager::SetDrained(const std::strin
   if (host.empty()) return absl::InvalidArgumentError("no host given");
   std::vector<std::shared_ptr<JobDriver>> targets;
   if (!job_id.empty()) {
+    if (auto archived = FindArchived(job_id)) {
+      return AlreadyEnded(job_id, archived->status.state());
+    }
     auto driver = Find(job_id);
-    if (!driver) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+    if (!driver) return NoSuchJob(job_id);
     targets.push_back(driver);
   } else {
     for (auto& driver : List()) {

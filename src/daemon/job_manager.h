@@ -1,5 +1,7 @@
 // The daemon's jobs: submission, lookup, cancel, shutdown. Thread-safe; each
 // job runs on its own driver loop, so one job's churn never stalls another.
+// Besides its live jobs it holds the archived ones an earlier run of the
+// daemon recorded (see Journal): read-only, listed and watched like the rest.
 #pragma once
 
 #include <map>
@@ -10,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/job_driver.h"
+#include "daemon/journal.h"
 #include "daemon/launcher.h"
 #include "horovodd.pb.h"
 
@@ -17,7 +20,6 @@ namespace horovodd::daemon {
 
 class JobManager {
  public:
-  // `launcher` outlives the manager.
   // `launcher` and `observer` (may be null) outlive the manager.
   explicit JobManager(Launcher* launcher, JobObserver* observer = nullptr)
       : launcher_(launcher), observer_(observer) {}
@@ -26,13 +28,26 @@ class JobManager {
   // The address workers dial; set once the server is listening.
   void set_worker_address(std::string address) { worker_address_ = std::move(address); }
 
+  // Jobs an earlier run recorded; call before serving. New job numbers
+  // continue after the highest archived one, so no id is ever reused.
+  void AddArchived(std::vector<ArchivedJob> jobs);
+
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
-  // nullptr if unknown.
+  // A live job's driver; nullptr if unknown or archived.
   std::shared_ptr<JobDriver> Find(const std::string& job_id) const;
+  // An archived job; nullptr if unknown or live.
+  std::shared_ptr<const ArchivedJob> FindArchived(const std::string& job_id) const;
+  // Live jobs only.
   std::vector<std::shared_ptr<JobDriver>> List() const;
+  // The status of a live or archived job; NOT_FOUND if neither.
+  absl::StatusOr<v1::JobStatus> Status(const std::string& job_id) const;
+  // Every job, archived and live, in submission order.
+  std::vector<v1::JobStatus> Statuses() const;
+  // FAILED_PRECONDITION for a job that already ended.
   absl::Status Cancel(const std::string& job_id, const std::string& reason);
   // Drains (or undrains) `host` in job `job_id`, or in every running job when
-  // job_id is empty. Returns the jobs it applied to.
+  // job_id is empty. Returns the jobs it applied to. FAILED_PRECONDITION for
+  // an archived job.
   absl::StatusOr<std::vector<std::string>> SetDrained(const std::string& host,
                                                       const std::string& job_id, bool drained);
   // Refuses new jobs, cancels running ones with `reason`, and waits (up to
@@ -45,8 +60,9 @@ class JobManager {
   std::string worker_address_;
   mutable std::mutex mu_;
   bool shutting_down_ = false;                                 // guarded by mu_
-  int next_job_number_ = 1;                                    // guarded by mu_
+  int64_t next_job_number_ = 1;                                // guarded by mu_
   std::map<std::string, std::shared_ptr<JobDriver>> jobs_;     // guarded by mu_
+  std::map<std::string, std::shared_ptr<const ArchivedJob>> archived_;  // guarded by mu_
 };
 
 }  // namespace horovodd::daemon

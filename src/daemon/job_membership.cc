@@ -32,6 +32,21 @@ std::string BindAddressFor(const std::string& host) {
   return out;
 }
 
+// How the job reaches hosts that are not this machine (horovodrun's --ssh-*).
+SshOptions SshOptionsOf(const v1::SshSpec& ssh) {
+  SshOptions options;
+  if (ssh.port() > 0) options.port = ssh.port();
+  options.user = ssh.user();
+  options.identity_file = ssh.identity_file();
+  options.known_hosts_file = ssh.known_hosts_file();
+  if (ssh.host_key_checking() == "strict") {
+    options.host_key_checking = SshOptions::HostKeyChecking::kStrict;
+  } else if (ssh.host_key_checking() == "off") {
+    options.host_key_checking = SshOptions::HostKeyChecking::kOff;
+  }  // else the default, accept-new
+  return options;
+}
+
 double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
 
 std::string Millis(absl::Duration d) {
@@ -91,11 +106,13 @@ void JobDriver::Replan(const std::string& cause, bool failure, bool force) {
                        ? std::min(spec_.num_proc(), MaxSize() > 0 ? MaxSize() : spec_.num_proc())
                        : MaxSize();
   Plan plan = PlanGeneration(input);
-  if (!force && plan.unchanged(members_.size())) return;
   if (plan.size() < spec_.min_np()) {
+    // Also when nothing changed: a job whose hosts all refuse workers must
+    // still end at --elastic-timeout.
     ArmBelowMinTimer(plan.size());
     return;
   }
+  if (!force && plan.unchanged(members_.size())) return;
   if (below_min_timer_ != 0) {
     loop_.Cancel(below_min_timer_);
     below_min_timer_ = 0;
@@ -183,6 +200,10 @@ std::map<std::string, std::string> JobDriver::WorkerEnvironment(const Worker& w,
   env["HOROVODD_JOB_ID"] = context_.job_id;
   env["HOROVODD_WORKER_ID"] = std::to_string(w.id);
   env["HOROVODD_BIND_ADDR"] = BindAddressFor(w.host);
+  // The worker binds its rings to this interface's address on its own host.
+  if (!spec_.network_interface().empty()) {
+    env["HOROVODD_NETWORK_INTERFACE"] = spec_.network_interface();
+  }
   env["HOROVOD_HOSTNAME"] = w.host;
   env["HOROVOD_ELASTIC"] = spec_.elastic() ? "1" : "0";
   env["HOROVOD_CONTROLLER"] = "gloo";
@@ -202,6 +223,7 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
   launch.spec.argv.assign(spec_.argv().begin(), spec_.argv().end());
   launch.spec.env = WorkerEnvironment(w, planned_rank);
   launch.spec.working_dir = spec_.working_dir();
+  launch.ssh = SshOptionsOf(spec_.ssh());
   ProcessCallbacks callbacks;
   callbacks.on_line = [events = &events_, rank = w.rank](OutputStream stream,
                                                          std::string_view line) {

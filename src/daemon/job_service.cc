@@ -22,21 +22,28 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const v1::SubmitJob
 
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
                                     v1::JobStatus* response) {
-  auto driver = jobs_->Find(request->job_id());
-  if (!driver) return NoSuchJob(request->job_id());
-  *response = driver->Status();
+  auto status = jobs_->Status(request->job_id());
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  *response = std::move(*status);
   return grpc::Status::OK;
 }
 
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
                                       v1::ListJobsResponse* response) {
-  for (const auto& driver : jobs_->List()) *response->add_jobs() = driver->Status();
+  for (auto& status : jobs_->Statuses()) *response->add_jobs() = std::move(status);
   return grpc::Status::OK;
 }
 
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
                                       const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::JobEvent>* writer) {
+  if (auto archived = jobs_->FindArchived(request->job_id())) {
+    // Its recorded events, ending with JOB_ENDED; nothing more will come.
+    for (const auto& event : archived->events) {
+      if (event.seq() >= request->from_seq() && !writer->Write(event)) break;
+    }
+    return grpc::Status::OK;
+  }
   auto driver = jobs_->Find(request->job_id());
   if (!driver) return NoSuchJob(request->job_id());
   uint64_t next = request->from_seq();
@@ -81,6 +88,12 @@ grpc::Status JobServiceImpl::UndrainHost(grpc::ServerContext*,
 grpc::Status JobServiceImpl::GetWorkerOutput(grpc::ServerContext*,
                                              const v1::GetWorkerOutputRequest* request,
                                              v1::GetWorkerOutputResponse* response) {
+  if (jobs_->FindArchived(request->job_id())) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("the output of ", request->job_id(),
+                                     " is gone: worker output is not kept across a daemon "
+                                     "restart (its events are: watch the job)"));
+  }
   auto driver = jobs_->Find(request->job_id());
   if (!driver) return NoSuchJob(request->job_id());
   if (request->rank() < 0) {

@@ -23,9 +23,10 @@ absl::Status CheckSpec(const LaunchSpec& spec) {
     return absl::InvalidArgumentError("the command is empty (argv[0] is missing)");
   }
   if (spec.argv[0].find('=') != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot run '", spec.argv[0], "' on a remote host: a command name with '=' would be "
-        "taken for an environment variable there"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot run '", spec.argv[0],
+                     "' on a remote host: a command name with '=' would be "
+                     "taken for an environment variable there"));
   }
   for (const std::string& arg : spec.argv) {
     if (HasNul(arg)) {
@@ -34,9 +35,10 @@ absl::Status CheckSpec(const LaunchSpec& spec) {
   }
   for (const auto& [name, value] : spec.env) {
     if (name.empty() || name.find('=') != std::string::npos || HasNul(name) || HasNul(value)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "environment variable '", name, "' is invalid (empty name, '=' in the name, or a "
-          "NUL byte)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable '", name,
+                       "' is invalid (empty name, '=' in the name, or a "
+                       "NUL byte)"));
     }
   }
   if (HasNul(spec.working_dir)) {
@@ -73,17 +75,19 @@ absl::StatusOr<std::string> RemoteLaunchCommand(const LaunchSpec& spec) {
   }
   for (const std::string& arg : spec.argv) absl::StrAppend(&command, " ", ShellQuote(arg));
   if (command.size() >= kMaxCommandBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the remote command for '", spec.argv[0], "' is ", command.size(),
-        " bytes with its environment and arguments; a remote shell accepts less than ",
-        kMaxCommandBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the remote command for '", spec.argv[0], "' is ", command.size(),
+                     " bytes with its environment and arguments; a remote shell accepts less than ",
+                     kMaxCommandBytes));
   }
   return command;
 }
 
 std::string RemoteKillCommand(int pgid, int sig) {
   // `kill -N -PGID` is the one spelling dash, bash and zsh all accept.
-  return absl::StrCat("kill -", sig, " -", pgid, " 2>/dev/null || kill -", sig, " ", pgid);
+  // Silent: the launcher reads nothing back from it.
+  return absl::StrCat("kill -", sig, " -", pgid, " 2>/dev/null || kill -", sig, " ", pgid,
+                      " 2>/dev/null");
 }
 
 std::optional<int> ParseRemotePidLine(std::string_view line) {
@@ -96,17 +100,17 @@ std::optional<int> ParseRemotePidLine(std::string_view line) {
     return std::nullopt;
   }
   int pid = 0;
-  if (!absl::SimpleAtoi(absl::string_view(rest.data(), rest.size()), &pid) || pid <= 0) return std::nullopt;
+  if (!absl::SimpleAtoi(absl::string_view(rest.data(), rest.size()), &pid) || pid <= 0)
+    return std::nullopt;
   return pid;
 }
 
 int SignalFromSshName(std::string_view name) {
   static constexpr std::pair<std::string_view, int> kSignals[] = {
-      {"ABRT", SIGABRT}, {"ALRM", SIGALRM}, {"BUS", SIGBUS},   {"FPE", SIGFPE},
-      {"HUP", SIGHUP},   {"ILL", SIGILL},   {"INT", SIGINT},   {"KILL", SIGKILL},
-      {"PIPE", SIGPIPE}, {"QUIT", SIGQUIT}, {"SEGV", SIGSEGV}, {"SYS", SIGSYS},
-      {"TERM", SIGTERM}, {"TRAP", SIGTRAP}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
-      {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},
+      {"ABRT", SIGABRT}, {"ALRM", SIGALRM}, {"BUS", SIGBUS},   {"FPE", SIGFPE},   {"HUP", SIGHUP},
+      {"ILL", SIGILL},   {"INT", SIGINT},   {"KILL", SIGKILL}, {"PIPE", SIGPIPE}, {"QUIT", SIGQUIT},
+      {"SEGV", SIGSEGV}, {"SYS", SIGSYS},   {"TERM", SIGTERM}, {"TRAP", SIGTRAP}, {"USR1", SIGUSR1},
+      {"USR2", SIGUSR2}, {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},
   };
   for (const auto& [ssh_name, number] : kSignals) {
     if (name == ssh_name) return number;

@@ -1,6 +1,7 @@
 # The remote launcher: workers on other hosts through libssh exec channels.
 add_library(hvdd_ssh STATIC
   ${CMAKE_CURRENT_LIST_DIR}/remote_command.cc
+  ${CMAKE_CURRENT_LIST_DIR}/remote_process.cc
   ${CMAKE_CURRENT_LIST_DIR}/ssh_launcher.cc
   ${CMAKE_CURRENT_LIST_DIR}/ssh_session.cc)
 target_include_directories(hvdd_ssh PUBLIC ${PROJECT_SOURCE_DIR}/src)

@@ -75,31 +75,28 @@ class SshLauncher final : public Launcher {
   absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
                                          ProcessCallbacks callbacks) override;
   // Queues `sig` for the remote process group and returns; NOT_FOUND once the
-  // process's on_exit ran (or is running).
+  // process's on_exit began.
   absl::Status Signal(int64_t handle, int sig) override;
 
   // SIGTERM to every process started so far, SIGKILL to those still running
   // after `grace`; returns when all of them finished. Not from a callback.
   void TerminateAll(absl::Duration grace);
 
-  // Processes whose on_exit has not run yet.
+  // Processes whose on_exit has not returned yet.
   size_t running() const;
 
  private:
   struct Process;
-  class KillChannel;
 
   SshLauncher(const SshLauncherOptions& options, UniqueFd wake_fd, ssh_event_struct* event);
 
-  // The calling thread's part of Launch: the command runs and its pid is known.
-  absl::Status StartRemote(Process& process, const std::string& command);
-
+  struct Process;
   // Everything below runs on the I/O thread.
   void Loop();
   void AdoptNewProcesses();
   void DeliverSignals();
-  // Moves one process on: its kill channels, its linger and kill deadlines;
-  // finishes it when it is over. Returns false once it finished.
+  // Moves one process on: its kill channels, its linger and kill deadlines.
+  // False once it is over (then Finish it).
   bool Advance(Process& process, absl::Time now);
   void SendSignal(Process& process, int sig, absl::Time now);
   void Finish(int64_t handle);
@@ -116,7 +113,8 @@ class SshLauncher final : public Launcher {
 
   mutable absl::Mutex mu_;
   int64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
-  std::set<int64_t> unfinished_ ABSL_GUARDED_BY(mu_);  // handles whose on_exit has not run
+  std::set<int64_t> unfinished_ ABSL_GUARDED_BY(mu_);  // handles whose on_exit has not returned
+  std::set<int64_t> signalable_ ABSL_GUARDED_BY(mu_);  // handles whose on_exit has not begun
   // Started by Launch, not yet taken over by the I/O thread.
   std::deque<std::unique_ptr<Process>> adopt_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<int64_t, int>> signals_ ABSL_GUARDED_BY(mu_);  // handle, signal

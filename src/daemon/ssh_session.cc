@@ -51,7 +51,8 @@ absl::StatusOr<std::unique_ptr<SshSession>> SshSession::Connect(const std::strin
   const std::string known_hosts = options.known_hosts_file.empty()
                                       ? absl::StrCat(local.home, "/.ssh/known_hosts")
                                       : options.known_hosts_file;
-  const long timeout_seconds = std::max<long>(1, absl::ToInt64Seconds(absl::Ceil(timeout, absl::Seconds(1))));
+  const long timeout_seconds =
+      std::max<long>(1, absl::ToInt64Seconds(absl::Ceil(timeout, absl::Seconds(1))));
   if (ssh_options_set(raw, SSH_OPTIONS_HOST, host.c_str()) != SSH_OK ||
       ssh_options_set(raw, SSH_OPTIONS_PORT, &port) != SSH_OK ||
       (!user.empty() && ssh_options_set(raw, SSH_OPTIONS_USER, user.c_str()) != SSH_OK) ||
@@ -61,8 +62,8 @@ absl::StatusOr<std::unique_ptr<SshSession>> SshSession::Connect(const std::strin
                                                    session->name(), ": ", session->LastError()));
   }
   if (ssh_connect(raw) != SSH_OK) {
-    return absl::UnavailableError(absl::StrCat("cannot connect to ", session->name(),
-                                               " over SSH: ", session->LastError()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", session->name(), " over SSH: ", session->LastError()));
   }
   if (absl::Status verified = session->VerifyHostKey(options, known_hosts); !verified.ok()) {
     return verified;
@@ -83,8 +84,7 @@ std::string SshSession::LastError() const {
   return error != nullptr && *error != '\0' ? error : "unknown error";
 }
 
-absl::Status SshSession::VerifyHostKey(const SshOptions& options,
-                                       const std::string& known_hosts) {
+absl::Status SshSession::VerifyHostKey(const SshOptions& options, const std::string& known_hosts) {
   using Checking = SshOptions::HostKeyChecking;
   if (options.host_key_checking == Checking::kOff) return absl::OkStatus();
   switch (ssh_session_is_known_server(session_)) {
@@ -136,12 +136,12 @@ absl::Status SshSession::Authenticate(const SshOptions& options, const std::stri
     case SSH_AUTH_SUCCESS:
       return absl::OkStatus();
     case SSH_AUTH_DENIED:
-      return absl::UnauthenticatedError(absl::StrCat(name_, " refused the login of user '", user,
-                                                     "' with ", keys));
+      return absl::UnauthenticatedError(
+          absl::StrCat(name_, " refused the login of user '", user, "' with ", keys));
     case SSH_AUTH_PARTIAL:
-      return absl::UnauthenticatedError(absl::StrCat(
-          name_, " wants more than a public key from user '", user,
-          "' (e.g. a password too), which horovodd cannot give"));
+      return absl::UnauthenticatedError(
+          absl::StrCat(name_, " wants more than a public key from user '", user,
+                       "' (e.g. a password too), which horovodd cannot give"));
     default:
       return absl::UnavailableError(
           absl::StrCat("the login of user '", user, "' to ", name_, " failed: ", LastError()));

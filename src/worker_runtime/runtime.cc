@@ -1,4 +1,5 @@
 #include "worker_runtime/runtime.h"
+#include "worker_runtime/network_interface.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include "worker_runtime/daemon_store.h"
 #include "worker_runtime/gloo_context.h"
 #include "worker_runtime/gloo_ops.h"
+#include "worker_runtime/unique_id_store.h"
 
 namespace horovodd::internal {
 namespace {
@@ -55,6 +57,28 @@ Assignment ToAssignment(const v1::RendezvousResponse& response) {
   return a;
 }
 
+// A generation's key-value namespace in the daemon, where the ranks of an
+// NCCL communicator swap its unique id.
+class GenerationKvStore final : public UniqueIdStore {
+ public:
+  GenerationKvStore(DaemonClient& client, int64_t generation)
+      : client_(client), generation_(generation) {}
+
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    return client_.KvSet(generation_, key, value);
+  }
+
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
+    absl::StatusOr<std::vector<std::string>> values = client_.KvGet(generation_, {key}, timeout);
+    if (!values.ok()) return values.status();
+    return std::move(values->front());
+  }
+
+ private:
+  DaemonClient& client_;
+  const int64_t generation_;
+};
+
 absl::Status CheckAssignment(const v1::RendezvousResponse& response, int64_t after) {
   if (response.generation() <= after || response.size() < 1 || response.rank() < 0 ||
       response.rank() >= response.size()) {
@@ -95,6 +119,9 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
       DurationEnv("HOROVODD_RING_TIMEOUT_S", absl::Seconds(1), options.ring_timeout);
   if (!ring_timeout.ok()) return ring_timeout.status();
   options.ring_timeout = *ring_timeout;
+  absl::StatusOr<GpuOperations> gpu_operations = GpuOperationsFromEnvironment();
+  if (!gpu_operations.ok()) return gpu_operations.status();
+  options.gpu_operations = *gpu_operations;
   return options;
 }
 
@@ -104,8 +131,15 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options) {
   std::unique_ptr<Runtime> runtime(new Runtime(options.ring_timeout));
-  DaemonClientOptions daemon = std::move(options.daemon);
   Runtime* self = runtime.get();
+  GpuCollectivesOptions gpu;
+  gpu.operations = options.gpu_operations;
+  gpu.timeout = options.ring_timeout;
+  gpu.ring = [self](const std::function<absl::Status(gloo::Context&)>& op) {
+    return self->RunCollective(op);
+  };
+  runtime->gpu_ = std::make_unique<GpuCollectives>(std::move(gpu));
+  DaemonClientOptions daemon = std::move(options.daemon);
   daemon.on_message = [self](int64_t generation, bool abort) {
     self->OnDaemonMessage(generation, abort);
   };
@@ -135,6 +169,7 @@ void Runtime::SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation) {
 
 absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
   SetRing(nullptr, 0);  // a ring is never reused across generations
+  gpu_->LeaveGeneration();  // nor an NCCL communicator
   int64_t after = after_generation;
   while (true) {
     absl::StatusOr<v1::RendezvousResponse> response = client_->Rendezvous(after);
@@ -151,11 +186,20 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
     ring_options.bind_address = response->bind_address().empty()
                                     ? std::string("127.0.0.1")
                                     : response->bind_address();
+    // --network-interface: bind to that interface's address on this host.
+    if (const std::string interface = OptionalEnv("HOROVODD_NETWORK_INTERFACE");
+        !interface.empty()) {
+      absl::StatusOr<std::string> address = InterfaceIPv4Address(interface);
+      if (!address.ok()) return address.status();
+      ring_options.bind_address = *address;
+    }
     ring_options.timeout = ring_timeout_;
     RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
     if (result.ring.ok()) {
       assignment_ = std::move(next);
       SetRing(*std::move(result.ring), assignment_.generation);
+      gpu_->EnterGeneration(assignment_.generation, assignment_.rank, assignment_.size,
+                            std::make_unique<GenerationKvStore>(*client_, assignment_.generation));
       return JoinOutcome::kJoined;
     }
     // A ring of a superseded generation was bound to fail; anything else is
@@ -207,6 +251,8 @@ void Runtime::OnDaemonMessage(int64_t generation, bool abort) {
   }
   // Set before the ring is looked at: a collective that starts after this
   // sees the abort in RunCollective, one already running is woken here.
+  // An NCCL op in flight sees it at its next poll.
+  gpu_->Abort(generation);
   std::lock_guard<std::mutex> lock(ring_mu_);
   if (ring_ != nullptr && generation > ring_generation_) AbortGlooContext(*ring_);
 }
@@ -304,6 +350,16 @@ absl::Status OnRing(const char* what,
   return runtime->RunCollective(op);
 }
 
+bool OnCuda(const TensorView& tensor) { return tensor.device.type == DeviceType::kCUDA; }
+
+// Runs `op` on the current runtime's GPU collectives (CUDA tensors).
+template <typename Result>
+Result OnGpu(const char* what, const std::function<Result(internal::GpuCollectives&)>& op) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized(what);
+  return op(runtime->gpu());
+}
+
 template <typename Pick>
 int AssignmentField(Pick pick, int when_not_initialized) {
   Runtime* runtime = CurrentRuntime();
@@ -365,12 +421,21 @@ int64_t Generation() {
 }
 
 absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) {
+  if (OnCuda(inout)) {
+    return OnGpu<absl::Status>("Allreduce", [&](internal::GpuCollectives& gpu) {
+      return gpu.Allreduce(inout, options);
+    });
+  }
   return OnRing("Allreduce", [&](gloo::Context& ring) {
     return internal::Allreduce(ring, inout, options);
   });
 }
 
 absl::StatusOr<Tensor> Allgather(const TensorView& input) {
+  if (OnCuda(input)) {
+    return OnGpu<absl::StatusOr<Tensor>>(
+        "Allgather", [&](internal::GpuCollectives& gpu) { return gpu.Allgather(input); });
+  }
   absl::StatusOr<Tensor> result;
   absl::Status status = OnRing("Allgather", [&](gloo::Context& ring) {
     result = internal::Allgather(ring, input);
@@ -381,6 +446,10 @@ absl::StatusOr<Tensor> Allgather(const TensorView& input) {
 }
 
 absl::Status Broadcast(TensorView inout, int root) {
+  if (OnCuda(inout)) {
+    return OnGpu<absl::Status>(
+        "Broadcast", [&](internal::GpuCollectives& gpu) { return gpu.Broadcast(inout, root); });
+  }
   return OnRing("Broadcast", [&](gloo::Context& ring) {
     return internal::Broadcast(ring, inout, root);
   });
@@ -388,6 +457,11 @@ absl::Status Broadcast(TensorView inout, int root) {
 
 absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64_t>& splits,
                                 std::vector<int64_t>* received_splits) {
+  if (OnCuda(input)) {
+    return OnGpu<absl::StatusOr<Tensor>>("Alltoall", [&](internal::GpuCollectives& gpu) {
+      return gpu.Alltoall(input, splits, received_splits);
+    });
+  }
   absl::StatusOr<Tensor> result;
   absl::Status status = OnRing("Alltoall", [&](gloo::Context& ring) {
     result = internal::Alltoall(ring, input, splits, received_splits);
@@ -398,6 +472,11 @@ absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64
 }
 
 absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op) {
+  if (OnCuda(input)) {
+    return OnGpu<absl::StatusOr<Tensor>>("Reducescatter", [&](internal::GpuCollectives& gpu) {
+      return gpu.Reducescatter(input, op);
+    });
+  }
   absl::StatusOr<Tensor> result;
   absl::Status status = OnRing("Reducescatter", [&](gloo::Context& ring) {
     result = internal::Reducescatter(ring, input, op);

@@ -8,4 +8,5 @@ add_library(horovodd_runtime STATIC
   ${CMAKE_CURRENT_LIST_DIR}/elastic.cc
   ${CMAKE_CURRENT_LIST_DIR}/elastic_buffer_state.cc)
 set_target_properties(horovodd_runtime PROPERTIES POSITION_INDEPENDENT_CODE ON)
-target_link_libraries(horovodd_runtime PUBLIC hvdd_collectives hvdd_proto absl::cord)
+target_link_libraries(horovodd_runtime PUBLIC hvdd_collectives hvdd_proto absl::cord
+  hvdd_network_interface)

@@ -17,6 +17,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "worker_runtime/daemon_client.h"
+#include "worker_runtime/gpu_collectives.h"
+#include "worker_runtime/gpu_operations.h"
 
 namespace horovodd::internal {
 
@@ -24,10 +26,13 @@ struct RuntimeOptions {
   DaemonClientOptions daemon;
   // Bounds each key wait while connecting a ring, and the ring's operations.
   absl::Duration ring_timeout = absl::Seconds(30);
+  // Where CUDA tensors' collectives run (HOROVOD_GPU_OPERATIONS).
+  GpuOperations gpu_operations = BuiltWithNccl() ? GpuOperations::kNccl : GpuOperations::kGloo;
 
   // From the environment the daemon gives its workers: HOROVODD_DAEMON_ADDR,
   // HOROVODD_JOB_ID, HOROVODD_WORKER_ID (required), HOROVODD_WORKER_TOKEN,
-  // HOROVODD_HEARTBEAT_MS, HOROVODD_DAEMON_GRACE_S, HOROVODD_RING_TIMEOUT_S.
+  // HOROVODD_HEARTBEAT_MS, HOROVODD_DAEMON_GRACE_S, HOROVODD_RING_TIMEOUT_S,
+  // and the user's HOROVOD_GPU_OPERATIONS.
   // FAILED_PRECONDITION naming the first missing variable; INVALID_ARGUMENT
   // naming a variable whose value does not parse.
   static absl::StatusOr<RuntimeOptions> FromEnvironment();
@@ -77,6 +82,10 @@ class Runtime {
   // always UNAVAILABLE or ABORTED. FAILED_PRECONDITION without a ring.
   absl::Status RunCollective(const std::function<absl::Status(gloo::Context&)>& op);
 
+  // Collectives on CUDA tensors: the current generation's NCCL communicator
+  // or staging onto the ring. Training thread only.
+  GpuCollectives& gpu() { return *gpu_; }
+
   // Asynchronous; never block the training thread. A failure is not
   // reported when the daemon already announced a newer generation: then it
   // is a consequence of that change, not news.
@@ -92,6 +101,8 @@ class Runtime {
 
   const absl::Duration ring_timeout_;
   std::unique_ptr<DaemonClient> client_;
+  // Declared after client_ so it is destroyed first: its store refers to it.
+  std::unique_ptr<GpuCollectives> gpu_;
   // Owned by the training thread.
   Assignment assignment_;
   // The newest generation the daemon aborted (written by the attach thread).

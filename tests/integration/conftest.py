@@ -22,3 +22,87 @@ def horovodrun(tmp_path):
     yield start
     for run in runs:
         run.cleanup()
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """A private sshd on 127.0.0.2 and 127.0.0.3 (tests/integration/sshd.py) for one test
+    module; stopped, with everything it started, at the module's end."""
+    from sshd import Sshd
+
+    server = Sshd(tmp_path_factory.mktemp("sshd")).start()
+    yield server
+    server.stop()
+
+
+# ---- A real horovodd for the tests that talk to a running daemon (horovodctl, horovodrun --daemon).
+import re  # noqa: E402 (appended section)
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+
+from harness import BUILD, EVENT_DEADLINE  # noqa: E402
+
+HOROVODD = BUILD / "src" / "daemon" / "horovodd"
+
+
+class HorovoddProcess:
+    """One real horovodd on 127.0.0.1, port 0. Its output goes to a file (a
+    pipe nobody drains would stall its logging); `address` is parsed from its
+    "horovodd listening on ADDR" line."""
+
+    def __init__(self, directory, extra_args, state_dir):
+        if not HOROVODD.exists():
+            pytest.fail(f"build first: missing {HOROVODD}")
+        self.log_path = directory / "horovodd.log"
+        self.state_dir = state_dir
+        args = [str(HOROVODD), "--listen", "127.0.0.1:0", "--state-dir", str(state_dir),
+                "--metrics-listen", "", *[str(a) for a in extra_args]]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(args, cwd=directory, stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.monotonic() + EVENT_DEADLINE
+        while True:
+            match = re.search(r"horovodd listening on (\S+)", self.log())
+            if match:
+                self.address = match.group(1)
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"horovodd did not start (exit {self.proc.returncode}):\n{self.log()}")
+            time.sleep(0.05)
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig=signal.SIGTERM, timeout=90):
+        """Sends `sig` (SIGTERM: the daemon ends its jobs and exits 0) and waits;
+        SIGKILL if it is still there after `timeout`. Returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+        return self.proc.returncode
+
+
+@pytest.fixture
+def horovodd(tmp_path):
+    """start(*extra_args, state_dir=None) -> HorovoddProcess. Each daemon gets
+    its own directory (state in <dir>/state unless `state_dir` is given, so a
+    restarted daemon can reuse one); all are stopped by PID at the end."""
+    daemons = []
+
+    def start(*extra_args, state_dir=None):
+        directory = tmp_path / f"horovodd-{len(daemons) + 1}"
+        directory.mkdir()
+        daemon = HorovoddProcess(directory, extra_args, state_dir or directory / "state")
+        daemons.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in daemons:
+        daemon.stop()

@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <fstream>
@@ -61,14 +60,13 @@ class Recorder {
     return *exit_;
   }
 
-  // The first n stdout lines, once they arrived.
-  std::vector<std::string> AwaitStdout(size_t n) {
+  // The first n lines of a stream, once they arrived.
+  std::vector<std::string> AwaitLines(size_t n, OutputStream stream = OutputStream::kStdout) {
     absl::MutexLock lock(&mu_);
-    const auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stdout_.size() >= n;
-    };
+    const std::vector<std::string>& lines = stream == OutputStream::kStdout ? stdout_ : stderr_;
+    const auto enough = [&lines, n]() { return lines.size() >= n; };
     REQUIRE(mu_.AwaitWithDeadline(absl::Condition(&enough), absl::Now() + kPatience));
-    return std::vector<std::string>(stdout_.begin(), stdout_.begin() + n);
+    return std::vector<std::string>(lines.begin(), lines.begin() + n);
   }
 
   std::vector<std::string> Lines(OutputStream stream) const {
@@ -332,13 +330,13 @@ TEST_CASE("Launcher Signal reaches the process group, grandchildren included", "
   const pid_t pid = LaunchOk(
       *launcher, Shell("trap 'echo term' TERM; sleep 1000 & echo $!; wait; exec sleep 1000"),
       recorder);
-  const pid_t grandchild = std::stoi(recorder.AwaitStdout(1)[0]);
+  const pid_t grandchild = std::stoi(recorder.AwaitLines(1)[0]);
   // Until it execs, the forked shell still has the trap and would swallow SIGTERM.
   REQUIRE(WaitUntil([&] { return Command(grandchild) == "sleep"; }));
 
   REQUIRE(launcher->Signal(pid, SIGTERM).ok());
   CHECK(WaitUntil([&] { return !IsAlive(grandchild); }));
-  CHECK(recorder.AwaitStdout(2)[1] == "term");
+  CHECK(recorder.AwaitLines(2)[1] == "term");
   CHECK(launcher->Signal(pid, 0).ok());  // the shell itself still runs
   CHECK(recorder.exit_calls() == 0);
 
@@ -362,18 +360,18 @@ TEST_CASE("Launcher kills what is left of a process group when its leader exits"
   Recorder recorder;
   auto launcher = MakeLauncher();
   LaunchOk(*launcher, Shell("sleep 1000 & echo $!"), recorder);
-  const pid_t grandchild = std::stoi(recorder.AwaitStdout(1)[0]);
+  const pid_t grandchild = std::stoi(recorder.AwaitLines(1)[0]);
   CHECK(recorder.AwaitExit().success());
   CHECK(WaitUntil([&] { return !IsAlive(grandchild); }));
 }
 
 // A shell that starts `command` in a new session (out of the process group,
 // so it survives the shell's exit and keeps its stdout), waits until it has
-// left, prints its pid and exits.
+// left, prints its pid to stderr and exits.
 LaunchSpec EscapingShell(const std::string& command) {
-  return Shell(absl::StrCat("setsid ", command, " & ",
-                            "until [ \"$(cut -d' ' -f6 /proc/$!/stat)\" = $! ]; do sleep 0.01; done; ",
-                            "echo $!"));
+  return Shell(absl::StrCat(
+      "setsid ", command, " & ",
+      "until [ \"$(cut -d' ' -f6 /proc/$!/stat)\" = $! ]; do sleep 0.01; done; ", "echo $! >&2"));
 }
 
 TEST_CASE("Launcher reports the exit even when an escaped descendant keeps the pipes",
@@ -383,7 +381,7 @@ TEST_CASE("Launcher reports the exit even when an escaped descendant keeps the p
   options.output_linger = absl::Milliseconds(200);
   auto launcher = MakeLauncher(options);
   LaunchOk(*launcher, EscapingShell("sleep 1000"), recorder);
-  const pid_t escaped = std::stoi(recorder.AwaitStdout(1)[0]);
+  const pid_t escaped = std::stoi(recorder.AwaitLines(1, OutputStream::kStderr)[0]);
   KillOnExit cleanup{escaped};
   CHECK(recorder.AwaitExit().success());
   CHECK(IsAlive(escaped));  // so the pipe really was still open
@@ -396,14 +394,17 @@ TEST_CASE("Launcher reports the exit even when an escaped descendant keeps writi
   LocalLauncherOptions options;
   options.output_linger = absl::Milliseconds(200);
   auto launcher = MakeLauncher(options);
-  LaunchOk(*launcher, EscapingShell("yes"), recorder);
+  // Keep stderr only: storing the flood of "y" would slow the test down.
+  ProcessCallbacks callbacks = recorder.Callbacks();
+  callbacks.on_line = [record = callbacks.on_line](OutputStream stream, std::string_view line) {
+    if (stream == OutputStream::kStderr) record(stream, line);
+  };
+  REQUIRE(launcher->Launch(EscapingShell("yes"), std::move(callbacks)).ok());
   CHECK(recorder.AwaitExit().success());
   CHECK_FALSE(recorder.line_after_exit());
-  const std::vector<std::string> lines = recorder.Lines(OutputStream::kStdout);
-  const auto pid_line =
-      std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l != "y"; });
-  REQUIRE(pid_line != lines.end());
-  const pid_t writer = std::stoi(*pid_line);
+  const std::vector<std::string> lines = recorder.Lines(OutputStream::kStderr);
+  REQUIRE(lines.size() == 1);
+  const pid_t writer = std::stoi(lines[0]);
   // With the pipe closed, its next write raises SIGPIPE: nothing keeps spinning.
   const bool writer_died = WaitUntil([&] { return !IsAlive(writer); });
   if (!writer_died) kill(writer, SIGKILL);
@@ -414,7 +415,7 @@ TEST_CASE("Launcher destructor leaves no child or grandchild alive", "[launcher]
   Recorder recorder;
   auto launcher = MakeLauncher();
   const pid_t pid = LaunchOk(*launcher, Shell("sleep 1000 & echo $!; wait"), recorder);
-  const pid_t grandchild = std::stoi(recorder.AwaitStdout(1)[0]);
+  const pid_t grandchild = std::stoi(recorder.AwaitLines(1)[0]);
   REQUIRE(IsAlive(pid));
   REQUIRE(IsAlive(grandchild));
 
@@ -456,7 +457,7 @@ TEST_CASE("Launcher TerminateAll sends SIGTERM, then SIGKILL after the grace", "
   auto launcher = MakeLauncher();
   LaunchOk(*launcher, Spec({"sleep", "1000"}), polite);
   LaunchOk(*launcher, Shell("trap '' TERM; echo ready; exec sleep 1000"), stubborn);
-  stubborn.AwaitStdout(1);  // SIGTERM is ignored from here on
+  stubborn.AwaitLines(1);  // SIGTERM is ignored from here on
 
   launcher->TerminateAll(absl::Milliseconds(300));
   CHECK(launcher->running() == 0);

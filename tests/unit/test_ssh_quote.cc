@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -16,8 +17,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -203,8 +202,7 @@ TEST_CASE("RemoteLaunchCommand: the pid reported is the process's own", "[ssh]")
   CHECK(lines[1] == absl::StrCat("self=", *pid));
 }
 
-TEST_CASE("RemoteLaunchCommand: a directory that does not exist stops it before the pid",
-          "[ssh]") {
+TEST_CASE("RemoteLaunchCommand: a directory that does not exist stops it before the pid", "[ssh]") {
   TempDir dir;
   LaunchSpec spec;
   spec.argv = {"touch", "ran"};
@@ -249,8 +247,8 @@ TEST_CASE("RemoteKillCommand signals the whole process group", "[ssh]") {
   if (leader == 0) {
     setpgid(0, 0);
     execl("/bin/sh", "sh", "-c",
-          absl::StrCat("sleep 300 & echo $$ $! > '", pids, ".tmp' && mv '", pids, ".tmp' '",
-                       pids, "'; wait")
+          absl::StrCat("sleep 300 & echo $$ $! > '", pids, ".tmp' && mv '", pids, ".tmp' '", pids,
+                       "'; wait")
               .c_str(),
           static_cast<char*>(nullptr));
     _exit(121);

@@ -1,0 +1,53 @@
+// horovodctl's connection to horovodd: the JobService calls it makes, each
+// with a deadline, and gRPC failures turned into absl::Status whose message
+// says what went wrong in a user's terms (which daemon could not be reached).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "horovodd.grpc.pb.h"
+
+namespace horovodd::cli {
+
+struct ClientOptions {
+  std::string address;                             // host:port of horovodd
+  absl::Duration rpc_timeout = absl::Seconds(10);  // per unary call
+};
+
+class JobClient {
+ public:
+  explicit JobClient(ClientOptions options);
+
+  const std::string& address() const { return options_.address; }
+
+  absl::StatusOr<std::vector<v1::JobStatus>> ListJobs();
+  absl::StatusOr<v1::JobStatus> GetJob(const std::string& job_id);
+  absl::Status CancelJob(const std::string& job_id, const std::string& reason);
+  // Drains (drained=true) or undrains `host` in `job_id`, or in every running
+  // job when job_id is empty. Returns the jobs it applied to.
+  absl::StatusOr<std::vector<std::string>> SetDrained(const std::string& host,
+                                                      const std::string& job_id, bool drained);
+  absl::StatusOr<std::vector<v1::JobEvent>> WorkerOutput(const std::string& job_id, int rank,
+                                                         int max_lines);
+
+  // Streams the job's events from `from_seq` (0: the oldest kept) to
+  // `on_event` until the daemon ends the stream, which it does after the
+  // JOB_ENDED event. No deadline: a job may run for days.
+  absl::Status Watch(const std::string& job_id, uint64_t from_seq,
+                     const std::function<void(const v1::JobEvent&)>& on_event);
+
+ private:
+  void SetDeadline(grpc::ClientContext* context) const;
+  absl::Status ToStatus(const grpc::Status& status) const;
+
+  const ClientOptions options_;
+  std::unique_ptr<v1::JobService::Stub> stub_;
+};
+
+}  // namespace horovodd::cli

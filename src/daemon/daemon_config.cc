@@ -1,0 +1,265 @@
+#include "daemon/daemon_config.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "yaml-cpp/yaml.h"
+
+namespace horovodd::daemon {
+namespace {
+
+// Every check names where the value came from: "--listen" or
+// "/etc/horovodd/horovodd.yaml:3: listen".
+absl::Status Bad(const std::string& origin, const std::string& value, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(origin, ": '", value, "' ", why));
+}
+
+// host:port, with the host in brackets for IPv6 ("[::1]:7451").
+absl::Status CheckHostPort(const std::string& origin, const std::string& value) {
+  const auto colon = value.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Bad(origin, value, "is not host:port (e.g. 127.0.0.1:7451)");
+  }
+  const std::string host = value.substr(0, colon);
+  if (host.find(':') != std::string::npos && (host.front() != '[' || host.back() != ']')) {
+    return Bad(origin, value, "is not host:port (an IPv6 host goes in brackets: [::1]:7451)");
+  }
+  int port = -1;
+  if (!absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return Bad(origin, value, "has no port between 0 and 65535");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetListen(const std::string& origin, const std::string& value, DaemonConfig& c) {
+  if (auto st = CheckHostPort(origin, value); !st.ok()) return st;
+  c.listen = value;
+  return absl::OkStatus();
+}
+
+absl::Status SetStateDir(const std::string& origin, const std::string& value, DaemonConfig& c) {
+  if (!value.empty() && value.front() != '/') {
+    return Bad(origin, value, "is not an absolute path");
+  }
+  c.state_dir = value;
+  return absl::OkStatus();
+}
+
+absl::Status SetMetricsListen(const std::string& origin, const std::string& value,
+                              DaemonConfig& c) {
+  if (!value.empty()) {
+    if (auto st = CheckHostPort(origin, value); !st.ok()) return st;
+  }
+  c.metrics_listen = value;
+  return absl::OkStatus();
+}
+
+absl::Status SetLogLevel(const std::string& origin, const std::string& value, DaemonConfig& c) {
+  static const char* const kLevels[] = {"trace", "debug", "info", "warn", "error"};
+  for (const char* level : kLevels) {
+    if (value == level) {
+      c.log_level = value;
+      return absl::OkStatus();
+    }
+  }
+  return Bad(origin, value, "is not a log level (trace, debug, info, warn, error)");
+}
+
+absl::Status SetLogFormat(const std::string& origin, const std::string& value, DaemonConfig& c) {
+  if (value == "text") {
+    c.log_format = LogFormat::kText;
+  } else if (value == "json") {
+    c.log_format = LogFormat::kJson;
+  } else {
+    return Bad(origin, value, "is not a log format (text, json)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetPositive(const std::string& origin, const std::string& value, int& out) {
+  int n = 0;
+  if (!absl::SimpleAtoi(value, &n) || n < 1)
+    return Bad(origin, value, "is not a whole number >= 1");
+  out = n;
+  return absl::OkStatus();
+}
+
+using Setter = std::function<absl::Status(const std::string& origin, const std::string& value,
+                                          DaemonConfig& config)>;
+struct Key {
+  const char* name;  // dotted for keys inside a section: "limits.max_jobs"
+  Setter set;
+  bool null_is_empty;  // "key:" with no value means "" (off) rather than an error
+};
+
+const std::vector<Key>& Keys() {
+  static const std::vector<Key> keys = {
+      {"listen", SetListen, false},
+      {"state_dir", SetStateDir, true},
+      {"metrics_listen", SetMetricsListen, true},
+      {"log_level", SetLogLevel, false},
+      {"log_format", SetLogFormat, false},
+      {"limits.max_jobs",
+       [](const std::string& o, const std::string& v, DaemonConfig& c) {
+         return SetPositive(o, v, c.limits.max_jobs);
+       },
+       false},
+      {"limits.max_workers_per_job",
+       [](const std::string& o, const std::string& v, DaemonConfig& c) {
+         return SetPositive(o, v, c.limits.max_workers_per_job);
+       },
+       false},
+  };
+  return keys;
+}
+
+const Key* FindKey(const std::string& name) {
+  for (const Key& key : Keys()) {
+    if (name == key.name) return &key;
+  }
+  return nullptr;
+}
+
+// The keys of `section` ("" = top level), for "unknown key" messages.
+std::string KeysIn(const std::string& section) {
+  std::vector<std::string> names;
+  const std::string prefix = section.empty() ? "" : section + ".";
+  for (const Key& key : Keys()) {
+    std::string name = key.name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    name = name.substr(prefix.size());
+    name = name.substr(0, name.find('.'));  // a section shows once, by its name
+    if (names.empty() || names.back() != name) names.push_back(name);
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+bool IsSection(const std::string& name) {
+  const std::string prefix = name + ".";
+  for (const Key& key : Keys()) {
+    if (std::string(key.name).compare(0, prefix.size(), prefix) == 0) return true;
+  }
+  return false;
+}
+
+class FileReader {
+ public:
+  explicit FileReader(std::string path) : path_(std::move(path)) {}
+
+  absl::Status ReadMap(const YAML::Node& map, const std::string& section, DaemonConfig& config) {
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const YAML::Node key_node = it->first;
+      const YAML::Node value = it->second;
+      if (!key_node.IsScalar()) {
+        return absl::InvalidArgumentError(absl::StrCat(Where(key_node), "a key must be a name"));
+      }
+      const std::string name =
+          section.empty() ? key_node.Scalar() : absl::StrCat(section, ".", key_node.Scalar());
+      if (IsSection(name)) {
+        if (!value.IsMap()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(Where(key_node), name, ": must be a map of ", KeysIn(name)));
+        }
+        if (auto st = ReadMap(value, name, config); !st.ok()) return st;
+        continue;
+      }
+      const Key* key = FindKey(name);
+      if (key == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(key_node), "unknown key '", name, "' (known keys",
+            section.empty() ? "" : absl::StrCat(" in ", section), ": ", KeysIn(section), ")"));
+      }
+      const std::string origin = absl::StrCat(Where(value.IsNull() ? key_node : value), name);
+      std::string text;
+      if (value.IsNull() && key->null_is_empty) {
+        text = "";
+      } else if (value.IsScalar()) {
+        text = value.Scalar();
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat(origin, ": ", value.IsNull() ? "has no value" : "must be a single value"));
+      }
+      if (auto st = key->set(origin, text, config); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // "FILE:LINE: " (yaml-cpp counts lines from 0).
+  std::string Where(const YAML::Node& node) const {
+    return absl::StrCat(path_, ":", node.Mark().line + 1, ": ");
+  }
+
+  const std::string path_;
+};
+
+}  // namespace
+
+absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read config file '", path, "': ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  YAML::Node root;
+  try {
+    root = YAML::Load(text.str());
+  } catch (const YAML::ParserException& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", e.mark.line + 1, ":",
+                                                   e.mark.column + 1, ": malformed YAML: ", e.msg));
+  }
+  DaemonConfig config;
+  if (root.IsNull()) return config;  // an empty file keeps every default
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", root.Mark().line + 1,
+                                                   ": the file must be a map of settings (",
+                                                   KeysIn(""), ")"));
+  }
+  try {
+    if (auto st = FileReader(path).ReadMap(root, "", config); !st.ok()) return st;
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":", e.mark.line + 1, ": cannot read: ", e.msg));
+  }
+  return config;
+}
+
+absl::Status ApplyDaemonFlags(const DaemonFlags& flags, DaemonConfig& config) {
+  // On the command line a relative state dir means one under the current
+  // directory; the config file, read by a service started in /, wants absolute paths.
+  std::optional<std::string> state_dir = flags.state_dir;
+  if (state_dir && !state_dir->empty()) {
+    std::error_code error;
+    auto absolute = std::filesystem::absolute(*state_dir, error);
+    if (!error) state_dir = absolute.lexically_normal().string();
+  }
+  struct Flag {
+    const char* name;
+    const std::optional<std::string>& value;
+    Setter set;
+  };
+  const Flag kFlags[] = {
+      {"--listen", flags.listen, SetListen},
+      {"--state-dir", state_dir, SetStateDir},
+      {"--metrics-listen", flags.metrics_listen, SetMetricsListen},
+      {"--log-level", flags.log_level, SetLogLevel},
+      {"--log-format", flags.log_format, SetLogFormat},
+  };
+  for (const Flag& flag : kFlags) {
+    if (!flag.value.has_value()) continue;
+    if (auto st = flag.set(flag.name, *flag.value, config); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,52 @@
+// horovodd's settings: the YAML config file (--config, documented key by key
+// in config/horovodd.yaml) and the command-line flags that override its keys.
+// Every setting has a default, so horovodd runs with no file at all.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace horovodd::daemon {
+
+enum class LogFormat { kText, kJson };
+
+// What one client may ask of the daemon (config key `limits`).
+struct DaemonLimits {
+  // Jobs that have not ended yet; one more is refused with RESOURCE_EXHAUSTED.
+  int max_jobs = 100;
+  // Cap on a job's workers: a larger -np or max_np is refused, and an elastic
+  // job with no max_np (grow to whatever discovery finds) is capped here.
+  int max_workers_per_job = 1024;
+};
+
+struct DaemonConfig {
+  std::string listen = "127.0.0.1:7451";          // host:port of the gRPC API; port 0 = any free
+  std::string state_dir = "/var/lib/horovodd";    // job records (horovodd.db); empty = none kept
+  std::string metrics_listen = "127.0.0.1:9464";  // host:port of GET /metrics; empty = off
+  std::string log_level = "info";                 // trace | debug | info | warn | error
+  LogFormat log_format = LogFormat::kText;
+  DaemonLimits limits;
+};
+
+// Command-line values; each one that is set replaces its config key.
+struct DaemonFlags {
+  std::optional<std::string> listen;
+  std::optional<std::string> state_dir;
+  std::optional<std::string> metrics_listen;
+  std::optional<std::string> log_level;
+  std::optional<std::string> log_format;
+};
+
+// Reads the config file at `path`: the defaults above, replaced by the keys it
+// sets. NOT_FOUND when it cannot be read; INVALID_ARGUMENT for malformed YAML,
+// an unknown key or a bad value, the message starting with "FILE:LINE: " and
+// naming the key and the value.
+absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path);
+
+// Applies the flags that are set; INVALID_ARGUMENT naming the flag and value.
+absl::Status ApplyDaemonFlags(const DaemonFlags& flags, DaemonConfig& config);
+
+}  // namespace horovodd::daemon

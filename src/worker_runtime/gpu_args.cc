@@ -1,0 +1,41 @@
+#include "worker_runtime/gpu_args.h"
+
+#include "absl/strings/str_cat.h"
+#include "worker_runtime/collective_args.h"
+
+namespace horovodd::internal {
+
+std::string OpLabel(const char* op, const std::string& name) {
+  return name.empty() ? std::string(op) : absl::StrCat(op, " '", name, "'");
+}
+
+absl::Status CheckGpuTensor(const std::string& label, const TensorView& view, int device) {
+  if (view.device.type != DeviceType::kCUDA) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": tensor is on the CPU; GPU collectives take CUDA tensors"));
+  }
+  if (view.device.index != device) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, ": tensor is on CUDA device ", view.device.index,
+        " but this worker's GPU collectives use device ", device,
+        " (every GPU tensor of a worker must be on one device)"));
+  }
+  if (DTypeSize(view.dtype) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": unknown dtype ", static_cast<int>(view.dtype)));
+  }
+  for (size_t i = 0; i < view.shape.size(); ++i) {
+    if (view.shape[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(label, ": shape ", ShapeString(view.shape),
+                                                     " has a negative dimension at index ", i));
+    }
+  }
+  if (view.data == nullptr && view.numel() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": tensor data is null but shape ",
+                                                   ShapeString(view.shape), " has ",
+                                                   view.numel(), " elements"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace horovodd::internal

@@ -1,0 +1,19 @@
+// Checks on GPU tensors that both GPU paths (NCCL, and staging through the
+// Gloo ring) make before touching them.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "horovodd/tensor.h"
+
+namespace horovodd::internal {
+
+// "allreduce" or "allreduce 'name'".
+std::string OpLabel(const char* op, const std::string& name);
+
+// A CUDA tensor on `device`, with a known dtype, no negative dimension, and
+// data when it has elements. INVALID_ARGUMENT starting with `label`.
+absl::Status CheckGpuTensor(const std::string& label, const TensorView& view, int device);
+
+}  // namespace horovodd::internal

@@ -1,0 +1,40 @@
+// One way of running one generation's collectives on GPU tensors: on NCCL
+// (nccl_backend.h) or staged through host memory and the Gloo ring
+// (gpu_staging.h). GpuCollectives picks one per generation.
+//
+// Ops that size their output from the peers return it in host memory:
+// horovodd.h's Tensor is a CPU tensor. In-place ops leave their tensor on
+// the GPU.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <gloo/context.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "horovodd/tensor.h"
+
+namespace horovodd::internal {
+
+class GpuBackend {
+ public:
+  virtual ~GpuBackend() = default;
+  virtual absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) = 0;
+  virtual absl::StatusOr<Tensor> Allgather(const TensorView& input) = 0;
+  virtual absl::Status Broadcast(TensorView inout, int root) = 0;
+  virtual absl::StatusOr<Tensor> Alltoall(const TensorView& input,
+                                          const std::vector<int64_t>& splits,
+                                          std::vector<int64_t>* received_splits) = 0;
+  virtual absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op) = 0;
+};
+
+// Runs a Gloo collective on the current generation's ring (for the worker
+// runtime: Runtime::RunCollective, which also maps a superseded generation to
+// ABORTED).
+using RingRunner =
+    std::function<absl::Status(const std::function<absl::Status(gloo::Context&)>&)>;
+
+}  // namespace horovodd::internal

@@ -1,0 +1,31 @@
+// GPU collectives on NCCL for one generation. The communicator is made at
+// the generation's first GPU op (so a job that never uses a GPU never touches
+// CUDA), on the device of that op's tensor; if making it fails (other than
+// for a bad device), every later op of the generation returns that failure.
+// NCCL builds only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/time/time.h"
+#include "worker_runtime/gpu_backend.h"
+#include "worker_runtime/unique_id_store.h"
+
+namespace horovodd::internal {
+
+struct NcclBackendOptions {
+  int64_t generation = 0;
+  int rank = 0;
+  int size = 1;
+  absl::Duration timeout = absl::Seconds(30);
+  // The generation's key-value namespace, for the unique id.
+  std::unique_ptr<UniqueIdStore> store;
+  // True once the daemon superseded the generation (see NcclCommOptions).
+  std::function<bool()> should_abort;
+};
+
+std::unique_ptr<GpuBackend> MakeNcclBackend(NcclBackendOptions options);
+
+}  // namespace horovodd::internal

@@ -1,0 +1,18 @@
+// _horovodd: the C++ half of the horovodd Python package. Python code uses it
+// through horovodd/ (horovodd.torch, horovodd.elastic), never directly.
+#include <pybind11/pybind11.h>
+
+#include "bindings.h"
+#include "status_errors.h"
+#include "tensor_args.h"
+
+PYBIND11_MODULE(_horovodd, module) {
+  module.doc() =
+      "horovodd's worker runtime for Python: membership, collectives over caller-owned "
+      "memory, and elastic primitives. Use it through the horovodd package.";
+  horovodd::python::RegisterErrors(module);
+  horovodd::python::BindTensorRef(module);
+  horovodd::python::BindMembership(module);
+  horovodd::python::BindCollectives(module);
+  horovodd::python::BindElastic(module);
+}

@@ -1,0 +1,331 @@
+// The journal: what one Journal records, a new one on the same state dir
+// recovers; jobs that never ended come back FAILED; records stay bounded; a
+// state dir or database that cannot be used is refused with its path named.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "daemon/journal.h"
+#include "daemon/journal_sqlite.h"
+#include "journal_test_support.h"
+
+namespace horovodd::daemon {
+namespace {
+
+using testing::EndEvent;
+using testing::MakeEvent;
+using testing::NowUnix;
+using testing::StateEvent;
+using testing::TempDir;
+
+std::unique_ptr<Journal> OpenJournal(const TempDir& dir, JournalLimits limits = {}) {
+  auto journal = Journal::Open(dir.path(), limits);
+  INFO(journal.status().ToString());
+  REQUIRE(journal.ok());
+  return std::move(*journal);
+}
+
+std::vector<ArchivedJob> RecoverFrom(const TempDir& dir, JournalLimits limits = {}) {
+  auto journal = OpenJournal(dir, limits);
+  auto jobs = journal->Recover();
+  INFO(jobs.status().ToString());
+  REQUIRE(jobs.ok());
+  return std::move(*jobs);
+}
+
+v1::JobSpec ElasticSpec() {
+  v1::JobSpec spec;
+  spec.add_argv("python3");
+  spec.add_argv("train.py");
+  spec.set_name("resnet");
+  spec.set_num_proc(2);
+  spec.set_min_np(2);
+  spec.set_max_np(4);
+  spec.set_elastic(true);
+  (*spec.mutable_env())["LR"] = "0.1";
+  spec.mutable_discovery()->set_script("/opt/discover.sh");
+  return spec;
+}
+
+std::vector<uint64_t> Seqs(const std::vector<v1::JobEvent>& events) {
+  std::vector<uint64_t> seqs;
+  for (const auto& e : events) seqs.push_back(e.seq());
+  return seqs;
+}
+
+std::vector<std::string> Ids(const std::vector<ArchivedJob>& jobs) {
+  std::vector<std::string> ids;
+  for (const auto& job : jobs) ids.push_back(job.status.job_id());
+  return ids;
+}
+
+// Records a job that ran, grew once (one reset) and succeeded.
+void RecordSucceededJob(Journal& journal, const std::string& id, double t0) {
+  journal.OnJobSubmitted(id, ElasticSpec(), absl::FromUnixSeconds(static_cast<int64_t>(t0)));
+  journal.OnJobEvent(id, MakeEvent(1, v1::JobEvent::INFO, t0 + 1, 0, "job submitted"));
+  journal.OnJobEvent(id, MakeEvent(2, v1::JobEvent::INFO, t0 + 2, 1, "generation 1 planned"));
+  v1::JobEvent output = MakeEvent(3, v1::JobEvent::OUTPUT, t0 + 3, 1, "loss 0.5");
+  output.set_rank(0);
+  output.set_stream("stdout");
+  journal.OnJobEvent(id, output);
+  journal.OnJobEvent(id, StateEvent(4, v1::RUNNING, t0 + 4, 1));
+  v1::JobEvent ready = MakeEvent(5, v1::JobEvent::MEMBERSHIP, t0 + 4, 1, "generation 1 ready");
+  ready.set_size(2);
+  journal.OnJobEvent(id, ready);
+  v1::JobEvent added = MakeEvent(6, v1::JobEvent::INFO, t0 + 5, 1, "host c added");
+  added.set_code("hosts_changed");
+  journal.OnJobEvent(id, added);
+  journal.OnJobEvent(id, StateEvent(7, v1::RESETTING, t0 + 5, 1));
+  journal.OnJobEvent(id, MakeEvent(8, v1::JobEvent::INFO, t0 + 5, 2, "generation 2 planned"));
+  journal.OnJobEvent(id, StateEvent(9, v1::RUNNING, t0 + 6, 2));
+  v1::JobEvent grown = MakeEvent(10, v1::JobEvent::MEMBERSHIP, t0 + 6, 2, "generation 2 ready");
+  grown.set_size(3);
+  grown.set_reset_seconds(0.75);
+  journal.OnJobEvent(id, grown);
+  journal.OnJobEvent(id, StateEvent(11, v1::SUCCEEDED, t0 + 9, 2));
+  journal.OnJobEvent(id, EndEvent(12, v1::SUCCEEDED, t0 + 10, 2, "all workers finished"));
+}
+
+TEST_CASE("A new journal on the same state dir recovers a finished job as it was recorded") {
+  TempDir dir;
+  const double t0 = 1700000000;
+  RecordSucceededJob(*OpenJournal(dir), "job-1", t0);
+
+  const auto jobs = RecoverFrom(dir);
+  REQUIRE(jobs.size() == 1);
+  const v1::JobStatus& s = jobs[0].status;
+  CHECK(s.job_id() == "job-1");
+  CHECK(s.spec().SerializeAsString() == ElasticSpec().SerializeAsString());
+  CHECK(s.state() == v1::SUCCEEDED);
+  CHECK(s.reason() == "all workers finished");
+  CHECK(s.generation() == 2);
+  CHECK(s.size() == 3);
+  CHECK(s.resets() == 1);
+  CHECK(s.min_np() == 2);
+  CHECK(s.max_np() == 4);
+  CHECK(s.created_unix() == t0);
+  CHECK(s.started_unix() == t0 + 1);
+  CHECK(s.ended_unix() == t0 + 9);  // when it became SUCCEEDED
+
+  // Every event but the worker output, in order, with what clients read.
+  const auto& events = jobs[0].events;
+  CHECK(Seqs(events) == std::vector<uint64_t>{1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  CHECK(events[4].code() == "hosts_changed");
+  CHECK(events[4].message() == "host c added");
+  CHECK(events[8].kind() == v1::JobEvent::MEMBERSHIP);
+  CHECK(events[8].size() == 3);
+  CHECK(events[8].reset_seconds() == 0.75);
+  CHECK(events[8].time_unix() == t0 + 6);
+  CHECK(events.back().kind() == v1::JobEvent::JOB_ENDED);
+  CHECK(events.back().state() == v1::SUCCEEDED);
+  CHECK(events.back().message() == "all workers finished");
+  REQUIRE(s.recent_events_size() == static_cast<int>(events.size()));
+  CHECK(s.recent_events(0).seq() == 1);
+}
+
+TEST_CASE("A job that had not ended when the journal closed comes back FAILED, once") {
+  TempDir dir;
+  const double t0 = NowUnix() - 60;
+  {
+    auto journal = OpenJournal(dir);
+    journal->OnJobSubmitted("job-4", ElasticSpec(), absl::Now());
+    journal->OnJobEvent("job-4", MakeEvent(1, v1::JobEvent::INFO, t0, 0, "job submitted"));
+    journal->OnJobEvent("job-4", StateEvent(2, v1::RUNNING, t0 + 1, 1));
+    v1::JobEvent ready = MakeEvent(3, v1::JobEvent::MEMBERSHIP, t0 + 1, 1);
+    ready.set_size(2);
+    journal->OnJobEvent("job-4", ready);
+  }
+  const double before_recovery = NowUnix();
+
+  for (int restart = 0; restart < 2; ++restart) {
+    INFO("restart " << restart);
+    const auto jobs = RecoverFrom(dir);
+    REQUIRE(jobs.size() == 1);
+    const v1::JobStatus& s = jobs[0].status;
+    CHECK(s.state() == v1::FAILED);
+    CHECK(s.reason() ==
+          "horovodd stopped while the job was running; its workers were stopped with it");
+    CHECK(s.generation() == 1);
+    CHECK(s.size() == 2);
+    CHECK(s.ended_unix() >= before_recovery);
+    // Watchers of the job see it end like any other job, exactly once.
+    const auto& events = jobs[0].events;
+    CHECK(Seqs(events) == std::vector<uint64_t>{1, 2, 3, 4});
+    CHECK(events.back().kind() == v1::JobEvent::JOB_ENDED);
+    CHECK(events.back().state() == v1::FAILED);
+    CHECK(events.back().generation() == 1);
+    CHECK(events.back().message() == s.reason());
+  }
+}
+
+TEST_CASE("A job keeps only its newest events past the per-job limit") {
+  TempDir dir;
+  JournalLimits limits;
+  limits.max_events_per_job = 10;
+  const double t0 = NowUnix() - 600;
+  {
+    auto journal = OpenJournal(dir, limits);
+    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::Now());
+    journal->OnJobSubmitted("job-2", ElasticSpec(), absl::Now());
+    for (uint64_t seq = 1; seq <= 25; ++seq) {
+      journal->OnJobEvent("job-1", MakeEvent(seq, v1::JobEvent::WARNING, t0 + seq));
+      journal->OnJobEvent("job-2", MakeEvent(seq, v1::JobEvent::INFO, t0 + seq));
+    }
+    journal->OnJobEvent("job-1", EndEvent(26, v1::CANCELLED, t0 + 30, 0, "cancelled by alice"));
+    // job-2 is still running when the journal closes.
+  }
+  const auto jobs = RecoverFrom(dir, limits);
+  REQUIRE(Ids(jobs) == std::vector<std::string>{"job-1", "job-2"});
+  const std::vector<uint64_t> newest{17, 18, 19, 20, 21, 22, 23, 24, 25, 26};
+  CHECK(Seqs(jobs[0].events) == newest);
+  CHECK(jobs[0].status.reason() == "cancelled by alice");
+  // Its recorded end (seq 26) is among the ten kept.
+  CHECK(Seqs(jobs[1].events) == newest);
+  CHECK(jobs[1].events.back().kind() == v1::JobEvent::JOB_ENDED);
+  CHECK(jobs[0].status.recent_events_size() == 10);
+}
+
+TEST_CASE("Only the most recently ended jobs are kept past the finished-job limit") {
+  TempDir dir;
+  JournalLimits limits;
+  limits.max_finished_jobs = 3;
+  const double t0 = NowUnix() - 3600;
+  {
+    auto journal = OpenJournal(dir, limits);
+    // job-1 runs throughout; job-3 ends last of the others although it
+    // started before jobs 4 to 6.
+    for (int n = 1; n <= 6; ++n) {
+      const std::string id = "job-" + std::to_string(n);
+      journal->OnJobSubmitted(id, ElasticSpec(), absl::Now());
+      journal->OnJobEvent(id, MakeEvent(1, v1::JobEvent::INFO, t0 + n));
+    }
+    for (int n : {2, 4, 5, 6, 3}) {
+      const std::string id = "job-" + std::to_string(n);
+      const double ended = t0 + 100 + n * (n == 3 ? 10 : 1);
+      journal->OnJobEvent(id, EndEvent(2, v1::SUCCEEDED, ended, 1, "done"));
+    }
+  }
+  // job-1 is recovered (it ended now, as far as anyone knows), job-3 and
+  // job-6 ended last; job-6 was also the newest submission.
+  CHECK(Ids(RecoverFrom(dir, limits)) == std::vector<std::string>{"job-1", "job-3", "job-6"});
+  // Recovery itself stays within the limit.
+  CHECK(Ids(RecoverFrom(dir, limits)) == std::vector<std::string>{"job-1", "job-3", "job-6"});
+}
+
+TEST_CASE("Jobs recorded from several threads at once are all recovered intact") {
+  TempDir dir;
+  constexpr int kThreads = 4;
+  constexpr uint64_t kEvents = 150;
+  {
+    auto journal = OpenJournal(dir);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&journal, t] {
+        const std::string id = "job-" + std::to_string(t + 1);
+        journal->OnJobSubmitted(id, ElasticSpec(), absl::Now());
+        for (uint64_t seq = 1; seq < kEvents; ++seq) {
+          journal->OnJobEvent(id, MakeEvent(seq, v1::JobEvent::INFO, NowUnix(), 1));
+        }
+        journal->OnJobEvent(id, EndEvent(kEvents, v1::SUCCEEDED, NowUnix(), 1, "done"));
+      });
+    }
+    for (auto& thread : threads) thread.join();
+  }
+  const auto jobs = RecoverFrom(dir);
+  REQUIRE(jobs.size() == kThreads);
+  std::set<std::string> ids;
+  for (const auto& job : jobs) {
+    ids.insert(job.status.job_id());
+    CHECK(job.status.state() == v1::SUCCEEDED);
+    REQUIRE(job.events.size() == kEvents);
+    CHECK(job.events.front().seq() == 1);
+    CHECK(job.events.back().seq() == kEvents);
+  }
+  CHECK(ids == std::set<std::string>{"job-1", "job-2", "job-3", "job-4"});
+}
+
+TEST_CASE("An empty state dir recovers no jobs") {
+  TempDir dir;
+  CHECK(RecoverFrom(dir).empty());
+  struct stat st;
+  REQUIRE(stat(dir.File("horovodd.db").c_str(), &st) == 0);
+  // The specs carry the jobs' environment: the file is the daemon user's only.
+  CHECK((st.st_mode & 0777) == 0600);
+}
+
+TEST_CASE("A state dir or database that cannot be used is refused, naming it") {
+  TempDir dir;
+
+  SECTION("the state dir does not exist") {
+    const std::string missing = dir.File("no-such-dir");
+    auto journal = Journal::Open(missing);
+    CHECK(journal.status().code() == absl::StatusCode::kNotFound);
+    CHECK(journal.status().message() == "state dir " + missing + " does not exist");
+  }
+  SECTION("the state dir is a file") {
+    std::ofstream(dir.File("plain-file")) << "x";
+    auto journal = Journal::Open(dir.File("plain-file"));
+    CHECK(journal.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(journal.status().message() ==
+          "state dir " + dir.File("plain-file") + " is not a directory");
+  }
+  SECTION("the database file is not a database") {
+    std::ofstream(dir.File("horovodd.db")) << std::string(8192, '#');
+    auto journal = Journal::Open(dir.path());
+    CHECK(journal.status().code() == absl::StatusCode::kDataLoss);
+    CHECK_THAT(
+        std::string(journal.status().message()),
+        Catch::StartsWith("journal " + dir.File("horovodd.db") + ": file is not a database") &&
+            Catch::Contains("move the file aside"));
+  }
+  SECTION("the database path is a directory") {
+    REQUIRE(mkdir(dir.File("horovodd.db").c_str(), 0700) == 0);
+    auto journal = Journal::Open(dir.path());
+    CHECK(journal.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(journal.status().message() ==
+          "cannot open journal " + dir.File("horovodd.db") + ": Is a directory");
+  }
+  SECTION("the database was written by a newer horovodd") {
+    OpenJournal(dir);
+    {
+      auto db = SqliteDb::Open(dir.File("horovodd.db"));
+      REQUIRE(db.ok());
+      REQUIRE((*db)->Exec("UPDATE schema_version SET version = 7").ok());
+    }
+    auto journal = Journal::Open(dir.path());
+    CHECK(journal.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(journal.status().message() ==
+          "journal " + dir.File("horovodd.db") +
+              " was written by a newer horovodd (schema version 7; this one reads version 1)");
+  }
+  SECTION("the state dir is not writable") {
+    // root writes anywhere: only an unprivileged user sees this refusal.
+    if (geteuid() != 0) {
+      REQUIRE(chmod(dir.path().c_str(), 0500) == 0);
+      auto journal = Journal::Open(dir.path());
+      chmod(dir.path().c_str(), 0700);
+      CHECK(journal.status().code() == absl::StatusCode::kPermissionDenied);
+      CHECK(journal.status().message() ==
+            "state dir " + dir.path() + " is not writable: Permission denied");
+    }
+  }
+}
+
+TEST_CASE("Journal limits below 1 are refused") {
+  TempDir dir;
+  JournalLimits limits;
+  limits.max_events_per_job = 0;
+  auto journal = Journal::Open(dir.path(), limits);
+  CHECK(journal.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(journal.status().message() ==
+        "journal limits must be at least 1 (events per job 0, finished jobs 1000)");
+}
+
+}  // namespace
+}  // namespace horovodd::daemon

@@ -1,0 +1,242 @@
+// The daemon's metrics: counted from job events and RPCs, rendered in the
+// Prometheus text format, and served over HTTP by MetricsHttpServer.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/metrics.h"
+#include "daemon/metrics_http.h"
+#include "http_exchange.h"
+
+using horovodd::daemon::Metrics;
+using horovodd::daemon::MetricsHttpServer;
+namespace v1 = horovodd::v1;
+
+namespace {
+
+v1::JobEvent Event(v1::JobEvent::Kind kind) {
+  v1::JobEvent e;
+  e.set_kind(kind);
+  return e;
+}
+
+v1::JobEvent State(v1::JobState state) {
+  v1::JobEvent e = Event(v1::JobEvent::STATE);
+  e.set_state(state);
+  return e;
+}
+
+v1::JobEvent Membership(int size, double reset_seconds) {
+  v1::JobEvent e = Event(v1::JobEvent::MEMBERSHIP);
+  e.set_size(size);
+  e.set_reset_seconds(reset_seconds);
+  return e;
+}
+
+v1::JobEvent Coded(v1::JobEvent::Kind kind, const std::string& code) {
+  v1::JobEvent e = Event(kind);
+  e.set_code(code);
+  return e;
+}
+
+// The value of the sample line that starts with `series` ("name{labels}").
+double Sample(const std::string& page, const std::string& series) {
+  const std::string prefix = series + " ";
+  size_t at = page.find("\n" + prefix);
+  REQUIRE(at != std::string::npos);
+  at += 1 + prefix.size();
+  double value = 0;
+  REQUIRE(absl::SimpleAtod(page.substr(at, page.find('\n', at) - at), &value));
+  return value;
+}
+
+}  // namespace
+
+TEST_CASE("a fresh daemon shows every metric at zero") {
+  Metrics metrics;
+  const std::string page = metrics.Render();
+  for (const char* state :
+       {"pending", "running", "resetting", "succeeded", "failed", "cancelled"}) {
+    CHECK(Sample(page, absl::StrCat("horovodd_jobs{state=\"", state, "\"}")) == 0);
+  }
+  CHECK(Sample(page, "horovodd_workers") == 0);
+  CHECK(Sample(page, "horovodd_resets_total") == 0);
+  CHECK(Sample(page, "horovodd_reset_latency_seconds_count") == 0);
+  CHECK(Sample(page, "horovodd_reset_latency_seconds_bucket{le=\"+Inf\"}") == 0);
+  CHECK(Sample(page, "horovodd_discovery_failures_total") == 0);
+  CHECK(Sample(page, "horovodd_worker_failures_total") == 0);
+  CHECK(absl::StrContains(page, "# TYPE horovodd_reset_latency_seconds histogram\n"));
+  CHECK(absl::StrContains(page, "# TYPE horovodd_rpc_requests_total counter\n"));
+}
+
+TEST_CASE("job events move jobs between states and count workers, resets and failures") {
+  Metrics metrics;
+  metrics.OnJobSubmitted("job-1", v1::JobSpec(), absl::Now());
+  metrics.OnJobSubmitted("job-2", v1::JobSpec(), absl::Now());
+  CHECK(Sample(metrics.Render(), "horovodd_jobs{state=\"pending\"}") == 2);
+
+  metrics.OnJobEvent("job-1", State(v1::RUNNING));
+  metrics.OnJobEvent("job-1", Membership(3, 0));
+  metrics.OnJobEvent("job-1", Event(v1::JobEvent::OUTPUT));
+  std::string page = metrics.Render();
+  CHECK(Sample(page, "horovodd_jobs{state=\"pending\"}") == 1);
+  CHECK(Sample(page, "horovodd_jobs{state=\"running\"}") == 1);
+  CHECK(Sample(page, "horovodd_workers") == 3);
+  // The first generation is no reset: no latency sample.
+  CHECK(Sample(page, "horovodd_reset_latency_seconds_count") == 0);
+
+  // A worker fails; the job resets to 2 workers in 0.3 s.
+  metrics.OnJobEvent("job-1", Coded(v1::JobEvent::WARNING, "worker_failed"));
+  metrics.OnJobEvent("job-1", State(v1::RESETTING));
+  metrics.OnJobEvent("job-1", State(v1::RUNNING));
+  metrics.OnJobEvent("job-1", Membership(2, 0.3));
+  // Another is lost; the next reset takes 7 s.
+  metrics.OnJobEvent("job-1", Coded(v1::JobEvent::WARNING, "worker_lost"));
+  metrics.OnJobEvent("job-1", State(v1::RESETTING));
+  metrics.OnJobEvent("job-1", State(v1::RUNNING));
+  metrics.OnJobEvent("job-1", Membership(1, 7));
+  metrics.OnJobEvent("job-2", Coded(v1::JobEvent::WARNING, "discovery_failed"));
+  page = metrics.Render();
+  CHECK(Sample(page, "horovodd_workers") == 1);
+  CHECK(Sample(page, "horovodd_resets_total") == 2);
+  CHECK(Sample(page, "horovodd_worker_failures_total") == 2);
+  CHECK(Sample(page, "horovodd_discovery_failures_total") == 1);
+  CHECK(Sample(page, "horovodd_reset_latency_seconds_bucket{le=\"0.25\"}") == 0);
+  CHECK(Sample(page, "horovodd_reset_latency_seconds_bucket{le=\"0.5\"}") == 1);
+  CHECK(Sample(page, "horovodd_reset_latency_seconds_bucket{le=\"5\"}") == 1);
+  CHECK(Sample(page, "horovodd_reset_latency_seconds_bucket{le=\"10\"}") == 2);
+  CHECK(Sample(page, "horovodd_reset_latency_seconds_bucket{le=\"+Inf\"}") == 2);
+  CHECK(Sample(page, "horovodd_reset_latency_seconds_count") == 2);
+  CHECK(Sample(page, "horovodd_reset_latency_seconds_sum") == Approx(7.3));
+
+  v1::JobEvent ended = Event(v1::JobEvent::JOB_ENDED);
+  ended.set_state(v1::FAILED);
+  metrics.OnJobEvent("job-1", ended);
+  page = metrics.Render();
+  CHECK(Sample(page, "horovodd_jobs{state=\"failed\"}") == 1);
+  CHECK(Sample(page, "horovodd_jobs{state=\"running\"}") == 0);
+  CHECK(Sample(page, "horovodd_workers") == 0);
+}
+
+TEST_CASE("jobs recovered from the journal count in their recorded state") {
+  Metrics metrics;
+  metrics.AddRecoveredJob("job-1", v1::SUCCEEDED);
+  metrics.AddRecoveredJob("job-2", v1::FAILED);
+  metrics.AddRecoveredJob("job-3", v1::FAILED);
+  const std::string page = metrics.Render();
+  CHECK(Sample(page, "horovodd_jobs{state=\"succeeded\"}") == 1);
+  CHECK(Sample(page, "horovodd_jobs{state=\"failed\"}") == 2);
+}
+
+TEST_CASE("RPCs are counted by method, with a bounded number of labels") {
+  Metrics metrics;
+  metrics.CountRpc("/horovodd.v1.JobService/SubmitJob");
+  metrics.CountRpc("/horovodd.v1.JobService/SubmitJob");
+  metrics.CountRpc("/horovodd.v1.WorkerService/Rendezvous");
+  std::string page = metrics.Render();
+  CHECK(Sample(page, "horovodd_rpc_requests_total{method=\"horovodd.v1.JobService/SubmitJob\"}") ==
+        2);
+  CHECK(Sample(page,
+               "horovodd_rpc_requests_total{method=\"horovodd.v1.WorkerService/Rendezvous\"}") ==
+        1);
+
+  // Made-up method names cannot grow the page without bound; quotes are escaped.
+  for (size_t i = 0; i < 2 * Metrics::kMaxRpcMethods; ++i) {
+    metrics.CountRpc(absl::StrCat("/made.up/\"Method", i));
+  }
+  page = metrics.Render();
+  size_t lines = 0;
+  for (size_t at = page.find("\nhorovodd_rpc_requests_total{"); at != std::string::npos;
+       at = page.find("\nhorovodd_rpc_requests_total{", at + 1)) {
+    ++lines;
+  }
+  CHECK(lines == Metrics::kMaxRpcMethods + 1);
+  CHECK(Sample(page, "horovodd_rpc_requests_total{method=\"other\"}") ==
+        Metrics::kMaxRpcMethods + 2);
+  CHECK(absl::StrContains(page, "{method=\"made.up/\\\"Method0\"}"));
+  // Known methods keep counting under their own name.
+  metrics.CountRpc("/horovodd.v1.JobService/SubmitJob");
+  CHECK(Sample(metrics.Render(),
+               "horovodd_rpc_requests_total{method=\"horovodd.v1.JobService/SubmitJob\"}") == 3);
+}
+
+TEST_CASE("the HTTP server answers GET /metrics with the rendered page") {
+  int renders = 0;
+  auto server = MetricsHttpServer::Start("127.0.0.1:0", [&renders] {
+    ++renders;
+    return absl::StrCat("horovodd_workers ", renders, "\n");
+  });
+  REQUIRE(server.ok());
+  const std::string address = (*server)->address();
+  CHECK(absl::StartsWith(address, "127.0.0.1:"));
+
+  const std::string first = horovodd::test::HttpExchange(
+      address, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
+  CHECK(absl::StartsWith(first, "HTTP/1.1 200 OK\r\n"));
+  CHECK(absl::StrContains(first, "Content-Type: text/plain; version=0.0.4"));
+  CHECK(absl::StrContains(first, "Content-Length: 19\r\n"));
+  CHECK(absl::EndsWith(first, "\r\n\r\nhorovodd_workers 1\n"));
+  // Each scrape renders afresh; a query string is ignored.
+  CHECK(absl::EndsWith(horovodd::test::HttpExchange(address, "GET /metrics?x=1 HTTP/1.0\r\n\r\n"),
+                       "\r\n\r\nhorovodd_workers 2\n"));
+}
+
+TEST_CASE("the HTTP server refuses other paths, methods and oversized requests") {
+  auto server = MetricsHttpServer::Start("127.0.0.1:0", [] { return std::string("page\n"); });
+  REQUIRE(server.ok());
+  const std::string address = (*server)->address();
+
+  CHECK(absl::StartsWith(horovodd::test::HttpExchange(address, "GET / HTTP/1.1\r\n\r\n"),
+                         "HTTP/1.1 404 Not Found"));
+  CHECK(absl::StartsWith(horovodd::test::HttpExchange(address, "GET /metricsx HTTP/1.1\r\n\r\n"),
+                         "HTTP/1.1 404 Not Found"));
+  CHECK(absl::StartsWith(horovodd::test::HttpExchange(address, "POST /metrics HTTP/1.1\r\n\r\n"),
+                         "HTTP/1.1 405 Method Not Allowed"));
+  CHECK(absl::StartsWith(horovodd::test::HttpExchange(address, "nonsense\r\n\r\n"),
+                         "HTTP/1.1 400 Bad Request"));
+  const std::string head = horovodd::test::HttpExchange(address, "HEAD /metrics HTTP/1.1\r\n\r\n");
+  CHECK(absl::StartsWith(head, "HTTP/1.1 200 OK"));
+  CHECK(absl::StrContains(head, "Content-Length: 5\r\n"));
+  CHECK(absl::EndsWith(head, "\r\n\r\n"));
+
+  const std::string huge =
+      "GET /metrics HTTP/1.1\r\nX-Filler: " + std::string(MetricsHttpServer::kMaxRequestBytes, 'x');
+  CHECK(absl::StartsWith(horovodd::test::HttpExchange(address, huge),
+                         "HTTP/1.1 431 Request Header Fields Too Large"));
+  // It still serves afterwards.
+  CHECK(absl::EndsWith(horovodd::test::HttpExchange(address, "GET /metrics HTTP/1.1\r\n\r\n"),
+                       "\r\n\r\npage\n"));
+}
+
+TEST_CASE("a client that connects and says nothing does not block the others") {
+  auto server = MetricsHttpServer::Start("127.0.0.1:0", [] { return std::string("page\n"); });
+  REQUIRE(server.ok());
+  const std::string address = (*server)->address();
+  int port = 0;
+  REQUIRE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
+  int idle = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(idle, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  CHECK(absl::EndsWith(horovodd::test::HttpExchange(address, "GET /metrics HTTP/1.1\r\n\r\n"),
+                       "\r\n\r\npage\n"));
+  close(idle);
+}
+
+TEST_CASE("a metrics address that cannot be bound is an error naming it") {
+  auto first = MetricsHttpServer::Start("127.0.0.1:0", [] { return std::string(); });
+  REQUIRE(first.ok());
+  auto second = MetricsHttpServer::Start((*first)->address(), [] { return std::string(); });
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.status().code() == absl::StatusCode::kUnavailable);
+  CHECK(second.status().message() ==
+        absl::StrCat("cannot serve metrics on ", (*first)->address(), ": Address already in use"));
+}

@@ -1,0 +1,134 @@
+// The NCCL backend on a real GPU, one rank. Without a GPU every case prints
+// "no GPU: <why>" and passes; tests/gpu/run.sh runs the full GPU check
+// (every op and dtype, abort/rebuild cycles, the elastic example) on a
+// machine with one.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "horovodd/device_tensor.h"
+#include "worker_runtime/cuda_memory.h"
+#include "worker_runtime/nccl_comm.h"
+#include "worker_runtime/nccl_ops.h"
+
+namespace horovodd::internal {
+namespace {
+
+// True (after saying why) when there is no GPU to run on.
+bool NoGpu() {
+  absl::StatusOr<int> count = CudaDeviceCount();
+  if (count.ok()) return false;
+  WARN("skipped: " << count.status().message());
+  return true;
+}
+
+class MapStore final : public UniqueIdStore {
+ public:
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    values[key] = value;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration) override {
+    auto it = values.find(key);
+    if (it == values.end()) return absl::NotFoundError(key);
+    return it->second;
+  }
+  std::map<std::string, std::string> values;
+};
+
+std::unique_ptr<NcclComm> OneRankComm(MapStore& store, std::function<bool()> should_abort = {}) {
+  NcclCommOptions options;
+  options.timeout = absl::Seconds(60);
+  options.should_abort = std::move(should_abort);
+  absl::StatusOr<std::unique_ptr<NcclComm>> comm = NcclComm::Create(options, store);
+  INFO(comm.status().ToString());
+  REQUIRE(comm.ok());
+  return *std::move(comm);
+}
+
+template <typename T>
+std::vector<T> Read(const DeviceTensor& tensor) {
+  std::vector<T> host(static_cast<size_t>(tensor.numel()));
+  REQUIRE(tensor.CopyToHost(ViewOf(host)).ok());
+  return host;
+}
+
+TEST_CASE("one-rank NCCL allreduce scales and reduces on the GPU") {
+  if (NoGpu()) return;
+  MapStore store;
+  std::unique_ptr<NcclComm> comm = OneRankComm(store);
+  CHECK(store.values.at(std::string(kNcclUniqueIdKey)).size() == NCCL_UNIQUE_ID_BYTES);
+
+  std::vector<float> values{1, -2, 3.5f};
+  absl::StatusOr<DeviceTensor> tensor = DeviceTensor::FromHost(ViewOf(values), 0);
+  REQUIRE(tensor.ok());
+  AllreduceOptions options;
+  options.op = ReduceOp::kSum;
+  options.prescale_factor = 4;
+  options.postscale_factor = 0.5;
+  REQUIRE(Allreduce(*comm, tensor->view(), options).ok());
+  CHECK(Read<float>(*tensor) == std::vector<float>{2, -4, 7});
+
+  std::vector<int32_t> ints{7, -7};
+  absl::StatusOr<DeviceTensor> int_tensor = DeviceTensor::FromHost(ViewOf(ints), 0);
+  REQUIRE(int_tensor.ok());
+  options.op = ReduceOp::kAverage;
+  options.prescale_factor = 0.5;  // integers truncate toward zero, like the CPU path
+  options.postscale_factor = 1;
+  REQUIRE(Allreduce(*comm, int_tensor->view(), options).ok());
+  CHECK(Read<int32_t>(*int_tensor) == std::vector<int32_t>{3, -3});
+}
+
+TEST_CASE("one-rank NCCL ops that size their output") {
+  if (NoGpu()) return;
+  MapStore store;
+  std::unique_ptr<NcclComm> comm = OneRankComm(store);
+  std::vector<double> values{1, 2, 3, 4, 5, 6};
+  absl::StatusOr<DeviceTensor> input = DeviceTensor::FromHost(ViewOf(values), 0);
+  REQUIRE(input.ok());
+  TensorView matrix = input->view();
+  matrix.shape = {3, 2};
+
+  absl::StatusOr<DeviceTensor> gathered = Allgather(*comm, matrix);
+  REQUIRE(gathered.ok());
+  CHECK(gathered->shape() == std::vector<int64_t>{3, 2});
+  CHECK(Read<double>(*gathered) == values);
+
+  std::vector<int64_t> received;
+  absl::StatusOr<DeviceTensor> exchanged = Alltoall(*comm, matrix, {3}, &received);
+  REQUIRE(exchanged.ok());
+  CHECK(received == std::vector<int64_t>{3});
+  CHECK(Read<double>(*exchanged) == values);
+
+  absl::StatusOr<DeviceTensor> scattered = Reducescatter(*comm, matrix, ReduceOp::kMax, 2.0);
+  REQUIRE(scattered.ok());
+  CHECK(Read<double>(*scattered) == std::vector<double>{2, 4, 6, 8, 10, 12});
+
+  absl::Status bad = Alltoall(*comm, matrix, {2}, nullptr).status();
+  CHECK(bad.code() == absl::StatusCode::kInvalidArgument);
+  // A bad argument leaves the communicator usable.
+  CHECK(Broadcast(*comm, matrix, 0).ok());
+}
+
+TEST_CASE("an abort request makes the next NCCL op ABORTED, and every one after it") {
+  if (NoGpu()) return;
+  MapStore store;
+  bool abort = false;
+  std::unique_ptr<NcclComm> comm = OneRankComm(store, [&abort] { return abort; });
+  std::vector<float> values{1};
+  absl::StatusOr<DeviceTensor> tensor = DeviceTensor::FromHost(ViewOf(values), 0);
+  REQUIRE(tensor.ok());
+  REQUIRE(Allreduce(*comm, tensor->view(), AllreduceOptions{}).ok());
+  abort = true;
+  absl::Status aborted = Allreduce(*comm, tensor->view(), AllreduceOptions{});
+  CHECK(aborted.code() == absl::StatusCode::kAborted);
+  abort = false;
+  CHECK(Broadcast(*comm, tensor->view(), 0).code() == absl::StatusCode::kAborted);
+  CHECK(comm->health().code() == absl::StatusCode::kAborted);
+}
+
+}  // namespace
+}  // namespace horovodd::internal
