@@ -102,3 +102,17 @@ def test_fixed_size_job_without_discovery(horovodrun, tmp_path):
     assert result["resets"] == 0
     # Output carries Horovod's rank prefix.
     assert run.count(r"^\[0\]<stdout>:epoch 3/3") == 1
+
+
+def test_network_interface_picks_the_ring_address(horovodrun, tmp_path):
+    run = horovodrun("-np", 2, "-H", "localhost:2", "--network-interface", "lo", ELASTIC_TRAIN,
+                     "--epochs", 1, "--output", tmp_path / "result.json")
+    assert run.wait() == 0, run.output()
+    assert read_result(tmp_path / "result.json")["final_size"] == 2
+
+
+def test_unknown_network_interface_is_named_in_the_failure(horovodrun, tmp_path):
+    run = horovodrun("-np", 2, "-H", "localhost:2", "--network-interface", "nosuchif0",
+                     "--elastic-timeout", 10, ELASTIC_TRAIN, "--epochs", 1)
+    assert run.wait() != 0
+    assert "nosuchif0" in run.output(), run.output()
