@@ -139,7 +139,7 @@ if [[ -x "$bundle/bin/hvdd_gpu_check" ]]; then
   nccl_dir="$(find_nccl_dir)"
   say "using the prebuilt bundle $bundle; NCCL from ${nccl_dir:-nowhere}"
   cat "$bundle/bundle.txt" 2>/dev/null | tee -a "$full_log"
-  fingerprint="$("$repo_root/tests/gpu/make_bundle.sh" --fingerprint 2>/dev/null)"
+  fingerprint="$(bash "$repo_root/tests/gpu/make_bundle.sh" --fingerprint 2>/dev/null)"
   if ! grep -qx "sources $fingerprint" "$bundle/bundle.txt" 2>/dev/null; then
     say "WARNING: the GPU sources changed since the bundle was made; rerun tests/gpu/make_bundle.sh"
     rows+=("bundle matches sources|WARN|0|rerun make_bundle.sh")
@@ -162,7 +162,7 @@ else
   if ! [[ -x "$cuda_root/bin/nvcc" ]] && command -v nvcc > /dev/null; then
     cuda_root="$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")"
   fi
-  if ! run_step "install packages" 240 "$repo_root/scripts/install_deps.sh"; then
+  if ! run_step "install packages" 240 bash "$repo_root/scripts/install_deps.sh"; then
     say "cannot install the build packages here: prepare a bundle on a build machine" \
       "(tests/gpu/make_bundle.sh) and bring build-nccl/gpu-bundle along"
     exit 1
