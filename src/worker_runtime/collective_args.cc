@@ -117,4 +117,43 @@ absl::Status CheckAgreement(const std::string& label, const std::vector<Argument
   return absl::OkStatus();
 }
 
+absl::Status NeedsDimension(const std::string& label, const TensorView& view) {
+  if (!view.shape.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(label, ": needs a tensor with at least one dimension, got a scalar"));
+}
+
+absl::StatusOr<std::vector<int64_t>> ResolveSplits(const std::string& label,
+                                                   const TensorView& input,
+                                                   const std::vector<int64_t>& splits,
+                                                   int ranks) {
+  if (absl::Status dimension = NeedsDimension(label, input); !dimension.ok()) return dimension;
+  const int64_t rows = input.shape[0];
+  if (splits.empty()) {
+    if (rows % ranks != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(label, ": first dimension ", rows,
+                                                     " does not divide evenly among ", ranks,
+                                                     " ranks; pass splits"));
+    }
+    return std::vector<int64_t>(ranks, rows / ranks);
+  }
+  if (splits.size() != static_cast<size_t>(ranks)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": got ", splits.size(), " splits for ", ranks, " ranks"));
+  }
+  int64_t sum = 0;
+  for (int i = 0; i < ranks; ++i) {
+    if (splits[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": split ", i, " is negative (", splits[i], ")"));
+    }
+    sum += splits[i];
+  }
+  if (sum != rows) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": splits sum to ", sum,
+                                                   " but the first dimension is ", rows));
+  }
+  return splits;
+}
+
 }  // namespace horovodd::internal

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "horovodd/tensor.h"
 
 namespace horovodd::internal {
@@ -53,5 +54,14 @@ enum class ShapeRule {
 // on the lowest rank disagreeing with rank 0.
 absl::Status CheckAgreement(const std::string& label, const std::vector<ArgumentHeader>& headers,
                             const absl::Status& own_error, ShapeRule rule);
+
+// INVALID_ARGUMENT for a scalar, where an op splits the first dimension.
+absl::Status NeedsDimension(const std::string& label, const TensorView& view);
+
+// Rows this rank sends to each of `ranks` (empty splits: an equal split,
+// which the first dimension must allow).
+absl::StatusOr<std::vector<int64_t>> ResolveSplits(const std::string& label,
+                                                   const TensorView& input,
+                                                   const std::vector<int64_t>& splits, int ranks);
 
 }  // namespace horovodd::internal

@@ -34,12 +34,6 @@ absl::StatusOr<GlooContext*> OurContext(gloo::Context& context, const std::strin
 
 uint8_t* Bytes(void* data) { return static_cast<uint8_t*>(data); }
 
-absl::Status NeedsDimension(const std::string& label, const TensorView& view) {
-  if (!view.shape.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(label, ": needs a tensor with at least one dimension, got a scalar"));
-}
-
 // Sends to_each[p] to every peer p; returns the header each rank sent us
 // (ours at [rank]).
 absl::StatusOr<std::vector<ArgumentHeader>> ExchangeHeaders(
@@ -72,38 +66,6 @@ absl::StatusOr<std::vector<ArgumentHeader>> ExchangeHeaders(
   return from_each;
 }
 
-// Rows this rank sends to each rank; INVALID_ARGUMENT naming a bad split.
-absl::StatusOr<std::vector<int64_t>> ResolveSplits(const std::string& label,
-                                                   const TensorView& input,
-                                                   const std::vector<int64_t>& splits, int n) {
-  HVDD_RETURN_IF_ERROR(NeedsDimension(label, input));
-  const int64_t rows = input.shape[0];
-  if (splits.empty()) {
-    if (rows % n != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          label, ": first dimension ", rows, " does not divide evenly among ", n,
-          " ranks; pass splits"));
-    }
-    return std::vector<int64_t>(n, rows / n);
-  }
-  if (splits.size() != static_cast<size_t>(n)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(label, ": got ", splits.size(), " splits for ", n, " ranks"));
-  }
-  int64_t sum = 0;
-  for (int i = 0; i < n; ++i) {
-    if (splits[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(label, ": split ", i, " is negative (", splits[i], ")"));
-    }
-    sum += splits[i];
-  }
-  if (sum != rows) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        label, ": splits sum to ", sum, " but the first dimension is ", rows));
-  }
-  return splits;
-}
 
 // Byte regions of consecutive row blocks of `row_bytes` each.
 std::vector<PeerRegion> RowBlocks(const std::vector<int64_t>& rows, size_t row_bytes) {

@@ -21,15 +21,6 @@ ncclDataType_t NcclDataType(DType dtype);
 // Average is ncclAvg: a sum divided by the size (integers truncate).
 ncclRedOp_t NcclReduceOp(ReduceOp op);
 
-// INVALID_ARGUMENT for a scalar, where an op splits the first dimension.
-absl::Status NeedsDimension(const std::string& label, const TensorView& view);
-
-// Rows this rank sends to each of `ranks` (empty splits: an equal split,
-// which the first dimension must allow).
-absl::StatusOr<std::vector<int64_t>> ResolveSplits(const std::string& label,
-                                                   const TensorView& input,
-                                                   const std::vector<int64_t>& splits, int ranks);
-
 // `rows` split over `ranks` as evenly as possible, the first rows % ranks
 // ranks taking one more (Horovod's reducescatter rule).
 std::vector<int64_t> EvenRows(int64_t rows, int ranks);
