@@ -310,7 +310,10 @@ void JobDriver::AnswerReady(Worker& w) {
   response.set_local_size(info.local_size);
   response.set_cross_rank(info.cross_rank);
   response.set_cross_size(info.cross_size);
-  for (int64_t id : ready_members_) response.add_rank_hosts(workers_.at(id).host);
+  for (int64_t id : ready_members_) {
+    response.add_rank_hosts(workers_.at(id).host);
+    response.add_rank_worker_ids(id);
+  }
   response.set_bind_address(BindAddressFor(w.host));
   if (w.joined_generation != ready_generation_) w.generations_joined++;
   w.joined_generation = ready_generation_;

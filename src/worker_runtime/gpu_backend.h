@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include <gloo/context.h>
@@ -19,9 +20,20 @@
 
 namespace horovodd::internal {
 
+// What one generation's backend leaves to the next: a healthy NCCL
+// communicator that a later generation made of a subset of the same workers
+// shrinks instead of building anew. Opaque outside the backend that made it.
+class GpuBackendSeed {
+ public:
+  virtual ~GpuBackendSeed() = default;
+};
+
 class GpuBackend {
  public:
   virtual ~GpuBackend() = default;
+  // Hands over what the next generation's backend may build on, if anything;
+  // the backend is not used afterwards.
+  virtual std::unique_ptr<GpuBackendSeed> TakeSeed() { return nullptr; }
   virtual absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) = 0;
   virtual absl::StatusOr<Tensor> Allgather(const TensorView& input) = 0;
   virtual absl::Status Broadcast(TensorView inout, int root) = 0;

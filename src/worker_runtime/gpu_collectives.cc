@@ -15,6 +15,7 @@ GpuCollectives::GpuCollectives(GpuCollectivesOptions options) : options_(std::mo
 GpuCollectives::~GpuCollectives() { LeaveGeneration(); }
 
 std::unique_ptr<GpuBackend> GpuCollectives::MakeBackend(int64_t generation, int rank, int size,
+                                                        std::vector<int64_t> worker_ids,
                                                         std::unique_ptr<UniqueIdStore> store) {
 #if HVDD_HAVE_NCCL
   if (options_.operations == GpuOperations::kNccl) {
@@ -25,20 +26,31 @@ std::unique_ptr<GpuBackend> GpuCollectives::MakeBackend(int64_t generation, int 
     nccl.timeout = options_.timeout;
     nccl.store = std::move(store);
     nccl.should_abort = [this, generation] { return aborted_generation_.load() > generation; };
+    nccl.worker_ids = std::move(worker_ids);
+    nccl.seed = std::move(seed_);
+    nccl.ring = options_.ring;
     return MakeNcclBackend(std::move(nccl));
   }
 #endif
+  (void)worker_ids;
+  seed_.reset();
   return MakeStagedBackend(options_.ring);
 }
 
 void GpuCollectives::EnterGeneration(int64_t generation, int rank, int size,
+                                     std::vector<int64_t> worker_ids,
                                      std::unique_ptr<UniqueIdStore> store) {
   LeaveGeneration();
   generation_ = generation;
-  backend_ = MakeBackend(generation, rank, size, std::move(store));
+  backend_ = MakeBackend(generation, rank, size, std::move(worker_ids), std::move(store));
 }
 
 void GpuCollectives::LeaveGeneration() {
+  if (backend_ != nullptr) {
+    std::unique_ptr<GpuBackendSeed> seed = backend_->TakeSeed();
+    // A generation that made no communicator leaves the older seed in place.
+    if (seed != nullptr) seed_ = std::move(seed);
+  }
   backend_.reset();
   generation_ = 0;
 }

@@ -44,12 +44,15 @@ class GpuCollectives {
   GpuCollectives(const GpuCollectives&) = delete;
   GpuCollectives& operator=(const GpuCollectives&) = delete;
 
-  // The worker is rank `rank` of `size` in `generation`; `store` is that
-  // generation's key-value namespace. Drops the previous generation's backend
-  // (an NCCL communicator is aborted, never reused).
-  void EnterGeneration(int64_t generation, int rank, int size,
+  // The worker is rank `rank` of `size` in `generation`; `worker_ids` names
+  // the worker of every rank (may be empty); `store` is that generation's
+  // key-value namespace. Drops the previous generation's backend: an NCCL
+  // communicator is never reused as it is, but when only workers left since
+  // it was made, the new generation's is shrunk from it.
+  void EnterGeneration(int64_t generation, int rank, int size, std::vector<int64_t> worker_ids,
                        std::unique_ptr<UniqueIdStore> store);
-  // Drops the current generation's backend.
+  // Drops the current generation's backend, keeping what the next generation
+  // may shrink (see EnterGeneration).
   void LeaveGeneration();
   // The daemon announced `generation` and aborted older ones: an NCCL op or
   // communicator set-up of an older generation stops at its next poll.
@@ -64,6 +67,7 @@ class GpuCollectives {
 
  private:
   std::unique_ptr<GpuBackend> MakeBackend(int64_t generation, int rank, int size,
+                                          std::vector<int64_t> worker_ids,
                                           std::unique_ptr<UniqueIdStore> store);
   // The backend for an op on `tensor`, or why there is none.
   absl::StatusOr<GpuBackend*> Backend(const std::string& label, const TensorView& tensor) const;
@@ -80,6 +84,8 @@ class GpuCollectives {
   // Owned by the training thread.
   int64_t generation_ = 0;
   std::unique_ptr<GpuBackend> backend_;
+  // What the last generation's backend left for the next one; null if none.
+  std::unique_ptr<GpuBackendSeed> seed_;
 };
 
 }  // namespace horovodd::internal

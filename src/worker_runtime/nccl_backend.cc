@@ -1,12 +1,17 @@
 #include "worker_runtime/nccl_backend.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "worker_runtime/cuda_memory.h"
+#include "worker_runtime/gloo_ops.h"
 #include "worker_runtime/nccl_comm.h"
 #include "worker_runtime/nccl_ops.h"
+#include "worker_runtime/nccl_shrink_plan.h"
 
 namespace horovodd::internal {
 namespace {
@@ -15,6 +20,13 @@ absl::StatusOr<Tensor> ToHost(absl::StatusOr<DeviceTensor> result) {
   if (!result.ok()) return result.status();
   return result->ToHost();
 }
+
+// A generation's healthy communicator, kept for the next generation to
+// shrink, with the workers it was made of.
+struct NcclSeed final : GpuBackendSeed {
+  std::unique_ptr<NcclComm> comm;
+  std::vector<int64_t> worker_ids;
+};
 
 class NcclBackend final : public GpuBackend {
  public:
@@ -51,21 +63,26 @@ class NcclBackend final : public GpuBackend {
     return ToHost(internal::Reducescatter(**comm, input, op));
   }
 
+  std::unique_ptr<GpuBackendSeed> TakeSeed() override {
+    if (comm_ == nullptr || !comm_->health().ok() || options_.worker_ids.empty()) return nullptr;
+    auto seed = std::make_unique<NcclSeed>();
+    seed->comm = std::move(comm_);
+    seed->worker_ids = options_.worker_ids;
+    return seed;
+  }
+
  private:
+  std::string CommName() const {
+    return absl::StrCat("generation ", options_.generation, "'s NCCL communicator");
+  }
+
   // The generation's communicator, made on the first op's device.
   absl::StatusOr<NcclComm*> Comm(const TensorView& tensor) {
     if (comm_ != nullptr) return comm_.get();
     if (!failure_.ok()) return failure_;
     if (absl::Status device = CheckCudaDevice(tensor.device.index); !device.ok()) return device;
-    NcclCommOptions comm_options;
-    comm_options.rank = options_.rank;
-    comm_options.size = options_.size;
-    comm_options.device = tensor.device.index;
-    comm_options.timeout = options_.timeout;
-    comm_options.should_abort = options_.should_abort;
-    comm_options.name = absl::StrCat("generation ", options_.generation, "'s NCCL communicator");
-    absl::StatusOr<std::unique_ptr<NcclComm>> comm =
-        NcclComm::Create(std::move(comm_options), *options_.store);
+    absl::StatusOr<std::unique_ptr<NcclComm>> comm = ShrinkSeed(tensor.device.index);
+    if (comm.ok() && *comm == nullptr) comm = CreateComm(tensor.device.index);
     if (!comm.ok()) {
       failure_ = comm.status();
       return failure_;
@@ -74,7 +91,61 @@ class NcclBackend final : public GpuBackend {
     return comm_.get();
   }
 
-  const NcclBackendOptions options_;
+  absl::StatusOr<std::unique_ptr<NcclComm>> CreateComm(int device) {
+    NcclCommOptions comm_options;
+    comm_options.rank = options_.rank;
+    comm_options.size = options_.size;
+    comm_options.device = device;
+    comm_options.timeout = options_.timeout;
+    comm_options.should_abort = options_.should_abort;
+    comm_options.name = CommName();
+    return NcclComm::Create(std::move(comm_options), *options_.store);
+  }
+
+  // The previous generation's communicator shrunk to this one, or null when
+  // it cannot be (then the caller creates one). The seed is used at most once
+  // and dropped either way. Every rank runs this at the generation's first
+  // GPU op, so the agreement below is a collective like the op itself.
+  absl::StatusOr<std::unique_ptr<NcclComm>> ShrinkSeed(int device) {
+    std::unique_ptr<GpuBackendSeed> seed = std::move(options_.seed);
+#if HVDD_NCCL_HAS_SHRINK
+    if (!options_.ring) return nullptr;
+    auto* parent = dynamic_cast<NcclSeed*>(seed.get());
+    std::optional<std::vector<int>> excluded;
+    // A parent whose generation the daemon aborted lost a peer rather than
+    // shed it: its next poll would abort it, so it is not shrunk.
+    if (parent != nullptr && parent->comm->health().ok() && !parent->comm->abort_requested() &&
+        parent->comm->device() == device) {
+      excluded = ShrinkExclusions(parent->worker_ids, options_.worker_ids);
+    }
+    // Shrinking is collective: one rank without a usable parent (it joined
+    // fresh, its communicator failed, it saw an abort) means all create.
+    int32_t can_shrink = excluded.has_value() ? 1 : 0;
+    TensorView flag;
+    flag.data = &can_shrink;
+    flag.dtype = DType::kInt32;
+    AllreduceOptions min;
+    min.op = ReduceOp::kMin;
+    min.name = "agree on shrinking the NCCL communicator";
+    absl::Status agreed = options_.ring(
+        [&](gloo::Context& ring) { return internal::Allreduce(ring, flag, min); });
+    if (!agreed.ok()) return agreed;
+    if (can_shrink == 0) return nullptr;
+    absl::StatusOr<std::unique_ptr<NcclComm>> child =
+        parent->comm->Shrink(*excluded, options_.should_abort, CommName());
+    if (child.ok() && (*child)->rank() != options_.rank) {
+      return absl::InternalError(absl::StrCat(
+          "shrinking into ", CommName(), " gave rank ", (*child)->rank(), ", the daemon assigned ",
+          options_.rank));
+    }
+    return child;
+#else
+    (void)device;
+    return nullptr;
+#endif
+  }
+
+  NcclBackendOptions options_;
   std::unique_ptr<NcclComm> comm_;  // null until the first op
   absl::Status failure_;            // why making comm_ failed
 };

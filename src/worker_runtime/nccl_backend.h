@@ -2,12 +2,15 @@
 // the generation's first GPU op (so a job that never uses a GPU never touches
 // CUDA), on the device of that op's tensor; if making it fails (other than
 // for a bad device), every later op of the generation returns that failure.
+// When only workers left since the previous generation, it is shrunk from
+// that generation's communicator instead (if every rank agrees it can be).
 // NCCL builds only.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "worker_runtime/gpu_backend.h"
@@ -24,6 +27,14 @@ struct NcclBackendOptions {
   std::unique_ptr<UniqueIdStore> store;
   // True once the daemon superseded the generation (see NcclCommOptions).
   std::function<bool()> should_abort;
+  // Worker id of every rank of this generation (may be empty).
+  std::vector<int64_t> worker_ids;
+  // The previous generation's seed (may be null): when this generation is
+  // that one minus some workers and every rank still holds a healthy
+  // communicator, the new one is shrunk from it (ncclCommShrink, NCCL 2.27+).
+  std::unique_ptr<GpuBackendSeed> seed;
+  // The generation's Gloo ring, where the ranks agree on shrinking.
+  RingRunner ring;
 };
 
 std::unique_ptr<GpuBackend> MakeNcclBackend(NcclBackendOptions options);

@@ -80,6 +80,8 @@ class NcclComm {
   const std::string& name() const { return options_.name; }
   // OK while usable; otherwise the failure that aborted it.
   const absl::Status& health() const { return failure_; }
+  // should_abort() is true: its generation is over, its next poll aborts it.
+  bool abort_requested() const { return ShouldAbort(); }
 
   // Enqueues one op's NCCL calls and kernels on stream(), checking each NCCL
   // call with Enqueued() and each CUDA call with CudaEnqueued().

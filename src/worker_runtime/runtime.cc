@@ -54,6 +54,7 @@ Assignment ToAssignment(const v1::RendezvousResponse& response) {
   a.cross_rank = response.cross_rank();
   a.cross_size = response.cross_size();
   a.rank_hosts.assign(response.rank_hosts().begin(), response.rank_hosts().end());
+  a.rank_worker_ids.assign(response.rank_worker_ids().begin(), response.rank_worker_ids().end());
   return a;
 }
 
@@ -169,7 +170,8 @@ void Runtime::SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation) {
 
 absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
   SetRing(nullptr, 0);  // a ring is never reused across generations
-  gpu_->LeaveGeneration();  // nor an NCCL communicator
+  // nor an NCCL communicator, though the next generation may shrink it
+  gpu_->LeaveGeneration();
   int64_t after = after_generation;
   while (true) {
     absl::StatusOr<v1::RendezvousResponse> response = client_->Rendezvous(after);
@@ -199,6 +201,7 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       assignment_ = std::move(next);
       SetRing(*std::move(result.ring), assignment_.generation);
       gpu_->EnterGeneration(assignment_.generation, assignment_.rank, assignment_.size,
+                            assignment_.rank_worker_ids,
                             std::make_unique<GenerationKvStore>(*client_, assignment_.generation));
       return JoinOutcome::kJoined;
     }

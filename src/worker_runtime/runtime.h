@@ -48,6 +48,8 @@ struct Assignment {
   int cross_rank = -1;
   int cross_size = 0;
   std::vector<std::string> rank_hosts;
+  // Worker id of every rank (empty from a daemon that does not send them).
+  std::vector<int64_t> rank_worker_ids;
 };
 
 enum class JoinOutcome { kJoined, kRemoved };
