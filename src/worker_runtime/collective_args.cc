@@ -39,6 +39,10 @@ absl::Status CheckTensor(const std::string& label, const TensorView& view) {
                                                    view.device.index,
                                                    "; gloo collectives take CPU tensors"));
   }
+  return CheckTensorLayout(label, view);
+}
+
+absl::Status CheckTensorLayout(const std::string& label, const TensorView& view) {
   if (DTypeSize(view.dtype) == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(label, ": unknown dtype ", static_cast<int>(view.dtype)));

@@ -17,8 +17,11 @@ namespace horovodd::internal {
 // "[2, 3]"; a scalar is "[]".
 std::string ShapeString(const std::vector<int64_t>& shape);
 
-// CPU device, known dtype, no negative dimension, data present when there
-// are elements. Errors start with `label`.
+// Known dtype, no negative dimension, data present when there are elements,
+// whatever the device. Errors start with `label`.
+absl::Status CheckTensorLayout(const std::string& label, const TensorView& view);
+
+// CheckTensorLayout on a CPU tensor.
 absl::Status CheckTensor(const std::string& label, const TensorView& view);
 
 // Scale factors must be finite.

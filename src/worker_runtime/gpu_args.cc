@@ -20,22 +20,7 @@ absl::Status CheckGpuTensor(const std::string& label, const TensorView& view, in
         " but this worker's GPU collectives use device ", device,
         " (every GPU tensor of a worker must be on one device)"));
   }
-  if (DTypeSize(view.dtype) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(label, ": unknown dtype ", static_cast<int>(view.dtype)));
-  }
-  for (size_t i = 0; i < view.shape.size(); ++i) {
-    if (view.shape[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(label, ": shape ", ShapeString(view.shape),
-                                                     " has a negative dimension at index ", i));
-    }
-  }
-  if (view.data == nullptr && view.numel() > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": tensor data is null but shape ",
-                                                   ShapeString(view.shape), " has ",
-                                                   view.numel(), " elements"));
-  }
-  return absl::OkStatus();
+  return CheckTensorLayout(label, view);
 }
 
 }  // namespace horovodd::internal
