@@ -111,6 +111,9 @@ class JobDriver {
   void NotifyWorkers(bool abort);
   void OnWorkerExit(int64_t worker_id, const ExitInfo& exit);
   void OnWorkerFailed(Worker& w, const std::string& what);
+  // Ends the job SUCCEEDED once every member has finished or is gone for good
+  // (see the .cc); `plain`: a job whose command never joined a generation.
+  void MaybeFinishSucceeded(bool plain);
   void DeclareLost(Worker& w, const std::string& reason);
   void CheckLiveness();
   void ScheduleCooldownWakeup();

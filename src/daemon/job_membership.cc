@@ -354,6 +354,8 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
   }
   if (w->state == v1::WORKER_REMOVED) {
     Event(v1::JobEvent::INFO, absl::StrCat(Describe(*w), " left the job (", exit.Describe(), ")"));
+    // The job may have been waiting for it to go before it can end.
+    if (finishing_) MaybeFinishSucceeded(/*plain=*/false);
     return;
   }
   const bool in_ready = ready_generation_ > 0 && w->joined_generation == ready_generation_ &&
@@ -377,20 +379,39 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
         }
       }
     }
-    const auto& finishers = plain ? members_ : ready_members_;
-    for (int64_t m : finishers) {
-      if (workers_.at(m).state != v1::WORKER_SUCCEEDED) return;
-    }
-    Finish(v1::SUCCEEDED, absl::StrCat("all ", finishers.size(), " workers",
-                                       plain ? "" : absl::StrCat(" of generation ",
-                                                                 ready_generation_),
-                                       " finished"));
+    MaybeFinishSucceeded(plain);
     return;
   }
   std::string what = exit.Describe();
   if (exit.success() && !in_ready) what = "exited with status 0 before joining the job";
   if (!w->lost_reason.empty()) what = absl::StrCat(w->lost_reason, " (", exit.Describe(), ")");
   OnWorkerFailed(*w, what);
+}
+
+void JobDriver::MaybeFinishSucceeded(bool plain) {
+  // A member that failed before anyone finished was written off by the reset
+  // that followed (a failure after that ends the job in OnWorkerFailed), and
+  // one that a shrink removed is no longer needed: once they have exited, the
+  // job succeeds with the members that finished.
+  const auto& finishers = plain ? members_ : ready_members_;
+  int finished = 0;
+  for (int64_t m : finishers) {
+    const Worker& w = workers_.at(m);
+    if (w.state == v1::WORKER_SUCCEEDED) {
+      ++finished;
+    } else if (!((w.state == v1::WORKER_FAILED || w.state == v1::WORKER_REMOVED) &&
+                 w.handle == 0)) {
+      return;
+    }
+  }
+  std::string outcome = absl::StrCat(
+      finished == static_cast<int>(finishers.size()) ? "all " : "", finished, " workers",
+      plain ? "" : absl::StrCat(" of generation ", ready_generation_), " finished");
+  if (finished != static_cast<int>(finishers.size())) {
+    absl::StrAppend(&outcome, " (", finishers.size() - finished,
+                    " had left or failed before)");
+  }
+  Finish(v1::SUCCEEDED, outcome);
 }
 
 void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
