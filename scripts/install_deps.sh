@@ -14,6 +14,7 @@ packages=(
   openssh-server openssh-client  # a private sshd for the multi-host tests (tests/integration/sshd.py)
   python3 python3-pytest
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch  # the horovodd Python package
+  clang libclang-rt-14-dev  # libFuzzer and ASan for scripts/fuzz.sh (tests/fuzz)
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything CI runs: installs missing packages, builds build/ (incrementally),
-# runs the unit tests with ctest, then the integration tests with pytest.
-# Both suites run even when the first fails; exits non-zero if either failed.
+# runs the unit tests with ctest, then the integration tests with pytest, then
+# a short fuzz run of the libFuzzer targets (scripts/fuzz.sh, clang).
+# Every stage runs even when an earlier one fails; exits non-zero if any failed.
 # $BUILD_DIR overrides the build directory (exported as HVDD_BUILD_DIR for the
 # integration tests).
 set -euo pipefail
@@ -42,6 +43,12 @@ else
             "$python" -m pytest -q tests/integration tests/python); then
     failed+=("integration tests")
   fi
+fi
+
+echo "== fuzz (scripts/fuzz.sh: clang build in build-fuzz, ${FUZZ_SECONDS:-15}s per target)"
+# Short on purpose (CI); tests/fuzz/README.md says how to run longer.
+if ! FUZZ_SECONDS="${FUZZ_SECONDS:-15}" "$repo_root/scripts/fuzz.sh"; then
+  failed+=("fuzz")
 fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then

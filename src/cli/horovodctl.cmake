@@ -8,7 +8,7 @@ add_library(hvdd_ctl STATIC
   ${CMAKE_CURRENT_LIST_DIR}/horovodctl_table.cc)
 target_include_directories(hvdd_ctl PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(hvdd_ctl PUBLIC
-  hvdd_proto gRPC::grpc++ absl::status absl::statusor absl::strings absl::str_format
+  hvdd_proto hvdd_client_credentials gRPC::grpc++ absl::status absl::statusor absl::strings absl::str_format
   absl::time)
 
 add_executable(horovodctl ${CMAKE_CURRENT_LIST_DIR}/horovodctl_main.cc)

@@ -6,10 +6,8 @@
 
 namespace horovodd::cli {
 
-JobClient::JobClient(ClientOptions options)
-    : options_(std::move(options)),
-      stub_(v1::JobService::NewStub(
-          grpc::CreateChannel(options_.address, grpc::InsecureChannelCredentials()))) {}
+JobClient::JobClient(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)), stub_(v1::JobService::NewStub(std::move(channel))) {}
 
 void JobClient::SetDeadline(grpc::ClientContext* context) const {
   context->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
@@ -33,6 +31,11 @@ absl::Status JobClient::ToStatus(const grpc::Status& status) const {
           code, absl::StrCat("horovodd at ", options_.address,
                              " does not support this request (an older version?)",
                              status.error_message().empty() ? "" : ": ", status.error_message()));
+    // The daemon's message says which credential it wanted.
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return absl::Status(code, absl::StrCat("horovodd at ", options_.address,
+                                             " refused the request: ", status.error_message()));
     default:
       // The daemon's own answers (NOT_FOUND, INVALID_ARGUMENT, ...) already
       // name the job, host or field.

@@ -22,7 +22,8 @@ struct ClientOptions {
 
 class JobClient {
  public:
-  explicit JobClient(ClientOptions options);
+  // `channel` carries the caller's credentials (see ConnectToDaemon).
+  JobClient(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
 
   const std::string& address() const { return options_.address; }
 

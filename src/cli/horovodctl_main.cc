@@ -13,6 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/client_credentials.h"
 #include "cli/horovodctl_client.h"
 #include "cli/horovodctl_commands.h"
 
@@ -31,6 +32,7 @@ std::string UserName() {
 
 struct GlobalOptions {
   std::string address = kDefaultAddress;
+  horovodd::cli::ClientSecurity security;
   std::string output = "table";
   double timeout_seconds = 10;
 };
@@ -45,6 +47,21 @@ struct CommandArgs {
   std::string reason = absl::StrCat("cancelled by ", UserName(), " with horovodctl");
   bool wait = false;
 };
+
+// Credentials: flags, else the environment (see client_credentials.h).
+void AddSecurityOptions(CLI::App& app, horovodd::cli::ClientSecurity& security) {
+  app.add_option("--token-file", security.token_file,
+                 "File holding the daemon's admin (or viewer) token (default: $HOROVODD_TOKEN, "
+                 "else $HOROVODD_TOKEN_FILE, else /var/lib/horovodd/admin.token if readable)");
+  app.add_option("--tls-ca", security.tls_ca,
+                 "CA certificate (PEM) the daemon's certificate is checked against; turns on TLS "
+                 "(default: $HOROVODD_TLS_CA)");
+  app.add_option("--tls-cert", security.tls_cert,
+                 "Client certificate (PEM) for a daemon that asks for one (mutual TLS) "
+                 "(default: $HOROVODD_TLS_CERT)");
+  app.add_option("--tls-key", security.tls_key,
+                 "Private key of --tls-cert (default: $HOROVODD_TLS_KEY)");
+}
 
 using Runner = std::function<absl::StatusOr<int>(const CommandContext&)>;
 
@@ -156,6 +173,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", global.timeout_seconds, "Seconds to wait for each answer")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  AddSecurityOptions(app, global.security);
 
   CommandArgs args;
   std::map<CLI::App*, Runner> runners;
@@ -175,7 +193,13 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  horovodd::cli::JobClient client({global.address, absl::Seconds(global.timeout_seconds)});
+  auto channel = horovodd::cli::ConnectToDaemon(global.address, global.security);
+  if (!channel.ok()) {
+    std::cerr << "horovodctl: error: " << channel.status().message() << std::endl;
+    return 2;
+  }
+  horovodd::cli::JobClient client({global.address, absl::Seconds(global.timeout_seconds)},
+                                  *channel);
   CommandContext ctx;
   ctx.client = &client;
   ctx.format = global.output == "json" ? horovodd::cli::OutputFormat::kJson

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "cli/client_credentials.h"
 #include "cli/run_options.h"
 #include "daemon/daemon_server.h"
 #include "horovodd.grpc.pb.h"
@@ -108,8 +109,17 @@ int Run(const horovodd::cli::RunOptions& options) {
     address = embedded->address();
     if (options.verbose) std::cerr << "horovodrun: embedded daemon on " << address << "\n";
   }
-  auto stub = horovodd::v1::JobService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  // The embedded daemon's token never leaves this process; a named daemon
+  // gets this user's credentials (--token-file, HOROVODD_TOKEN, ..., TLS).
+  auto channel = embedded ? horovodd::cli::CreateDaemonChannel(
+                                address, grpc::InsecureChannelCredentials(),
+                                embedded->admin_token())
+                          : horovodd::cli::ConnectToDaemon(address, options.security);
+  if (!channel.ok()) {
+    std::cerr << "horovodrun: error: " << channel.status().message() << "\n";
+    return 2;
+  }
+  auto stub = horovodd::v1::JobService::NewStub(*channel);
 
   horovodd::v1::SubmitJobRequest submit;
   *submit.mutable_spec() = options.spec;

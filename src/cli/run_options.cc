@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/client_settings.h"
 #include "cli/config_file.h"
 #include "cli/remote_settings.h"
 #include "discovery/host_parser.h"
@@ -58,6 +59,7 @@ constexpr char kHostsGroup[] = "Hosts (pick one of -H, --hostfile, --host-discov
 constexpr char kElasticGroup[] = "Elastic behaviour and timeouts";
 constexpr char kLaunchGroup[] = "Launcher";
 constexpr char kRemoteGroup[] = "Remote hosts (reached over SSH)";
+constexpr char kSecurityGroup[] = "Credentials for --daemon";
 
 // Help lines are wrapped by hand: CLI11 indents after each '\n' but does not wrap.
 constexpr FlagDef kFlags[] = {
@@ -120,6 +122,16 @@ constexpr FlagDef kFlags[] = {
      kLaunchGroup},
     {"detach", "--detach", "--detach", "", "Submit the job, print its id and return.",
      kLaunchGroup},
+    {"token_file", "--token-file", "--token-file", "PATH",
+     "Admin token for --daemon. Default:\n$HOROVODD_TOKEN, $HOROVODD_TOKEN_FILE.",
+     kSecurityGroup},
+    {"tls_ca", "--tls-ca", "--tls-ca", "PATH",
+     "CA of the daemon's TLS certificate (turns\non TLS). Default: $HOROVODD_TLS_CA.",
+     kSecurityGroup},
+    {"tls_cert", "--tls-cert", "--tls-cert", "PATH",
+     "Client certificate (mutual TLS).\nDefault: $HOROVODD_TLS_CERT.", kSecurityGroup},
+    {"tls_key", "--tls-key", "--tls-key", "PATH", "Its key. Default: $HOROVODD_TLS_KEY.",
+     kSecurityGroup},
     {"config_file", "--config-file", "--config-file", "PATH",
      "YAML file with any of these settings, keyed\nby the long flag name in snake_case\n"
      "(min_np: 2, env: {NAME: VALUE}). Flags on\nthe command line override it.",
@@ -474,30 +486,6 @@ absl::Status ReadWorkingDir(const RawSettings& settings, v1::JobSpec* spec) {
   return absl::OkStatus();
 }
 
-absl::Status ReadLauncherSettings(const RawSettings& settings, RunOptions* options) {
-  absl::StatusOr<bool> verbose = ReadBool(settings, "verbose");
-  if (!verbose.ok()) return verbose.status();
-  options->verbose = *verbose;
-  absl::StatusOr<bool> detach = ReadBool(settings, "detach");
-  if (!detach.ok()) return detach.status();
-  options->detach = *detach;
-  if (const RawSetting* level = FindSetting(settings, "log_level")) {
-    const std::string text = absl::AsciiStrToLower(level->values.front());
-    if (text != "trace" && text != "debug" && text != "info" && text != "warning" &&
-        text != "error") {
-      return InvalidSetting(*level, absl::StrCat("'", level->values.front(),
-                                                 "' is not one of trace, "
-                                                 "debug, info, warning, error"));
-    }
-    options->log_level = text;
-  }
-  if (const RawSetting* daemon = FindSetting(settings, "daemon")) {
-    if (daemon->values.front().empty()) return InvalidSetting(*daemon, "the address is empty");
-    options->daemon_address = daemon->values.front();
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSettings& command_line,
                                            std::vector<std::string> command) {
   if (command.empty()) {
@@ -547,6 +535,7 @@ absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSet
   if (absl::Status s = ReadEnv(file, &spec); !s.ok()) return s;
   if (absl::Status s = ReadEnv(command_line, &spec); !s.ok()) return s;
   if (absl::Status s = ReadLauncherSettings(settings, &options); !s.ok()) return s;
+  if (absl::Status s = ReadClientSecurity(settings, &options.security); !s.ok()) return s;
   return options;
 }
 

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "cli/client_credentials.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::cli {
@@ -13,6 +14,7 @@ namespace horovodd::cli {
 struct RunOptions {
   horovodd::v1::JobSpec spec;
   std::string daemon_address;  // --daemon ADDRESS; empty = start an embedded daemon
+  ClientSecurity security;     // how to reach --daemon (the embedded one needs nothing)
   bool verbose = false;
   std::string log_level = "warning";  // trace|debug|info|warning|error
   bool detach = false;                // --detach (submit, print job id, return)

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/auth_config.h"
 #include "yaml-cpp/yaml.h"
 
 namespace horovodd::daemon {
@@ -92,6 +93,49 @@ absl::Status SetPositive(const std::string& origin, const std::string& value, in
   return absl::OkStatus();
 }
 
+// Every `limits:` key is a whole number >= 1 kept in one DaemonLimits field.
+struct LimitKey {
+  const char* name;
+  int DaemonLimits::*field;
+};
+
+const std::vector<LimitKey>& LimitKeys() {
+  static const std::vector<LimitKey> keys = {
+      {"limits.max_jobs", &DaemonLimits::max_jobs},
+      {"limits.max_workers_per_job", &DaemonLimits::max_workers_per_job},
+      {"limits.max_message_bytes", &DaemonLimits::max_message_bytes},
+      {"limits.max_job_spec_bytes", &DaemonLimits::max_job_spec_bytes},
+      {"limits.max_kv_key_bytes", &DaemonLimits::max_kv_key_bytes},
+      {"limits.max_kv_value_bytes", &DaemonLimits::max_kv_value_bytes},
+      {"limits.max_kv_keys_per_job", &DaemonLimits::max_kv_keys_per_job},
+      {"limits.max_kv_bytes_per_job", &DaemonLimits::max_kv_bytes_per_job},
+      {"limits.max_kv_waiters_per_job", &DaemonLimits::max_kv_waiters_per_job},
+      {"limits.max_watch_streams_per_client", &DaemonLimits::max_watch_streams_per_client},
+      {"limits.max_attach_streams_per_client", &DaemonLimits::max_attach_streams_per_client},
+  };
+  return keys;
+}
+
+// Limits that only make sense together.
+absl::Status CheckLimitsAgree(const std::string& name, const DaemonLimits& limits) {
+  // A KvSet carries the value plus the key and the worker's identity.
+  const int64_t kv_set_bytes =
+      static_cast<int64_t>(limits.max_kv_value_bytes) + limits.max_kv_key_bytes + 4096;
+  if (limits.max_message_bytes < kv_set_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": limits.max_message_bytes (", limits.max_message_bytes,
+        ") must be at least limits.max_kv_value_bytes + limits.max_kv_key_bytes + 4096 (",
+        kv_set_bytes, "), or the largest allowed key-value write could not be sent"));
+  }
+  if (limits.max_message_bytes < limits.max_job_spec_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": limits.max_message_bytes (", limits.max_message_bytes,
+                     ") must be at least limits.max_job_spec_bytes (",
+                     limits.max_job_spec_bytes, ")"));
+  }
+  return absl::OkStatus();
+}
+
 using Setter = std::function<absl::Status(const std::string& origin, const std::string& value,
                                           DaemonConfig& config)>;
 struct Key {
@@ -107,18 +151,24 @@ const std::vector<Key>& Keys() {
       {"metrics_listen", SetMetricsListen, true},
       {"log_level", SetLogLevel, false},
       {"log_format", SetLogFormat, false},
-      {"limits.max_jobs",
-       [](const std::string& o, const std::string& v, DaemonConfig& c) {
-         return SetPositive(o, v, c.limits.max_jobs);
-       },
-       false},
-      {"limits.max_workers_per_job",
-       [](const std::string& o, const std::string& v, DaemonConfig& c) {
-         return SetPositive(o, v, c.limits.max_workers_per_job);
-       },
-       false},
   };
-  return keys;
+  static const std::vector<Key> all = [] {
+    std::vector<Key> with_limits = keys;
+    for (const LimitKey& limit : LimitKeys()) {
+      int DaemonLimits::*field = limit.field;
+      with_limits.push_back(
+          {limit.name,
+           [field](const std::string& o, const std::string& v, DaemonConfig& c) {
+             return SetPositive(o, v, c.limits.*field);
+           },
+           false});
+    }
+    for (const SecurityKey& key : SecurityKeys()) {  // auth.*, tls.* (auth_config.cc)
+      with_limits.push_back({key.name, key.set, true});
+    }
+    return with_limits;
+  }();
+  return all;
 }
 
 const Key* FindKey(const std::string& name) {
@@ -164,6 +214,8 @@ class FileReader {
       const std::string name =
           section.empty() ? key_node.Scalar() : absl::StrCat(section, ".", key_node.Scalar());
       if (IsSection(name)) {
+        // "limits:" with every key under it commented out keeps the defaults.
+        if (value.IsNull()) continue;
         if (!value.IsMap()) {
           return absl::InvalidArgumentError(
               absl::StrCat(Where(key_node), name, ": must be a map of ", KeysIn(name)));
@@ -211,26 +263,28 @@ absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path) {
   }
   std::stringstream text;
   text << in.rdbuf();
-  YAML::Node root;
-  try {
-    root = YAML::Load(text.str());
-  } catch (const YAML::ParserException& e) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ":", e.mark.line + 1, ":",
-                                                   e.mark.column + 1, ": malformed YAML: ", e.msg));
-  }
+  return ParseDaemonConfig(text.str(), path);
+}
+
+absl::StatusOr<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::string& name) {
   DaemonConfig config;
-  if (root.IsNull()) return config;  // an empty file keeps every default
-  if (!root.IsMap()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ":", root.Mark().line + 1,
-                                                   ": the file must be a map of settings (",
-                                                   KeysIn(""), ")"));
-  }
   try {
-    if (auto st = FileReader(path).ReadMap(root, "", config); !st.ok()) return st;
+    const YAML::Node root = YAML::Load(text);
+    if (root.IsNull()) return config;  // an empty file keeps every default
+    if (!root.IsMap()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ":", root.Mark().line + 1,
+                                                     ": the file must be a map of settings (",
+                                                     KeysIn(""), ")"));
+    }
+    if (auto st = FileReader(name).ReadMap(root, "", config); !st.ok()) return st;
+  } catch (const YAML::ParserException& e) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ":", e.mark.line + 1, ":",
+                                                   e.mark.column + 1, ": malformed YAML: ", e.msg));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ":", e.mark.line + 1, ": cannot read: ", e.msg));
+        absl::StrCat(name, ":", e.mark.line + 1, ": cannot read: ", e.msg));
   }
+  if (auto st = CheckLimitsAgree(name, config.limits); !st.ok()) return st;
   return config;
 }
 
@@ -258,6 +312,9 @@ absl::Status ApplyDaemonFlags(const DaemonFlags& flags, DaemonConfig& config) {
   for (const Flag& flag : kFlags) {
     if (!flag.value.has_value()) continue;
     if (auto st = flag.set(flag.name, *flag.value, config); !st.ok()) return st;
+  }
+  for (const auto& [flag, value] : flags.security) {
+    if (auto st = ApplySecurityFlag(flag, value, config); !st.ok()) return st;
   }
   return absl::OkStatus();
 }

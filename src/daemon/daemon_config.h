@@ -3,11 +3,13 @@
 // Every setting has a default, so horovodd runs with no file at all.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/auth_settings.h"
 
 namespace horovodd::daemon {
 
@@ -20,6 +22,21 @@ struct DaemonLimits {
   // Cap on a job's workers: a larger -np or max_np is refused, and an elastic
   // job with no max_np (grow to whatever discovery finds) is capped here.
   int max_workers_per_job = 1024;
+  // Largest request message gRPC reads (any RPC); bigger ones are refused
+  // by gRPC before a handler sees them. Must exceed max_kv_value_bytes.
+  int max_message_bytes = 16 << 20;
+  // A submitted JobSpec, encoded (argv, env, hosts, everything).
+  int max_job_spec_bytes = 1 << 20;
+  // The key-value store workers bootstrap their rings through, per job.
+  int max_kv_key_bytes = 1024;
+  int max_kv_value_bytes = 4 << 20;
+  int max_kv_keys_per_job = 100000;        // over all generations kept
+  int max_kv_bytes_per_job = 256 << 20;    // keys plus values
+  int max_kv_waiters_per_job = 8192;       // KvGet calls waiting for keys
+  // Streams held open at once by one client (its peer IP address): WatchJob
+  // streams each hold a daemon thread; Attach streams are one per worker.
+  int max_watch_streams_per_client = 64;
+  int max_attach_streams_per_client = 4096;
 };
 
 struct DaemonConfig {
@@ -29,6 +46,8 @@ struct DaemonConfig {
   std::string log_level = "info";                 // trace | debug | info | warn | error
   LogFormat log_format = LogFormat::kText;
   DaemonLimits limits;
+  AuthSettings auth;  // keys auth.* (see auth_config.h)
+  TlsSettings tls;    // keys tls.*
 };
 
 // Command-line values; each one that is set replaces its config key.
@@ -38,6 +57,8 @@ struct DaemonFlags {
   std::optional<std::string> metrics_listen;
   std::optional<std::string> log_level;
   std::optional<std::string> log_format;
+  // The auth and tls flags that are set, by flag name ("--admin-token-file").
+  std::map<std::string, std::string> security;
 };
 
 // Reads the config file at `path`: the defaults above, replaced by the keys it
@@ -45,6 +66,11 @@ struct DaemonFlags {
 // an unknown key or a bad value, the message starting with "FILE:LINE: " and
 // naming the key and the value.
 absl::StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path);
+
+// The same for YAML `text` already read; `name` stands for the file in
+// messages. What LoadDaemonConfig does after reading the file (and what the
+// config fuzz target calls).
+absl::StatusOr<DaemonConfig> ParseDaemonConfig(const std::string& text, const std::string& name);
 
 // Applies the flags that are set; INVALID_ARGUMENT naming the flag and value.
 absl::Status ApplyDaemonFlags(const DaemonFlags& flags, DaemonConfig& config);

@@ -3,6 +3,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <mutex>
@@ -10,9 +11,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/auth_job_service.h"
 #include "daemon/job_limits.h"
 #include "daemon/job_service.h"
 #include "daemon/metrics_interceptor.h"
+#include "daemon/tls_credentials.h"
 #include "daemon/worker_service.h"
 
 namespace horovodd::daemon {
@@ -31,10 +35,17 @@ void EnableHealthAndReflection() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOptions& options) {
+  // Debian's Abseil is built with Mutex deadlock detection on: it records
+  // every lock order in a global graph (gRPC locks absl::Mutex on each call),
+  // a sixth of the daemon's CPU under load. It is a debugging aid; off.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<DaemonServer> daemon(new DaemonServer());
   if (!options.state_dir.empty()) {
     if (auto st = daemon->OpenJournal(options.state_dir); !st.ok()) return st;
   }
+  auto access = AccessPolicy::Create(options.auth, options.state_dir);
+  if (!access.ok()) return access.status();
+  daemon->access_ = std::move(*access);
   daemon->observers_.Add(&daemon->metrics_);
   if (options.log_job_events) daemon->observers_.Add(&daemon->job_logger_);
 
@@ -47,6 +58,10 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   daemon->router_ =
       std::make_unique<HostRouter>(daemon->launcher_.get(), daemon->ssh_launcher_.get());
   daemon->jobs_ = std::make_unique<JobManager>(daemon->router_.get(), &daemon->observers_);
+  daemon->jobs_->set_kv_limits(KvLimitsOf(options.limits));
+  daemon->jobs_->set_worker_environment(WorkerTlsEnvironment(options.tls));
+  daemon->access_->set_worker_token_check(
+      [jobs = daemon->jobs_.get()](absl::string_view token) { return jobs->IsWorkerToken(token); });
   if (daemon->journal_) {
     auto recovered = daemon->journal_->Recover();
     if (!recovered.ok()) return recovered.status();
@@ -83,18 +98,30 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("listen address '", listen, "' is not host:port"));
   }
+  auto credentials = MakeServerCredentials(options.tls, listen.substr(0, colon));
+  if (!credentials.ok()) return credentials.status();
+  if (!options.tls.enabled() && !IsLoopbackHost(listen.substr(0, colon))) {
+    spdlog::warn("listening on {} without TLS (tls.allow_insecure): tokens and job specs cross "
+                 "the network in the clear",
+                 listen);
+  }
   job_service_ = std::make_unique<JobServiceImpl>(jobs_.get());
   limited_job_service_ =
       std::make_unique<LimitedJobService>(job_service_.get(), jobs_.get(), options.limits);
-  worker_service_ = std::make_unique<WorkerServiceImpl>(jobs_.get());
+  authorized_job_service_ =
+      std::make_unique<AuthorizingJobService>(limited_job_service_.get(), access_.get());
+  worker_service_ = std::make_unique<WorkerServiceImpl>(jobs_.get(), access_.get());
+  worker_service_->set_limits(options.limits);
 
   EnableHealthAndReflection();
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(limited_job_service_.get());
+  builder.AddListeningPort(listen, *credentials, &port);
+  builder.RegisterService(authorized_job_service_.get());
   builder.RegisterService(worker_service_.get());
-  builder.SetMaxReceiveMessageSize(16 << 20);
+  // gRPC refuses a bigger request itself (RESOURCE_EXHAUSTED), before it is
+  // read into memory whole.
+  builder.SetMaxReceiveMessageSize(options.limits.max_message_bytes);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counters;
   counters.push_back(MakeRpcCounter(&metrics_));
   builder.experimental().SetInterceptorCreators(std::move(counters));
@@ -114,8 +141,9 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
   jobs_->set_worker_address(address_);
 
   if (!options.metrics_listen.empty()) {
-    auto http =
-        MetricsHttpServer::Start(options.metrics_listen, [this] { return metrics_.Render(); });
+    auto http = MetricsHttpServer::Start(options.metrics_listen, [this] {
+      return metrics_.Render() + access_->RenderMetrics();
+    });
     if (!http.ok()) return http.status();
     metrics_http_ = std::move(*http);
     metrics_address_ = metrics_http_->address();

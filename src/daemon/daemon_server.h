@@ -9,6 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/auth_policy.h"
+#include "daemon/auth_settings.h"
 #include "daemon/daemon_config.h"
 #include "daemon/job_event_logger.h"
 #include "daemon/job_manager.h"
@@ -26,6 +28,7 @@ class Server;
 
 namespace horovodd::daemon {
 
+class AuthorizingJobService;
 class JobServiceImpl;
 class LimitedJobService;
 class WorkerServiceImpl;
@@ -40,6 +43,9 @@ struct DaemonOptions {
   // host:port for GET /metrics (port 0 picks a free one); empty: not served.
   std::string metrics_listen;
   DaemonLimits limits;
+  // Who may call (tokens) and how the listener is secured (TLS).
+  AuthSettings auth;
+  TlsSettings tls;
   // Write job events (not worker output) to the log: horovodd does;
   // horovodrun prints them itself.
   bool log_job_events = false;
@@ -47,9 +53,11 @@ struct DaemonOptions {
 
 class DaemonServer {
  public:
-  // Opens the journal and recovers its jobs, then serves. INVALID_ARGUMENT
-  // for a bad address, UNAVAILABLE when it cannot listen, and the journal's
-  // error (naming the path) for a state dir it cannot use.
+  // Opens the journal and recovers its jobs, loads (or makes) the tokens,
+  // then serves. INVALID_ARGUMENT for a bad address or TLS settings (and for
+  // plaintext beyond loopback without tls.allow_insecure), UNAVAILABLE when
+  // it cannot listen, FAILED_PRECONDITION for a token file others may read,
+  // and the journal's error (naming the path) for a state dir it cannot use.
   static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(const DaemonOptions& options);
   ~DaemonServer();  // Shutdown("daemon stopped") if not done yet
 
@@ -59,6 +67,10 @@ class DaemonServer {
   const std::string& metrics_address() const { return metrics_address_; }
   // Jobs an earlier run recorded, recovered from the journal at start.
   size_t recovered_jobs() const { return recovered_jobs_; }
+  // The admin token (the embedded daemon's horovodrun uses it), and the file
+  // it is kept in (empty when it is only in memory).
+  const std::string& admin_token() const { return access_->admin_token(); }
+  const std::string& admin_token_path() const { return access_->admin_token_path(); }
   JobManager& jobs() { return *jobs_; }
   Metrics& metrics() { return metrics_; }
   // Marks the server NOT_SERVING for health checks, refuses new jobs, cancels
@@ -83,8 +95,10 @@ class DaemonServer {
   std::unique_ptr<SshLauncher> ssh_launcher_;  // hosts that are not this machine
   std::unique_ptr<HostRouter> router_;
   std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<AccessPolicy> access_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<LimitedJobService> limited_job_service_;
+  std::unique_ptr<AuthorizingJobService> authorized_job_service_;  // the one registered
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;  // null when not served

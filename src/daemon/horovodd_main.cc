@@ -10,9 +10,11 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "daemon/auth_config.h"
 #include "daemon/daemon_config.h"
 #include "daemon/daemon_server.h"
 #include "daemon/logging.h"
@@ -61,6 +63,16 @@ int main(int argc, char** argv) {
                  "[127.0.0.1:9464]");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error [info]");
   app.add_option("--log-format", log_format, "text or json (one object per line) [text]");
+  // One flag per auth.* and tls.* config key (auth_config.cc).
+  std::map<std::string, std::string> security_values;
+  std::map<std::string, bool> security_switches;
+  for (const auto& key : horovodd::daemon::SecurityKeys()) {
+    if (key.is_switch) {
+      app.add_flag(key.flag, security_switches[key.flag], key.help);
+    } else {
+      app.add_option(key.flag, security_values[key.flag], key.help);
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -80,6 +92,12 @@ int main(int argc, char** argv) {
   if (app.count("--metrics-listen")) flags.metrics_listen = metrics_listen;
   if (app.count("--log-level")) flags.log_level = log_level;
   if (app.count("--log-format")) flags.log_format = log_format;
+  for (const auto& [flag, value] : security_values) {
+    if (app.count(flag)) flags.security[flag] = value;
+  }
+  for (const auto& [flag, on] : security_switches) {
+    if (app.count(flag)) flags.security[flag] = on ? "true" : "false";
+  }
   if (auto st = horovodd::daemon::ApplyDaemonFlags(flags, config); !st.ok()) {
     return Fail(kBadUsage, st.message());
   }
@@ -99,6 +117,8 @@ int main(int argc, char** argv) {
   options.state_dir = config.state_dir;
   options.metrics_listen = config.metrics_listen;
   options.limits = config.limits;
+  options.auth = config.auth;
+  options.tls = config.tls;
   options.log_job_events = true;
   auto started = horovodd::daemon::DaemonServer::Start(options);
   if (!started.ok()) {
@@ -118,6 +138,15 @@ int main(int argc, char** argv) {
   } else {
     spdlog::info("job records in {}; {} jobs recovered from earlier runs", config.state_dir,
                  daemon.recovered_jobs());
+  }
+  // The path only: the token itself is never logged.
+  if (daemon.admin_token_path().empty()) {
+    spdlog::warn(
+        "no state dir and no auth.admin_token_file: the admin token exists only in memory, so "
+        "nothing can submit jobs; set auth.admin_token_file");
+  } else {
+    spdlog::info("admin token in {} (clients: --token-file {})", daemon.admin_token_path(),
+                 daemon.admin_token_path());
   }
   const std::string status = absl::StrCat(
       "serving on ", daemon.address(),

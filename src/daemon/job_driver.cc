@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/discovery_poller.h"
+#include "daemon/request_validation.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -18,57 +19,11 @@ double UnixSeconds(absl::Time t) {
   return absl::ToDoubleSeconds(t - absl::UnixEpoch());
 }
 
-bool ValidEnvName(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
-  auto bad = [](auto&&... parts) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid job spec: ", parts...));
-  };
-  if (spec.argv().empty() || spec.argv(0).empty()) return bad("argv is empty: nothing to run");
-  if (spec.min_np() < 1) return bad("min_np must be at least 1, got ", spec.min_np());
-  if (spec.max_np() < 0) return bad("max_np must be >= 0 (0 = no limit), got ", spec.max_np());
-  if (spec.max_np() > 0 && spec.min_np() > spec.max_np()) {
-    return bad("min_np (", spec.min_np(), ") is greater than max_np (", spec.max_np(), ")");
-  }
-  if (spec.num_proc() < spec.min_np() ||
-      (spec.max_np() > 0 && spec.num_proc() > spec.max_np())) {
-    return bad("num_proc (", spec.num_proc(), ") is outside [min_np, max_np] = [",
-               spec.min_np(), ", ", spec.max_np(), "]");
-  }
-  const auto& d = spec.discovery();
-  if (d.script().empty() && d.hosts().empty()) {
-    return bad("no hosts: give a discovery script or a host list");
-  }
-  if (!d.script().empty() && !d.hosts().empty()) {
-    return bad("a discovery script and a static host list are mutually exclusive");
-  }
-  for (const auto& h : d.hosts()) {
-    if (h.host().empty() || h.slots() < 1) {
-      return bad("host '", h.host(), "' needs a name and at least 1 slot");
-    }
-  }
-  for (double seconds : {spec.elastic_timeout_seconds(), spec.start_timeout_seconds(),
-                         spec.liveness_timeout_seconds(), d.interval_seconds(),
-                         d.script_timeout_seconds()}) {
-    if (seconds <= 0) return bad("timeouts and intervals must be positive");
-  }
-  if (spec.blacklist_cooldown_min_seconds() < 0 ||
-      spec.blacklist_cooldown_min_seconds() > spec.blacklist_cooldown_max_seconds()) {
-    return bad("blacklist cooldown range must satisfy 0 <= LO <= HI");
-  }
-  if (spec.reset_limit() < 0) return bad("reset_limit must be >= 0");
-  for (const auto& [name, value] : spec.env()) {
-    if (!ValidEnvName(name)) return bad("environment variable name '", name, "' is not valid");
-  }
-  return absl::OkStatus();
+  // The checks live with those of every other request (request_validation.h).
+  return ValidateJobSpecFields(spec);
 }
 
 JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
@@ -80,7 +35,8 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
               }),
       hosts_(discovery::CooldownPolicy{
           absl::Seconds(spec_.blacklist_cooldown_min_seconds()),
-          absl::Seconds(spec_.blacklist_cooldown_max_seconds())}) {}
+          absl::Seconds(spec_.blacklist_cooldown_max_seconds())}),
+      kv_(context_.kv_limits) {}
 
 JobDriver::~JobDriver() {
   poller_.reset();

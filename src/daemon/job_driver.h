@@ -43,6 +43,14 @@ struct JobContext {
   std::string daemon_address;   // what workers dial, host:port
   Launcher* launcher;           // shared by all jobs, outlives them
   JobObserver* observer = nullptr;  // daemon-wide; outlives the job; may be null
+  // The job's own secret (256 random bits, hex), handed to its workers in
+  // HOROVODD_WORKER_TOKEN; opens this job's WorkerService calls and nothing
+  // else. Never in the spec, the status, the journal or a log.
+  std::string worker_token;
+  // Set for every worker by the daemon (its TLS settings: HOROVODD_TLS_*).
+  std::map<std::string, std::string> worker_env;
+  // What the job's key-value namespace may hold (config limits.max_kv_*).
+  KvLimits kv_limits;
 };
 
 class JobDriver {
@@ -76,6 +84,7 @@ class JobDriver {
   bool Ended() const { return ended_.load(); }
   const EventLog& events() const { return events_; }
   const std::string& job_id() const { return context_.job_id; }
+  const std::string& worker_token() const { return context_.worker_token; }
 
  private:
   struct Worker {
@@ -105,7 +114,8 @@ class JobDriver {
   void Replan(const std::string& cause, bool failure, bool force = false);
   void LaunchWorker(const std::string& host, int planned_rank);
   void TryCompleteRendezvous();
-  void AnswerReady(Worker& w);
+  // `rank`: w's rank in ready_members_ when the caller knows it (-1: look it up).
+  void AnswerReady(Worker& w, int rank = -1);
   void AnswerRemoved(Worker& w);
   void ScheduleKvExpiry();
   void NotifyWorkers(bool abort);
@@ -149,8 +159,17 @@ class JobDriver {
   int64_t generation_ = 0;          // newest planned
   int64_t ready_generation_ = 0;    // newest stable (answered)
   std::vector<int64_t> members_;    // of generation_, in rank order
+  // members_[0, rendezvous_scan_) were seen waiting for generation_, so each
+  // rendezvous arrival resumes the scan there (O(N) per generation, not
+  // O(N^2)); reset whenever members_ is rebuilt.
+  size_t rendezvous_scan_ = 0;
   std::vector<int64_t> ready_members_;
   std::vector<RankInfo> rank_infos_;  // of ready_members_
+  std::vector<std::string> ready_hosts_;  // of ready_members_, by rank
+  // ready_generation_ is generation shrinks_generation_ without the workers
+  // of excluded_ranks_ there (0: it is not); see RendezvousResponse.
+  int64_t shrinks_generation_ = 0;
+  std::vector<int> excluded_ranks_;
   absl::Time planned_at_;           // when generation_ was planned
   KvNamespace kv_;
   int64_t last_commit_ = 0;

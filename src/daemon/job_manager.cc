@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/auth_token.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -37,6 +38,8 @@ JobManager::~JobManager() { Shutdown("daemon stopped", absl::Seconds(5)); }
 
 absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   if (auto st = ValidateJobSpec(spec); !st.ok()) return st;
+  absl::StatusOr<std::string> worker_token = GenerateToken();
+  if (!worker_token.ok()) return worker_token.status();
   std::shared_ptr<JobDriver> driver;
   std::string id;
   {
@@ -44,7 +47,9 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
     if (shutting_down_) return absl::UnavailableError("daemon is shutting down");
     id = absl::StrCat(kJobIdPrefix, next_job_number_++);
     driver = std::make_shared<JobDriver>(
-        JobContext{id, worker_address_, launcher_, observer_}, spec);
+        JobContext{id, worker_address_, launcher_, observer_, std::move(*worker_token),
+                   worker_env_, kv_limits_},
+        spec);
     jobs_[id] = driver;
   }
   if (observer_ != nullptr) observer_->OnJobSubmitted(id, spec, absl::Now());
@@ -73,6 +78,13 @@ std::shared_ptr<const ArchivedJob> JobManager::FindArchived(const std::string& j
   std::lock_guard<std::mutex> lock(mu_);
   auto it = archived_.find(job_id);
   return it == archived_.end() ? nullptr : it->second;
+}
+
+bool JobManager::IsWorkerToken(absl::string_view token) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool known = false;
+  for (const auto& [id, driver] : jobs_) known |= TokensMatch(token, driver->worker_token());
+  return known;
 }
 
 std::vector<std::shared_ptr<JobDriver>> JobManager::List() const {

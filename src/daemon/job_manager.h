@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "daemon/job_driver.h"
 #include "daemon/journal.h"
 #include "daemon/launcher.h"
@@ -27,6 +28,13 @@ class JobManager {
 
   // The address workers dial; set once the server is listening.
   void set_worker_address(std::string address) { worker_address_ = std::move(address); }
+  // Variables the daemon sets for every worker of every job (how to reach it
+  // over TLS); set before serving.
+  void set_worker_environment(std::map<std::string, std::string> env) {
+    worker_env_ = std::move(env);
+  }
+  // What each new job's key-value namespace may hold; set before serving.
+  void set_kv_limits(KvLimits limits) { kv_limits_ = limits; }
 
   // Jobs an earlier run recorded; call before serving. New job numbers
   // continue after the highest archived one, so no id is ever reused.
@@ -37,6 +45,9 @@ class JobManager {
   std::shared_ptr<JobDriver> Find(const std::string& job_id) const;
   // An archived job; nullptr if unknown or live.
   std::shared_ptr<const ArchivedJob> FindArchived(const std::string& job_id) const;
+  // Whether `token` is the worker token of a live job (compared in constant
+  // time), so a worker token used elsewhere is told apart from a wrong one.
+  bool IsWorkerToken(absl::string_view token) const;
   // Live jobs only.
   std::vector<std::shared_ptr<JobDriver>> List() const;
   // The status of a live or archived job; NOT_FOUND if neither.
@@ -58,6 +69,8 @@ class JobManager {
   Launcher* const launcher_;
   JobObserver* const observer_;
   std::string worker_address_;
+  std::map<std::string, std::string> worker_env_;
+  KvLimits kv_limits_;
   mutable std::mutex mu_;
   bool shutting_down_ = false;                                 // guarded by mu_
   int64_t next_job_number_ = 1;                                // guarded by mu_

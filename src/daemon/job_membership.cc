@@ -142,6 +142,7 @@ void JobDriver::Replan(const std::string& cause, bool failure, bool force) {
     if (w.waiting) AnswerRemoved(w);
   }
   members_.clear();
+  rendezvous_scan_ = 0;
   for (const auto& m : plan.survivors) members_.push_back(m.worker_id);
   Event(v1::JobEvent::INFO,
         absl::StrCat("generation ", generation_, " planned: size ", plan.size(), " (",
@@ -195,7 +196,12 @@ std::map<std::string, std::string> JobDriver::WorkerEnvironment(const Worker& w,
     auto eq = entry.find('=');
     if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
+  // The admin credentials of whoever started the daemon are not the workers'.
+  env.erase("HOROVODD_TOKEN");
+  env.erase("HOROVODD_TOKEN_FILE");
   for (const auto& [k, v] : spec_.env()) env[k] = v;
+  for (const auto& [k, v] : context_.worker_env) env[k] = v;  // TLS files
+  env["HOROVODD_WORKER_TOKEN"] = context_.worker_token;  // environment only, never argv
   env["HOROVODD_DAEMON_ADDR"] = context_.daemon_address;
   env["HOROVODD_JOB_ID"] = context_.job_id;
   env["HOROVODD_WORKER_ID"] = std::to_string(w.id);
@@ -270,16 +276,35 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
 void JobDriver::TryCompleteRendezvous() {
   if (Terminal() || generation_ == ready_generation_) return;
   if (static_cast<int>(members_.size()) < spec_.min_np()) return;
-  for (int64_t id : members_) {
+  auto waiting_for_this = [this](int64_t id) {
     const Worker& w = workers_.at(id);
-    if (!w.waiting || w.after_generation >= generation_) return;
+    return w.waiting && w.after_generation < generation_;
+  };
+  for (; rendezvous_scan_ < members_.size(); ++rendezvous_scan_) {
+    if (!waiting_for_this(members_[rendezvous_scan_])) return;
   }
+  // Once per complete scan: someone seen waiting may have exited since.
+  for (int64_t id : members_) {
+    if (!waiting_for_this(id)) {
+      rendezvous_scan_ = 0;
+      return;
+    }
+  }
+  // Only workers left since the last ready generation: they may shrink its
+  // communicators (a worker of it that missed some generations in between
+  // still has them).
+  std::optional<std::vector<int>> removed = RemovedRanks(ready_members_, members_);
+  shrinks_generation_ = removed.has_value() ? ready_generation_ : 0;
+  excluded_ranks_ = removed.value_or(std::vector<int>());
   ready_generation_ = generation_;
   ready_members_ = members_;
-  std::vector<std::string> hosts;
+  std::vector<std::string>& hosts = ready_hosts_;
+  hosts.clear();
   for (int64_t id : members_) hosts.push_back(workers_.at(id).host);
   rank_infos_ = AssignRanks(hosts);
-  for (int64_t id : members_) AnswerReady(workers_.at(id));
+  for (size_t rank = 0; rank < members_.size(); ++rank) {
+    AnswerReady(workers_.at(members_[rank]), static_cast<int>(rank));
+  }
   SetState(v1::RUNNING);
   std::string took;
   v1::JobEvent e;
@@ -299,8 +324,8 @@ void JobDriver::TryCompleteRendezvous() {
   events_.Append(std::move(e));
 }
 
-void JobDriver::AnswerReady(Worker& w) {
-  const int rank = RankOf(w.id);
+void JobDriver::AnswerReady(Worker& w, int rank) {
+  if (rank < 0) rank = RankOf(w.id);
   const RankInfo& info = rank_infos_.at(rank);
   v1::RendezvousResponse response;
   response.set_generation(ready_generation_);
@@ -310,9 +335,11 @@ void JobDriver::AnswerReady(Worker& w) {
   response.set_local_size(info.local_size);
   response.set_cross_rank(info.cross_rank);
   response.set_cross_size(info.cross_size);
-  for (int64_t id : ready_members_) {
-    response.add_rank_hosts(workers_.at(id).host);
-    response.add_rank_worker_ids(id);
+  // O(removed workers), never O(size): the answers of one generation add up
+  // to O(size) (bench/README.md, daemon scale).
+  if (shrinks_generation_ != 0) {
+    response.set_shrinks_generation(shrinks_generation_);
+    response.mutable_excluded_ranks()->Add(excluded_ranks_.begin(), excluded_ranks_.end());
   }
   response.set_bind_address(BindAddressFor(w.host));
   if (w.joined_generation != ready_generation_) w.generations_joined++;
@@ -463,8 +490,9 @@ void JobDriver::CheckLiveness() {
       DeclareLost(w, absl::StrCat("silent for ", Millis(now - w.last_seen),
                                   " (--liveness-timeout ", spec_.liveness_timeout_seconds(),
                                   "s)"));
-    } else if (rendezvous_open && IsMember(id) && !w.waiting &&
-               now - planned_at_ > absl::Seconds(spec_.elastic_timeout_seconds())) {
+    } else if (rendezvous_open && !w.waiting &&
+               now - planned_at_ > absl::Seconds(spec_.elastic_timeout_seconds()) &&
+               IsMember(id)) {  // last: O(members) per worker
       DeclareLost(w, absl::StrCat("did not join generation ", generation_,
                                   " within --elastic-timeout ",
                                   spec_.elastic_timeout_seconds(), "s"));

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -53,5 +54,13 @@ struct RankInfo {
 // the index among workers of the same host (in rank order); cross rank is the
 // index of the host among hosts that have a worker with that local rank.
 std::vector<RankInfo> AssignRanks(const std::vector<std::string>& hosts_by_rank);
+
+// The ranks of `previous` (worker ids by rank) that `next` leaves out, when
+// `next` is `previous` without them and everyone else in the same order (then
+// workers may shrink their NCCL communicator instead of building a new one);
+// nullopt when a worker was added or the order changed, or a list is empty.
+// The same members in the same order give an empty list.
+std::optional<std::vector<int>> RemovedRanks(const std::vector<int64_t>& previous,
+                                             const std::vector<int64_t>& next);
 
 }  // namespace horovodd::daemon

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/grpc_status.h"
+#include "daemon/request_validation.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -15,7 +16,15 @@ namespace {
 class AttachStream final
     : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
  public:
-  explicit AttachStream(JobManager* jobs) : jobs_(jobs), channel_(std::make_shared<Channel>()) {
+  // `slot` counts the stream against its client's limit until it ends.
+  AttachStream(grpc::CallbackServerContext* context, JobManager* jobs, AccessPolicy* access,
+               const DaemonLimits* limits, ClientStreamLimiter::Slot slot)
+      : context_(context),
+        jobs_(jobs),
+        access_(access),
+        limits_(limits),
+        slot_(std::move(slot)),
+        channel_(std::make_shared<Channel>()) {
     channel_->stream = this;
     StartRead(&in_);
   }
@@ -25,13 +34,30 @@ class AttachStream final
       EndStream(grpc::Status::OK);
       return;
     }
+    if (absl::Status st = ValidateRequest(in_, *limits_); !st.ok()) {
+      EndStream(ToGrpcStatus(st));
+      return;
+    }
     if (in_.has_hello()) {
-      driver_ = jobs_->Find(in_.hello().job_id());
-      if (!driver_) {
+      auto driver = jobs_->Find(in_.hello().job_id());
+      if (!driver) {
         EndStream(grpc::Status(grpc::StatusCode::NOT_FOUND,
                                absl::StrCat("no job '", in_.hello().job_id(), "'")));
         return;
       }
+      // Until a hello passes this, heartbeats reach no job.
+      if (absl::Status st = access_->AuthorizeWorker(*context_, "Attach", driver->job_id(),
+                                                     in_.hello().token(), driver->worker_token());
+          !st.ok()) {
+        EndStream(ToGrpcStatus(st));
+        return;
+      }
+      if (driver_ && driver_ != driver) {
+        EndStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               "a stream attaches to one job only"));
+        return;
+      }
+      driver_ = std::move(driver);
       worker_id_ = in_.hello().worker_id();
       driver_->Attach(worker_id_, channel_);
     } else if (in_.has_heartbeat() && driver_) {
@@ -99,7 +125,11 @@ class AttachStream final
     Finish(status);
   }
 
+  grpc::CallbackServerContext* const context_;
   JobManager* const jobs_;
+  AccessPolicy* const access_;
+  const DaemonLimits* const limits_;  // the service's; outlives its streams
+  ClientStreamLimiter::Slot slot_;
   std::shared_ptr<Channel> channel_;
   v1::WorkerMessage in_;                // owned by the read chain
   std::shared_ptr<JobDriver> driver_;   // set on hello, by the read chain
@@ -112,14 +142,49 @@ class AttachStream final
   grpc::Status final_status_;             // guarded by mu_
 };
 
+// An Attach refused before it starts (its client holds too many already).
+class RefusedStream final
+    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
+ public:
+  explicit RefusedStream(const absl::Status& why) { Finish(ToGrpcStatus(why)); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
-std::shared_ptr<JobDriver> WorkerServiceImpl::JobOf(const v1::WorkerIdentity& who,
+void WorkerServiceImpl::set_limits(const DaemonLimits& limits) {
+  limits_ = limits;
+  attach_streams_ = MakeAttachLimiter(limits_);
+}
+
+std::unique_ptr<ClientStreamLimiter> WorkerServiceImpl::MakeAttachLimiter(
+    const DaemonLimits& limits) {
+  return std::make_unique<ClientStreamLimiter>("Attach", "limits.max_attach_streams_per_client",
+                                               limits.max_attach_streams_per_client);
+}
+
+template <typename Request>
+bool WorkerServiceImpl::Accepted(const Request& request, grpc::ServerUnaryReactor* reactor) const {
+  absl::Status st = ValidateRequest(request, limits_);
+  if (!st.ok()) reactor->Finish(ToGrpcStatus(st));
+  return st.ok();
+}
+
+std::shared_ptr<JobDriver> WorkerServiceImpl::JobOf(grpc::CallbackServerContext* context,
+                                                    const char* method,
+                                                    const v1::WorkerIdentity& who,
                                                     grpc::ServerUnaryReactor* reactor) {
   auto driver = jobs_->Find(who.job_id());
   if (!driver) {
     reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
                                  absl::StrCat("no job '", who.job_id(), "'")));
+    return nullptr;
+  }
+  if (absl::Status st = access_->AuthorizeWorker(*context, method, driver->job_id(), who.token(),
+                                                 driver->worker_token());
+      !st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
+    return nullptr;
   }
   return driver;
 }
@@ -128,7 +193,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Rendezvous(grpc::CallbackServerCont
                                                         const v1::RendezvousRequest* request,
                                                         v1::RendezvousResponse* response) {
   auto* reactor = context->DefaultReactor();
-  if (auto driver = JobOf(request->who(), reactor)) {
+  if (auto driver = JobOf(context, "Rendezvous", request->who(), reactor);
+      driver && Accepted(*request, reactor)) {
     driver->Rendezvous(*request, [reactor, response](auto result) {
       if (result.ok()) *response = std::move(*result);
       reactor->Finish(ToGrpcStatus(result.status()));
@@ -141,7 +207,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::KvSet(grpc::CallbackServerContext* 
                                                    const v1::KvSetRequest* request,
                                                    v1::KvSetResponse*) {
   auto* reactor = context->DefaultReactor();
-  if (auto driver = JobOf(request->who(), reactor)) {
+  if (auto driver = JobOf(context, "KvSet", request->who(), reactor);
+      driver && Accepted(*request, reactor)) {
     driver->KvSet(*request,
                   [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); });
   }
@@ -152,7 +219,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::KvGet(grpc::CallbackServerContext* 
                                                    const v1::KvGetRequest* request,
                                                    v1::KvGetResponse* response) {
   auto* reactor = context->DefaultReactor();
-  if (auto driver = JobOf(request->who(), reactor)) {
+  if (auto driver = JobOf(context, "KvGet", request->who(), reactor);
+      driver && Accepted(*request, reactor)) {
     driver->KvGet(*request, [reactor, response](auto result) {
       if (result.ok()) *response = std::move(*result);
       reactor->Finish(ToGrpcStatus(result.status()));
@@ -162,15 +230,18 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::KvGet(grpc::CallbackServerContext* 
 }
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage>* WorkerServiceImpl::Attach(
-    grpc::CallbackServerContext*) {
-  return new AttachStream(jobs_);
+    grpc::CallbackServerContext* context) {
+  auto slot = attach_streams_->Acquire(context->peer());
+  if (!slot.ok()) return new RefusedStream(slot.status());
+  return new AttachStream(context, jobs_, access_, &limits_, std::move(*slot));
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportCommit(grpc::CallbackServerContext* context,
                                                           const v1::CommitReport* request,
                                                           v1::Empty*) {
   auto* reactor = context->DefaultReactor();
-  if (auto driver = JobOf(request->who(), reactor)) {
+  if (auto driver = JobOf(context, "ReportCommit", request->who(), reactor);
+      driver && Accepted(*request, reactor)) {
     driver->ReportCommit(*request);
     reactor->Finish(grpc::Status::OK);
   }
@@ -181,7 +252,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::ReportFailure(grpc::CallbackServerC
                                                            const v1::FailureReport* request,
                                                            v1::Empty*) {
   auto* reactor = context->DefaultReactor();
-  if (auto driver = JobOf(request->who(), reactor)) {
+  if (auto driver = JobOf(context, "ReportFailure", request->who(), reactor);
+      driver && Accepted(*request, reactor)) {
     driver->ReportFailure(*request);
     reactor->Finish(grpc::Status::OK);
   }

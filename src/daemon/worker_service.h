@@ -3,6 +3,11 @@
 // thread.
 #pragma once
 
+#include <memory>
+
+#include "daemon/auth_policy.h"
+#include "daemon/client_stream_limiter.h"
+#include "daemon/daemon_config.h"
 #include "daemon/job_manager.h"
 #include "horovodd.grpc.pb.h"
 
@@ -10,7 +15,12 @@ namespace horovodd::daemon {
 
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  explicit WorkerServiceImpl(JobManager* jobs) : jobs_(jobs) {}
+  // Every call must carry the worker token of the job it names (`access`
+  // checks it); both outlive the service.
+  WorkerServiceImpl(JobManager* jobs, AccessPolicy* access) : jobs_(jobs), access_(access) {}
+  // Requests are validated against `limits` (request_validation.h) and Attach
+  // streams counted per client; set before serving (defaults until then).
+  void set_limits(const DaemonLimits& limits);
 
   grpc::ServerUnaryReactor* Rendezvous(grpc::CallbackServerContext* context,
                                        const v1::RendezvousRequest* request,
@@ -31,11 +41,22 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
                                           v1::Empty* response) override;
 
  private:
-  // The caller's job, or nullptr after finishing `reactor` with NOT_FOUND.
-  std::shared_ptr<JobDriver> JobOf(const v1::WorkerIdentity& who,
+  // The caller's job, or nullptr after finishing `reactor` with NOT_FOUND
+  // (no such job) or the refusal of a token that is not the job's.
+  std::shared_ptr<JobDriver> JobOf(grpc::CallbackServerContext* context, const char* method,
+                                   const v1::WorkerIdentity& who,
                                    grpc::ServerUnaryReactor* reactor);
 
+  // True when `request` passes ValidateRequest; otherwise finishes `reactor`
+  // with the refusal.
+  template <typename Request>
+  bool Accepted(const Request& request, grpc::ServerUnaryReactor* reactor) const;
+
   JobManager* const jobs_;
+  AccessPolicy* const access_;
+  DaemonLimits limits_;
+  std::unique_ptr<ClientStreamLimiter> attach_streams_ = MakeAttachLimiter(limits_);
+  static std::unique_ptr<ClientStreamLimiter> MakeAttachLimiter(const DaemonLimits& limits);
 };
 
 }  // namespace horovodd::daemon

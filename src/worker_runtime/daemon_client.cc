@@ -3,6 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <tuple>
 #include <cstdio>
 #include <utility>
 
@@ -46,6 +51,33 @@ void ExitForLostDaemon(const DaemonClientOptions& options) {
   _exit(1);
 }
 
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* variable) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat(variable, ": cannot read ", path, ": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
+    const DaemonClientOptions& options) {
+  if (!options.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  for (const auto& [path, variable, field] :
+       {std::tuple{&options.tls_ca_file, "HOROVODD_TLS_CA", &ssl.pem_root_certs},
+        std::tuple{&options.tls_cert_file, "HOROVODD_TLS_CERT", &ssl.pem_cert_chain},
+        std::tuple{&options.tls_key_file, "HOROVODD_TLS_KEY", &ssl.pem_private_key}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> pem = ReadPem(*path, variable);
+    if (!pem.ok()) return pem.status();
+    *field = std::move(*pem);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
@@ -65,8 +97,9 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  auto channel = grpc::CreateCustomChannel(
-      options.address, grpc::InsecureChannelCredentials(), args);
+  auto credentials = ChannelCredentialsFor(options);
+  if (!credentials.ok()) return credentials.status();
+  auto channel = grpc::CreateCustomChannel(options.address, *credentials, args);
   return std::unique_ptr<DaemonClient>(new DaemonClient(std::move(options), channel));
 }
 

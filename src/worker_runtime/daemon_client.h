@@ -34,6 +34,13 @@ struct DaemonClientOptions {
   std::string job_id;
   int64_t worker_id = 0;
   std::string token;  // may be empty
+  // TLS to the daemon (HOROVODD_TLS*, set by the daemon for its workers):
+  // the CA its certificate is checked against (empty: the system's roots),
+  // and this worker's certificate and key for mutual TLS (PEM file paths).
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   // How long the daemon may stay out of reach before on_daemon_lost runs.
   absl::Duration daemon_grace = absl::Seconds(30);

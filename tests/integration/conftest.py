@@ -73,6 +73,15 @@ class HorovoddProcess:
                 pytest.fail(f"horovodd did not start (exit {self.proc.returncode}):\n{self.log()}")
             time.sleep(0.05)
 
+    @property
+    def token_file(self):
+        """The admin token the daemon made in its state dir (0600)."""
+        return self.state_dir / "admin.token"
+
+    def client_args(self):
+        """--daemon and --token-file for horovodrun and horovodctl."""
+        return ["--daemon", self.address, "--token-file", str(self.token_file)]
+
     def log(self):
         return self.log_path.read_text(errors="replace")
 

@@ -23,7 +23,7 @@ SUBMITTED = r"horovodrun: job (job-\d+) submitted"
 def ctl(daemon, *args, env=None):
     """Runs horovodctl against `daemon` (None: no --daemon flag)."""
     assert HOROVODCTL.exists(), f"build first: missing {HOROVODCTL}"
-    address = ["--daemon", daemon.address] if daemon is not None else []
+    address = daemon.client_args() if daemon is not None else []
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run([str(HOROVODCTL), *address, *[str(a) for a in args]],
@@ -87,7 +87,7 @@ class Watch:
 
     def __init__(self, daemon, *args):
         self.proc = subprocess.Popen(
-            [str(HOROVODCTL), "--daemon", daemon.address, "watch", *[str(a) for a in args]],
+            [str(HOROVODCTL), *daemon.client_args(), "watch", *[str(a) for a in args]],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, start_new_session=True)
         self.lines = []
@@ -132,7 +132,7 @@ class Watch:
 def wait_ended(daemon, job_id):
     """Returns once the job has ended and its workers are gone (the watch
     stream ends after JOB_ENDED, which the daemon sends after the last exit)."""
-    result = subprocess.run([str(HOROVODCTL), "--daemon", daemon.address, "watch", job_id],
+    result = subprocess.run([str(HOROVODCTL), *daemon.client_args(), "watch", job_id],
                             capture_output=True, text=True, timeout=JOB_DEADLINE)
     assert "job ended" in result.stdout, result.stdout + result.stderr
     return ctl_json(daemon, "status", job_id)
@@ -140,9 +140,9 @@ def wait_ended(daemon, job_id):
 
 def test_two_jobs_at_once_are_listed_with_their_status_and_logs(horovodd, horovodrun):
     daemon = horovodd()
-    first = horovodrun("--daemon", daemon.address, "--verbose",
+    first = horovodrun(*daemon.client_args(), "--verbose",
                        *train("-np", 2, "-H", "localhost:2"))
-    second = horovodrun("--daemon", daemon.address, "--verbose",
+    second = horovodrun(*daemon.client_args(), "--verbose",
                         *train("-np", 1, "-H", "127.0.0.1:1"))
     first_id = first.wait_for_line(SUBMITTED).group(1)
     second_id = second.wait_for_line(SUBMITTED).group(1)
@@ -208,7 +208,7 @@ def test_two_jobs_at_once_are_listed_with_their_status_and_logs(horovodd, horovo
 
 def test_cancel_ends_the_job_and_its_workers(horovodd, horovodrun):
     daemon = horovodd()
-    detached = horovodrun("--daemon", daemon.address, "--detach",
+    detached = horovodrun(*daemon.client_args(), "--detach",
                           *train("-np", 2, "-H", "localhost:2"))
     # --detach prints the job id and returns while the job goes on.
     assert detached.wait() == 0, detached.output()
@@ -244,7 +244,7 @@ def test_a_drained_host_loses_its_workers_at_the_next_commit(horovodd, horovodru
     daemon = horovodd()
     # Two names for this machine: two hosts as far as the job can tell.
     script, _ = discovery_script(tmp_path / "hosts", "localhost:2\n127.0.0.1:2")
-    run = horovodrun("--daemon", daemon.address, "--verbose",
+    run = horovodrun(*daemon.client_args(), "--verbose",
                      *train("-np", 4, "--min-np", 2, "--max-np", 4,
                             "--host-discovery-script", script, "--discovery-interval", 0.2))
     job_id = run.wait_for_line(SUBMITTED).group(1)
@@ -301,7 +301,7 @@ def test_a_drained_host_loses_its_workers_at_the_next_commit(horovodd, horovodru
 def test_watch_prints_membership_changes_live(horovodd, horovodrun, tmp_path):
     daemon = horovodd()
     script, hosts = discovery_script(tmp_path / "hosts", "localhost:2")
-    run = horovodrun("--daemon", daemon.address, "--detach",
+    run = horovodrun(*daemon.client_args(), "--detach",
                      *train("-np", 2, "--min-np", 2, "--max-np", 3,
                             "--host-discovery-script", script, "--discovery-interval", 0.2,
                             epochs=8, delay_ms=25))
@@ -357,7 +357,8 @@ def test_bad_requests_say_what_is_wrong(horovodd):
         f"horovodctl: error: cannot reach horovodd at 127.0.0.1:{port}: ")
     assert len(unreachable.stderr.splitlines()) == 1
     # $HOROVODD_ADDRESS names the daemon when --daemon does not.
-    from_env = ctl(None, "list", env={"HOROVODD_ADDRESS": daemon.address})
+    from_env = ctl(None, "list", env={"HOROVODD_ADDRESS": daemon.address,
+                                      "HOROVODD_TOKEN_FILE": str(daemon.token_file)})
     assert (from_env.returncode, from_env.stdout) == (0, "No jobs.\n")
 
     for args, named in ((["frobnicate"], "unknown command 'frobnicate'"),
@@ -376,7 +377,7 @@ def test_bad_requests_say_what_is_wrong(horovodd):
 
 def test_ctrl_c_on_horovodrun_cancels_the_job(horovodd, horovodrun):
     daemon = horovodd()
-    run = horovodrun("--daemon", daemon.address, "--verbose",
+    run = horovodrun(*daemon.client_args(), "--verbose",
                      *train("-np", 2, "-H", "localhost:2"))
     job_id = run.wait_for_line(SUBMITTED).group(1)
     pids = run.wait_for_size(2)
@@ -399,7 +400,7 @@ def test_a_second_ctrl_c_stops_waiting_for_the_cancel(horovodd, horovodrun, tmp_
     stubborn.write_text("#!/bin/sh\ntrap '' TERM\necho \"started $$\"\n"
                         "while :; do sleep 0.2; done\n")
     stubborn.chmod(0o755)
-    run = horovodrun("--daemon", daemon.address, "--verbose", "-np", 1, "-H", "localhost:1",
+    run = horovodrun(*daemon.client_args(), "--verbose", "-np", 1, "-H", "localhost:1",
                      stubborn)
     job_id = run.wait_for_line(SUBMITTED).group(1)
     pid = int(run.wait_for_line(r"<stdout>:started (\d+)").group(1))

@@ -27,6 +27,8 @@ class Daemon:
     """One horovodd process; its output is collected so a failure can show it."""
 
     def __init__(self, state_dir):
+        # The admin token the daemon keeps in its state dir (the same across restarts).
+        self.token_file = state_dir / "admin.token"
         for binary in (HOROVODD, HOROVODCTL):
             assert binary.exists(), f"build first: missing {binary}"
         self.lines = []
@@ -81,8 +83,11 @@ class Daemon:
             self.proc.kill()
             self.proc.wait(30)
 
+    def client_args(self):
+        return ["--daemon", self.address, "--token-file", str(self.token_file)]
+
     def ctl(self, *args):
-        return subprocess.run([str(HOROVODCTL), "--daemon", self.address, *map(str, args)],
+        return subprocess.run([str(HOROVODCTL), *self.client_args(), *map(str, args)],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=CLI_DEADLINE)
 
@@ -104,7 +109,7 @@ class Daemon:
 
     def submit_detached(self, *command):
         result = subprocess.run(
-            [str(HOROVODRUN), "--daemon", self.address, "--detach", *map(str, command)],
+            [str(HOROVODRUN), *self.client_args(), "--detach", *map(str, command)],
             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CLI_DEADLINE)
         assert result.returncode == 0, result.stderr
         return result.stdout.strip()
@@ -166,7 +171,7 @@ def test_finished_job_is_listed_with_its_events_after_sigterm_restart(
         daemons, horovodrun, tmp_path):
     state_dir = tmp_path / "state"
     daemon = daemons(state_dir)
-    run = horovodrun("--daemon", daemon.address, "-np", 2, "-H", "localhost:2",
+    run = horovodrun(*daemon.client_args(), "-np", 2, "-H", "localhost:2",
                      ELASTIC_TRAIN, "--epochs", 1)
     assert run.wait() == 0, run.output()
     (job_id,) = daemon.jobs()

@@ -75,6 +75,10 @@ class Daemon:
         return self.wait_for_line(self.stdout, r"^horovodd listening on (\S+)$",
                                   "the listening address").group(1)
 
+    def client_args(self, token_file):
+        """--daemon and --token-file for horovodrun and horovodctl."""
+        return ["--daemon", self.address(), "--token-file", str(token_file)]
+
     def metrics_address(self):
         return self.wait_for_line(self.stdout, r"^horovodd metrics on http://(\S+)/metrics$",
                                   "the metrics address").group(1)
@@ -154,7 +158,7 @@ def wait_for_sample(address, series, value):
 
 
 def elastic_job(daemon, tmp_path, np, min_np, max_np, epochs, delay_ms):
-    return ["--daemon", daemon.address(), "-np", np, "--min-np", min_np, "--max-np", max_np,
+    return [*daemon.client_args(tmp_path / "state" / "admin.token"), "-np", np, "--min-np", min_np, "--max-np", max_np,
             "--host-discovery-script", DISCOVER_HOSTS, "--discovery-interval", "0.2",
             ELASTIC_TRAIN, "--epochs", epochs, "--samples", 2048,
             "--step-delay-ms", delay_ms, "--output", tmp_path / "result.json"]
@@ -228,11 +232,11 @@ def test_config_file_sets_the_address_and_the_limits(daemon_process, horovodrun,
     config.write_text(f"listen: 127.0.0.1:0\nstate_dir: {tmp_path / 'state'}\n"
                       "metrics_listen: ''\nlimits:\n  max_jobs: 1\n")
     daemon = daemon_process("--config", config)
-    address = daemon.address()
-    first = horovodrun("--daemon", address, "--detach", "-np", 1, "-H", "localhost:1",
+    client = daemon.client_args(tmp_path / "state" / "admin.token")
+    first = horovodrun(*client, "--detach", "-np", 1, "-H", "localhost:1",
                        "/bin/sleep", "300")
     assert first.wait() == 0, first.output()
-    second = horovodrun("--daemon", address, "-np", 1, "-H", "localhost:1", "/bin/true")
+    second = horovodrun(*client, "-np", 1, "-H", "localhost:1", "/bin/true")
     assert second.wait() == 1, second.output()
     assert "at most 1 unfinished jobs at once (limits.max_jobs)" in second.output()
     assert daemon.stop() == 0

@@ -11,4 +11,4 @@ protobuf_generate(TARGET hvdd_test_grpc_probe LANGUAGE cpp)
 hvdd_add_test(test_daemon_service
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_metrics.cc
           ${CMAKE_CURRENT_LIST_DIR}/test_daemon_server.cc
-  LIBS hvdd_daemon hvdd_test_grpc_probe)
+  LIBS hvdd_daemon hvdd_test_grpc_probe hvdd_client_credentials)

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cli/client_credentials.h"
 #include "daemon/daemon_server.h"
 #include "horovodd.grpc.pb.h"
 #include "http_exchange.h"
@@ -88,9 +89,10 @@ std::unique_ptr<daemon::DaemonServer> StartDaemon(daemon::DaemonOptions options 
   return std::move(*started);
 }
 
+// Calls carry the daemon's admin token, as horovodrun's do.
 std::unique_ptr<v1::JobService::Stub> Stub(const daemon::DaemonServer& server) {
-  return v1::JobService::NewStub(
-      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  return v1::JobService::NewStub(cli::CreateDaemonChannel(
+      server.address(), grpc::InsecureChannelCredentials(), server.admin_token()));
 }
 
 // One local worker running `argv`.
@@ -264,14 +266,14 @@ TEST_CASE("max_workers_per_job refuses bigger jobs and caps elastic ones with no
 
   std::string id;
   grpc::Status too_many = Submit(*stub, Spec({"/bin/true"}, 3), &id);
-  CHECK(too_many.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(too_many.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
   CHECK(too_many.error_message() ==
         "num_proc 3 is over this horovodd's limit of 2 workers per job "
         "(limits.max_workers_per_job)");
   v1::JobSpec wide = Spec({"/bin/true"});
   wide.set_max_np(8);
   grpc::Status too_wide = Submit(*stub, wide, &id);
-  CHECK(too_wide.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(too_wide.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
   CHECK(absl::StartsWith(too_wide.error_message(), "max_np 8 is over"));
 
   v1::JobSpec unlimited = Spec({"/bin/true"});

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
+#include "cli/client_credentials.h"
 #include "daemon/daemon_server.h"
 #include "horovodd.grpc.pb.h"
 
@@ -25,8 +26,8 @@ struct TestDaemon {
     auto started = daemon::DaemonServer::Start(options);
     REQUIRE(started.ok());
     server = std::move(*started);
-    stub = v1::JobService::NewStub(
-        grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+    stub = v1::JobService::NewStub(cli::CreateDaemonChannel(
+        server->address(), grpc::InsecureChannelCredentials(), server->admin_token()));
   }
 };
 

@@ -76,7 +76,7 @@ TEST_CASE("a waiter past its deadline gets DEADLINE_EXCEEDED naming the key") {
 TEST_CASE("limits on values and key counts give RESOURCE_EXHAUSTED") {
   KvLimits limits;
   limits.max_value_bytes = 8;
-  limits.max_keys_per_generation = 2;
+  limits.max_keys = 2;
   KvNamespace kv(limits);
   CHECK(kv.Set(1, "big", std::string(9, 'x')).code() == absl::StatusCode::kResourceExhausted);
   CHECK(kv.Set(1, "a", "1").ok());
@@ -94,4 +94,38 @@ TEST_CASE("destroying the namespace aborts its waiters") {
   }
   REQUIRE(a.called);
   CHECK(a.result.status().code() == absl::StatusCode::kAborted);
+}
+
+TEST_CASE("many waiters on overlapping keys are each answered when their last key is set") {
+  KvNamespace kv;
+  Answer ab, ba, c, bc_expiring, empty;
+  const absl::Time now = absl::Now();
+  kv.Get(1, {"a", "b"}, kFar, Into(ab));
+  kv.Get(1, {"b", "a"}, kFar, Into(ba));
+  kv.Get(1, {"c"}, kFar, Into(c));
+  kv.Get(1, {"b", "c"}, now + absl::Seconds(1), Into(bc_expiring));
+  kv.Get(7, {}, kFar, Into(empty));  // nothing to wait for, even in an unknown generation
+  CHECK(empty.called);
+  CHECK(kv.NextDeadline() == now + absl::Seconds(1));
+
+  REQUIRE(kv.Set(1, "b", "B").ok());
+  CHECK_FALSE(ab.called);
+  CHECK_FALSE(ba.called);
+  CHECK_FALSE(bc_expiring.called);
+  // Past its deadline, only the expiring read goes, naming the key it lacked.
+  CHECK(kv.ExpireWaiters(now + absl::Seconds(2)) == kFar);
+  REQUIRE(bc_expiring.called);
+  CHECK(bc_expiring.result.status().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(std::string(bc_expiring.result.status().message()).find("'c'") != std::string::npos);
+  CHECK_FALSE(ab.called);
+
+  REQUIRE(kv.Set(1, "a", "A").ok());
+  REQUIRE(ab.called);
+  REQUIRE(ba.called);
+  CHECK(*ab.result == std::vector<std::string>{"A", "B"});
+  CHECK(*ba.result == std::vector<std::string>{"B", "A"});
+  CHECK_FALSE(c.called);
+  REQUIRE(kv.Set(1, "c", "C").ok());
+  REQUIRE(c.called);
+  CHECK(*c.result == std::vector<std::string>{"C"});
 }

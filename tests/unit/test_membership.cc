@@ -7,6 +7,7 @@ using horovodd::daemon::AssignRanks;
 using horovodd::daemon::Member;
 using horovodd::daemon::PlanGeneration;
 using horovodd::daemon::PlanInput;
+using horovodd::daemon::RemovedRanks;
 
 namespace {
 std::vector<int64_t> Ids(const std::vector<Member>& members) {
@@ -109,4 +110,36 @@ TEST_CASE("ranks: local and cross ranks follow Horovod's layout") {
     CHECK(ranks[r].rank == r);
     CHECK(ranks[r].size == 5);
   }
+}
+
+// Whether workers may shrink their NCCL communicator (the GPU check runs
+// the shrink itself).
+TEST_CASE("Removing workers excludes their previous ranks", "[membership][shrink]") {
+  // Worker ids by rank: 10 11 12 13; workers 11 and 13 left.
+  std::optional<std::vector<int>> excluded = RemovedRanks({10, 11, 12, 13}, {10, 12});
+  REQUIRE(excluded.has_value());
+  CHECK(*excluded == std::vector<int>{1, 3});
+
+  excluded = RemovedRanks({10, 11, 12, 13}, {11, 12, 13});
+  REQUIRE(excluded.has_value());
+  CHECK(*excluded == std::vector<int>{0});
+}
+
+TEST_CASE("The same members in the same order exclude nobody", "[membership][shrink]") {
+  std::optional<std::vector<int>> excluded = RemovedRanks({4, 5}, {4, 5});
+  REQUIRE(excluded.has_value());
+  CHECK(excluded->empty());
+}
+
+TEST_CASE("An added or reordered worker needs a new communicator", "[membership][shrink]") {
+  CHECK_FALSE(RemovedRanks({10, 11, 12}, {10, 11, 12, 13}).has_value());  // grew
+  CHECK_FALSE(RemovedRanks({10, 11, 12}, {10, 14}).has_value());          // replaced
+  CHECK_FALSE(RemovedRanks({10, 11, 12}, {12, 10}).has_value());          // reordered
+}
+
+TEST_CASE("An unknown membership never shrinks", "[membership][shrink]") {
+  // An older daemon sends no worker ids: both lists may come back empty.
+  CHECK_FALSE(RemovedRanks({}, {}).has_value());
+  CHECK_FALSE(RemovedRanks({10, 11}, {}).has_value());
+  CHECK_FALSE(RemovedRanks({}, {10}).has_value());
 }

@@ -1,0 +1,66 @@
+// How many streams each client holds open at once, so that no client can hold
+// more than a configured number (limits.max_watch_streams_per_client,
+// limits.max_attach_streams_per_client). Thread-safe.
+//
+// A client is its peer's address without the port ("ipv4:127.0.0.1:5555" is
+// client "ipv4:127.0.0.1"): every connection has a port of its own, and one
+// client may open many connections.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace horovodd::daemon {
+
+class ClientStreamLimiter {
+ private:
+  struct Counts {
+    std::mutex mu;
+    std::map<std::string, int> open;  // by client; guarded by mu; no zeros kept
+  };
+
+ public:
+  // One open stream; the count goes down when it is destroyed. Move-only.
+  class Slot {
+   public:
+    Slot() = default;
+    Slot(Slot&& other) noexcept = default;
+    Slot& operator=(Slot&& other) noexcept;
+    ~Slot() { Release(); }
+
+   private:
+    friend class ClientStreamLimiter;
+    Slot(std::shared_ptr<Counts> counts, std::string client)
+        : counts_(std::move(counts)), client_(std::move(client)) {}
+    void Release();
+
+    std::shared_ptr<Counts> counts_;  // null: holds nothing
+    std::string client_;
+  };
+
+  // `what` names the streams and `config_key` the limit in messages.
+  ClientStreamLimiter(std::string what, std::string config_key, int max_per_client)
+      : what_(std::move(what)), config_key_(std::move(config_key)), max_(max_per_client) {}
+
+  // A slot for one more stream of `peer` (grpc's ServerContext::peer()), or
+  // RESOURCE_EXHAUSTED naming the limit when it holds the most already.
+  absl::StatusOr<Slot> Acquire(absl::string_view peer);
+  // Streams `peer`'s client holds open now.
+  int OpenStreams(absl::string_view peer) const;
+
+  // The client of a peer address: everything before the port.
+  static std::string ClientOf(absl::string_view peer);
+
+ private:
+  const std::string what_;
+  const std::string config_key_;
+  const int max_;
+  std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
+};
+
+}  // namespace horovodd::daemon

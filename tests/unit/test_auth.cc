@@ -1,0 +1,211 @@
+// Tokens and TLS settings without a server: random tokens, private token
+// files (a file others may read is refused, naming it and its mode), the
+// constant-time comparison, loopback detection, the auth/tls config keys and
+// the listener's refusals.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "daemon/auth_policy.h"
+#include "daemon/auth_token.h"
+#include "daemon/daemon_config.h"
+#include "daemon/tls_credentials.h"
+
+using namespace horovodd::daemon;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system's temp dir, removed at the end.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "hvdd-auth-XXXXXX").string();
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+fs::path WriteFile(const fs::path& path, const std::string& text, mode_t mode) {
+  std::ofstream(path) << text;
+  REQUIRE(chmod(path.c_str(), mode) == 0);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("tokens are 256 random bits in hex, different every time") {
+  std::set<std::string> seen;
+  for (int i = 0; i < 100; ++i) {
+    auto token = GenerateToken();
+    REQUIRE(token.ok());
+    CHECK(token->size() == 64);
+    CHECK(token->find_first_not_of("0123456789abcdef") == std::string::npos);
+    seen.insert(*token);
+  }
+  CHECK(seen.size() == 100);
+}
+
+TEST_CASE("token comparison: equal only when equal, an empty expected token matches nothing") {
+  CHECK(TokensMatch("secret", "secret"));
+  CHECK_FALSE(TokensMatch("secreT", "secret"));
+  CHECK_FALSE(TokensMatch("secret-and-more", "secret"));
+  CHECK_FALSE(TokensMatch("", "secret"));
+  CHECK_FALSE(TokensMatch("", ""));
+}
+
+TEST_CASE("a token file others may read is refused, naming the file and its mode") {
+  TempDir dir;
+  const fs::path path = WriteFile(dir.path / "admin.token", "abc\n", 0644);
+  auto token = ReadPrivateTokenFile(path.string(), "auth.admin_token_file");
+  REQUIRE(token.status().code() == absl::StatusCode::kFailedPrecondition);
+  const std::string message(token.status().message());
+  CHECK_THAT(message, Catch::Contains(path.string()));
+  CHECK_THAT(message, Catch::Contains("mode 0644"));
+  CHECK_THAT(message, Catch::Contains("auth.admin_token_file"));
+  CHECK_THAT(message, Catch::Contains("chmod 600"));
+
+  REQUIRE(chmod(path.c_str(), 0600) == 0);
+  auto fixed = ReadPrivateTokenFile(path.string(), "auth.admin_token_file");
+  REQUIRE(fixed.ok());
+  CHECK(*fixed == "abc");  // the newline is not part of it
+}
+
+TEST_CASE("empty and missing token files are refused by name") {
+  TempDir dir;
+  const fs::path empty = WriteFile(dir.path / "empty.token", " \n", 0600);
+  CHECK(ReadPrivateTokenFile(empty.string(), "x").status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  auto missing = ReadPrivateTokenFile((dir.path / "nope").string(), "auth.viewer_token_file");
+  CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(missing.status().message()), Catch::Contains("auth.viewer_token_file"));
+}
+
+TEST_CASE("the admin token file is made private on first start and reused after") {
+  TempDir dir;
+  const fs::path path = dir.path / "admin.token";
+  auto first = LoadOrCreateTokenFile(path.string());
+  REQUIRE(first.ok());
+  struct stat info {};
+  REQUIRE(stat(path.c_str(), &info) == 0);
+  CHECK((info.st_mode & 0777) == 0600);
+  auto again = LoadOrCreateTokenFile(path.string());
+  REQUIRE(again.ok());
+  CHECK(*again == *first);
+
+  // Made readable by others meanwhile: refused, not silently reused.
+  REQUIRE(chmod(path.c_str(), 0640) == 0);
+  CHECK(LoadOrCreateTokenFile(path.string()).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("the access policy keeps the admin token in the state dir, or in memory without one") {
+  TempDir dir;
+  auto with_dir = AccessPolicy::Create(AuthSettings(), dir.path.string());
+  REQUIRE(with_dir.ok());
+  CHECK((*with_dir)->admin_token_path() == (dir.path / "admin.token").string());
+  std::ifstream in(dir.path / "admin.token");
+  std::string stored;
+  in >> stored;
+  CHECK(stored == (*with_dir)->admin_token());
+
+  auto in_memory = AccessPolicy::Create(AuthSettings(), "");
+  REQUIRE(in_memory.ok());
+  CHECK((*in_memory)->admin_token_path().empty());
+  CHECK((*in_memory)->admin_token().size() == 64);
+}
+
+TEST_CASE("loopback hosts and peers") {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "[::1]", "::1"}) {
+    CHECK(IsLoopbackHost(host));
+  }
+  for (const char* host : {"0.0.0.0", "", "[::]", "10.0.0.1", "example.com", "128.0.0.1"}) {
+    CHECK_FALSE(IsLoopbackHost(host));
+  }
+  CHECK(IsLoopbackPeer("ipv4:127.0.0.1:4000"));
+  CHECK(IsLoopbackPeer("ipv6:[::1]:4000"));
+  CHECK(IsLoopbackPeer("ipv6:[::ffff:127.0.0.1]:4000"));
+  CHECK_FALSE(IsLoopbackPeer("ipv4:10.1.2.3:4000"));
+  CHECK_FALSE(IsLoopbackPeer("ipv6:[fe80::1]:4000"));
+}
+
+TEST_CASE("plaintext beyond loopback is refused unless allow_insecure") {
+  TlsSettings tls;
+  auto refused = MakeServerCredentials(tls, "0.0.0.0");
+  REQUIRE(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("tls.allow_insecure"));
+  CHECK(MakeServerCredentials(tls, "127.0.0.1").ok());
+  tls.allow_insecure = true;
+  CHECK(MakeServerCredentials(tls, "0.0.0.0").ok());
+}
+
+TEST_CASE("inconsistent TLS settings are refused by name") {
+  TlsSettings cert_only;
+  cert_only.cert_file = "/x/cert.pem";
+  CHECK_THAT(std::string(MakeServerCredentials(cert_only, "127.0.0.1").status().message()),
+             Catch::Contains("tls.key_file"));
+  TlsSettings mutual;
+  mutual.cert_file = "/x/cert.pem";
+  mutual.key_file = "/x/key.pem";
+  mutual.client_ca_file = "/x/ca.pem";
+  CHECK_THAT(std::string(MakeServerCredentials(mutual, "127.0.0.1").status().message()),
+             Catch::Contains("tls.worker_cert_file"));
+  mutual.worker_cert_file = "/x/w.pem";
+  mutual.worker_key_file = "/x/w.key";
+  auto unreadable = MakeServerCredentials(mutual, "127.0.0.1");
+  CHECK(unreadable.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(unreadable.status().message()), Catch::Contains("tls.cert_file"));
+}
+
+TEST_CASE("workers are told how to reach a TLS daemon") {
+  CHECK(WorkerTlsEnvironment(TlsSettings()).empty());
+  TlsSettings tls;
+  tls.cert_file = "/etc/horovodd/cert.pem";
+  tls.key_file = "/etc/horovodd/key.pem";
+  tls.client_ca_file = "/etc/horovodd/ca.pem";
+  tls.worker_cert_file = "/etc/horovodd/worker.pem";
+  tls.worker_key_file = "/etc/horovodd/worker.key";
+  auto env = WorkerTlsEnvironment(tls);
+  CHECK(env["HOROVODD_TLS"] == "1");
+  CHECK(env["HOROVODD_TLS_CA"] == "/etc/horovodd/ca.pem");  // defaults to the client CA
+  CHECK(env["HOROVODD_TLS_CERT"] == "/etc/horovodd/worker.pem");
+  CHECK(env["HOROVODD_TLS_KEY"] == "/etc/horovodd/worker.key");
+}
+
+TEST_CASE("auth and tls config keys and flags") {
+  TempDir dir;
+  const fs::path config = dir.path / "horovodd.yaml";
+  std::ofstream(config) << "auth:\n  admin_token_file: /etc/horovodd/admin.token\n"
+                           "  open_read_only: loopback\n"
+                           "tls:\n  cert_file: /etc/horovodd/cert.pem\n"
+                           "  key_file: /etc/horovodd/key.pem\n  allow_insecure: true\n";
+  auto loaded = LoadDaemonConfig(config.string());
+  INFO(loaded.status().message());
+  REQUIRE(loaded.ok());
+  CHECK(loaded->auth.admin_token_file == "/etc/horovodd/admin.token");
+  CHECK(loaded->auth.open_read_only == ReadOnlyAccess::kLoopback);
+  CHECK(loaded->tls.cert_file == "/etc/horovodd/cert.pem");
+  CHECK(loaded->tls.allow_insecure);
+
+  std::ofstream(config) << "auth:\n  open_read_only: sometimes\n";
+  auto bad = LoadDaemonConfig(config.string());
+  CHECK_THAT(std::string(bad.status().message()),
+             Catch::Contains("auth.open_read_only: 'sometimes' is not one of none, loopback, all"));
+  std::ofstream(config) << "tls:\n  cert_file: relative.pem\n";
+  CHECK_THAT(std::string(LoadDaemonConfig(config.string()).status().message()),
+             Catch::Contains("tls.cert_file: 'relative.pem' is not an absolute path"));
+
+  DaemonConfig from_flags;
+  DaemonFlags flags;
+  flags.security["--viewer-token-file"] = "viewer.token";
+  flags.security["--open-read-only"] = "all";
+  REQUIRE(ApplyDaemonFlags(flags, from_flags).ok());
+  CHECK(fs::path(from_flags.auth.viewer_token_file).is_absolute());
+  CHECK(from_flags.auth.open_read_only == ReadOnlyAccess::kAll);
+}
