@@ -1,8 +1,12 @@
 #include "gloo_context.h"
 
 #include <exception>
+#include <string>
+#include <thread>
+#include <vector>
 #include <utility>
 
+#include <gloo/transport/context.h>
 #include <gloo/transport/pair.h>
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
@@ -73,6 +77,50 @@ void GlooContext::Abort() {
   }
 }
 
+void GlooContext::ConnectFullMeshInParallel(gloo::rendezvous::Store& store,
+                                            std::shared_ptr<gloo::transport::Device>& device) {
+  std::shared_ptr<gloo::transport::Context> transport = device->createContext(rank, size);
+  transport->setTimeout(getTimeout());
+  // Our key holds the address of each of our pairs, in peer order (Gloo's
+  // layout, which extractAddress reads).
+  std::vector<char> our_addresses;
+  std::vector<std::string> peer_keys;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    std::vector<char> bytes = transport->createPair(peer)->address().bytes();
+    our_addresses.insert(our_addresses.end(), bytes.begin(), bytes.end());
+    peer_keys.push_back(std::to_string(peer));
+  }
+  store.set(std::to_string(rank), our_addresses);
+  if (!peer_keys.empty()) store.wait(peer_keys, getTimeout());
+  std::vector<std::vector<char>> addresses(size);
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    std::vector<char> theirs = store.get(std::to_string(peer));
+    addresses[peer] = extractAddress(theirs, peer);
+  }
+  // The threads inherit this thread's signal mask (SIGPIPE blocked by the
+  // caller), and each touches only its own pair.
+  std::vector<std::exception_ptr> errors(size);
+  std::vector<std::thread> connecting;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    connecting.emplace_back([&, peer] {
+      try {
+        transport->getPair(peer)->connect(addresses[peer]);
+      } catch (...) {
+        errors[peer] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& thread : connecting) thread.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  device_ = device;
+  transportContext_ = std::move(transport);
+}
+
 void GlooContext::MarkFailed(const absl::Status& failure) {
   std::lock_guard<std::mutex> lock(mu_);
   if (failure_.ok()) failure_ = failure;
@@ -112,7 +160,7 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(
   auto context = std::make_shared<GlooContext>(options.rank, options.size, options.timeout);
   context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
   try {
-    context->connectFullMesh(store, device);
+    context->ConnectFullMeshInParallel(store, device);
   } catch (const std::exception& e) {
     std::string message = absl::StrCat("connecting gloo context (rank ", options.rank, " of ",
                                        options.size, ") failed: ", e.what());

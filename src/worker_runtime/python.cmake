@@ -29,6 +29,7 @@ pybind11_add_module(_horovodd MODULE NO_EXTRAS
   ${_hvdd_python_src}/tensor_args.cc
   ${_hvdd_python_src}/membership_binding.cc
   ${_hvdd_python_src}/collectives_binding.cc
+  ${_hvdd_python_src}/async_binding.cc
   ${_hvdd_python_src}/elastic_binding.cc)
 target_include_directories(_horovodd PRIVATE ${_hvdd_python_src})
 target_link_libraries(_horovodd PRIVATE horovodd_runtime)

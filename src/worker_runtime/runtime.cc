@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "horovodd/horovodd.h"
 #include "worker_runtime/daemon_store.h"
 #include "worker_runtime/gloo_context.h"
@@ -53,8 +54,9 @@ Assignment ToAssignment(const v1::RendezvousResponse& response) {
   a.local_size = response.local_size();
   a.cross_rank = response.cross_rank();
   a.cross_size = response.cross_size();
-  a.rank_hosts.assign(response.rank_hosts().begin(), response.rank_hosts().end());
-  a.rank_worker_ids.assign(response.rank_worker_ids().begin(), response.rank_worker_ids().end());
+  a.shrink.from_generation = response.shrinks_generation();
+  a.shrink.excluded_ranks.assign(response.excluded_ranks().begin(),
+                                 response.excluded_ranks().end());
   return a;
 }
 
@@ -107,6 +109,10 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
         absl::StrCat("HOROVODD_WORKER_ID must be an integer, got '", *worker, "'"));
   }
   options.daemon.token = OptionalEnv("HOROVODD_WORKER_TOKEN");
+  options.daemon.tls_ca_file = OptionalEnv("HOROVODD_TLS_CA");
+  options.daemon.tls_cert_file = OptionalEnv("HOROVODD_TLS_CERT");
+  options.daemon.tls_key_file = OptionalEnv("HOROVODD_TLS_KEY");
+  options.daemon.tls = OptionalEnv("HOROVODD_TLS") == "1" || !options.daemon.tls_ca_file.empty();
 
   absl::StatusOr<absl::Duration> heartbeat = DurationEnv(
       "HOROVODD_HEARTBEAT_MS", absl::Milliseconds(1), options.daemon.heartbeat_interval);
@@ -123,6 +129,9 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
   absl::StatusOr<GpuOperations> gpu_operations = GpuOperationsFromEnvironment();
   if (!gpu_operations.ok()) return gpu_operations.status();
   options.gpu_operations = *gpu_operations;
+  absl::StatusOr<EngineOptions> engine = EngineOptions::FromEnvironment();
+  if (!engine.ok()) return engine.status();
+  options.engine = *engine;
   return options;
 }
 
@@ -131,6 +140,10 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
 // ---------------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options) {
+  // Debian's Abseil is built with Mutex deadlock detection on: it records
+  // every lock order in a global graph (gRPC locks absl::Mutex on each call),
+  // costly on every collective and RPC. It is a debugging aid; off.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<Runtime> runtime(new Runtime(options.ring_timeout));
   Runtime* self = runtime.get();
   GpuCollectivesOptions gpu;
@@ -147,12 +160,16 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   absl::StatusOr<std::unique_ptr<DaemonClient>> client = DaemonClient::Create(std::move(daemon));
   if (!client.ok()) return client.status();
   runtime->client_ = *std::move(client);
+  runtime->engine_ = std::make_unique<Engine>(options.engine);
   runtime->client_->StartAttach();
   return runtime;
 }
 
 Runtime::~Runtime() {
-  // The client first: its threads call back into this object.
+  // The engine first: its thread runs collectives on the ring and the GPU.
+  DetachEngine(absl::AbortedError("the worker runtime is shutting down"));
+  engine_.reset();
+  // Then the client: its threads call back into this object.
   if (client_ != nullptr) client_->Stop();
   SetRing(nullptr, 0);
 }
@@ -168,7 +185,20 @@ void Runtime::SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation) {
   // `old` is destroyed here, outside the lock: closing its sockets may wait.
 }
 
+void Runtime::DetachEngine(const absl::Status& reason) {
+  if (engine_ == nullptr) return;
+  const int64_t generation = assignment_.generation;
+  engine_->Detach(reason, [this, generation] {
+    gpu_->Abort(generation + 1);
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    if (ring_ != nullptr) AbortGlooContext(*ring_);
+  });
+}
+
 absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
+  // Whatever is still pending belongs to the generation being left.
+  DetachEngine(absl::AbortedError(absl::StrCat(
+      "this worker is leaving generation ", assignment_.generation, " to rejoin the job")));
   SetRing(nullptr, 0);  // a ring is never reused across generations
   // nor an NCCL communicator, though the next generation may shrink it
   gpu_->LeaveGeneration();
@@ -201,8 +231,12 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       assignment_ = std::move(next);
       SetRing(*std::move(result.ring), assignment_.generation);
       gpu_->EnterGeneration(assignment_.generation, assignment_.rank, assignment_.size,
-                            assignment_.rank_worker_ids,
+                            assignment_.shrink,
                             std::make_unique<GenerationKvStore>(*client_, assignment_.generation));
+      engine_->Attach(assignment_.generation,
+                      [this](const std::function<absl::Status(gloo::Context&)>& op) {
+                        return RunCollective(op);
+                      });
       return JoinOutcome::kJoined;
     }
     // A ring of a superseded generation was bound to fail; anything else is
@@ -331,7 +365,8 @@ absl::Status RejoinCurrentRuntime() {
 }  // namespace horovodd::internal
 
 // ---------------------------------------------------------------------------
-// The public API (horovodd.h): thin wrappers over the current runtime.
+// The public API (horovodd.h): membership, over the current runtime. The
+// collectives are in engine_sync.cc (they go through the engine).
 // ---------------------------------------------------------------------------
 
 namespace horovodd {
@@ -339,29 +374,6 @@ namespace {
 
 using internal::CurrentRuntime;
 using internal::Runtime;
-
-absl::Status NotInitialized(const char* what) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(what, " needs horovodd::Init() first"));
-}
-
-// Runs `op` on the current runtime's ring.
-absl::Status OnRing(const char* what,
-                    const std::function<absl::Status(gloo::Context&)>& op) {
-  Runtime* runtime = CurrentRuntime();
-  if (runtime == nullptr) return NotInitialized(what);
-  return runtime->RunCollective(op);
-}
-
-bool OnCuda(const TensorView& tensor) { return tensor.device.type == DeviceType::kCUDA; }
-
-// Runs `op` on the current runtime's GPU collectives (CUDA tensors).
-template <typename Result>
-Result OnGpu(const char* what, const std::function<Result(internal::GpuCollectives&)>& op) {
-  Runtime* runtime = CurrentRuntime();
-  if (runtime == nullptr) return NotInitialized(what);
-  return op(runtime->gpu());
-}
 
 template <typename Pick>
 int AssignmentField(Pick pick, int when_not_initialized) {
@@ -421,76 +433,6 @@ int CrossSize() {
 int64_t Generation() {
   Runtime* runtime = CurrentRuntime();
   return runtime == nullptr ? 0 : runtime->generation();
-}
-
-absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) {
-  if (OnCuda(inout)) {
-    return OnGpu<absl::Status>("Allreduce", [&](internal::GpuCollectives& gpu) {
-      return gpu.Allreduce(inout, options);
-    });
-  }
-  return OnRing("Allreduce", [&](gloo::Context& ring) {
-    return internal::Allreduce(ring, inout, options);
-  });
-}
-
-absl::StatusOr<Tensor> Allgather(const TensorView& input) {
-  if (OnCuda(input)) {
-    return OnGpu<absl::StatusOr<Tensor>>(
-        "Allgather", [&](internal::GpuCollectives& gpu) { return gpu.Allgather(input); });
-  }
-  absl::StatusOr<Tensor> result;
-  absl::Status status = OnRing("Allgather", [&](gloo::Context& ring) {
-    result = internal::Allgather(ring, input);
-    return result.status();
-  });
-  if (!status.ok()) return status;
-  return result;
-}
-
-absl::Status Broadcast(TensorView inout, int root) {
-  if (OnCuda(inout)) {
-    return OnGpu<absl::Status>(
-        "Broadcast", [&](internal::GpuCollectives& gpu) { return gpu.Broadcast(inout, root); });
-  }
-  return OnRing("Broadcast", [&](gloo::Context& ring) {
-    return internal::Broadcast(ring, inout, root);
-  });
-}
-
-absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64_t>& splits,
-                                std::vector<int64_t>* received_splits) {
-  if (OnCuda(input)) {
-    return OnGpu<absl::StatusOr<Tensor>>("Alltoall", [&](internal::GpuCollectives& gpu) {
-      return gpu.Alltoall(input, splits, received_splits);
-    });
-  }
-  absl::StatusOr<Tensor> result;
-  absl::Status status = OnRing("Alltoall", [&](gloo::Context& ring) {
-    result = internal::Alltoall(ring, input, splits, received_splits);
-    return result.status();
-  });
-  if (!status.ok()) return status;
-  return result;
-}
-
-absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op) {
-  if (OnCuda(input)) {
-    return OnGpu<absl::StatusOr<Tensor>>("Reducescatter", [&](internal::GpuCollectives& gpu) {
-      return gpu.Reducescatter(input, op);
-    });
-  }
-  absl::StatusOr<Tensor> result;
-  absl::Status status = OnRing("Reducescatter", [&](gloo::Context& ring) {
-    result = internal::Reducescatter(ring, input, op);
-    return result.status();
-  });
-  if (!status.ok()) return status;
-  return result;
-}
-
-absl::Status Barrier() {
-  return OnRing("Barrier", [](gloo::Context& ring) { return internal::Barrier(ring); });
 }
 
 }  // namespace horovodd

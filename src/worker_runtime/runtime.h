@@ -16,7 +16,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "horovodd/async.h"
 #include "worker_runtime/daemon_client.h"
+#include "worker_runtime/engine_loop.h"
 #include "worker_runtime/gpu_collectives.h"
 #include "worker_runtime/gpu_operations.h"
 
@@ -28,11 +30,14 @@ struct RuntimeOptions {
   absl::Duration ring_timeout = absl::Seconds(30);
   // Where CUDA tensors' collectives run (HOROVOD_GPU_OPERATIONS).
   GpuOperations gpu_operations = BuiltWithNccl() ? GpuOperations::kNccl : GpuOperations::kGloo;
+  // The collective engine's fusion threshold and cycle time.
+  EngineOptions engine;
 
   // From the environment the daemon gives its workers: HOROVODD_DAEMON_ADDR,
   // HOROVODD_JOB_ID, HOROVODD_WORKER_ID (required), HOROVODD_WORKER_TOKEN,
   // HOROVODD_HEARTBEAT_MS, HOROVODD_DAEMON_GRACE_S, HOROVODD_RING_TIMEOUT_S,
-  // and the user's HOROVOD_GPU_OPERATIONS.
+  // and the user's HOROVOD_GPU_OPERATIONS, HOROVOD_FUSION_THRESHOLD and
+  // HOROVOD_CYCLE_TIME.
   // FAILED_PRECONDITION naming the first missing variable; INVALID_ARGUMENT
   // naming a variable whose value does not parse.
   static absl::StatusOr<RuntimeOptions> FromEnvironment();
@@ -47,15 +52,16 @@ struct Assignment {
   int local_size = 0;
   int cross_rank = -1;
   int cross_size = 0;
-  std::vector<std::string> rank_hosts;
-  // Worker id of every rank (empty from a daemon that does not send them).
-  std::vector<int64_t> rank_worker_ids;
+  // Whether this generation's NCCL communicator may be shrunk from an older one.
+  ShrinkPlan shrink;
 };
 
 enum class JoinOutcome { kJoined, kRemoved };
 
 // One worker's membership in its job. The training thread calls every method;
-// the attach thread only aborts the current ring (OnDaemonMessage).
+// the attach thread only aborts the current ring (OnDaemonMessage); the
+// engine thread runs every collective (RunCollective, gpu()) while a
+// generation is joined.
 class Runtime {
  public:
   // Connects to the daemon and starts the Attach stream; joins nothing yet.
@@ -85,8 +91,14 @@ class Runtime {
   absl::Status RunCollective(const std::function<absl::Status(gloo::Context&)>& op);
 
   // Collectives on CUDA tensors: the current generation's NCCL communicator
-  // or staging onto the ring. Training thread only.
+  // or staging onto the ring. Engine thread only (requests on CUDA tensors
+  // run there).
   GpuCollectives& gpu() { return *gpu_; }
+
+  // The collective engine every collective goes through (async.h); Join
+  // detaches it from the old ring (failing what is pending with ABORTED)
+  // and attaches it to the new one.
+  Engine& engine() { return *engine_; }
 
   // Asynchronous; never block the training thread. A failure is not
   // reported when the daemon already announced a newer generation: then it
@@ -100,6 +112,9 @@ class Runtime {
   void OnDaemonMessage(int64_t generation, bool abort);
   absl::Status SupersededError(const absl::Status& cause) const;
   void SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation);
+  // Detaches the engine, aborting a collective it is still running on the
+  // current ring (which is about to be dropped).
+  void DetachEngine(const absl::Status& reason);
 
   const absl::Duration ring_timeout_;
   std::unique_ptr<DaemonClient> client_;
@@ -114,6 +129,9 @@ class Runtime {
   std::mutex ring_mu_;
   std::shared_ptr<gloo::Context> ring_;
   int64_t ring_generation_ = 0;
+  // Declared last, destroyed first: its thread runs collectives through
+  // everything above. The destructor detaches it before anything else.
+  std::unique_ptr<Engine> engine_;
 };
 
 // The runtime the calling thread's collectives use: the one bound to this

@@ -52,3 +52,14 @@ def test_a_lost_peer_raises_horovod_internal_error(python_job, tmp_path):
     assert run.count(r"^\[0\]<stdout>:rank 0: HorovodInternalError: .*(failed|aborted)") == 1, \
         run.output()
     assert run.count(r"^\[0\]<stdout>:rank 0: resumed at size 1$") == 1, run.output()
+
+
+def test_a_lost_peer_fails_every_pending_async_handle(python_job, tmp_path):
+    (tmp_path / "hosts.txt").write_text("localhost:2\n")
+    run = python_job(["-np", 2, "--min-np", 1, "--max-np", 2, "--host-discovery-script",
+                      DISCOVER_HOSTS, "--discovery-interval", "0.2"],
+                     WORKERS / "runtime_behaviour_worker.py", "lost-peer-async", tmp_path)
+    assert run.wait() == 0, run.output()
+    assert run.count(r"^\[0\]<stdout>:rank 0: 3 of 3 handles raised HorovodInternalError$") \
+        == 1, run.output()
+    assert run.count(r"^\[0\]<stdout>:rank 0: resumed at size 1, sum 1$") == 1, run.output()

@@ -9,6 +9,8 @@ namespace horovodd::python {
 void BindMembership(pybind11::module_& module);
 // ReduceOp and the collectives over TensorRef.
 void BindCollectives(pybind11::module_& module);
+// AsyncHandle and the *_async collectives on the engine.
+void BindAsync(pybind11::module_& module);
 // The primitives horovodd/elastic.py builds its run loop from.
 void BindElastic(pybind11::module_& module);
 

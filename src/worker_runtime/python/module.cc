@@ -14,5 +14,6 @@ PYBIND11_MODULE(_horovodd, module) {
   horovodd::python::BindTensorRef(module);
   horovodd::python::BindMembership(module);
   horovodd::python::BindCollectives(module);
+  horovodd::python::BindAsync(module);
   horovodd::python::BindElastic(module);
 }

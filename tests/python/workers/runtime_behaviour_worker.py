@@ -10,6 +10,8 @@ collectives behave towards the rest of the Python process.
   lost-peer DIR  rank 1 dies; rank 0's next collective raises
                  HorovodInternalError, and hvd.elastic.run carries on alone
                  (run it as an elastic job with --min-np 1).
+  lost-peer-async DIR  the same with requests queued on the engine: every
+                 pending handle's synchronize raises HorovodInternalError.
 
 Each rank prints "rank R: <outcome>"; the test reads those lines. DIR is a
 directory both ranks share for handshakes."""
@@ -114,7 +116,33 @@ def lost_peer(shared):
     step(hvd.elastic.ObjectState())
 
 
-CASES = {"gil": gil, "sigint": sigint, "lost-peer": lost_peer}
+def lost_peer_async(shared):
+    @hvd.elastic.run
+    def step(state):
+        if hvd.size() == 2:
+            hvd.barrier()
+            if hvd.rank() == 1:
+                os._exit(7)
+            handles = [hvd.allreduce_async_(np.ones(4), name=f"pending.{i}", op=hvd.Sum)
+                       for i in range(3)]
+            failures = []
+            for handle in handles:
+                try:
+                    hvd.synchronize(handle)
+                except hvd.HorovodInternalError as error:
+                    failures.append(error)
+            report(f"{len(failures)} of 3 handles raised HorovodInternalError")
+            if failures:
+                raise failures[0]
+            report("allreduce returned")
+        total = hvd.synchronize(hvd.allreduce_async(np.ones(4), name="after", op=hvd.Sum))
+        report(f"resumed at size {hvd.size()}, sum {total[0]:.0f}")
+
+    step(hvd.elastic.ObjectState())
+
+
+CASES = {"gil": gil, "sigint": sigint, "lost-peer": lost_peer,
+         "lost-peer-async": lost_peer_async}
 
 
 def main(argv):

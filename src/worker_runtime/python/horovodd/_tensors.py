@@ -40,6 +40,14 @@ def _contiguous(tensor):
     return tensor if tensor.flags.c_contiguous else np.ascontiguousarray(tensor)
 
 
+def writable_contiguous(tensor):
+    """`tensor` itself when its memory is contiguous, else a contiguous copy
+    (whose changes the caller writes back)."""
+    if is_torch(tensor):
+        return tensor if tensor.is_contiguous() else tensor.contiguous()
+    return tensor if tensor.flags.c_contiguous else np.ascontiguousarray(tensor)
+
+
 def ref(tensor):
     """A TensorRef to a contiguous tensor's memory (valid while it lives)."""
     if is_torch(tensor):

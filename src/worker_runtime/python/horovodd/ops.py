@@ -8,10 +8,13 @@ arguments) or RuntimeError; a Ctrl-C that arrives during a collective raises
 KeyboardInterrupt as soon as the collective returns (collectives end within
 the ring timeout at worst).
 
-Asynchronous forms (*_async) run the collective at once, synchronously: the
-handle they return is already done (poll() is True), and synchronize(handle)
-returns the result or raises the collective's error, as Horovod's do. Results
-are detached from autograd.
+Asynchronous forms (*_async) queue the collective on the runtime's engine
+thread and return a handle at once; synchronize(handle) waits for it and
+returns the result or raises its error, poll(handle) says whether it is done,
+as Horovod's do. Ranks match queued requests by name (unnamed ones by the
+order they were made in) and ready allreduces are fused into one collective.
+The tensor must not be modified until synchronize. alltoall_async and
+reducescatter_async still run at once. Results are detached from autograd.
 """
 
 import itertools
@@ -157,89 +160,194 @@ def barrier():
 # asynchronous forms
 # ---------------------------------------------------------------------------
 
-# Handle -> (result, error) of collectives not synchronized yet. Only the
-# training thread runs collectives; dict operations are atomic under the GIL.
-_done = {}
-_handles = itertools.count(1)
+class _Handle:
+    """A collective in flight on the engine's thread: the runtime's handles,
+    the tensors whose memory they use (kept alive here until synchronize),
+    and how to make the caller's result once they complete."""
+
+    __slots__ = ("handles", "keep", "finish")
+
+    def __init__(self, handles, keep, finish):
+        self.handles = handles
+        self.keep = keep
+        self.finish = finish
+
+
+# Handles not synchronized yet. Holding them here (as Horovod does) keeps a
+# tensor alive even if its caller drops the handle while the engine writes
+# into it.
+_in_flight = {}
+_unnamed = itertools.count(1)
+
+
+def _request_name(name, operation):
+    """Horovod's rule for unnamed requests: every rank makes its unnamed
+    requests in the same order, so a counter matches them up."""
+    return name if name else f"{operation}.noname.{next(_unnamed)}"
+
+
+def _track(handles, keep, finish):
+    handle = _Handle(handles, keep, finish)
+    _in_flight[id(handle)] = handle
+    return handle
+
+
+def _writable_target(tensor, what):
+    """(the tensor the engine may write into: `tensor` or a contiguous copy,
+    a function that copies it back into `tensor`)."""
+    _tensors.check(tensor, what)
+    if isinstance(tensor, np.ndarray) and not tensor.flags.writeable:
+        raise ValueError(f"{what} writes into its argument, but the array is read-only")
+    target = tensor.detach() if _tensors.is_torch(tensor) else tensor
+    contiguous = _tensors.writable_contiguous(target)
+    if contiguous is target:
+        return contiguous, lambda: None
+
+    def write_back():
+        if _tensors.is_torch(tensor):
+            target.copy_(contiguous)
+        else:
+            target[...] = contiguous
+    return contiguous, write_back
 
 
 def _run_now(collective, *args, **kwargs):
-    handle = next(_handles)
+    """A handle for a collective the engine does not queue (alltoall,
+    reducescatter): it runs now; synchronize returns its result or raises
+    its error."""
     try:
-        _done[handle] = (collective(*args, **kwargs), None)
-    except Exception as error:  # kept for synchronize(), as an async error would be
-        _done[handle] = (None, error)
+        result, error = collective(*args, **kwargs), None
+    except Exception as caught:  # kept for synchronize(), as an async error would be
+        result, error = None, caught
+
+    def finish():
+        if error is not None:
+            raise error
+        return result
+    return _track([], None, finish)
+
+
+def _pending(handle):
+    pending = _in_flight.get(id(handle)) if isinstance(handle, _Handle) else None
+    if pending is not handle:
+        raise ValueError(f"unknown or already synchronized handle {handle!r}")
     return handle
 
 
 def poll(handle):
-    """Whether the collective behind `handle` finished: always True (the
-    collective ran when the handle was made)."""
-    if handle not in _done:
-        raise ValueError(f"unknown or already synchronized handle {handle!r}")
-    return True
+    """Whether the collective behind `handle` has completed (never blocks)."""
+    return all(h.poll() for h in _pending(handle).handles)
 
 
 def synchronize(handle):
-    """The result of the collective behind `handle` (raises its error)."""
+    """Waits (without the GIL) for the collective behind `handle` and returns
+    its result, or raises its error (HorovodInternalError when a peer was
+    lost or the membership changed)."""
+    _pending(handle)
+    first_error = None
     try:
-        result, error = _done.pop(handle)
-    except KeyError:
-        raise ValueError(f"unknown or already synchronized handle {handle!r}") from None
-    if error is not None:
-        raise error
-    return result
-
-
-def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                    postscale_factor=1.0):
-    """allreduce, returning a handle (already done; see synchronize)."""
-    return _run_now(allreduce, tensor, average, name, op=op,
-                    prescale_factor=prescale_factor, postscale_factor=postscale_factor)
+        for h in handle.handles:
+            try:
+                h.wait()
+            except Exception as error:  # wait for the others: they use handle.keep
+                first_error = first_error or error
+    finally:
+        del _in_flight[id(handle)]
+    if first_error is not None:
+        raise first_error
+    return handle.finish()
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0):
-    """allreduce_, returning a handle (already done; see synchronize)."""
-    return _run_now(allreduce_, tensor, average, name, op, prescale_factor, postscale_factor)
+    """Queues allreduce_ of `tensor` on the engine and returns a handle at
+    once; synchronize(handle) returns `tensor`, reduced. Ranks match requests
+    by name (unnamed ones by their order); ready ones are fused."""
+    reduce_op = _reduce_op(average, op)
+    target, write_back = _writable_target(tensor, "allreduce_async_")
+    handle = _horovodd.allreduce_async_(_tensors.ref(target), reduce_op, float(prescale_factor),
+                                        float(postscale_factor),
+                                        _request_name(name, "allreduce"))
+
+    def finish():
+        write_back()
+        return tensor
+    return _track([handle], (tensor, target), finish)
 
 
-def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                            postscale_factor=1.0):
-    """grouped_allreduce, returning a handle (already done; see synchronize)."""
-    return _run_now(grouped_allreduce, tensors, average, name, op=op,
-                    prescale_factor=prescale_factor, postscale_factor=postscale_factor)
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0):
+    """allreduce into a new tensor, as a handle (see allreduce_async_)."""
+    _tensors.check(tensor, "allreduce_async")
+    return allreduce_async_(_tensors.clone(tensor), average, name, op, prescale_factor,
+                            postscale_factor)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0):
-    """grouped_allreduce_, returning a handle (already done; see synchronize)."""
-    return _run_now(grouped_allreduce_, tensors, average, name, op, prescale_factor,
-                    postscale_factor)
+    """Queues allreduce_ of every tensor in `tensors` as one request per
+    dtype, always fused together; synchronize returns `tensors`."""
+    reduce_op = _reduce_op(average, op)
+    tensors = list(tensors)
+    base = _request_name(name, "grouped_allreduce")
+    targets = [_writable_target(t, "grouped_allreduce_async_") for t in tensors]
+    handles = []
+    for group_number, indices in enumerate(_dtype_groups(tensors)):
+        refs = [_tensors.ref(targets[i][0]) for i in indices]
+        handles.append(_horovodd.grouped_allreduce_async_(
+            refs, reduce_op, float(prescale_factor), float(postscale_factor),
+            f"{base}.{group_number}"))
+
+    def finish():
+        for _, write_back in targets:
+            write_back()
+        return tensors
+    return _track(handles, (tensors, targets), finish)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0):
+    """grouped_allreduce into new tensors, as a handle."""
+    tensors = list(tensors)
+    for tensor in tensors:
+        _tensors.check(tensor, "grouped_allreduce_async")
+    return grouped_allreduce_async_([_tensors.clone(t) for t in tensors], average, name, op,
+                                    prescale_factor, postscale_factor)
 
 
 def allgather_async(tensor, name=None):
-    """allgather, returning a handle (already done; see synchronize)."""
-    return _run_now(allgather, tensor, name)
-
-
-def broadcast_async(tensor, root_rank, name=None):
-    """broadcast, returning a handle (already done; see synchronize)."""
-    return _run_now(broadcast, tensor, root_rank, name)
+    """Queues allgather; synchronize returns the concatenation."""
+    ref, owner = _tensors.readable_ref(tensor, "allgather_async")
+    handle = _horovodd.allgather_async(ref, _request_name(name, "allgather"))
+    return _track([handle], (tensor, owner),
+                  lambda: _tensors.like(handle.take_output(), tensor))
 
 
 def broadcast_async_(tensor, root_rank, name=None):
-    """broadcast_, returning a handle (already done; see synchronize)."""
-    return _run_now(broadcast_, tensor, root_rank, name)
+    """Queues broadcast_ from root_rank; synchronize returns `tensor`."""
+    target, write_back = _writable_target(tensor, "broadcast_async_")
+    handle = _horovodd.broadcast_async_(_tensors.ref(target), int(root_rank),
+                                        _request_name(name, "broadcast"))
+
+    def finish():
+        write_back()
+        return tensor
+    return _track([handle], (tensor, target), finish)
+
+
+def broadcast_async(tensor, root_rank, name=None):
+    """broadcast into a new tensor, as a handle."""
+    _tensors.check(tensor, "broadcast_async")
+    return broadcast_async_(_tensors.clone(tensor), root_rank, name)
 
 
 def alltoall_async(tensor, splits=None, name=None):
-    """alltoall, returning a handle (already done; see synchronize)."""
+    """alltoall, returning a handle (it runs at once; see synchronize)."""
     return _run_now(alltoall, tensor, splits, name)
 
 
 def reducescatter_async(tensor, name=None, op=Average):
-    """reducescatter, returning a handle (already done; see synchronize)."""
+    """reducescatter, returning a handle (it runs at once; see synchronize)."""
     return _run_now(reducescatter, tensor, name, op)
 
 

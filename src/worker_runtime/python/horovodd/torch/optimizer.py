@@ -1,11 +1,13 @@
 """DistributedOptimizer: a torch optimizer whose gradients are averaged over
 all ranks before each step.
 
-A hook on each parameter's gradient accumulator allreduces the gradient as
-soon as backward() has produced it (after `backward_passes_per_step` passes);
-step() (or synchronize()) first sends the gradients whose hook did not fire
-(parameters unused in this backward pass), in name order, then waits for all.
-Every rank must therefore run the same backward graph, as with Horovod.
+A hook on each parameter's gradient accumulator queues the gradient's
+allreduce on the runtime's engine as soon as backward() has produced it
+(after `backward_passes_per_step` passes), so the reductions of the last
+layers run while backward() still computes the first ones, fused into a few
+collectives. step() (or synchronize()) first sends the gradients whose hook
+did not fire (parameters unused in this backward pass), in name order, then
+waits for all. Ranks match gradients by parameter name, as with Horovod.
 """
 
 import contextlib

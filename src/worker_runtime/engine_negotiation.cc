@@ -1,0 +1,228 @@
+#include "worker_runtime/engine_negotiation.h"
+
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker_runtime/gloo_context.h"
+#include "worker_runtime/gloo_transfer.h"
+
+namespace horovodd::internal {
+namespace {
+
+// The fixed part every rank sends each round: two words, then one bit per
+// cache slot (set: I have that slot's name pending with its descriptor).
+struct RoundHeader {
+  int64_t fusion_threshold = 0;
+  int64_t announcement_bytes = 0;  // size of the second exchange's payload
+};
+constexpr size_t kHeaderBytes = sizeof(RoundHeader);
+
+size_t BitsetBytes(size_t slots) { return (slots + 7) / 8; }
+
+// Announcements: [u32 name size][name][u32 descriptor size][descriptor]...
+void AppendField(std::string& out, const std::string& field) {
+  const uint32_t size = static_cast<uint32_t>(field.size());
+  out.append(reinterpret_cast<const char*>(&size), sizeof(size));
+  out.append(field);
+}
+
+bool ReadField(const uint8_t* data, size_t bytes, size_t& at, std::string& field) {
+  uint32_t size = 0;
+  if (bytes - at < sizeof(size)) return false;
+  std::memcpy(&size, data + at, sizeof(size));
+  at += sizeof(size);
+  if (bytes - at < size) return false;
+  field.assign(reinterpret_cast<const char*>(data + at), size);
+  at += size;
+  return true;
+}
+
+using Announcement = std::pair<std::string, std::string>;  // name, descriptor
+
+absl::StatusOr<std::vector<Announcement>> ParseAnnouncements(const uint8_t* data, size_t bytes,
+                                                             int peer) {
+  std::vector<Announcement> out;
+  size_t at = 0;
+  while (at < bytes) {
+    Announcement a;
+    if (!ReadField(data, bytes, at, a.first) || !ReadField(data, bytes, at, a.second)) {
+      return absl::DataLossError(
+          absl::StrCat("negotiation: rank ", peer, " sent announcements that do not parse"));
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::string DescribeForMessage(const std::string& encoded) {
+  absl::StatusOr<RequestDescriptor> d = RequestDescriptor::Decode(encoded);
+  return d.ok() ? d->ToString() : std::string("an unreadable descriptor");
+}
+
+std::string ConflictMessage(const std::vector<const std::string*>& by_rank) {
+  std::string message = "ranks enqueued it differently: ";
+  // Name rank 0's request and the first that differs: enough to find the bug.
+  for (size_t r = 1; r < by_rank.size(); ++r) {
+    if (*by_rank[r] == *by_rank[0]) continue;
+    absl::StrAppend(&message, "rank 0 has ", DescribeForMessage(*by_rank[0]), ", rank ", r,
+                    " has ", DescribeForMessage(*by_rank[r]));
+    break;
+  }
+  return message;
+}
+
+// What every rank sent this round, decoded.
+struct RoundData {
+  std::vector<RoundHeader> headers;            // by rank
+  std::vector<const uint8_t*> bitsets;         // by rank
+  std::vector<std::vector<Announcement>> announced;  // by rank
+};
+
+// Decides from the same data on every rank; updates `cache` last.
+NegotiationResult Decide(const RoundData& data, ResponseCache& cache) {
+  const size_t ranks = data.headers.size();
+  // Name -> the descriptor each rank has it pending with (null: not pending).
+  std::map<std::string, std::vector<const std::string*>> pending;
+  for (size_t r = 0; r < ranks; ++r) {
+    for (size_t slot = 0; slot < cache.size(); ++slot) {
+      if ((data.bitsets[r][slot / 8] >> (slot % 8)) & 1) {
+        auto& by_rank = pending[cache.slot(slot).name];
+        by_rank.resize(ranks, nullptr);
+        by_rank[r] = &cache.slot(slot).descriptor;
+      }
+    }
+    for (const Announcement& a : data.announced[r]) {
+      auto& by_rank = pending[a.first];
+      by_rank.resize(ranks, nullptr);
+      by_rank[r] = &a.second;
+    }
+  }
+  NegotiationResult result;
+  result.fusion_threshold = data.headers[0].fusion_threshold;
+  std::vector<Announcement> to_cache;
+  for (const auto& [name, by_rank] : pending) {
+    bool everywhere = true, agree = true;
+    for (const std::string* d : by_rank) {
+      if (d == nullptr) {
+        everywhere = false;
+        break;
+      }
+      agree = agree && *d == *by_rank[0];
+    }
+    if (!everywhere) continue;
+    if (!agree) {
+      result.conflicts.push_back(Conflict{name, ConflictMessage(by_rank)});
+      continue;
+    }
+    result.ready.push_back(name);
+    to_cache.emplace_back(name, *by_rank[0]);
+  }
+  // After the loop: Record may move the strings `pending` points into.
+  for (const Announcement& a : to_cache) cache.Record(a.first, a.second);
+  return result;
+}
+
+}  // namespace
+
+std::optional<size_t> ResponseCache::Find(const std::string& name,
+                                          const std::string& descriptor) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end() || slots_[it->second].descriptor != descriptor) return std::nullopt;
+  return it->second;
+}
+
+void ResponseCache::Record(const std::string& name, const std::string& descriptor) {
+  auto it = by_name_.find(name);
+  if (it != by_name_.end()) {
+    slots_[it->second].descriptor = descriptor;
+    return;
+  }
+  if (slots_.size() >= kCapacity) Clear();
+  by_name_.emplace(name, slots_.size());
+  slots_.push_back(Entry{name, descriptor});
+}
+
+void ResponseCache::Clear() {
+  slots_.clear();
+  by_name_.clear();
+}
+
+absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,
+                                            const std::vector<const Request*>& pending,
+                                            int64_t fusion_threshold, ResponseCache& cache) {
+  auto* ours = dynamic_cast<GlooContext*>(&context);
+  if (ours == nullptr) {
+    return absl::InvalidArgumentError(
+        "negotiation: the gloo context was not made by ConnectGlooContext");
+  }
+  const int n = context.size;
+  const int self = context.rank;
+  const size_t bitset_bytes = BitsetBytes(cache.size());
+  const size_t round_bytes = kHeaderBytes + bitset_bytes;
+
+  std::vector<uint8_t> mine(round_bytes, 0);
+  std::string announcements;
+  for (const Request* request : pending) {
+    if (std::optional<size_t> slot = cache.Find(request->name, request->descriptor)) {
+      mine[kHeaderBytes + *slot / 8] |= static_cast<uint8_t>(1u << (*slot % 8));
+    } else {
+      AppendField(announcements, request->name);
+      AppendField(announcements, request->descriptor);
+    }
+  }
+  RoundHeader header{fusion_threshold, static_cast<int64_t>(announcements.size())};
+  std::memcpy(mine.data(), &header, kHeaderBytes);
+
+  CollectiveScope scope(*ours, "negotiation");
+  HVDD_RETURN_IF_ERROR(scope.CheckHealth());
+  absl::StatusOr<CollectiveScope::Scratch> all = scope.RegisterScratch(n * round_bytes);
+  if (!all.ok()) return all.status();
+  std::memcpy(all->data + self * round_bytes, mine.data(), round_bytes);
+  if (n > 1) {
+    std::vector<PeerRegion> to(n, PeerRegion{self * round_bytes, round_bytes});
+    std::vector<PeerRegion> from(n);
+    for (int p = 0; p < n; ++p) from[p] = PeerRegion{p * round_bytes, round_bytes};
+    HVDD_RETURN_IF_ERROR(
+        scope.ExchangeWithAll(all->buffer, to, all->buffer, from, Channel::kMetadata));
+  }
+
+  RoundData data;
+  data.headers.resize(n);
+  data.bitsets.resize(n);
+  data.announced.resize(n);
+  std::vector<PeerRegion> blobs(n);
+  size_t blob_total = 0;
+  for (int p = 0; p < n; ++p) {
+    std::memcpy(&data.headers[p], all->data + p * round_bytes, kHeaderBytes);
+    data.bitsets[p] = all->data + p * round_bytes + kHeaderBytes;
+    const int64_t bytes = data.headers[p].announcement_bytes;
+    if (bytes < 0) {
+      return absl::DataLossError(
+          absl::StrCat("negotiation: rank ", p, " announced ", bytes, " bytes"));
+    }
+    blobs[p] = PeerRegion{blob_total, static_cast<size_t>(bytes)};
+    blob_total += static_cast<size_t>(bytes);
+  }
+  if (blob_total > 0) {
+    absl::StatusOr<CollectiveScope::Scratch> received = scope.RegisterScratch(blob_total);
+    if (!received.ok()) return received.status();
+    std::memcpy(received->data + blobs[self].offset, announcements.data(),
+                announcements.size());
+    if (n > 1) {
+      std::vector<PeerRegion> to(n, blobs[self]);
+      HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(received->buffer, to, received->buffer, blobs,
+                                                 Channel::kData));
+    }
+    for (int p = 0; p < n; ++p) {
+      absl::StatusOr<std::vector<Announcement>> parsed =
+          ParseAnnouncements(received->data + blobs[p].offset, blobs[p].bytes, p);
+      if (!parsed.ok()) return parsed.status();
+      data.announced[p] = *std::move(parsed);
+    }
+  }
+  return Decide(data, cache);
+}
+
+}  // namespace horovodd::internal

@@ -1,0 +1,95 @@
+// Engines over in-process rings for the engine tests: one Engine per rank
+// (threads of this process), attached to a RankGroup's contexts, and helpers
+// that build the requests the public API would.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gloo/rendezvous/hash_store.h>
+
+#include "absl/status/statusor.h"
+#include "horovodd/async.h"
+#include "test_collectives_harness.h"
+#include "worker_runtime/engine_loop.h"
+#include "worker_runtime/gloo_context.h"
+#include "worker_runtime/engine_request.h"
+
+namespace horovodd::testing {
+
+inline internal::Request AllreduceRequest(const std::string& name, std::vector<TensorView> views,
+                                          AllreduceOptions options = {}) {
+  internal::Request r;
+  r.name = name;
+  r.kind = internal::RequestKind::kAllreduce;
+  r.tensors = std::move(views);
+  options.name = name;
+  r.options = options;
+  r.error_prefix = "'" + name + "': ";
+  r.descriptor = internal::Describe(r).Encode();
+  return r;
+}
+
+inline internal::Request BroadcastRequest(const std::string& name, TensorView view, int root) {
+  internal::Request r;
+  r.name = name;
+  r.kind = internal::RequestKind::kBroadcast;
+  r.tensors = {view};
+  r.root = root;
+  r.error_prefix = "'" + name + "': ";
+  r.descriptor = internal::Describe(r).Encode();
+  return r;
+}
+
+inline internal::Request AllgatherRequest(const std::string& name, TensorView view) {
+  internal::Request r;
+  r.name = name;
+  r.kind = internal::RequestKind::kAllgather;
+  r.tensors = {view};
+  r.produces_output = true;
+  r.error_prefix = "'" + name + "': ";
+  r.descriptor = internal::Describe(r).Encode();
+  return r;
+}
+
+// `size` engines, each attached to its rank's context of one ring.
+class EngineGroup {
+ public:
+  EngineGroup(int size, EngineOptions options = {}) : size_(size) {
+    for (int r = 0; r < size; ++r) engines_.push_back(std::make_unique<internal::Engine>(options));
+    Connect();
+  }
+  ~EngineGroup() {
+    for (int r = 0; r < size_; ++r) Detach(r);
+  }
+
+  int size() const { return size_; }
+  internal::Engine& engine(int rank) { return *engines_[rank]; }
+  gloo::Context& context(int rank) { return ring_->context(rank); }
+
+  // A new ring (a new "generation") for every engine, which must be detached.
+  void Connect() {
+    ring_ = std::make_unique<RankGroup>(store_, "ring" + std::to_string(++rings_), size_);
+    for (int r = 0; r < size_; ++r) {
+      std::shared_ptr<gloo::Context> context = ring_->shared(r);
+      engines_[r]->Attach(rings_, [context](const std::function<absl::Status(gloo::Context&)>& op) {
+        return op(*context);
+      });
+    }
+  }
+  void Detach(int rank) {
+    std::shared_ptr<gloo::Context> context = ring_->shared(rank);
+    engines_[rank]->Detach(absl::AbortedError("the test detached the engine"),
+                           [context] { internal::AbortGlooContext(*context); });
+  }
+
+ private:
+  const int size_;
+  gloo::rendezvous::HashStore store_;
+  int rings_ = 0;
+  std::unique_ptr<RankGroup> ring_;
+  std::vector<std::unique_ptr<internal::Engine>> engines_;
+};
+
+}  // namespace horovodd::testing
