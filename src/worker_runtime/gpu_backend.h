@@ -20,6 +20,14 @@
 
 namespace horovodd::internal {
 
+// From the daemon's rendezvous answer: the new generation is generation
+// `from_generation` without the workers that had `excluded_ranks` there,
+// everyone else in the same order. from_generation 0: it is not.
+struct ShrinkPlan {
+  int64_t from_generation = 0;
+  std::vector<int> excluded_ranks;
+};
+
 // What one generation's backend leaves to the next: a healthy NCCL
 // communicator that a later generation made of a subset of the same workers
 // shrinks instead of building anew. Opaque outside the backend that made it.

@@ -15,7 +15,7 @@ GpuCollectives::GpuCollectives(GpuCollectivesOptions options) : options_(std::mo
 GpuCollectives::~GpuCollectives() { LeaveGeneration(); }
 
 std::unique_ptr<GpuBackend> GpuCollectives::MakeBackend(int64_t generation, int rank, int size,
-                                                        std::vector<int64_t> worker_ids,
+                                                        ShrinkPlan shrink,
                                                         std::unique_ptr<UniqueIdStore> store) {
 #if HVDD_HAVE_NCCL
   if (options_.operations == GpuOperations::kNccl) {
@@ -26,23 +26,23 @@ std::unique_ptr<GpuBackend> GpuCollectives::MakeBackend(int64_t generation, int 
     nccl.timeout = options_.timeout;
     nccl.store = std::move(store);
     nccl.should_abort = [this, generation] { return aborted_generation_.load() > generation; };
-    nccl.worker_ids = std::move(worker_ids);
+    nccl.shrink = std::move(shrink);
     nccl.seed = std::move(seed_);
     nccl.ring = options_.ring;
     return MakeNcclBackend(std::move(nccl));
   }
 #endif
-  (void)worker_ids;
+  (void)shrink;
   seed_.reset();
   return MakeStagedBackend(options_.ring);
 }
 
 void GpuCollectives::EnterGeneration(int64_t generation, int rank, int size,
-                                     std::vector<int64_t> worker_ids,
+                                     ShrinkPlan shrink,
                                      std::unique_ptr<UniqueIdStore> store) {
   LeaveGeneration();
   generation_ = generation;
-  backend_ = MakeBackend(generation, rank, size, std::move(worker_ids), std::move(store));
+  backend_ = MakeBackend(generation, rank, size, std::move(shrink), std::move(store));
 }
 
 void GpuCollectives::LeaveGeneration() {

@@ -44,12 +44,11 @@ class GpuCollectives {
   GpuCollectives(const GpuCollectives&) = delete;
   GpuCollectives& operator=(const GpuCollectives&) = delete;
 
-  // The worker is rank `rank` of `size` in `generation`; `worker_ids` names
-  // the worker of every rank (may be empty); `store` is that generation's
-  // key-value namespace. Drops the previous generation's backend: an NCCL
-  // communicator is never reused as it is, but when only workers left since
-  // it was made, the new generation's is shrunk from it.
-  void EnterGeneration(int64_t generation, int rank, int size, std::vector<int64_t> worker_ids,
+  // The worker is rank `rank` of `size` in `generation`; `store` is that
+  // generation's key-value namespace. Drops the previous generation's
+  // backend: an NCCL communicator is never reused as it is, but when `shrink`
+  // says only workers left since it was made, the new one is shrunk from it.
+  void EnterGeneration(int64_t generation, int rank, int size, ShrinkPlan shrink,
                        std::unique_ptr<UniqueIdStore> store);
   // Drops the current generation's backend, keeping what the next generation
   // may shrink (see EnterGeneration).
@@ -67,7 +66,7 @@ class GpuCollectives {
 
  private:
   std::unique_ptr<GpuBackend> MakeBackend(int64_t generation, int rank, int size,
-                                          std::vector<int64_t> worker_ids,
+                                          ShrinkPlan shrink,
                                           std::unique_ptr<UniqueIdStore> store);
   // The backend for an op on `tensor`, or why there is none.
   absl::StatusOr<GpuBackend*> Backend(const std::string& label, const TensorView& tensor) const;

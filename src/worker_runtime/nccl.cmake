@@ -126,7 +126,6 @@ add_library(hvdd_gpu_base STATIC
   ${CMAKE_CURRENT_LIST_DIR}/gpu_operations.cc
   ${CMAKE_CURRENT_LIST_DIR}/gpu_args.cc
   ${CMAKE_CURRENT_LIST_DIR}/unique_id_store.cc
-  ${CMAKE_CURRENT_LIST_DIR}/nccl_shrink_plan.cc
   ${CMAKE_CURRENT_LIST_DIR}/device_tensor.cc
   ${_hvdd_cuda_memory})
 set_target_properties(hvdd_gpu_base PROPERTIES POSITION_INDEPENDENT_CODE ON)

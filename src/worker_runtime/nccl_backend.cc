@@ -1,7 +1,6 @@
 #include "worker_runtime/nccl_backend.h"
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,7 +10,6 @@
 #include "worker_runtime/gloo_ops.h"
 #include "worker_runtime/nccl_comm.h"
 #include "worker_runtime/nccl_ops.h"
-#include "worker_runtime/nccl_shrink_plan.h"
 
 namespace horovodd::internal {
 namespace {
@@ -21,11 +19,10 @@ absl::StatusOr<Tensor> ToHost(absl::StatusOr<DeviceTensor> result) {
   return result->ToHost();
 }
 
-// A generation's healthy communicator, kept for the next generation to
-// shrink, with the workers it was made of.
+// A generation's healthy communicator, kept for a later generation to shrink.
 struct NcclSeed final : GpuBackendSeed {
   std::unique_ptr<NcclComm> comm;
-  std::vector<int64_t> worker_ids;
+  int64_t generation = 0;
 };
 
 class NcclBackend final : public GpuBackend {
@@ -64,10 +61,10 @@ class NcclBackend final : public GpuBackend {
   }
 
   std::unique_ptr<GpuBackendSeed> TakeSeed() override {
-    if (comm_ == nullptr || !comm_->health().ok() || options_.worker_ids.empty()) return nullptr;
+    if (comm_ == nullptr || !comm_->health().ok()) return nullptr;
     auto seed = std::make_unique<NcclSeed>();
     seed->comm = std::move(comm_);
-    seed->worker_ids = options_.worker_ids;
+    seed->generation = options_.generation;
     return seed;
   }
 
@@ -111,16 +108,16 @@ class NcclBackend final : public GpuBackend {
 #if HVDD_NCCL_HAS_SHRINK
     if (!options_.ring) return nullptr;
     auto* parent = dynamic_cast<NcclSeed*>(seed.get());
-    std::optional<std::vector<int>> excluded;
     // A parent whose generation the daemon aborted lost a peer rather than
     // shed it: its next poll would abort it, so it is not shrunk.
-    if (parent != nullptr && parent->comm->health().ok() && !parent->comm->abort_requested() &&
-        parent->comm->device() == device) {
-      excluded = ShrinkExclusions(parent->worker_ids, options_.worker_ids);
-    }
-    // Shrinking is collective: one rank without a usable parent (it joined
-    // fresh, its communicator failed, it saw an abort) means all create.
-    int32_t can_shrink = excluded.has_value() ? 1 : 0;
+    const bool usable = parent != nullptr && options_.shrink.from_generation != 0 &&
+                        parent->generation == options_.shrink.from_generation &&
+                        parent->comm->health().ok() && !parent->comm->abort_requested() &&
+                        parent->comm->device() == device;
+    // Shrinking is collective: one rank without a usable parent (it made no
+    // communicator then, its communicator failed, it saw an abort) means all
+    // create.
+    int32_t can_shrink = usable ? 1 : 0;
     TensorView flag;
     flag.data = &can_shrink;
     flag.dtype = DType::kInt32;
@@ -132,7 +129,7 @@ class NcclBackend final : public GpuBackend {
     if (!agreed.ok()) return agreed;
     if (can_shrink == 0) return nullptr;
     absl::StatusOr<std::unique_ptr<NcclComm>> child =
-        parent->comm->Shrink(*excluded, options_.should_abort, CommName());
+        parent->comm->Shrink(options_.shrink.excluded_ranks, options_.should_abort, CommName());
     if (child.ok() && (*child)->rank() != options_.rank) {
       return absl::InternalError(absl::StrCat(
           "shrinking into ", CommName(), " gave rank ", (*child)->rank(), ", the daemon assigned ",

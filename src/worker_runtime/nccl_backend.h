@@ -27,11 +27,11 @@ struct NcclBackendOptions {
   std::unique_ptr<UniqueIdStore> store;
   // True once the daemon superseded the generation (see NcclCommOptions).
   std::function<bool()> should_abort;
-  // Worker id of every rank of this generation (may be empty).
-  std::vector<int64_t> worker_ids;
-  // The previous generation's seed (may be null): when this generation is
-  // that one minus some workers and every rank still holds a healthy
-  // communicator, the new one is shrunk from it (ncclCommShrink, NCCL 2.27+).
+  // Whether this generation may shrink an older one's communicator.
+  ShrinkPlan shrink;
+  // The previous generation's seed (may be null): when `shrink` names its
+  // generation and every rank still holds a healthy communicator, the new
+  // one is shrunk from it (ncclCommShrink, NCCL 2.27+).
   std::unique_ptr<GpuBackendSeed> seed;
   // The generation's Gloo ring, where the ranks agree on shrinking.
   RingRunner ring;

@@ -240,7 +240,7 @@ void CheckDispatch() {
       return op(**ring);
     };
     GpuCollectives gpu(options);
-    gpu.EnterGeneration(1, 0, 1, {}, std::make_unique<MapStore>());
+    gpu.EnterGeneration(1, 0, 1, ShrinkPlan(), std::make_unique<MapStore>());
     const Tensor input = Pattern(DType::kFloat64, {4, 2});
     absl::StatusOr<DeviceTensor> tensor = DeviceTensor::FromHost(Tensor(input).view(), 0);
     AllreduceOptions sum;

@@ -4,8 +4,7 @@
 # check below (run by tests/gpu/run.sh) covers the rest on a machine with one.
 set(_hvdd_nccl_tests
   ${CMAKE_CURRENT_LIST_DIR}/test_nccl_options.cc
-  ${CMAKE_CURRENT_LIST_DIR}/test_nccl_unique_id.cc
-  ${CMAKE_CURRENT_LIST_DIR}/test_nccl_shrink_plan.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/test_nccl_unique_id.cc)
 if(TARGET hvdd_nccl)
   list(APPEND _hvdd_nccl_tests
     ${CMAKE_CURRENT_LIST_DIR}/test_nccl_errors.cc

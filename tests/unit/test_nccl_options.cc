@@ -178,7 +178,7 @@ TEST_CASE("an aborted generation's GPU collectives are ABORTED before they start
   options.operations = BuiltWithNccl() ? GpuOperations::kNccl : GpuOperations::kGloo;
   options.ring = ring.runner();
   GpuCollectives gpu(options);
-  gpu.EnterGeneration(4, 0, 1, {}, std::make_unique<CountingStore>(&store_calls));
+  gpu.EnterGeneration(4, 0, 1, ShrinkPlan(), std::make_unique<CountingStore>(&store_calls));
   gpu.Abort(5);
   std::vector<float> values{1, 2};
   absl::Status status = gpu.Allreduce(CudaView(values), AllreduceOptions{});
@@ -199,7 +199,7 @@ TEST_CASE("an abort for the worker's own or an older generation changes nothing"
   options.ring = ring.runner();
   GpuCollectives gpu(options);
   int store_calls = 0;
-  gpu.EnterGeneration(4, 0, 1, {}, std::make_unique<CountingStore>(&store_calls));
+  gpu.EnterGeneration(4, 0, 1, ShrinkPlan(), std::make_unique<CountingStore>(&store_calls));
   gpu.Abort(3);
   gpu.Abort(4);
   std::vector<float> values{1, 2};
@@ -214,7 +214,7 @@ TEST_CASE("a GPU tensor without data is rejected before staging") {
   options.ring = ring.runner();
   GpuCollectives gpu(options);
   int store_calls = 0;
-  gpu.EnterGeneration(1, 0, 1, {}, std::make_unique<CountingStore>(&store_calls));
+  gpu.EnterGeneration(1, 0, 1, ShrinkPlan(), std::make_unique<CountingStore>(&store_calls));
   TensorView empty{nullptr, DType::kFloat32, {3}, Device{DeviceType::kCUDA, 0}};
   absl::Status status = gpu.Broadcast(empty, 0);
   REQUIRE(status.code() == absl::StatusCode::kInvalidArgument);
@@ -240,7 +240,7 @@ TEST_CASE("without a GPU, CUDA tensors fail with 'no GPU' on both backends") {
     options.ring = ring.runner();
     GpuCollectives gpu(options);
     int store_calls = 0;
-    gpu.EnterGeneration(1, 0, 1, {}, std::make_unique<CountingStore>(&store_calls));
+    gpu.EnterGeneration(1, 0, 1, ShrinkPlan(), std::make_unique<CountingStore>(&store_calls));
     std::vector<float> values{1, 2, 3, 4};
     CheckNoGpuOutcome(gpu.Allreduce(CudaView(values), AllreduceOptions{}));
     CheckNoGpuOutcome(gpu.Allgather(CudaView(values)).status());
