@@ -1,0 +1,409 @@
+#!/usr/bin/python3
+"""Runs the benchmarks side by side with their peers and prints one table.
+
+  bench.py BUILD_DIR [allreduce] [small] [reset] [torchrun] [scale]
+
+No names: all of them. QUICK=1 shortens every part. bench/run.sh builds and
+calls this; see README.md, "Performance", for what each part measures.
+Every process started here is ended by its pid before the script returns.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+QUICK = os.environ.get("QUICK") == "1"
+PARTS = ["allreduce", "small", "reset", "torchrun", "scale"]
+# Horovod's Gloo rebuild after a reset, as its users measured it (horovod
+# issue 3556), by number of ranks.
+HOROVOD_RESET_S = {2: 0.4, 4: 1.2, 8: 7.1, 16: 15.8}
+TORCHRUN = "/usr/bin/torchrun"
+
+RESULT = re.compile(r"RESULT (\w+) (.*)$")
+STEP = re.compile(r"STEP t=([\d.]+) rank=(\d+) size=(\d+) gen=(\d+) step=(\d+)")
+
+table = []    # rows of the final table: (section, name, ours, peer, ratio, note)
+targets = []  # (passed, text)
+
+
+def log(message):
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def fields(text):
+    return {k: v for k, v in (kv.split("=", 1) for kv in text.split() if "=" in kv)}
+
+
+def results(output, kind):
+    out = []
+    for line in output.splitlines():
+        m = RESULT.search(line)
+        if m and m.group(1) == kind:
+            out.append(fields(m.group(2)))
+    return out
+
+
+def end_process(proc, grace=5.0):
+    """Ends one process we started (its process group: horovodrun's workers
+    are its children) and reaps it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
+def run(argv, timeout, env=None):
+    """Runs argv in its own process group; returns (exit code, output)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=env)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        end_process(proc)
+        output = proc.stdout.read() if proc.stdout else ""
+        return 124, output
+    return proc.returncode, output
+
+
+class Bench:
+    def __init__(self, build_dir):
+        self.build = build_dir
+        self.horovodrun = os.path.join(build_dir, "src/cli/horovodrun")
+        self.bin = lambda name: os.path.join(build_dir, "bench", name)
+
+    # ---- 1 and 2: collectives -------------------------------------------
+    def gloo_raw(self, n, mode):
+        with tempfile.TemporaryDirectory(prefix="hvdd-bench-store-") as store:
+            procs = [subprocess.Popen([self.bin("bench_gloo_raw"), str(r), str(n), store, mode],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True, start_new_session=True) for r in range(n)]
+            outputs = []
+            try:
+                for p in procs:
+                    outputs.append(p.communicate(timeout=900)[0])
+            finally:
+                for p in procs:
+                    end_process(p)
+        if any(p.returncode != 0 for p in procs):
+            raise RuntimeError(f"raw gloo {mode} at {n} ranks failed:\n" + "\n".join(outputs))
+        return outputs[0]
+
+    def ours(self, n, *args, extra=()):
+        argv = [self.horovodrun, "-np", str(n), *extra, self.bin("bench_hvdd_worker"), *args]
+        code, output = run(argv, timeout=900)
+        if code != 0:
+            raise RuntimeError(f"horovodrun {' '.join(args)} at {n} ranks exited {code}:\n"
+                               + output[-4000:])
+        return output
+
+    def allreduce(self):
+        for n in (2, 4):
+            log(f"allreduce, {n} ranks: raw gloo")
+            raw = {int(r["bytes"]): r for r in results(self.gloo_raw(n, "allreduce"), "allreduce")}
+            log(f"allreduce, {n} ranks: ours")
+            ours = {int(r["bytes"]): r for r in results(self.ours(n, "allreduce"), "allreduce")}
+            for size in sorted(raw):
+                o, g = float(ours[size]["seconds_per_op"]), float(raw[size]["seconds_per_op"])
+                algbw_o, algbw_g = size / o / 1e9, size / g / 1e9
+                bus = 2 * (n - 1) / n
+                ratio = (algbw_o * bus) / (algbw_g * bus)
+                table.append(("allreduce", f"{n} ranks {human(size):>7}",
+                              f"{o * 1e6:9.0f} us {algbw_o * bus:6.2f} GB/s",
+                              f"{g * 1e6:9.0f} us {algbw_g * bus:6.2f} GB/s",
+                              f"{ratio:5.2f}", "busbw ours/gloo"))
+                if size >= (1 << 20):
+                    targets.append((ratio >= 0.95, f"allreduce busbw {n} ranks {human(size)}: "
+                                                   f"{ratio:.2f} x raw Gloo (target >= 0.95)"))
+
+    def small(self):
+        for n in (2, 4):
+            log(f"small tensors, {n} ranks: raw gloo")
+            raw = results(self.gloo_raw(n, "small"), "small")[0]
+            log(f"small tensors, {n} ranks: ours")
+            ours = {r["impl"]: r for r in results(self.ours(n, "small"), "small")}
+            g = float(raw["seconds_per_step"])
+            for impl in ("ours_async", "ours_sync"):
+                o = float(ours[impl]["seconds_per_step"])
+                label = "async fused" if impl == "ours_async" else "sync, 1 call/tensor"
+                table.append(("small", f"{n} ranks {label}", f"{o * 1e3:9.2f} ms/step",
+                              f"{g * 1e3:9.2f} ms/step", f"{g / o:5.1f}", "speedup over gloo"))
+                if impl == "ours_async":
+                    targets.append((g / o >= 10, f"100 x 4 KiB tensors {n} ranks: async fused is "
+                                                 f"{g / o:.1f} x faster than 100 raw Gloo calls "
+                                                 "(target >= 10)"))
+
+    # ---- 3: resets ----------------------------------------------------------
+    def start_elastic(self, workdir, slots, max_np, interval):
+        hosts = os.path.join(workdir, "hosts")
+        with open(hosts, "w") as f:
+            f.write(f"localhost:{slots}\n")
+        script = os.path.join(workdir, "discover.sh")
+        with open(script, "w") as f:
+            f.write(f"#!/bin/sh\nexec cat {hosts}\n")
+        os.chmod(script, 0o755)
+        logs = os.path.join(workdir, "logs")
+        os.mkdir(logs)
+        argv = [self.horovodrun, "-np", str(slots), "--min-np", "1", "--max-np", str(max_np),
+                "--host-discovery-script", script, "--discovery-interval", str(interval),
+                # A killed worker's host sits out longer than the measurement.
+                "--blacklist-cooldown-range", "120", "120",
+                self.bin("bench_hvdd_worker"), "elastic", logs]
+        out = open(os.path.join(workdir, "horovodrun.out"), "w")
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        return proc, logs, hosts
+
+    def stop_elastic(self, proc, logs, workdir):
+        open(os.path.join(logs, "stop"), "w").close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            log("the elastic job did not stop by itself; ending it")
+        end_process(proc)
+
+    def reset(self):
+        sizes = [int(n) for n in os.environ.get("RESET_SIZES", "2,4,8,16").split(",")]
+        for n in sizes:
+            log(f"reset, {n} workers")
+            with tempfile.TemporaryDirectory(prefix="hvdd-bench-reset-") as workdir:
+                proc, logs, _ = self.start_elastic(workdir, n, n, 1)
+                try:
+                    seconds = measure_kill(proc, logs, n, lambda s: s["size"] == n - 1,
+                                           startup_timeout=180)
+                finally:
+                    self.stop_elastic(proc, logs, workdir)
+                    check_output(workdir, proc)
+                # The daemon's own view: failure detected -> new generation ready.
+                with open(os.path.join(workdir, "horovodrun.out")) as f:
+                    took = re.findall(r"reset took (\d+) ms", f.read())
+            peer = HOROVOD_RESET_S[n]
+            split = f"; daemon detected->ready {took[0]} ms" if took else ""
+            table.append(("reset", f"{n:2d} workers kill->resumed", f"{seconds * 1e3:9.0f} ms",
+                          f"{peer * 1e3:9.0f} ms", f"{peer / seconds:5.1f}",
+                          "Horovod (issue 3556) / ours" + split))
+            if n == 16:
+                targets.append((seconds < 0.25, f"reset at 16 workers: {seconds * 1e3:.0f} ms "
+                                                "kill -> resumed (target < 250 ms)"))
+        self.scale_up()
+
+    def scale_up(self):
+        interval = 1.0
+        log("scale-up, 3 -> 4 workers")
+        with tempfile.TemporaryDirectory(prefix="hvdd-bench-grow-") as workdir:
+            proc, logs, hosts = self.start_elastic(workdir, 3, 4, interval)
+            try:
+                wait_steady(proc, logs, 3, timeout=120)
+                before = set(os.listdir(logs))
+                with open(hosts + ".new", "w") as f:
+                    f.write("localhost:4\n")
+                os.rename(hosts + ".new", hosts)
+                t_slot = time.time()
+                t_new = None
+                deadline = time.time() + 60
+                while t_new is None and time.time() < deadline and proc.poll() is None:
+                    for name in set(os.listdir(logs)) - before - {"stop"}:
+                        steps = read_steps(os.path.join(logs, name))
+                        if steps:
+                            t_new = steps[0]["t"]
+                    time.sleep(0.05)
+                if t_new is None:
+                    raise RuntimeError("the new worker never completed an allreduce")
+            finally:
+                self.stop_elastic(proc, logs, workdir)
+                check_output(workdir, proc)
+        seconds = t_new - t_slot
+        table.append(("reset", "scale-up 3->4 slot->step", f"{seconds * 1e3:9.0f} ms", "", "",
+                      f"discovery interval {interval * 1e3:.0f} ms included"))
+        targets.append((seconds < interval + 0.25,
+                        f"scale-up: {seconds * 1e3:.0f} ms from the new slot to the new worker's "
+                        f"first allreduce (target < interval {interval * 1e3:.0f} + 250 ms)"))
+
+    def torchrun(self):
+        if not os.path.exists(TORCHRUN):
+            log("no /usr/bin/torchrun: skipped")
+            return
+        n = 4
+        log(f"torchrun restart, {n} workers")
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_worker.py")
+        with tempfile.TemporaryDirectory(prefix="hvdd-bench-torch-") as workdir:
+            logs = os.path.join(workdir, "logs")
+            os.mkdir(logs)
+            out = open(os.path.join(workdir, "torchrun.out"), "w")
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+            proc = subprocess.Popen([TORCHRUN, "--standalone", "--nnodes", "1",
+                                     "--nproc_per_node", str(n), "--max_restarts", "3",
+                                     # torch 1.13 on Python 3.11 cannot parse the
+                                     # default "0" (enum iteration changed).
+                                     "--redirects", "1", "--tee", "1",
+                                     script, logs], stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env=env)
+            try:
+                seconds = measure_kill(proc, logs, n, lambda s: s["gen"] >= 1,
+                                       startup_timeout=240, survivors_only=False)
+            finally:
+                self.stop_elastic(proc, logs, workdir)
+        table.append(("reset", f"torchrun {n} workers kill->resumed", "",
+                      f"{seconds * 1e3:9.0f} ms", "", "torchrun restarts the group (peer)"))
+
+    # ---- 4: daemon scale --------------------------------------------------
+    def scale(self):
+        counts = (1024, 4096) if QUICK else (1024, 4096, 10000)
+        for n in counts:
+            log(f"daemon scale, {n} simulated workers")
+            code, output = run([self.bin("bench_scale_load"), "--daemon-binary",
+                                self.bin("bench_scale_daemon"), "--workers", str(n)],
+                               timeout=600)
+            rows = results(output, "scale")
+            if not rows:
+                raise RuntimeError(f"scale benchmark at {n} workers exited {code}:\n{output}")
+            r = rows[0]
+            ok = code == 0 and r["errors"] == "0"
+            note = (f"threads {r['threads']}, {r['connections']} connections"
+                    if ok else "ERRORS: " + output.strip().splitlines()[-1])
+            table.append(("scale", f"{n:5d} workers ready", f"{float(r['ready_s']) * 1e3:9.0f} ms",
+                          "", "", f"bootstrap {float(r['bootstrap_s']) * 1e3:.0f} ms, " + note))
+            table.append(("scale", f"{n:5d} workers daemon RSS",
+                          f"{float(r['rss_hwm_mb']):9.1f} MB", "", "", "VmHWM"))
+            if n == 4096:
+                targets.append((ok and float(r["ready_s"]) < 2.0,
+                                f"4,096 workers ready in {float(r['ready_s']):.2f} s "
+                                "(target < 2 s)"))
+                targets.append((ok and float(r["rss_hwm_mb"]) < 300,
+                                f"daemon peak RSS at 4,096 workers {float(r['rss_hwm_mb']):.0f} MB "
+                                "(target < 300 MB)"))
+            if n == 10000:
+                targets.append((ok, "10,000 workers: " + ("works" if ok else "FAILED")))
+
+
+def human(size):
+    return f"{size >> 20} MiB" if size >= (1 << 20) else f"{size >> 10} KiB"
+
+
+def read_steps(path):
+    steps = []
+    try:
+        with open(path) as f:
+            for line in f:
+                m = STEP.match(line)
+                if m:
+                    steps.append({"t": float(m.group(1)), "rank": int(m.group(2)),
+                                  "size": int(m.group(3)), "gen": int(m.group(4))})
+    except FileNotFoundError:
+        pass
+    return steps
+
+
+def worker_logs(logs):
+    out = {}
+    for name in os.listdir(logs):
+        m = re.match(r"w-(\d+)\.log$", name)
+        if m:
+            out[int(m.group(1))] = os.path.join(logs, name)
+    return out
+
+
+def wait_steady(proc, logs, n, timeout):
+    """Waits until n workers log steps of an n-sized group; returns pid -> last step."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the job ended (exit {proc.returncode}) before it was running")
+        last = {}
+        for pid, path in worker_logs(logs).items():
+            steps = read_steps(path)
+            if steps and steps[-1]["size"] == n:
+                last[pid] = steps[-1]
+        if len(last) == n:
+            # A few more steps, so every ring is warm.
+            time.sleep(0.5)
+            return last
+        time.sleep(0.1)
+    raise RuntimeError(f"{n} workers were not all running within {timeout} s")
+
+
+def measure_kill(proc, logs, n, resumed, startup_timeout, survivors_only=True):
+    """SIGKILLs the worker with the highest rank; returns seconds from the
+    kill until every other worker (or, with survivors_only=False, every
+    worker of the restarted group) logged a step that `resumed` accepts."""
+    last = wait_steady(proc, logs, n, startup_timeout)
+    victim = max(last, key=lambda pid: last[pid]["rank"])
+    t_kill = time.time()
+    os.kill(victim, signal.SIGKILL)
+    want = n - 1 if survivors_only else n
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        firsts = {}
+        for pid, path in worker_logs(logs).items():
+            if pid == victim:
+                continue
+            after = [s for s in read_steps(path) if s["t"] > t_kill and resumed(s)]
+            if after:
+                firsts[pid] = after[0]["t"]
+        if len(firsts) >= want:
+            return max(sorted(firsts.values())[:want]) - t_kill
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise RuntimeError(f"the job did not resume within 120 s of the kill (exit {proc.poll()})")
+
+
+def check_output(workdir, proc):
+    if proc.returncode not in (0, None, -signal.SIGTERM):
+        path = os.path.join(workdir, "horovodrun.out")
+        with open(path) as f:
+            log(f"horovodrun exited {proc.returncode}; its last output:\n" + f.read()[-2000:])
+
+
+def print_table():
+    print()
+    print(f"{'part':<10} {'case':<32} {'ours':>24} {'peer':>24} {'ratio':>6}  note")
+    print("-" * 120)
+    for section, name, ours, peer, ratio, note in table:
+        print(f"{section:<10} {name:<32} {ours:>24} {peer:>24} {ratio:>6}  {note}")
+    print()
+    for passed, text in targets:
+        print(f"{'PASS' if passed else 'FAIL'}  {text}")
+    sys.stdout.flush()
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    wanted = sys.argv[2:] or PARTS
+    unknown = [p for p in wanted if p not in PARTS]
+    if unknown:
+        print(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}",
+              file=sys.stderr)
+        return 2
+    bench = Bench(os.path.abspath(sys.argv[1]))
+    failed = []
+    for part in PARTS:
+        if part not in wanted:
+            continue
+        try:
+            getattr(bench, part)()
+        except Exception as e:  # one broken part must not hide the others' numbers
+            log(f"{part} failed: {e}")
+            failed.append(part)
+    print_table()
+    if failed:
+        print(f"parts that failed to run: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

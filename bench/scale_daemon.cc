@@ -1,0 +1,248 @@
+// The daemon side of the scale benchmark (bench/scale_load.cc drives it).
+//
+// This is horovodd's own job manager, job drivers and WorkerService (the code
+// that handles rendezvous, key-value traffic and notification streams), served
+// over gRPC exactly as horovodd serves them. Only the launcher differs: instead
+// of fork/exec'ing N worker processes (10,000 real processes do not fit on a
+// small machine, and process start-up is not what this measures) it records
+// each launch and prints the worker's identity on stdout, so the load
+// generator can play that worker over gRPC. The job service, journal and
+// metrics endpoint are not served: no client calls them during the benchmark.
+//
+// Protocol on stdin/stdout (one line each):
+//   out: ADDR <host:port>                      once serving
+//   in:  GO                                    submit the job now
+//   out: LAUNCH <job_id> <worker_id> <token>   one per worker ("-" = no token)
+//   in:  QUIT                                  report and exit
+//   out: STATS rss_hwm_kb=<VmHWM> rss_kb=<VmRSS> threads=<Threads> cpu_s=<user+sys>
+//        launch_span_s=<first to last launch> ready_s=<submit to generation ready>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/auth_policy.h"
+#include "daemon/daemon_config.h"
+#include "daemon/job_manager.h"
+#include "daemon/job_observer.h"
+#include "daemon/launcher.h"
+#include "daemon/worker_service.h"
+
+namespace horovodd::bench {
+namespace {
+
+using daemon::ExitInfo;
+using daemon::LaunchedProcess;
+using daemon::ProcessCallbacks;
+using daemon::WorkerLaunch;
+
+// Records launches instead of starting processes. A signal "kills" the
+// recorded worker: its exit is reported as the real launcher would.
+class RecordingLauncher final : public daemon::Launcher {
+ public:
+  absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
+                                         ProcessCallbacks callbacks) override {
+    auto env_or = [&](const char* name, const char* fallback) {
+      auto it = launch.spec.env.find(name);
+      return it == launch.spec.env.end() || it->second.empty() ? std::string(fallback)
+                                                               : it->second;
+    };
+    const std::string line =
+        absl::StrCat("LAUNCH ", env_or("HOROVODD_JOB_ID", "?"), " ",
+                     env_or("HOROVODD_WORKER_ID", "?"), " ",
+                     env_or("HOROVODD_WORKER_TOKEN", "-"), "\n");
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fflush(stdout);
+    const auto now = std::chrono::steady_clock::now();
+    if (next_handle_ == 1) first_launch_ = now;
+    last_launch_ = now;
+    const int64_t handle = next_handle_++;
+    callbacks_[handle] = std::move(callbacks);
+    return LaunchedProcess{handle, static_cast<int>(handle)};
+  }
+
+  // Seconds from the first launch to the last: the driver's launch loop.
+  double launch_span_s() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::chrono::duration<double>(last_launch_ - first_launch_).count();
+  }
+
+  absl::Status Signal(int64_t handle, int sig) override {
+    ProcessCallbacks callbacks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = callbacks_.find(handle);
+      if (it == callbacks_.end()) return absl::NotFoundError("worker already ended");
+      callbacks = std::move(it->second);
+      callbacks_.erase(it);
+    }
+    ExitInfo exit;
+    exit.signal = sig;
+    if (callbacks.on_exit) callbacks.on_exit(exit);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::mutex mu_;
+  int64_t next_handle_ = 1;
+  std::map<int64_t, ProcessCallbacks> callbacks_;
+  std::chrono::steady_clock::time_point first_launch_, last_launch_;
+};
+
+// When the daemon itself saw the job submitted and its first generation
+// ready (all rendezvous answered), to tell the daemon's time from the load
+// generator's.
+class ReadyObserver final : public daemon::JobObserver {
+ public:
+  void OnJobSubmitted(const std::string&, const v1::JobSpec&, absl::Time created) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    submitted_ = created;
+  }
+  void OnJobEvent(const std::string&, const v1::JobEvent& event) override {
+    if (event.kind() != v1::JobEvent::MEMBERSHIP) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ready_ == absl::InfinitePast()) ready_ = absl::Now();
+  }
+  double ready_s() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ready_ == absl::InfinitePast() ? -1 : absl::ToDoubleSeconds(ready_ - submitted_);
+  }
+
+ private:
+  std::mutex mu_;
+  absl::Time submitted_ = absl::InfinitePast();
+  absl::Time ready_ = absl::InfinitePast();
+};
+
+// "Name:   1234 kB" lines of /proc/self/status, as a number.
+std::string ProcStatus(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) {
+      std::string value = line.substr(field.size() + 1);
+      const auto first = value.find_first_not_of(" \t");
+      const auto last = value.find_first_of(" \t", first);
+      return value.substr(first, last == std::string::npos ? last : last - first);
+    }
+  }
+  return "0";
+}
+
+int Main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s WORKERS SLOTS_PER_HOST\n", argv[0]);
+    return 2;
+  }
+  const int workers = std::atoi(argv[1]);
+  const int slots = std::atoi(argv[2]);
+  if (workers < 1 || slots < 1) {
+    std::fprintf(stderr, "WORKERS and SLOTS_PER_HOST must be positive integers\n");
+    return 2;
+  }
+
+  // The limits an operator raises for jobs this big (config `limits`); the
+  // rest are horovodd's defaults. All simulated workers connect from
+  // 127.0.0.1, so the per-client stream cap must hold all of them.
+  daemon::DaemonLimits limits;
+  limits.max_workers_per_job = std::max(limits.max_workers_per_job, workers);
+  limits.max_attach_streams_per_client = std::max(limits.max_attach_streams_per_client, workers);
+  limits.max_kv_waiters_per_job = std::max(limits.max_kv_waiters_per_job, 2 * workers);
+  daemon::KvLimits kv_limits;
+  kv_limits.max_waiters = limits.max_kv_waiters_per_job;
+
+  RecordingLauncher launcher;
+  ReadyObserver observer;
+  daemon::JobManager jobs(&launcher, &observer);
+  jobs.set_kv_limits(kv_limits);
+  auto access = daemon::AccessPolicy::Create(daemon::AuthSettings{}, "");
+  if (!access.ok()) {
+    std::fprintf(stderr, "auth: %s\n", access.status().ToString().c_str());
+    return 1;
+  }
+  (*access)->set_worker_token_check(
+      [&jobs](absl::string_view token) { return jobs.IsWorkerToken(token); });
+  daemon::WorkerServiceImpl worker_service(&jobs, access->get());
+  worker_service.set_limits(limits);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&worker_service);
+  builder.SetMaxReceiveMessageSize(limits.max_message_bytes);  // as horovodd
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    std::fprintf(stderr, "cannot listen on 127.0.0.1\n");
+    return 1;
+  }
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  jobs.set_worker_address(address);
+  std::printf("ADDR %s\n", address.c_str());
+  std::fflush(stdout);
+
+  // Hosts named by address, so no name lookup is timed; `slots` workers each.
+  v1::JobSpec spec;
+  spec.add_argv("scale-bench-stand-in");
+  spec.set_num_proc(workers);
+  spec.set_min_np(workers);
+  spec.set_max_np(workers);
+  spec.set_elastic(true);
+  for (int placed = 0, host = 0; placed < workers; placed += slots, ++host) {
+    auto* h = spec.mutable_discovery()->add_hosts();
+    h->set_host(absl::StrCat("10.", 1 + host / 65536, ".", (host / 256) % 256, ".", host % 256));
+    h->set_slots(std::min(slots, workers - placed));
+  }
+  spec.mutable_discovery()->set_interval_seconds(1);
+  spec.mutable_discovery()->set_script_timeout_seconds(10);
+  spec.set_elastic_timeout_seconds(600);
+  spec.set_start_timeout_seconds(600);
+  spec.set_liveness_timeout_seconds(60);
+  spec.set_blacklist_cooldown_min_seconds(10);
+  spec.set_blacklist_cooldown_max_seconds(300);
+
+  std::string command;
+  while (std::getline(std::cin, command)) {
+    if (command == "GO") {
+      auto id = jobs.Submit(spec);
+      if (!id.ok()) {
+        std::fprintf(stderr, "submit failed: %s\n", id.status().ToString().c_str());
+        return 1;
+      }
+    } else if (command == "QUIT") {
+      break;
+    }
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double cpu_s = usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 +
+                       usage.ru_stime.tv_sec + usage.ru_stime.tv_usec * 1e-6;
+  std::printf("STATS rss_hwm_kb=%s rss_kb=%s threads=%s cpu_s=%.2f launch_span_s=%.3f ready_s=%.3f\n",
+              ProcStatus("VmHWM").c_str(), ProcStatus("VmRSS").c_str(),
+              ProcStatus("Threads").c_str(), cpu_s, launcher.launch_span_s(), observer.ready_s());
+  std::fflush(stdout);
+  // Tearing down thousands of streams is not what is measured.
+  _exit(0);
+}
+
+}  // namespace
+}  // namespace horovodd::bench
+
+int main(int argc, char** argv) {
+  // As horovodd does (DaemonServer::Start): Debian's Abseil checks lock order
+  // on every absl::Mutex lock (gRPC's too) unless told not to.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return horovodd::bench::Main(argc, argv);
+}

@@ -1,0 +1,427 @@
+// Daemon scale benchmark: plays N workers of one job against one daemon
+// (bench/scale_daemon.cc: horovodd's job manager and WorkerService with a
+// launcher that records launches instead of starting processes).
+//
+// Each simulated worker does what the runtime does on start: opens its Attach
+// stream (hello, then heartbeats), asks for its rendezvous, then does the
+// key-value traffic of a ring bootstrap (sets its own address key, reads its
+// two neighbours'). All of it runs on gRPC's callback API: a handful of
+// threads, whatever N is. One TCP connection per worker by default, as real
+// workers have; connections are opened before the clock starts.
+//
+// Prints one line (then "ERROR <first error>" if there was one):
+//   RESULT scale workers=N connections=.. launched_s=.. ready_s=.. bootstrap_s=..
+//          attached=.. rss_hwm_mb=.. threads=.. daemon_cpu_s=.. daemon_launch_s=..
+//          daemon_ready_s=.. errors=..
+// ready_s: from the submit to the last rendezvous answer received (generation
+// ready); bootstrap_s: to the last neighbour key read (every ring could
+// connect); launched_s: to the last launch we heard of; attached: workers
+// whose Attach stream delivered a notification; the daemon_* figures and the
+// RSS and threads are the daemon's own (daemon_ready_s: its MEMBERSHIP event).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "horovodd.grpc.pb.h"
+
+namespace horovodd::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The stand-in daemon as a child process with its stdin/stdout piped to us.
+struct DaemonProcess {
+  pid_t pid = -1;
+  FILE* in = nullptr;   // its stdin
+  FILE* out = nullptr;  // its stdout
+
+  bool Start(const std::string& binary, int workers, int slots) {
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) return false;
+    pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      dup2(to_child[0], 0);
+      dup2(from_child[1], 1);
+      close(to_child[1]);
+      close(from_child[0]);
+      const std::string w = std::to_string(workers), s = std::to_string(slots);
+      execl(binary.c_str(), binary.c_str(), w.c_str(), s.c_str(), static_cast<char*>(nullptr));
+      std::perror(binary.c_str());
+      _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    in = fdopen(to_child[1], "w");
+    out = fdopen(from_child[0], "r");
+    return in != nullptr && out != nullptr;
+  }
+  void Send(const char* line) {
+    std::fprintf(in, "%s\n", line);
+    std::fflush(in);
+  }
+  // One line without the newline; empty at EOF.
+  std::string ReadLine() {
+    char buf[512];
+    if (std::fgets(buf, sizeof(buf), out) == nullptr) return "";
+    std::string line(buf);
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    return line;
+  }
+  // Gives it `grace_s` to exit by itself after QUIT (a profiler wrapping it
+  // needs the time to write its data), then kills it.
+  void Kill(double grace_s = 0) {
+    for (int i = 0; pid > 0 && i < grace_s * 100; ++i) {
+      if (waitpid(pid, nullptr, WNOHANG) == pid) {
+        pid = -1;
+        return;
+      }
+      usleep(10000);
+    }
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+  }
+};
+
+struct Shared {
+  std::mutex mu;
+  std::condition_variable cv;
+  int rendezvous_done = 0;   // guarded by mu
+  int bootstrap_done = 0;    // guarded by mu
+  int errors = 0;            // guarded by mu
+  std::string first_error;   // guarded by mu
+  double last_ready_s = 0;   // guarded by mu
+  double last_bootstrap_s = 0;  // guarded by mu
+  Clock::time_point start;
+
+  void Error(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (errors++ == 0) first_error = what;
+    cv.notify_all();
+  }
+};
+
+std::string AddressValue(int rank) { return absl::StrCat("10.0.0.1:", 20000 + rank); }
+
+// One simulated worker: its Attach stream is this reactor; its unary calls
+// chain from the rendezvous answer.
+class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
+ public:
+  SimWorker(v1::WorkerService::Stub* stub, Shared* shared, v1::WorkerIdentity who)
+      : stub_(stub), shared_(shared), who_(std::move(who)) {}
+
+  void Start() {
+    hello_.mutable_hello()->CopyFrom(who_);
+    stub_->async()->Attach(&attach_context_, this);
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      writing_ = true;
+    }
+    StartWrite(&hello_);
+    StartRead(&notification_);
+    // Heartbeats start writes from outside the reactor's callbacks, so the
+    // stream stays held open until the process exits.
+    AddHold();
+    StartCall();
+
+    rendezvous_request_.mutable_who()->CopyFrom(who_);
+    rendezvous_request_.set_after_generation(0);
+    stub_->async()->Rendezvous(&rendezvous_context_, &rendezvous_request_, &rendezvous_response_,
+                               [this](grpc::Status status) { OnRendezvous(status); });
+  }
+
+  // From the heartbeat thread: skipped while a write is in flight.
+  void Heartbeat(int64_t generation) {
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      if (writing_ || done_) return;
+      writing_ = true;
+    }
+    heartbeat_.mutable_heartbeat()->set_generation(generation);
+    StartWrite(&heartbeat_);
+  }
+
+  void OnWriteDone(bool) override {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    writing_ = false;
+  }
+  void OnReadDone(bool ok) override {
+    if (ok) {
+      notifications_.fetch_add(1);
+      StartRead(&notification_);
+    }
+  }
+  void OnDone(const grpc::Status&) override {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    done_ = true;
+  }
+  void Cancel() { attach_context_.TryCancel(); }
+  int notifications() const { return notifications_.load(); }
+
+ private:
+  void OnRendezvous(const grpc::Status& status) {
+    if (!status.ok()) {
+      shared_->Error(absl::StrCat("rendezvous of worker ", who_.worker_id(), ": ",
+                                  status.error_message()));
+      return;
+    }
+    rank_ = rendezvous_response_.rank();
+    size_ = rendezvous_response_.size();
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      ++shared_->rendezvous_done;
+      shared_->last_ready_s = SecondsSince(shared_->start);
+    }
+    set_request_.mutable_who()->CopyFrom(who_);
+    set_request_.set_generation(rendezvous_response_.generation());
+    set_request_.set_key(absl::StrCat("bench/addr/", rank_));
+    set_request_.set_value(AddressValue(rank_));
+    stub_->async()->KvSet(&set_context_, &set_request_, &set_response_,
+                          [this](grpc::Status status) { OnKvSet(status); });
+  }
+
+  void OnKvSet(const grpc::Status& status) {
+    if (!status.ok()) {
+      shared_->Error(absl::StrCat("KvSet of rank ", rank_, ": ", status.error_message()));
+      return;
+    }
+    get_request_.mutable_who()->CopyFrom(who_);
+    get_request_.set_generation(rendezvous_response_.generation());
+    get_request_.add_keys(absl::StrCat("bench/addr/", Left()));
+    get_request_.add_keys(absl::StrCat("bench/addr/", Right()));
+    get_request_.set_timeout_seconds(120);
+    stub_->async()->KvGet(&get_context_, &get_request_, &get_response_,
+                          [this](grpc::Status status) { OnKvGet(status); });
+  }
+
+  void OnKvGet(const grpc::Status& status) {
+    if (!status.ok()) {
+      shared_->Error(absl::StrCat("KvGet of rank ", rank_, ": ", status.error_message()));
+      return;
+    }
+    if (get_response_.values_size() != 2 || get_response_.values(0) != AddressValue(Left()) ||
+        get_response_.values(1) != AddressValue(Right())) {
+      shared_->Error(absl::StrCat("rank ", rank_, " read wrong neighbour addresses"));
+      return;
+    }
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    ++shared_->bootstrap_done;
+    shared_->last_bootstrap_s = SecondsSince(shared_->start);
+    shared_->cv.notify_all();
+  }
+
+  int Left() const { return (rank_ + size_ - 1) % size_; }
+  int Right() const { return (rank_ + 1) % size_; }
+
+  v1::WorkerService::Stub* const stub_;
+  Shared* const shared_;
+  const v1::WorkerIdentity who_;
+  int rank_ = -1, size_ = 0;
+
+  grpc::ClientContext attach_context_;
+  v1::WorkerMessage hello_, heartbeat_;
+  v1::DaemonMessage notification_;
+  std::atomic<int> notifications_{0};
+  std::mutex write_mu_;
+  bool writing_ = false;  // guarded by write_mu_
+  bool done_ = false;     // guarded by write_mu_
+
+  grpc::ClientContext rendezvous_context_;
+  v1::RendezvousRequest rendezvous_request_;
+  v1::RendezvousResponse rendezvous_response_;
+  grpc::ClientContext set_context_;
+  v1::KvSetRequest set_request_;
+  v1::KvSetResponse set_response_;
+  grpc::ClientContext get_context_;
+  v1::KvGetRequest get_request_;
+  v1::KvGetResponse get_response_;
+};
+
+struct Options {
+  std::string daemon_binary;
+  int workers = 1024;
+  int slots = 8;
+  int workers_per_connection = 1;
+  int heartbeat_ms = 500;  // the runtime's default
+  double timeout_s = 300;
+};
+
+bool ParseOptions(int argc, char** argv, Options& o) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--daemon-binary") o.daemon_binary = value;
+    else if (flag == "--workers") o.workers = std::atoi(value.c_str());
+    else if (flag == "--slots") o.slots = std::atoi(value.c_str());
+    else if (flag == "--workers-per-connection") o.workers_per_connection = std::atoi(value.c_str());
+    else if (flag == "--heartbeat-ms") o.heartbeat_ms = std::atoi(value.c_str());
+    else if (flag == "--timeout") o.timeout_s = std::atof(value.c_str());
+    else {
+      std::fprintf(stderr, "unknown option %s\n", flag.c_str());
+      return false;
+    }
+  }
+  if ((argc - 1) % 2 != 0 || o.daemon_binary.empty() || o.workers < 1 || o.slots < 1 ||
+      o.workers_per_connection < 1 || o.heartbeat_ms < 1) {
+    std::fprintf(stderr,
+                 "usage: %s --daemon-binary PATH [--workers N] [--slots N]"
+                 " [--workers-per-connection N] [--heartbeat-ms MS] [--timeout S]\n",
+                 argv[0]);
+    return false;
+  }
+  return true;
+}
+
+int Main(int argc, char** argv) {
+  Options options;
+  if (!ParseOptions(argc, argv, options)) return 2;
+  signal(SIGPIPE, SIG_IGN);
+
+  DaemonProcess daemon;
+  if (!daemon.Start(options.daemon_binary, options.workers, options.slots)) {
+    std::fprintf(stderr, "cannot start %s\n", options.daemon_binary.c_str());
+    return 1;
+  }
+  const std::string addr_line = daemon.ReadLine();
+  if (addr_line.rfind("ADDR ", 0) != 0) {
+    std::fprintf(stderr, "stand-in daemon did not start: '%s'\n", addr_line.c_str());
+    daemon.Kill();
+    return 1;
+  }
+  const std::string address = addr_line.substr(5);
+
+  // Separate subchannel pools give each channel its own TCP connection.
+  const int connections =
+      (options.workers + options.workers_per_connection - 1) / options.workers_per_connection;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs;
+  for (int i = 0; i < connections; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60))) {
+      std::fprintf(stderr, "connection %d to %s failed\n", i, address.c_str());
+      daemon.Kill();
+      return 1;
+    }
+    stubs.push_back(v1::WorkerService::NewStub(channel));
+    channels.push_back(std::move(channel));
+  }
+
+  Shared shared;
+  std::vector<std::unique_ptr<SimWorker>> workers;
+  workers.reserve(options.workers);
+  std::mutex workers_mu;  // the heartbeat thread reads `workers` while it grows
+  shared.start = Clock::now();
+  daemon.Send("GO");
+  double last_launch_s = 0;
+  for (int i = 0; i < options.workers; ++i) {
+    const std::string line = daemon.ReadLine();
+    std::vector<std::string> parts = absl::StrSplit(line, ' ');
+    if (parts.size() != 4 || parts[0] != "LAUNCH") {
+      std::fprintf(stderr, "unexpected line from the stand-in daemon: '%s'\n", line.c_str());
+      daemon.Kill();
+      _exit(1);
+    }
+    v1::WorkerIdentity who;
+    who.set_job_id(parts[1]);
+    who.set_worker_id(std::atoll(parts[2].c_str()));
+    if (parts[3] != "-") who.set_token(parts[3]);
+    auto worker = std::make_unique<SimWorker>(
+        stubs[i / options.workers_per_connection].get(), &shared, who);
+    SimWorker* started = worker.get();
+    {
+      std::lock_guard<std::mutex> lock(workers_mu);
+      workers.push_back(std::move(worker));
+    }
+    started->Start();
+    last_launch_s = SecondsSince(shared.start);
+    if (i == 0) {
+      // The heartbeat thread starts with the first worker.
+      std::thread([&] {
+        while (true) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(options.heartbeat_ms));
+          std::lock_guard<std::mutex> lock(workers_mu);
+          for (auto& w : workers) w->Heartbeat(1);
+        }
+      }).detach();
+    }
+  }
+
+  bool complete = false;
+  {
+    std::unique_lock<std::mutex> lock(shared.mu);
+    complete = shared.cv.wait_for(
+        lock, std::chrono::duration<double>(options.timeout_s),
+        [&] { return shared.errors > 0 || shared.bootstrap_done == options.workers; });
+  }
+  int notified = 0;
+  {
+    std::lock_guard<std::mutex> lock(workers_mu);
+    for (auto& w : workers) notified += w->notifications() > 0 ? 1 : 0;
+  }
+  daemon.Send("QUIT");
+  std::string stats = daemon.ReadLine();
+  daemon.Kill(/*grace_s=*/10);
+
+  long rss_hwm_kb = 0, threads = 0;
+  double daemon_cpu_s = 0, daemon_launch_s = 0, daemon_ready_s = 0;
+  for (absl::string_view part : absl::StrSplit(stats, ' ')) {
+    const std::string value(part.substr(part.find('=') + 1));
+    if (absl::ConsumePrefix(&part, "rss_hwm_kb=")) rss_hwm_kb = std::atol(value.c_str());
+    if (absl::ConsumePrefix(&part, "threads=")) threads = std::atol(value.c_str());
+    if (absl::ConsumePrefix(&part, "cpu_s=")) daemon_cpu_s = std::atof(value.c_str());
+    if (absl::ConsumePrefix(&part, "launch_span_s=")) daemon_launch_s = std::atof(value.c_str());
+    if (absl::ConsumePrefix(&part, "ready_s=")) daemon_ready_s = std::atof(value.c_str());
+  }
+  std::lock_guard<std::mutex> lock(shared.mu);
+  if (!complete && shared.errors == 0) {
+    shared.errors = 1;
+    shared.first_error = absl::StrCat("timed out after ", options.timeout_s, " s with ",
+                                      shared.rendezvous_done, " rendezvous and ",
+                                      shared.bootstrap_done, " bootstraps done");
+  }
+  std::printf(
+      "RESULT scale workers=%d connections=%d launched_s=%.3f ready_s=%.3f bootstrap_s=%.3f "
+      "attached=%d rss_hwm_mb=%.1f threads=%ld daemon_cpu_s=%.2f daemon_launch_s=%.3f "
+      "daemon_ready_s=%.3f errors=%d\n",
+      options.workers, connections, last_launch_s, shared.last_ready_s, shared.last_bootstrap_s,
+      notified, rss_hwm_kb / 1024.0, threads, daemon_cpu_s, daemon_launch_s, daemon_ready_s, shared.errors);
+  if (shared.errors > 0) std::printf("ERROR %s\n", shared.first_error.c_str());
+  std::fflush(stdout);
+  // Thousands of streams to a daemon that is gone: nothing worth tearing down.
+  _exit(shared.errors > 0 ? 1 : 0);
+}
+
+}  // namespace
+}  // namespace horovodd::bench
+
+int main(int argc, char** argv) {
+  // As horovodd does (DaemonServer::Start): Debian's Abseil checks lock order
+  // on every absl::Mutex lock (gRPC's too) unless told not to.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return horovodd::bench::Main(argc, argv);
+}
