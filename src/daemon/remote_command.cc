@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -17,6 +18,22 @@ namespace {
 constexpr size_t kMaxCommandBytes = 128 * 1024;
 
 bool HasNul(std::string_view text) { return text.find('\0') != std::string_view::npos; }
+
+bool IsSecret(std::string_view name) {
+  for (const char* secret : kRemoteSecretVariables) {
+    if (name == secret) return true;
+  }
+  return false;
+}
+
+// The secret variables `spec` sets, in kRemoteSecretVariables order.
+std::vector<std::string> SecretsOf(const LaunchSpec& spec) {
+  std::vector<std::string> names;
+  for (const char* secret : kRemoteSecretVariables) {
+    if (spec.env.count(secret) != 0) names.push_back(secret);
+  }
+  return names;
+}
 
 absl::Status CheckSpec(const LaunchSpec& spec) {
   if (spec.argv.empty() || spec.argv[0].empty()) {
@@ -39,6 +56,10 @@ absl::Status CheckSpec(const LaunchSpec& spec) {
           absl::StrCat("environment variable '", name,
                        "' is invalid (empty name, '=' in the name, or a "
                        "NUL byte)"));
+    }
+    if (IsSecret(name) && value.find('\n') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable '", name, "' holds a newline"));
     }
   }
   if (HasNul(spec.working_dir)) {
@@ -71,7 +92,19 @@ absl::StatusOr<std::string> RemoteLaunchCommand(const LaunchSpec& spec) {
   }
   absl::StrAppend(&command, "echo ", kRemotePidMarker, " $$ && exec env -i --");
   for (const auto& [name, value] : spec.env) {
+    if (IsSecret(name)) continue;
     absl::StrAppend(&command, " ", ShellQuote(absl::StrCat(name, "=", value)));
+  }
+  const std::vector<std::string> secrets = SecretsOf(spec);
+  if (!secrets.empty()) {
+    // A shell in the clean environment reads the secrets from stdin, exports
+    // them and becomes argv (exec keeps the pid all along).
+    std::string reads;
+    for (const std::string& name : secrets) {
+      absl::StrAppend(&reads, "IFS= read -r ", name, " && export ", name, " && ");
+    }
+    absl::StrAppend(&command, " /bin/sh -c ", ShellQuote(absl::StrCat(reads, "exec \"$@\"")),
+                    " sh");
   }
   for (const std::string& arg : spec.argv) absl::StrAppend(&command, " ", ShellQuote(arg));
   if (command.size() >= kMaxCommandBytes) {
@@ -81,6 +114,12 @@ absl::StatusOr<std::string> RemoteLaunchCommand(const LaunchSpec& spec) {
                      kMaxCommandBytes));
   }
   return command;
+}
+
+std::string RemoteLaunchStdin(const LaunchSpec& spec) {
+  std::string input;
+  for (const std::string& name : SecretsOf(spec)) absl::StrAppend(&input, spec.env.at(name), "\n");
+  return input;
 }
 
 std::string RemoteKillCommand(int pgid, int sig) {

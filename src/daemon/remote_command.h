@@ -31,7 +31,21 @@ inline constexpr char kRemotePidMarker[] = "horovodd-remote-pid";
 // INVALID_ARGUMENT for an empty argv, a NUL byte anywhere, a variable name that
 // is empty or holds '=', an argv[0] with '=' (env would take it for a
 // variable), or a command too long for a remote shell to accept.
+//
+// Secret variables (kRemoteSecretVariables, e.g. the job's worker token) are
+// not in the command: a command line is visible to every user of the host
+// (ps, /proc/PID/cmdline). The command reads them, one line each, from its
+// stdin (RemoteLaunchStdin) in the shell that execs argv, after `env -i`, so
+// they appear in no process's arguments.
 absl::StatusOr<std::string> RemoteLaunchCommand(const LaunchSpec& spec);
+
+// Environment variables that travel on stdin, never on a command line.
+inline constexpr const char* kRemoteSecretVariables[] = {"HOROVODD_WORKER_TOKEN"};
+
+// What the launcher writes to the command's stdin before closing it: the
+// values of spec's secret variables, one per line, in kRemoteSecretVariables
+// order (empty when it has none).
+std::string RemoteLaunchStdin(const LaunchSpec& spec);
 
 // Sends `sig` to process group `pgid`, or, where that is not a group, to the
 // process `pgid` alone.

@@ -82,7 +82,8 @@ RemoteProcess::~RemoteProcess() {
   // session_ goes last: it disconnects.
 }
 
-absl::Status RemoteProcess::Start(const std::string& command, absl::Duration timeout) {
+absl::Status RemoteProcess::Start(const std::string& command, const std::string& input,
+                                  absl::Duration timeout) {
   channel_ = ssh_channel_new(session());
   if (channel_ == nullptr) {
     return absl::UnavailableError(
@@ -97,7 +98,15 @@ absl::Status RemoteProcess::Start(const std::string& command, absl::Duration tim
     return absl::UnavailableError(
         absl::StrCat(host(), " refused to run the command: ", LastError()));
   }
-  ssh_channel_send_eof(channel_);  // an empty stdin, as /dev/null is for local workers
+  // Secrets, if any (RemoteLaunchStdin); then end-of-file, as /dev/null is
+  // for local workers. The session is still blocking here: all of it is sent.
+  if (!input.empty() &&
+      ssh_channel_write(channel_, input.data(), static_cast<uint32_t>(input.size())) !=
+          static_cast<int>(input.size())) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot send the worker's credentials to ", host(), ": ", LastError()));
+  }
+  ssh_channel_send_eof(channel_);
 
   // Drive the session here until the remote shell reports the pid.
   ssh_event event = ssh_event_new();

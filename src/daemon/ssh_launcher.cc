@@ -102,7 +102,8 @@ absl::StatusOr<LaunchedProcess> SshLauncher::Launch(const WorkerLaunch& launch,
   if (!session.ok()) return session.status();
   auto process = std::make_unique<Process>();
   process->remote = std::make_unique<RemoteProcess>(std::move(*session), std::move(callbacks));
-  if (absl::Status started = process->remote->Start(*command, options_.start_timeout);
+  if (absl::Status started =
+          process->remote->Start(*command, RemoteLaunchStdin(launch.spec), options_.start_timeout);
       !started.ok()) {
     return started;
   }

@@ -66,14 +66,22 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// Runs `command` with /bin/sh -c in `dir`, stdout and stderr into files.
-ShellResult RunShell(const std::string& command, const std::string& dir) {
+// Runs `command` with /bin/sh -c in `dir`, `input` as its stdin, stdout and
+// stderr into files.
+ShellResult RunShell(const std::string& command, const std::string& dir,
+                     const std::string& input = "") {
+  const std::string in_path = dir + "/in";
   const std::string out_path = dir + "/out";
   const std::string err_path = dir + "/err";
+  {
+    std::ofstream in(in_path);
+    in << input;
+  }
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    if (freopen(out_path.c_str(), "w", stdout) == nullptr ||
+    if (freopen(in_path.c_str(), "r", stdin) == nullptr ||
+        freopen(out_path.c_str(), "w", stdout) == nullptr ||
         freopen(err_path.c_str(), "w", stderr) == nullptr || chdir(dir.c_str()) != 0) {
       _exit(120);
     }
@@ -291,6 +299,32 @@ TEST_CASE("ParseRemotePidLine and SignalFromSshName", "[ssh]") {
   CHECK(SignalFromSshName("TERM") == SIGTERM);
   CHECK(SignalFromSshName("SEGV") == SIGSEGV);
   CHECK(SignalFromSshName("NOPE") == 0);
+}
+
+TEST_CASE("RemoteLaunchCommand: the worker token travels on stdin, never on a command line",
+          "[ssh]") {
+  TempDir dir;
+  LaunchSpec spec;
+  const std::string token = "0123456789abcdef0123456789abcdef";
+  spec.argv = {"sh", "-c", "echo self=$$ token=$HOROVODD_WORKER_TOKEN other=$OTHER"};
+  spec.env = {{"PATH", "/usr/bin:/bin"}, {"HOROVODD_WORKER_TOKEN", token}, {"OTHER", "x"}};
+  absl::StatusOr<std::string> command = RemoteLaunchCommand(spec);
+  REQUIRE(command.ok());
+  CHECK(command->find(token) == std::string::npos);
+  CHECK(RemoteLaunchStdin(spec) == token + "\n");
+
+  ShellResult result = RunShell(*command, dir.path(), RemoteLaunchStdin(spec));
+  std::vector<std::string> lines = absl::StrSplit(result.output, '\n', absl::SkipEmpty());
+  REQUIRE(lines.size() == 2);
+  // Still the process's own pid, with the token and the rest of the environment.
+  const std::optional<int> pid = ParseRemotePidLine(lines[0]);
+  REQUIRE(pid.has_value());
+  CHECK(lines[1] == absl::StrCat("self=", *pid, " token=", token, " other=x"));
+
+  // No secret: nothing on stdin, and the command is the plain one.
+  spec.env.erase("HOROVODD_WORKER_TOKEN");
+  CHECK(RemoteLaunchStdin(spec).empty());
+  CHECK(RemoteLaunchCommand(spec)->find("read -r") == std::string::npos);
 }
 
 }  // namespace
