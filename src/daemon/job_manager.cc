@@ -42,6 +42,7 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   if (!worker_token.ok()) return worker_token.status();
   std::shared_ptr<JobDriver> driver;
   std::string id;
+  std::vector<std::shared_ptr<JobDriver>> forgotten;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutting_down_) return absl::UnavailableError("daemon is shutting down");
@@ -51,10 +52,33 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
                    worker_env_, kv_limits_},
         spec);
     jobs_[id] = driver;
+    forgotten = ForgetOldEndedLocked();
   }
+  forgotten.clear();  // outside the lock: destroying a driver joins its loop
   if (observer_ != nullptr) observer_->OnJobSubmitted(id, spec, absl::Now());
   driver->Start();
   return id;
+}
+
+std::vector<std::shared_ptr<JobDriver>> JobManager::ForgetOldEndedLocked() {
+  // Job numbers give the submission order of live and archived jobs alike.
+  std::map<int64_t, std::string> ended;
+  for (const auto& [id, driver] : jobs_) {
+    if (driver->Ended()) ended.emplace(JobNumber(id), id);
+  }
+  for (const auto& [id, job] : archived_) ended.emplace(JobNumber(id), id);
+  std::vector<std::shared_ptr<JobDriver>> forgotten;
+  size_t excess = ended.size() > kMaxEndedJobs ? ended.size() - kMaxEndedJobs : 0;
+  for (auto it = ended.begin(); excess > 0; ++it, --excess) {
+    auto live = jobs_.find(it->second);
+    if (live != jobs_.end()) {
+      forgotten.push_back(std::move(live->second));
+      jobs_.erase(live);
+    } else {
+      archived_.erase(it->second);
+    }
+  }
+  return forgotten;
 }
 
 void JobManager::AddArchived(std::vector<ArchivedJob> jobs) {

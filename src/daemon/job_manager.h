@@ -65,7 +65,15 @@ class JobManager {
   // `grace` plus the kill time) until their workers are gone.
   void Shutdown(const std::string& reason, absl::Duration grace);
 
+  // Ended jobs (live and archived together) kept in memory; past it the
+  // oldest are forgotten at the next submit (the journal keeps as many).
+  static constexpr size_t kMaxEndedJobs = 1000;
+
  private:
+  // Removes the oldest ended jobs beyond kMaxEndedJobs; returns the drivers
+  // so that they are destroyed (their loops joined) outside mu_.
+  std::vector<std::shared_ptr<JobDriver>> ForgetOldEndedLocked();
+
   Launcher* const launcher_;
   JobObserver* const observer_;
   std::string worker_address_;

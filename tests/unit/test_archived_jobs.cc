@@ -246,6 +246,28 @@ TEST_CASE("New jobs are numbered after the archived ones; an ended job cannot be
   CHECK(daemon.ListedIds() == std::vector<std::string>{"job-3", "job-7", "job-8"});
 }
 
+TEST_CASE("Past the cap on ended jobs, the oldest are forgotten, so memory stays bounded") {
+  TestDaemon daemon;
+  std::vector<ArchivedJob> earlier(JobManager::kMaxEndedJobs);
+  for (size_t i = 0; i < earlier.size(); ++i) {
+    earlier[i].status.set_job_id(absl::StrCat("job-", i + 1));
+    earlier[i].status.set_state(v1::SUCCEEDED);
+  }
+  daemon.jobs().AddArchived(std::move(earlier));
+  // At the cap: nothing is forgotten yet.
+  const std::string first = daemon.Submit(LocalSpec({"/bin/true"}));
+  daemon.AwaitEnded(first);
+  v1::JobStatus status;
+  CHECK(daemon.Get("job-1", &status).ok());
+  // One more ended job than the cap: the oldest (job-1) goes, the rest stay.
+  const std::string second = daemon.Submit(LocalSpec({"/bin/true"}));
+  daemon.AwaitEnded(second);
+  CHECK(daemon.Get("job-1", &status).error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(daemon.Get("job-2", &status).ok());
+  CHECK(daemon.Get(first, &status).ok());
+  CHECK(daemon.ListedIds().size() == JobManager::kMaxEndedJobs + 1);  // + the newest
+}
+
 TEST_CASE("A job the daemon ran is recovered from its journal after a restart") {
   TempDir state_dir;
   v1::JobStatus live;
