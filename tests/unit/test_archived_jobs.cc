@@ -17,6 +17,7 @@
 #include "daemon/local_launcher.h"
 #include "horovodd.grpc.pb.h"
 #include "journal_test_support.h"
+#include "job_spec_support.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -127,22 +128,7 @@ class TestDaemon {
 };
 
 v1::JobSpec LocalSpec(std::vector<std::string> argv) {
-  v1::JobSpec spec;
-  for (auto& arg : argv) spec.add_argv(std::move(arg));
-  spec.set_num_proc(1);
-  spec.set_min_np(1);
-  spec.set_max_np(1);
-  auto* host = spec.mutable_discovery()->add_hosts();
-  host->set_host("localhost");
-  host->set_slots(1);
-  spec.mutable_discovery()->set_interval_seconds(1);
-  spec.mutable_discovery()->set_script_timeout_seconds(10);
-  spec.set_elastic_timeout_seconds(60);
-  spec.set_start_timeout_seconds(60);
-  spec.set_liveness_timeout_seconds(60);
-  spec.set_blacklist_cooldown_min_seconds(1);
-  spec.set_blacklist_cooldown_max_seconds(10);
-  return spec;
+  return horovodd::testing::OneLocalWorkerSpec(std::move(argv));
 }
 
 ArchivedJob Archived(const std::string& id, v1::JobState state, const std::string& reason,

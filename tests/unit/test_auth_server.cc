@@ -15,6 +15,7 @@
 #include "cli/client_credentials.h"
 #include "daemon/daemon_server.h"
 #include "horovodd.grpc.pb.h"
+#include "job_spec_support.h"
 
 using namespace horovodd;
 namespace fs = std::filesystem;
@@ -78,23 +79,7 @@ void SetDeadline(grpc::ClientContext& context) {
 }
 
 v1::JobSpec Spec(std::vector<std::string> argv) {
-  v1::JobSpec spec;
-  for (auto& arg : argv) spec.add_argv(arg);
-  spec.set_num_proc(1);
-  spec.set_min_np(1);
-  spec.set_max_np(1);
-  auto* host = spec.mutable_discovery()->add_hosts();
-  host->set_host("localhost");
-  host->set_slots(1);
-  spec.mutable_discovery()->set_default_slots(1);
-  spec.mutable_discovery()->set_interval_seconds(1);
-  spec.mutable_discovery()->set_script_timeout_seconds(10);
-  spec.set_elastic_timeout_seconds(60);
-  spec.set_start_timeout_seconds(60);
-  spec.set_liveness_timeout_seconds(60);
-  spec.set_blacklist_cooldown_min_seconds(1);
-  spec.set_blacklist_cooldown_max_seconds(2);
-  return spec;
+  return testing::OneLocalWorkerSpec(std::move(argv));
 }
 
 grpc::Status Submit(v1::JobService::Stub& stub, const v1::JobSpec& spec, std::string* id) {

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "daemon/daemon_server.h"
 #include "horovodd.grpc.pb.h"
+#include "job_spec_support.h"
 
 using namespace horovodd;
 
@@ -92,21 +93,8 @@ struct TestDaemon {
 };
 
 v1::JobSpec Spec(std::vector<std::string> argv) {
-  v1::JobSpec spec;
-  for (auto& arg : argv) spec.add_argv(arg);
-  spec.set_num_proc(1);
-  spec.set_min_np(1);
-  spec.set_max_np(1);
-  auto* host = spec.mutable_discovery()->add_hosts();
-  host->set_host("localhost");
-  host->set_slots(1);
-  spec.mutable_discovery()->set_interval_seconds(1);
-  spec.mutable_discovery()->set_script_timeout_seconds(10);
-  spec.set_elastic_timeout_seconds(60);
-  spec.set_start_timeout_seconds(60);
+  v1::JobSpec spec = testing::OneLocalWorkerSpec(std::move(argv));
   spec.set_liveness_timeout_seconds(600);
-  spec.set_blacklist_cooldown_min_seconds(1);
-  spec.set_blacklist_cooldown_max_seconds(2);
   return spec;
 }
 

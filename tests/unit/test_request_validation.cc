@@ -7,6 +7,7 @@
 #include <string>
 
 #include "daemon/request_validation.h"
+#include "job_spec_support.h"
 
 using namespace horovodd;
 using daemon::DaemonLimits;
@@ -17,21 +18,7 @@ namespace {
 // A spec the daemon accepts: one local worker running /bin/true.
 v1::SubmitJobRequest ValidSubmit() {
   v1::SubmitJobRequest request;
-  v1::JobSpec& spec = *request.mutable_spec();
-  spec.add_argv("/bin/true");
-  spec.set_num_proc(1);
-  spec.set_min_np(1);
-  spec.set_max_np(1);
-  auto* host = spec.mutable_discovery()->add_hosts();
-  host->set_host("localhost");
-  host->set_slots(1);
-  spec.mutable_discovery()->set_interval_seconds(1);
-  spec.mutable_discovery()->set_script_timeout_seconds(10);
-  spec.set_elastic_timeout_seconds(60);
-  spec.set_start_timeout_seconds(60);
-  spec.set_liveness_timeout_seconds(60);
-  spec.set_blacklist_cooldown_min_seconds(1);
-  spec.set_blacklist_cooldown_max_seconds(2);
+  *request.mutable_spec() = testing::OneLocalWorkerSpec({"/bin/true"});
   return request;
 }
 
