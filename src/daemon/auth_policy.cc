@@ -4,9 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "daemon/auth_token.h"
 
 namespace horovodd::daemon {
@@ -124,7 +126,12 @@ absl::Status AccessPolicy::Refuse(const grpc::ServerContextBase& context, absl::
     std::lock_guard<std::mutex> lock(mu_);
     ++failures_[reason];
   }
-  spdlog::warn("refused {} from {}: {}", std::string(method), context.peer(), reason);
+  if (std::optional<uint64_t> left_out = refusal_log_.Admit(reason, absl::Now())) {
+    spdlog::warn("refused {} from {}: {}{}", std::string(method), context.peer(), reason,
+                 *left_out == 0 ? std::string()
+                                : absl::StrCat(" (and ", *left_out,
+                                               " more refused for it since the last such line)"));
+  }
   return absl::Status(code, message);
 }
 

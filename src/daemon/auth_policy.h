@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "daemon/auth_settings.h"
+#include "daemon/log_throttle.h"
 
 namespace grpc {
 class ServerContextBase;
@@ -75,6 +76,8 @@ class AccessPolicy {
 
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> failures_;  // by reason; guarded by mu_
+  // One log line per refusal reason and second at most; the count is exact.
+  LogThrottle refusal_log_{absl::Seconds(1)};
 };
 
 // Whether a gRPC peer ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000",

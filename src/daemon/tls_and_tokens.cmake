@@ -7,6 +7,7 @@ target_sources(hvdd_daemon PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/auth_job_service.cc
   ${CMAKE_CURRENT_LIST_DIR}/auth_policy.cc
   ${CMAKE_CURRENT_LIST_DIR}/auth_token.cc
+  ${CMAKE_CURRENT_LIST_DIR}/log_throttle.cc
   ${CMAKE_CURRENT_LIST_DIR}/tls_credentials.cc)
 target_link_libraries(hvdd_daemon PUBLIC OpenSSL::Crypto spdlog::spdlog)
 target_sources(hvdd_service PRIVATE ${CMAKE_CURRENT_LIST_DIR}/auth_config.cc)

@@ -209,3 +209,18 @@ TEST_CASE("auth and tls config keys and flags") {
   CHECK(fs::path(from_flags.auth.viewer_token_file).is_absolute());
   CHECK(from_flags.auth.open_read_only == ReadOnlyAccess::kAll);
 }
+
+TEST_CASE("refusals are logged at most once a second per reason, with the count left out") {
+  horovodd::daemon::LogThrottle throttle(absl::Seconds(1));
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  CHECK(throttle.Admit("wrong_token", t0) == std::optional<uint64_t>(0));
+  for (int i = 1; i <= 99; ++i) {
+    CHECK_FALSE(throttle.Admit("wrong_token", t0 + absl::Milliseconds(i)).has_value());
+  }
+  // Another reason has a line of its own.
+  CHECK(throttle.Admit("missing_token", t0 + absl::Milliseconds(50)) ==
+        std::optional<uint64_t>(0));
+  // A second later the next line says how many were left out.
+  CHECK(throttle.Admit("wrong_token", t0 + absl::Seconds(1)) == std::optional<uint64_t>(99));
+  CHECK(throttle.Admit("wrong_token", t0 + absl::Seconds(3)) == std::optional<uint64_t>(0));
+}

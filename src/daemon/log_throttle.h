@@ -1,0 +1,35 @@
+// At most one log line per key and interval, so a client hammering the daemon
+// with bad credentials cannot flood its log; the lines left out are counted
+// and reported with the next one. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace horovodd::daemon {
+
+class LogThrottle {
+ public:
+  explicit LogThrottle(absl::Duration interval) : interval_(interval) {}
+
+  // Whether a line for `key` may be logged at `now`: the number of lines for
+  // it left out since the last one logged (0 for the first), or nullopt to
+  // leave this one out too.
+  std::optional<uint64_t> Admit(const std::string& key, absl::Time now);
+
+ private:
+  struct KeyState {
+    absl::Time last_logged = absl::InfinitePast();
+    uint64_t left_out = 0;
+  };
+  const absl::Duration interval_;
+  std::mutex mu_;
+  std::map<std::string, KeyState> keys_;  // guarded by mu_; one per refusal reason
+};
+
+}  // namespace horovodd::daemon
