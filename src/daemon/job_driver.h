@@ -165,7 +165,6 @@ class JobDriver {
   size_t rendezvous_scan_ = 0;
   std::vector<int64_t> ready_members_;
   std::vector<RankInfo> rank_infos_;  // of ready_members_
-  std::vector<std::string> ready_hosts_;  // of ready_members_, by rank
   // ready_generation_ is generation shrinks_generation_ without the workers
   // of excluded_ranks_ there (0: it is not); see RendezvousResponse.
   int64_t shrinks_generation_ = 0;

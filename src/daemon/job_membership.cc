@@ -298,8 +298,8 @@ void JobDriver::TryCompleteRendezvous() {
   excluded_ranks_ = removed.value_or(std::vector<int>());
   ready_generation_ = generation_;
   ready_members_ = members_;
-  std::vector<std::string>& hosts = ready_hosts_;
-  hosts.clear();
+  std::vector<std::string> hosts;
+  hosts.reserve(members_.size());
   for (int64_t id : members_) hosts.push_back(workers_.at(id).host);
   rank_infos_ = AssignRanks(hosts);
   for (size_t rank = 0; rank < members_.size(); ++rank) {
