@@ -6,6 +6,7 @@ add_library(hvdd_engine STATIC
   ${CMAKE_CURRENT_LIST_DIR}/engine_request.cc
   ${CMAKE_CURRENT_LIST_DIR}/engine_negotiation.cc
   ${CMAKE_CURRENT_LIST_DIR}/engine_fusion.cc
+  ${CMAKE_CURRENT_LIST_DIR}/engine_speculation.cc
   ${CMAKE_CURRENT_LIST_DIR}/engine_loop.cc)
 set_target_properties(hvdd_engine PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_link_libraries(hvdd_engine PUBLIC hvdd_collectives)

@@ -1,6 +1,9 @@
 #include "worker_runtime/engine_loop.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -198,6 +201,7 @@ void Engine::Loop() {
       std::vector<Completion> done;
       FailEverything(reason, done);
       cache_.Clear();
+      predictor_.Reset();
       Finish(done);
       lock.lock();
       detach_requested_ = false;
@@ -221,13 +225,36 @@ void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
   pending.reserve(taken_.size());
   for (const Request& r : taken_) pending.push_back(&r);
   absl::StatusOr<NegotiationResult> round;
-  absl::Status status = ring([&](gloo::Context& context) {
-    round = Negotiate(context, pending, fusion_threshold, cache_);
+  // Copied: Observe below may replace the prediction.
+  const std::optional<PredictedAllreduce> predicted = predictor_.prediction();
+  absl::Status status = ring([&](gloo::Context& context) -> absl::Status {
+    if (!predicted) {
+      round = Negotiate(context, pending, fusion_threshold, cache_);
+      return round.status();
+    }
+    absl::StatusOr<std::unique_ptr<NegotiationInFlight>> negotiation =
+        NegotiationInFlight::Start(context, pending, fusion_threshold, cache_);
+    if (!negotiation.ok()) return negotiation.status();
+    if (absl::Status reduced = ReducePredicted(context, *predicted, taken_, fusion_);
+        !reduced.ok()) {
+      return reduced;
+    }
+    round = (*negotiation)->Finish(cache_);
     return round.status();
   });
   std::vector<Completion> done;
   last_round_progressed_ = status.ok() && (!round->ready.empty() || !round->conflicts.empty());
   if (status.ok()) {
+    predictor_.Observe(*round, taken_);
+    if (predicted) {
+      if (std::optional<size_t> index = TakeConfirmed(*predicted, *round, taken_, fusion_)) {
+        Request& r = taken_[*index];
+        done.push_back(Completion{r.handle, r.error_prefix, absl::OkStatus(), std::nullopt});
+        round->ready.erase(std::find(round->ready.begin(), round->ready.end(), r.name));
+        taken_.erase(taken_.begin() + static_cast<std::ptrdiff_t>(*index));
+        ++confirmed_predictions_;
+      }
+    }
     std::unordered_map<std::string, absl::Status> conflicts;
     for (const Conflict& c : round->conflicts) {
       conflicts.emplace(c.name, absl::InvalidArgumentError(c.message));

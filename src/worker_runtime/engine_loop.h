@@ -12,7 +12,8 @@
 //   - under mu_: the incoming queue, names pending, the ring to use, whether
 //     the engine is attached to a generation, options, in_round_;
 //   - the thread running the round (in_round_ set) only: requests taken
-//     into negotiation, the response cache, the fusion buffer, last_round_*.
+//     into negotiation, the response cache, the predictor, the fusion
+//     buffer, last_round_*.
 //
 // Generations: Attach() hands the engine a generation's ring; Detach() ends
 // it: every pending handle fails with the given reason (ABORTED), the cache
@@ -22,6 +23,7 @@
 // ABORTED; requests are refused with ABORTED until the next Attach.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -40,6 +42,7 @@
 #include "worker_runtime/engine_fusion.h"
 #include "worker_runtime/engine_negotiation.h"
 #include "worker_runtime/engine_request.h"
+#include "worker_runtime/engine_speculation.h"
 
 namespace horovodd::internal {
 
@@ -69,6 +72,10 @@ class Engine {
   // INVALID_ARGUMENT when its name is already pending on this rank; the
   // engine's reason when it is not attached or its ring failed.
   absl::StatusOr<Handle> Enqueue(Request request, bool urgent);
+
+  // Rounds whose speculative allreduce (engine_speculation.h) the
+  // negotiation confirmed, since the engine started.
+  int64_t confirmed_predictions() const { return confirmed_predictions_.load(); }
 
  private:
   // Shared with handles, so a waiter can hurry the engine even while the
@@ -134,6 +141,8 @@ class Engine {
   // The thread running the round only (see above).
   std::vector<Request> taken_;  // in negotiation, in enqueue order
   ResponseCache cache_;
+  AllreducePredictor predictor_;  // engine_speculation.h
+  std::atomic<int64_t> confirmed_predictions_{0};  // any thread may read
   FusionBuffer fusion_;
   absl::Time last_round_ = absl::InfinitePast();
   bool last_round_progressed_ = false;  // something completed in it

@@ -149,9 +149,24 @@ void ResponseCache::Clear() {
   by_name_.clear();
 }
 
-absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,
-                                            const std::vector<const Request*>& pending,
-                                            int64_t fusion_threshold, ResponseCache& cache) {
+struct NegotiationInFlight::State {
+  State(GlooContext& context, size_t round_bytes)
+      : scope(context, "negotiation"), round_bytes(round_bytes) {}
+  CollectiveScope scope;
+  const size_t round_bytes;
+  std::string announcements;  // this rank's, sent in the second exchange
+  CollectiveScope::Scratch all;  // every rank's header and bitset, by rank
+  CollectiveScope::PostedExchange posted;
+};
+
+NegotiationInFlight::NegotiationInFlight(std::unique_ptr<State> state)
+    : state_(std::move(state)) {}
+
+NegotiationInFlight::~NegotiationInFlight() = default;
+
+absl::StatusOr<std::unique_ptr<NegotiationInFlight>> NegotiationInFlight::Start(
+    gloo::Context& context, const std::vector<const Request*>& pending,
+    int64_t fusion_threshold, const ResponseCache& cache) {
   auto* ours = dynamic_cast<GlooContext*>(&context);
   if (ours == nullptr) {
     return absl::InvalidArgumentError(
@@ -159,34 +174,44 @@ absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,
   }
   const int n = context.size;
   const int self = context.rank;
-  const size_t bitset_bytes = BitsetBytes(cache.size());
-  const size_t round_bytes = kHeaderBytes + bitset_bytes;
+  const size_t round_bytes = kHeaderBytes + BitsetBytes(cache.size());
+  auto state = std::make_unique<State>(*ours, round_bytes);
 
   std::vector<uint8_t> mine(round_bytes, 0);
-  std::string announcements;
   for (const Request* request : pending) {
     if (std::optional<size_t> slot = cache.Find(request->name, request->descriptor)) {
       mine[kHeaderBytes + *slot / 8] |= static_cast<uint8_t>(1u << (*slot % 8));
     } else {
-      AppendField(announcements, request->name);
-      AppendField(announcements, request->descriptor);
+      AppendField(state->announcements, request->name);
+      AppendField(state->announcements, request->descriptor);
     }
   }
-  RoundHeader header{fusion_threshold, static_cast<int64_t>(announcements.size())};
+  RoundHeader header{fusion_threshold, static_cast<int64_t>(state->announcements.size())};
   std::memcpy(mine.data(), &header, kHeaderBytes);
 
-  CollectiveScope scope(*ours, "negotiation");
+  CollectiveScope& scope = state->scope;
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   absl::StatusOr<CollectiveScope::Scratch> all = scope.RegisterScratch(n * round_bytes);
   if (!all.ok()) return all.status();
+  state->all = *all;
   std::memcpy(all->data + self * round_bytes, mine.data(), round_bytes);
-  if (n > 1) {
-    std::vector<PeerRegion> to(n, PeerRegion{self * round_bytes, round_bytes});
-    std::vector<PeerRegion> from(n);
-    for (int p = 0; p < n; ++p) from[p] = PeerRegion{p * round_bytes, round_bytes};
-    HVDD_RETURN_IF_ERROR(
-        scope.ExchangeWithAll(all->buffer, to, all->buffer, from, Channel::kMetadata));
-  }
+  std::vector<PeerRegion> to(n, PeerRegion{self * round_bytes, round_bytes});
+  std::vector<PeerRegion> from(n);
+  for (int p = 0; p < n; ++p) from[p] = PeerRegion{p * round_bytes, round_bytes};
+  absl::StatusOr<CollectiveScope::PostedExchange> posted =
+      scope.PostExchange(all->buffer, to, all->buffer, from, Channel::kMetadata);
+  if (!posted.ok()) return posted.status();
+  state->posted = *posted;
+  return std::unique_ptr<NegotiationInFlight>(new NegotiationInFlight(std::move(state)));
+}
+
+absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cache) {
+  State& state = *state_;
+  CollectiveScope& scope = state.scope;
+  const int n = scope.size();
+  const int self = scope.rank();
+  const size_t round_bytes = state.round_bytes;
+  HVDD_RETURN_IF_ERROR(scope.WaitExchange(state.posted));
 
   RoundData data;
   data.headers.resize(n);
@@ -195,8 +220,8 @@ absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,
   std::vector<PeerRegion> blobs(n);
   size_t blob_total = 0;
   for (int p = 0; p < n; ++p) {
-    std::memcpy(&data.headers[p], all->data + p * round_bytes, kHeaderBytes);
-    data.bitsets[p] = all->data + p * round_bytes + kHeaderBytes;
+    std::memcpy(&data.headers[p], state.all.data + p * round_bytes, kHeaderBytes);
+    data.bitsets[p] = state.all.data + p * round_bytes + kHeaderBytes;
     const int64_t bytes = data.headers[p].announcement_bytes;
     if (bytes < 0) {
       return absl::DataLossError(
@@ -208,8 +233,8 @@ absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,
   if (blob_total > 0) {
     absl::StatusOr<CollectiveScope::Scratch> received = scope.RegisterScratch(blob_total);
     if (!received.ok()) return received.status();
-    std::memcpy(received->data + blobs[self].offset, announcements.data(),
-                announcements.size());
+    std::memcpy(received->data + blobs[self].offset, state.announcements.data(),
+                state.announcements.size());
     if (n > 1) {
       std::vector<PeerRegion> to(n, blobs[self]);
       HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(received->buffer, to, received->buffer, blobs,
@@ -223,6 +248,15 @@ absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,
     }
   }
   return Decide(data, cache);
+}
+
+absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,
+                                            const std::vector<const Request*>& pending,
+                                            int64_t fusion_threshold, ResponseCache& cache) {
+  absl::StatusOr<std::unique_ptr<NegotiationInFlight>> round =
+      NegotiationInFlight::Start(context, pending, fusion_threshold, cache);
+  if (!round.ok()) return round.status();
+  return (*round)->Finish(cache);
 }
 
 }  // namespace horovodd::internal

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -70,5 +71,28 @@ struct NegotiationResult {
 absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,
                                             const std::vector<const Request*>& pending,
                                             int64_t fusion_threshold, ResponseCache& cache);
+
+// The same round in two halves, so the engine can run one collective on the
+// same context while the round's first exchange is in flight (see
+// engine_speculation.h). Start posts this rank's part and returns at once;
+// Finish (called once) waits for the peers', runs the second exchange when
+// some rank announced a request in full, decides and updates `cache`. The
+// requests and `cache` must not change in between.
+class NegotiationInFlight {
+ public:
+  static absl::StatusOr<std::unique_ptr<NegotiationInFlight>> Start(
+      gloo::Context& context, const std::vector<const Request*>& pending,
+      int64_t fusion_threshold, const ResponseCache& cache);
+  ~NegotiationInFlight();
+  NegotiationInFlight(const NegotiationInFlight&) = delete;
+  NegotiationInFlight& operator=(const NegotiationInFlight&) = delete;
+
+  absl::StatusOr<NegotiationResult> Finish(ResponseCache& cache);
+
+ private:
+  struct State;
+  explicit NegotiationInFlight(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace horovodd::internal

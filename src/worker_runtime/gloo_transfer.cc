@@ -121,20 +121,32 @@ absl::Status CollectiveScope::ExchangeWithAll(gloo::transport::UnboundBuffer* se
                                               gloo::transport::UnboundBuffer* recv,
                                               const std::vector<PeerRegion>& from,
                                               Channel channel) {
-  int receives = 0;
-  int sends = 0;
+  absl::StatusOr<PostedExchange> posted = PostExchange(send, to, recv, from, channel);
+  if (!posted.ok()) return posted.status();
+  return WaitExchange(*posted);
+}
+
+absl::StatusOr<CollectiveScope::PostedExchange> CollectiveScope::PostExchange(
+    gloo::transport::UnboundBuffer* send, const std::vector<PeerRegion>& to,
+    gloo::transport::UnboundBuffer* recv, const std::vector<PeerRegion>& from,
+    Channel channel) {
+  PostedExchange posted{send, recv, 0, 0};
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank() || from[peer].bytes == 0) continue;
     HVDD_RETURN_IF_ERROR(Recv(*recv, peer, from[peer].offset, from[peer].bytes, channel));
-    ++receives;
+    ++posted.receives;
   }
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank() || to[peer].bytes == 0) continue;
     HVDD_RETURN_IF_ERROR(Send(*send, peer, to[peer].offset, to[peer].bytes, channel));
-    ++sends;
+    ++posted.sends;
   }
-  for (int i = 0; i < receives; ++i) HVDD_RETURN_IF_ERROR(WaitRecv(*recv));
-  for (int i = 0; i < sends; ++i) HVDD_RETURN_IF_ERROR(WaitSend(*send));
+  return posted;
+}
+
+absl::Status CollectiveScope::WaitExchange(const PostedExchange& posted) {
+  for (int i = 0; i < posted.receives; ++i) HVDD_RETURN_IF_ERROR(WaitRecv(*posted.recv));
+  for (int i = 0; i < posted.sends; ++i) HVDD_RETURN_IF_ERROR(WaitSend(*posted.send));
   return absl::OkStatus();
 }
 

@@ -89,6 +89,22 @@ class CollectiveScope {
                                gloo::transport::UnboundBuffer* recv,
                                const std::vector<PeerRegion>& from, Channel channel);
 
+  // ExchangeWithAll in two halves, so the caller can run another collective
+  // of the same context while this exchange is in flight: Post posts every
+  // transfer and returns at once; Wait (called once) waits for them all.
+  struct PostedExchange {
+    gloo::transport::UnboundBuffer* send = nullptr;
+    gloo::transport::UnboundBuffer* recv = nullptr;
+    int sends = 0;
+    int receives = 0;
+  };
+  absl::StatusOr<PostedExchange> PostExchange(gloo::transport::UnboundBuffer* send,
+                                              const std::vector<PeerRegion>& to,
+                                              gloo::transport::UnboundBuffer* recv,
+                                              const std::vector<PeerRegion>& from,
+                                              Channel channel);
+  absl::Status WaitExchange(const PostedExchange& posted);
+
  private:
   uint64_t SlotFor(Channel channel) const;
   std::chrono::milliseconds RemainingTime() const;

@@ -4,4 +4,5 @@ hvdd_add_test(test_engine
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/test_collectives_harness.cc
     ${CMAKE_CURRENT_LIST_DIR}/test_engine.cc
+    ${CMAKE_CURRENT_LIST_DIR}/test_engine_speculation.cc
   LIBS hvdd_engine)

@@ -1,0 +1,135 @@
+// The engine's speculative allreduce (engine_speculation.h) over in-process
+// rings: a repeated synchronous allreduce is predicted and its results stay
+// exact; a wrong guess (a new shape, a different tensor, ranks that disagree
+// on what comes next) is thrown away and the round runs as usual.
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "test_collectives_harness.h"
+#include "test_engine_support.h"
+
+namespace horovodd {
+namespace {
+
+using testing::EngineGroup;
+using testing::OnEveryRank;
+
+AllreduceOptions Sum() {
+  AllreduceOptions options;
+  options.op = ReduceOp::kSum;
+  return options;
+}
+
+// Rank r's value for element i at `step`: small integers, exact in float.
+float Value(int rank, int step, int64_t i) {
+  return static_cast<float>((rank + 1) * (step % 5 + 1) + i % 3);
+}
+
+float Expected(int size, int step, int64_t i) {
+  float sum = 0;
+  for (int r = 0; r < size; ++r) sum += Value(r, step, i);
+  return sum;
+}
+
+// One synchronous (urgent, waited at once) allreduce of `name` with
+// `elements` floats at `step`; "" or what was wrong.
+std::string SyncStep(EngineGroup& group, int rank, const std::string& name, int64_t elements,
+                     int step) {
+  std::vector<float> data(elements);
+  for (int64_t i = 0; i < elements; ++i) data[i] = Value(rank, step, i);
+  absl::StatusOr<Handle> h =
+      group.engine(rank).Enqueue(testing::AllreduceRequest(name, {ViewOf(data)}, Sum()), true);
+  absl::Status s = h.ok() ? h->Wait() : h.status();
+  if (!s.ok()) return absl::StrCat(name, " step ", step, ": ", s.ToString());
+  for (int64_t i = 0; i < elements; ++i) {
+    if (data[i] != Expected(group.size(), step, i)) {
+      return absl::StrCat(name, " step ", step, " element ", i, " is ", data[i], ", want ",
+                          Expected(group.size(), step, i));
+    }
+  }
+  return "";
+}
+
+TEST_CASE("a repeated synchronous allreduce is predicted and stays exact", "[engine]") {
+  EngineGroup group(3);
+  constexpr int kSteps = 30;
+  std::vector<std::string> results = OnEveryRank<std::string>(3, [&](int rank) {
+    for (int step = 0; step < kSteps; ++step) {
+      std::string wrong = SyncStep(group, rank, "loss", 1000, step);
+      if (!wrong.empty()) return wrong;
+    }
+    return std::string();
+  });
+  for (const std::string& r : results) CHECK(r == "");
+  // The first two rounds teach the prediction; every later one uses it.
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK(group.engine(rank).confirmed_predictions() == kSteps - 2);
+  }
+}
+
+TEST_CASE("a wrong prediction is thrown away and the round runs as usual", "[engine]") {
+  EngineGroup group(3);
+  std::vector<std::string> results = OnEveryRank<std::string>(3, [&](int rank) {
+    std::string wrong;
+    int step = 0;
+    auto run = [&](const std::string& name, int64_t elements, int times) {
+      for (int i = 0; i < times && wrong.empty(); ++i) {
+        wrong = SyncStep(group, rank, name, elements, step++);
+      }
+    };
+    run("loss", 100, 4);    // predicted from the third call on
+    run("loss", 300, 4);    // a new shape: the guess (100 floats) is wrong once
+    run("metric", 50, 1);   // another name: wrong again
+    run("loss", 300, 4);
+    if (!wrong.empty()) return wrong;
+    // Ranks disagree on what comes next: rank 0 wants "loss" at once, the
+    // others first finish an asynchronous "grad" that rank 0 sends later.
+    std::vector<float> grad(64, static_cast<float>(rank + 1));
+    if (rank == 0) {
+      run("loss", 300, 1);
+      absl::StatusOr<Handle> h = group.engine(rank).Enqueue(
+          testing::AllreduceRequest("grad", {ViewOf(grad)}, Sum()), true);
+      absl::Status s = h.ok() ? h->Wait() : h.status();
+      if (!s.ok()) return s.ToString();
+    } else {
+      absl::StatusOr<Handle> h = group.engine(rank).Enqueue(
+          testing::AllreduceRequest("grad", {ViewOf(grad)}, Sum()), false);
+      if (!h.ok()) return h.status().ToString();
+      run("loss", 300, 1);
+      if (absl::Status s = h->Wait(); !s.ok()) return s.ToString();
+    }
+    if (!wrong.empty()) return wrong;
+    if (grad[63] != 6.0f) return absl::StrCat("grad is ", grad[63], ", want 6");
+    run("loss", 300, 4);  // and predictions resume
+    return wrong;
+  });
+  for (const std::string& r : results) CHECK(r == "");
+  // 2 + 2 + 0 + 2 (+ 0 or 1: after "grad") + 2 rounds confirmed at least.
+  CHECK(group.engine(0).confirmed_predictions() >= 8);
+}
+
+TEST_CASE("a new ring starts predicting from scratch", "[engine]") {
+  EngineGroup group(2);
+  auto loop = [&](int steps) {
+    return OnEveryRank<std::string>(2, [&](int rank) {
+      for (int step = 0; step < steps; ++step) {
+        std::string wrong = SyncStep(group, rank, "loss", 10, step);
+        if (!wrong.empty()) return wrong;
+      }
+      return std::string();
+    });
+  };
+  for (const std::string& r : loop(5)) CHECK(r == "");
+  CHECK(group.engine(1).confirmed_predictions() == 3);
+  group.Detach(0);
+  group.Detach(1);
+  group.Connect();
+  for (const std::string& r : loop(5)) CHECK(r == "");
+  CHECK(group.engine(1).confirmed_predictions() == 6);
+}
+
+}  // namespace
+}  // namespace horovodd
