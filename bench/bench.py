@@ -271,7 +271,9 @@ class Bench:
                 raise RuntimeError(f"scale benchmark at {n} workers exited {code}:\n{output}")
             r = rows[0]
             ok = code == 0 and r["errors"] == "0"
-            note = (f"threads {r['threads']}, {r['connections']} connections"
+            note = (f"threads {r['threads']}, {r['connections']} connections, heartbeat "
+                    f"{r.get('heartbeat_ms', '?')} ms, CPU daemon {r.get('daemon_cpu_s', '?')} s "
+                    f"+ load {r.get('load_cpu_s', '?')} s"
                     if ok else "ERRORS: " + output.strip().splitlines()[-1])
             table.append(("scale", f"{n:5d} workers ready", f"{float(r['ready_s']) * 1e3:9.0f} ms",
                           "", "", f"bootstrap {float(r['bootstrap_s']) * 1e3:.0f} ms, " + note))

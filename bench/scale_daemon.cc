@@ -14,7 +14,8 @@
 //   in:  GO                                    submit the job now
 //   out: LAUNCH <job_id> <worker_id> <token>   one per worker ("-" = no token)
 //   in:  QUIT                                  report and exit
-//   out: STATS rss_hwm_kb=<VmHWM> rss_kb=<VmRSS> threads=<Threads> cpu_s=<user+sys>
+//   out: STATS rss_hwm_kb=<VmHWM> rss_kb=<VmRSS> rss_at_go_kb=<VmRSS at GO>
+//        threads=<Threads> cpu_s=<user+sys since GO>
 //        launch_span_s=<first to last launch> ready_s=<submit to generation ready>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -31,11 +33,14 @@
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/auth_policy.h"
 #include "daemon/daemon_config.h"
+#include "daemon/daemon_server.h"
 #include "daemon/job_manager.h"
 #include "daemon/job_observer.h"
 #include "daemon/launcher.h"
@@ -51,8 +56,29 @@ using daemon::WorkerLaunch;
 
 // Records launches instead of starting processes. A signal "kills" the
 // recorded worker: its exit is reported as the real launcher would.
+//
+// The LAUNCH lines go out from a thread of their own: a real launcher never
+// waits for its worker to start reading, and the driver's loop, which runs
+// Launch, would otherwise stall whenever the pipe to the load generator is
+// full (it answers no Attach or Rendezvous meanwhile).
 class RecordingLauncher final : public daemon::Launcher {
  public:
+  RecordingLauncher() : writer_([this] { WriteLines(); }) {}
+  ~RecordingLauncher() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    writer_.join();
+  }
+
+  // Returns once every LAUNCH line so far is written.
+  void Drain() {
+    std::unique_lock<std::mutex> lock(mu_);
+    drained_cv_.wait(lock, [this] { return pending_.empty() && !writing_; });
+  }
+
   absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
                                          ProcessCallbacks callbacks) override {
     auto env_or = [&](const char* name, const char* fallback) {
@@ -65,8 +91,8 @@ class RecordingLauncher final : public daemon::Launcher {
                      env_or("HOROVODD_WORKER_ID", "?"), " ",
                      env_or("HOROVODD_WORKER_TOKEN", "-"), "\n");
     std::lock_guard<std::mutex> lock(mu_);
-    std::fwrite(line.data(), 1, line.size(), stdout);
-    std::fflush(stdout);
+    pending_ += line;
+    cv_.notify_one();
     const auto now = std::chrono::steady_clock::now();
     if (next_handle_ == 1) first_launch_ = now;
     last_launch_ = now;
@@ -97,10 +123,32 @@ class RecordingLauncher final : public daemon::Launcher {
   }
 
  private:
+  void WriteLines() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stopping
+      std::string lines;
+      lines.swap(pending_);
+      writing_ = true;
+      lock.unlock();
+      std::fwrite(lines.data(), 1, lines.size(), stdout);
+      std::fflush(stdout);
+      lock.lock();
+      writing_ = false;
+      drained_cv_.notify_all();
+    }
+  }
+
   std::mutex mu_;
+  std::condition_variable cv_, drained_cv_;
+  std::string pending_;    // LAUNCH lines not written yet; guarded by mu_
+  bool writing_ = false;   // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
   int64_t next_handle_ = 1;
   std::map<int64_t, ProcessCallbacks> callbacks_;
   std::chrono::steady_clock::time_point first_launch_, last_launch_;
+  std::thread writer_;  // last: starts once the rest is constructed
 };
 
 // When the daemon itself saw the job submitted and its first generation
@@ -143,6 +191,14 @@ std::string ProcStatus(const std::string& field) {
   return "0";
 }
 
+// User + system CPU of this process so far.
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 + usage.ru_stime.tv_sec +
+         usage.ru_stime.tv_usec * 1e-6;
+}
+
 int Main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr, "usage: %s WORKERS SLOTS_PER_HOST\n", argv[0]);
@@ -158,6 +214,8 @@ int Main(int argc, char** argv) {
   // The limits an operator raises for jobs this big (config `limits`); the
   // rest are horovodd's defaults. All simulated workers connect from
   // 127.0.0.1, so the per-client stream cap must hold all of them.
+  // As horovodd's main does; a recorded worker holds only its connection.
+  daemon::RaiseOpenFileLimit(workers, /*files_per_worker=*/1);
   daemon::DaemonLimits limits;
   limits.max_workers_per_job = std::max(limits.max_workers_per_job, workers);
   limits.max_attach_streams_per_client = std::max(limits.max_attach_streams_per_client, workers);
@@ -166,8 +224,13 @@ int Main(int argc, char** argv) {
   kv_limits.max_waiters = limits.max_kv_waiters_per_job;
 
   RecordingLauncher launcher;
-  ReadyObserver observer;
-  daemon::JobManager jobs(&launcher, &observer);
+  ReadyObserver ready;
+  // As horovodd: Attach streams tell workers the job's heartbeat interval.
+  daemon::HeartbeatSchedule heartbeats;
+  daemon::ObserverList observers;
+  observers.Add(&ready);
+  observers.Add(&heartbeats);
+  daemon::JobManager jobs(&launcher, &observers);
   jobs.set_kv_limits(kv_limits);
   auto access = daemon::AccessPolicy::Create(daemon::AuthSettings{}, "");
   if (!access.ok()) {
@@ -178,11 +241,12 @@ int Main(int argc, char** argv) {
       [&jobs](absl::string_view token) { return jobs.IsWorkerToken(token); });
   daemon::WorkerServiceImpl worker_service(&jobs, access->get());
   worker_service.set_limits(limits);
+  worker_service.set_heartbeat_schedule(&heartbeats);
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&worker_service);
-  builder.SetMaxReceiveMessageSize(limits.max_message_bytes);  // as horovodd
+  daemon::ConfigureWorkerServer(builder, limits);  // as horovodd
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::fprintf(stderr, "cannot listen on 127.0.0.1\n");
@@ -214,8 +278,12 @@ int Main(int argc, char** argv) {
   spec.set_blacklist_cooldown_max_seconds(300);
 
   std::string command;
+  double cpu_at_go_s = 0;
+  std::string rss_at_go_kb = "0";
   while (std::getline(std::cin, command)) {
     if (command == "GO") {
+      cpu_at_go_s = CpuSeconds();
+      rss_at_go_kb = ProcStatus("VmRSS");
       auto id = jobs.Submit(spec);
       if (!id.ok()) {
         std::fprintf(stderr, "submit failed: %s\n", id.status().ToString().c_str());
@@ -225,13 +293,13 @@ int Main(int argc, char** argv) {
       break;
     }
   }
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const double cpu_s = usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 +
-                       usage.ru_stime.tv_sec + usage.ru_stime.tv_usec * 1e-6;
-  std::printf("STATS rss_hwm_kb=%s rss_kb=%s threads=%s cpu_s=%.2f launch_span_s=%.3f ready_s=%.3f\n",
-              ProcStatus("VmHWM").c_str(), ProcStatus("VmRSS").c_str(),
-              ProcStatus("Threads").c_str(), cpu_s, launcher.launch_span_s(), observer.ready_s());
+  launcher.Drain();  // STATS must not interleave with a LAUNCH line
+  // From the submit on: accepting the connections beforehand is not timed.
+  const double cpu_s = CpuSeconds() - cpu_at_go_s;
+  std::printf("STATS rss_hwm_kb=%s rss_kb=%s rss_at_go_kb=%s threads=%s cpu_s=%.2f "
+              "launch_span_s=%.3f ready_s=%.3f\n",
+              ProcStatus("VmHWM").c_str(), ProcStatus("VmRSS").c_str(), rss_at_go_kb.c_str(),
+              ProcStatus("Threads").c_str(), cpu_s, launcher.launch_span_s(), ready.ready_s());
   std::fflush(stdout);
   // Tearing down thousands of streams is not what is measured.
   _exit(0);
@@ -241,6 +309,9 @@ int Main(int argc, char** argv) {
 }  // namespace horovodd::bench
 
 int main(int argc, char** argv) {
+  // stdout carries the protocol above; log lines (horovodd's code logs through
+  // spdlog, to stdout by default) go to stderr.
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("scale_daemon"));
   // As horovodd does (DaemonServer::Start): Debian's Abseil checks lock order
   // on every absl::Mutex lock (gRPC's too) unless told not to.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

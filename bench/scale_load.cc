@@ -11,17 +11,22 @@
 //
 // Prints one line (then "ERROR <first error>" if there was one):
 //   RESULT scale workers=N connections=.. launched_s=.. ready_s=.. bootstrap_s=..
-//          attached=.. rss_hwm_mb=.. threads=.. daemon_cpu_s=.. daemon_launch_s=..
-//          daemon_ready_s=.. errors=..
+//          attached=.. heartbeat_ms=.. rss_hwm_mb=.. rss_at_go_mb=.. threads=..
+//          daemon_cpu_s=.. daemon_launch_s=.. daemon_ready_s=.. load_cpu_s=.. errors=..
 // ready_s: from the submit to the last rendezvous answer received (generation
 // ready); bootstrap_s: to the last neighbour key read (every ring could
 // connect); launched_s: to the last launch we heard of; attached: workers
-// whose Attach stream delivered a notification; the daemon_* figures and the
-// RSS and threads are the daemon's own (daemon_ready_s: its MEMBERSHIP event).
+// whose Attach stream delivered a notification; heartbeat_ms: the interval
+// the daemon asked the workers for (0: none); the daemon_* figures and the
+// RSS and threads are the daemon's own (daemon_ready_s: its MEMBERSHIP event;
+// daemon_cpu_s: its CPU from the submit on); load_cpu_s: this process's CPU
+// from the submit to the end (all simulated workers' client side).
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -45,6 +50,14 @@ namespace horovodd::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// User + system CPU of this process so far (the daemon's is its own).
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 + usage.ru_stime.tv_sec +
+         usage.ru_stime.tv_usec * 1e-6;
+}
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -131,10 +144,17 @@ std::string AddressValue(int rank) { return absl::StrCat("10.0.0.1:", 20000 + ra
 // chain from the rendezvous answer.
 class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
  public:
-  SimWorker(v1::WorkerService::Stub* stub, Shared* shared, v1::WorkerIdentity who)
-      : stub_(stub), shared_(shared), who_(std::move(who)) {}
+  // Heartbeats every `heartbeat` until the daemon names its own interval,
+  // as the runtime's DaemonClient does.
+  SimWorker(v1::WorkerService::Stub* stub, Shared* shared, v1::WorkerIdentity who,
+            std::chrono::milliseconds heartbeat)
+      : stub_(stub),
+        shared_(shared),
+        who_(std::move(who)),
+        interval_us_(heartbeat.count() * 1000) {}
 
   void Start() {
+    last_heartbeat_us_ = NowUs();
     hello_.mutable_hello()->CopyFrom(who_);
     stub_->async()->Attach(&attach_context_, this);
     {
@@ -154,8 +174,12 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
                                [this](grpc::Status status) { OnRendezvous(status); });
   }
 
-  // From the heartbeat thread: skipped while a write is in flight.
-  void Heartbeat(int64_t generation) {
+  // From the heartbeat thread, which calls it often: sends one when this
+  // worker's interval (the daemon's as soon as it said) has passed since its
+  // last one, or since the start (skipped while a write is in flight).
+  void Heartbeat(int64_t generation, int64_t now_us) {
+    if (now_us - last_heartbeat_us_.load(std::memory_order_relaxed) < interval_us_.load()) return;
+    last_heartbeat_us_.store(now_us, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(write_mu_);
       if (writing_ || done_) return;
@@ -172,6 +196,12 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
   void OnReadDone(bool ok) override {
     if (ok) {
       notifications_.fetch_add(1);
+      // As the runtime: the daemon's interval, at most a quarter of its 30 s
+      // grace for an unreachable daemon.
+      if (const int64_t ms = notification_.heartbeat_interval_ms(); ms > 0) {
+        interval_us_.store(std::min<int64_t>(ms, 7500) * 1000);
+        heard_interval_.store(true);
+      }
       StartRead(&notification_);
     }
   }
@@ -181,6 +211,13 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
   }
   void Cancel() { attach_context_.TryCancel(); }
   int notifications() const { return notifications_.load(); }
+  bool heard_interval() const { return heard_interval_.load(); }
+  int64_t interval_us() const { return interval_us_.load(); }
+
+  static int64_t NowUs() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
+        .count();
+  }
 
  private:
   void OnRendezvous(const grpc::Status& status) {
@@ -246,6 +283,9 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
   v1::WorkerMessage hello_, heartbeat_;
   v1::DaemonMessage notification_;
   std::atomic<int> notifications_{0};
+  std::atomic<int64_t> interval_us_;          // the daemon's once it said
+  std::atomic<int64_t> last_heartbeat_us_{0};  // written by Start, then the heartbeat thread
+  std::atomic<bool> heard_interval_{false};
   std::mutex write_mu_;
   bool writing_ = false;  // guarded by write_mu_
   bool done_ = false;     // guarded by write_mu_
@@ -266,7 +306,7 @@ struct Options {
   int workers = 1024;
   int slots = 8;
   int workers_per_connection = 1;
-  int heartbeat_ms = 500;  // the runtime's default
+  int heartbeat_ms = 500;  // the runtime's default, until the daemon names one
   double timeout_s = 300;
 };
 
@@ -321,6 +361,11 @@ int Main(int argc, char** argv) {
   for (int i = 0; i < connections; ++i) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    // As the runtime's DaemonClient: no BDP pings (the daemon answers them).
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    // The load generator's own cost, not the daemon's: the retry filter buffers
+    // every call. Real workers pay that on their own hosts' CPUs.
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
     auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60))) {
       std::fprintf(stderr, "connection %d to %s failed\n", i, address.c_str());
@@ -335,6 +380,7 @@ int Main(int argc, char** argv) {
   std::vector<std::unique_ptr<SimWorker>> workers;
   workers.reserve(options.workers);
   std::mutex workers_mu;  // the heartbeat thread reads `workers` while it grows
+  const double cpu_at_go_s = CpuSeconds();
   shared.start = Clock::now();
   daemon.Send("GO");
   double last_launch_s = 0;
@@ -350,8 +396,9 @@ int Main(int argc, char** argv) {
     who.set_job_id(parts[1]);
     who.set_worker_id(std::atoll(parts[2].c_str()));
     if (parts[3] != "-") who.set_token(parts[3]);
-    auto worker = std::make_unique<SimWorker>(
-        stubs[i / options.workers_per_connection].get(), &shared, who);
+    auto worker = std::make_unique<SimWorker>(stubs[i / options.workers_per_connection].get(),
+                                              &shared, who,
+                                              std::chrono::milliseconds(options.heartbeat_ms));
     SimWorker* started = worker.get();
     {
       std::lock_guard<std::mutex> lock(workers_mu);
@@ -360,12 +407,15 @@ int Main(int argc, char** argv) {
     started->Start();
     last_launch_s = SecondsSince(shared.start);
     if (i == 0) {
-      // The heartbeat thread starts with the first worker.
+      // The heartbeat thread starts with the first worker. Each worker keeps
+      // its own schedule (as separate processes would), so the ticks only
+      // need to be fine enough not to delay a heartbeat noticeably.
       std::thread([&] {
         while (true) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(options.heartbeat_ms));
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          const int64_t now_us = SimWorker::NowUs();
           std::lock_guard<std::mutex> lock(workers_mu);
-          for (auto& w : workers) w->Heartbeat(1);
+          for (auto& w : workers) w->Heartbeat(1, now_us);
         }
       }).detach();
     }
@@ -379,19 +429,25 @@ int Main(int argc, char** argv) {
         [&] { return shared.errors > 0 || shared.bootstrap_done == options.workers; });
   }
   int notified = 0;
+  int64_t heartbeat_ms = 0;  // what the daemon asked for (the last worker's), 0 if never
   {
     std::lock_guard<std::mutex> lock(workers_mu);
-    for (auto& w : workers) notified += w->notifications() > 0 ? 1 : 0;
+    for (auto& w : workers) {
+      notified += w->notifications() > 0 ? 1 : 0;
+      if (w->heard_interval()) heartbeat_ms = w->interval_us() / 1000;
+    }
   }
+  const double load_cpu_s = CpuSeconds() - cpu_at_go_s;
   daemon.Send("QUIT");
   std::string stats = daemon.ReadLine();
   daemon.Kill(/*grace_s=*/10);
 
-  long rss_hwm_kb = 0, threads = 0;
+  long rss_hwm_kb = 0, rss_at_go_kb = 0, threads = 0;
   double daemon_cpu_s = 0, daemon_launch_s = 0, daemon_ready_s = 0;
   for (absl::string_view part : absl::StrSplit(stats, ' ')) {
     const std::string value(part.substr(part.find('=') + 1));
     if (absl::ConsumePrefix(&part, "rss_hwm_kb=")) rss_hwm_kb = std::atol(value.c_str());
+    if (absl::ConsumePrefix(&part, "rss_at_go_kb=")) rss_at_go_kb = std::atol(value.c_str());
     if (absl::ConsumePrefix(&part, "threads=")) threads = std::atol(value.c_str());
     if (absl::ConsumePrefix(&part, "cpu_s=")) daemon_cpu_s = std::atof(value.c_str());
     if (absl::ConsumePrefix(&part, "launch_span_s=")) daemon_launch_s = std::atof(value.c_str());
@@ -406,10 +462,11 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "RESULT scale workers=%d connections=%d launched_s=%.3f ready_s=%.3f bootstrap_s=%.3f "
-      "attached=%d rss_hwm_mb=%.1f threads=%ld daemon_cpu_s=%.2f daemon_launch_s=%.3f "
-      "daemon_ready_s=%.3f errors=%d\n",
+      "attached=%d heartbeat_ms=%lld rss_hwm_mb=%.1f rss_at_go_mb=%.1f threads=%ld "
+      "daemon_cpu_s=%.2f daemon_launch_s=%.3f daemon_ready_s=%.3f load_cpu_s=%.2f errors=%d\n",
       options.workers, connections, last_launch_s, shared.last_ready_s, shared.last_bootstrap_s,
-      notified, rss_hwm_kb / 1024.0, threads, daemon_cpu_s, daemon_launch_s, daemon_ready_s, shared.errors);
+      notified, static_cast<long long>(heartbeat_ms), rss_hwm_kb / 1024.0, rss_at_go_kb / 1024.0,
+      threads, daemon_cpu_s, daemon_launch_s, daemon_ready_s, load_cpu_s, shared.errors);
   if (shared.errors > 0) std::printf("ERROR %s\n", shared.first_error.c_str());
   std::fflush(stdout);
   // Thousands of streams to a daemon that is gone: nothing worth tearing down.

@@ -5,6 +5,10 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <mutex>
 #include <system_error>
@@ -47,6 +51,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   if (!access.ok()) return access.status();
   daemon->access_ = std::move(*access);
   daemon->observers_.Add(&daemon->metrics_);
+  daemon->heartbeats_ = std::make_unique<HeartbeatSchedule>();
+  daemon->observers_.Add(daemon->heartbeats_.get());
   if (options.log_job_events) daemon->observers_.Add(&daemon->job_logger_);
 
   auto launcher = LocalLauncher::Create();
@@ -112,6 +118,7 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
       std::make_unique<AuthorizingJobService>(limited_job_service_.get(), access_.get());
   worker_service_ = std::make_unique<WorkerServiceImpl>(jobs_.get(), access_.get());
   worker_service_->set_limits(options.limits);
+  worker_service_->set_heartbeat_schedule(heartbeats_.get());
 
   EnableHealthAndReflection();
   int port = 0;
@@ -119,9 +126,7 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
   builder.AddListeningPort(listen, *credentials, &port);
   builder.RegisterService(authorized_job_service_.get());
   builder.RegisterService(worker_service_.get());
-  // gRPC refuses a bigger request itself (RESOURCE_EXHAUSTED), before it is
-  // read into memory whole.
-  builder.SetMaxReceiveMessageSize(options.limits.max_message_bytes);
+  ConfigureWorkerServer(builder, options.limits);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counters;
   counters.push_back(MakeRpcCounter(&metrics_));
   builder.experimental().SetInterceptorCreators(std::move(counters));
@@ -169,6 +174,36 @@ DaemonServer::~DaemonServer() {
   metrics_http_.reset();
   // Drivers (inside jobs_) go before the launcher whose callbacks they own.
   jobs_.reset();
+}
+
+namespace {
+// Beyond the workers': clients, the journal, the listening sockets.
+constexpr uint64_t kFilesHeadroom = 256;
+}  // namespace
+
+void RaiseOpenFileLimit(int max_workers_per_job, int files_per_worker) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      limit = raised;
+    } else if (limit.rlim_max == RLIM_INFINITY) {
+      // Linux refuses an unlimited count; its own ceiling (fs.nr_open) is often 2^20.
+      raised.rlim_cur = 1 << 20;
+      if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+    }
+  }
+  const uint64_t needed = static_cast<uint64_t>(std::max(max_workers_per_job, 0)) *
+                              static_cast<uint64_t>(std::max(files_per_worker, 1)) +
+                          kFilesHeadroom;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed) {
+    spdlog::warn("open file limit is {} (hard {}): a job of limits.max_workers_per_job = {} "
+                 "workers needs about {}; raise it (systemd LimitNOFILE=, ulimit -Hn)",
+                 static_cast<uint64_t>(limit.rlim_cur), static_cast<uint64_t>(limit.rlim_max),
+                 max_workers_per_job, needed);
+  }
 }
 
 }  // namespace horovodd::daemon

@@ -29,9 +29,19 @@ class Server;
 namespace horovodd::daemon {
 
 class AuthorizingJobService;
+class HeartbeatSchedule;
 class JobServiceImpl;
 class LimitedJobService;
 class WorkerServiceImpl;
+
+// The usual soft limit on open files (1,024) stops a daemon at a few hundred
+// workers with "too many open files" (gRPC then resets connections). The hard
+// limit is the operator's (systemd's LimitNOFILE, ulimit -Hn): this raises the
+// soft limit to it, and warns when even that is short of a job of
+// `max_workers_per_job` workers holding `files_per_worker` descriptors each
+// (a local worker: its connection, two output pipes and a pidfd). Process-wide
+// (workers inherit it), so horovodd's main calls it, not DaemonServer.
+void RaiseOpenFileLimit(int max_workers_per_job, int files_per_worker = 4);
 
 struct DaemonOptions {
   // host:port; port 0 picks a free one.
@@ -90,6 +100,7 @@ class DaemonServer {
   Metrics metrics_;
   std::unique_ptr<Journal> journal_;  // null without a state dir
   JobEventLogger job_logger_;
+  std::unique_ptr<HeartbeatSchedule> heartbeats_;  // each job's, for its Attach streams
   ObserverList observers_;
   std::unique_ptr<LocalLauncher> launcher_;
   std::unique_ptr<SshLauncher> ssh_launcher_;  // hosts that are not this machine

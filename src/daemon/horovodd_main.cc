@@ -105,6 +105,8 @@ int main(int argc, char** argv) {
     return Fail(kBadUsage, st.message());
   }
 
+  horovodd::daemon::RaiseOpenFileLimit(config.limits.max_workers_per_job);
+
   // Block the termination signals in every thread; main waits for them.
   sigset_t set;
   sigemptyset(&set);

@@ -1,5 +1,6 @@
 #include "daemon/worker_service.h"
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 
@@ -18,11 +19,13 @@ class AttachStream final
  public:
   // `slot` counts the stream against its client's limit until it ends.
   AttachStream(grpc::CallbackServerContext* context, JobManager* jobs, AccessPolicy* access,
-               const DaemonLimits* limits, ClientStreamLimiter::Slot slot)
+               const DaemonLimits* limits, const HeartbeatSchedule* heartbeats,
+               ClientStreamLimiter::Slot slot)
       : context_(context),
         jobs_(jobs),
         access_(access),
         limits_(limits),
+        heartbeats_(heartbeats),
         slot_(std::move(slot)),
         channel_(std::make_shared<Channel>()) {
     channel_->stream = this;
@@ -59,6 +62,12 @@ class AttachStream final
       }
       driver_ = std::move(driver);
       worker_id_ = in_.hello().worker_id();
+      if (heartbeats_ != nullptr) {
+        // Before Attach: the driver's answer to the hello is the first
+        // message to carry it.
+        std::lock_guard<std::mutex> lock(mu_);
+        heartbeat_interval_ms_ = heartbeats_->IntervalMs(driver_->job_id());
+      }
       driver_->Attach(worker_id_, channel_);
     } else if (in_.has_heartbeat() && driver_) {
       driver_->Heartbeat(worker_id_);
@@ -105,6 +114,10 @@ class AttachStream final
     std::unique_lock<std::mutex> lock(mu_);
     if (finished_ || finish_pending_) return;
     outbox_.push_back(message);
+    // Every message says it, so the worker follows it from its first one on.
+    if (heartbeat_interval_ms_ > 0) {
+      outbox_.back().set_heartbeat_interval_ms(heartbeat_interval_ms_);
+    }
     if (writing_) return;
     writing_ = true;
     lock.unlock();
@@ -129,6 +142,7 @@ class AttachStream final
   JobManager* const jobs_;
   AccessPolicy* const access_;
   const DaemonLimits* const limits_;  // the service's; outlives its streams
+  const HeartbeatSchedule* const heartbeats_;  // may be null; outlives its streams
   ClientStreamLimiter::Slot slot_;
   std::shared_ptr<Channel> channel_;
   v1::WorkerMessage in_;                // owned by the read chain
@@ -139,6 +153,7 @@ class AttachStream final
   bool writing_ = false;                  // guarded by mu_
   bool finish_pending_ = false;           // guarded by mu_
   bool finished_ = false;                 // guarded by mu_
+  int64_t heartbeat_interval_ms_ = 0;     // guarded by mu_; 0: announce none
   grpc::Status final_status_;             // guarded by mu_
 };
 
@@ -151,6 +166,46 @@ class RefusedStream final
 };
 
 }  // namespace
+
+absl::Duration HeartbeatSchedule::IntervalFor(int64_t workers, double liveness_timeout_s) {
+  // workers / kHeartbeatsPerSecond seconds, in milliseconds.
+  const int64_t budget_ms = (std::max<int64_t>(workers, 1) * 1000 + kHeartbeatsPerSecond - 1) /
+                            kHeartbeatsPerSecond;
+  absl::Duration interval = std::max(absl::Milliseconds(budget_ms), kMinHeartbeatInterval);
+  if (liveness_timeout_s > 0) {
+    interval = std::min(interval, absl::Seconds(liveness_timeout_s) / 3);
+  }
+  return std::max(absl::Floor(interval, absl::Milliseconds(1)), absl::Milliseconds(1));
+}
+
+void HeartbeatSchedule::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
+                                       absl::Time) {
+  // The most workers the job may grow to: its rate must fit the budget then.
+  const int64_t workers = std::max<int64_t>(spec.num_proc(), spec.max_np());
+  const int64_t ms =
+      absl::ToInt64Milliseconds(IntervalFor(workers, spec.liveness_timeout_seconds()));
+  std::lock_guard<std::mutex> lock(mu_);
+  interval_ms_[job_id] = ms;
+}
+
+void HeartbeatSchedule::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
+  if (event.kind() != v1::JobEvent::JOB_ENDED) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  interval_ms_.erase(job_id);
+}
+
+int64_t HeartbeatSchedule::IntervalMs(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = interval_ms_.find(job_id);
+  return it == interval_ms_.end() ? 0 : it->second;
+}
+
+void ConfigureWorkerServer(grpc::ServerBuilder& builder, const DaemonLimits& limits) {
+  // gRPC refuses a bigger request itself (RESOURCE_EXHAUSTED), before it is
+  // read into memory whole.
+  builder.SetMaxReceiveMessageSize(limits.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+}
 
 void WorkerServiceImpl::set_limits(const DaemonLimits& limits) {
   limits_ = limits;
@@ -233,7 +288,7 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage>* WorkerServiceImpl
     grpc::CallbackServerContext* context) {
   auto slot = attach_streams_->Acquire(context->peer());
   if (!slot.ok()) return new RefusedStream(slot.status());
-  return new AttachStream(context, jobs_, access_, &limits_, std::move(*slot));
+  return new AttachStream(context, jobs_, access_, &limits_, heartbeats_, std::move(*slot));
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportCommit(grpc::CallbackServerContext* context,

@@ -96,6 +96,10 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Control traffic only, small messages: BDP probing would only add a ping
+  // (and the daemon's answer) per burst, which adds up over thousands of
+  // workers on one daemon.
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   auto credentials = ChannelCredentialsFor(options);
   if (!credentials.ok()) return credentials.status();
@@ -107,7 +111,8 @@ DaemonClient::DaemonClient(DaemonClientOptions options,
                            std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
       channel_(std::move(channel)),
-      stub_(v1::WorkerService::NewStub(channel_)) {}
+      stub_(v1::WorkerService::NewStub(channel_)),
+      heartbeat_interval_us_(absl::ToInt64Microseconds(options_.heartbeat_interval)) {}
 
 DaemonClient::~DaemonClient() { Stop(); }
 
@@ -162,6 +167,17 @@ bool DaemonClient::SleepUnlessStopping(absl::Duration d) {
   std::unique_lock<std::mutex> lock(contact_mu_);
   return !stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(d),
                             [this] { return stopping_.load(); });
+}
+
+bool DaemonClient::SleepUntilNextHeartbeat(absl::Time last) {
+  std::unique_lock<std::mutex> lock(contact_mu_);
+  while (!stopping_) {
+    // Read again on every wake-up: FollowHeartbeatInterval notifies.
+    const absl::Duration left = last + heartbeat_interval() - absl::Now();
+    if (left <= absl::ZeroDuration()) return true;
+    stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(left));
+  }
+  return false;
 }
 
 void DaemonClient::MarkContact() {
@@ -347,6 +363,7 @@ bool DaemonClient::RunOneStream() {
     while (stream->Read(&message)) {
       heard = true;
       MarkContact();
+      FollowHeartbeatInterval(message.heartbeat_interval_ms());
       int64_t newest = newest_generation_.load();
       while (message.generation() > newest &&
              !newest_generation_.compare_exchange_weak(newest, message.generation())) {
@@ -369,8 +386,27 @@ bool DaemonClient::RunOneStream() {
   return heard;
 }
 
+void DaemonClient::FollowHeartbeatInterval(int64_t interval_ms) {
+  if (interval_ms <= 0) return;
+  const absl::Duration interval = std::min(absl::Milliseconds(interval_ms),
+                                           std::max(options_.daemon_grace / 4,
+                                                    absl::Milliseconds(1)));
+  const int64_t interval_us = absl::ToInt64Microseconds(interval);
+  if (heartbeat_interval_us_.load() == interval_us) return;
+  {
+    // Under the sleeper's mutex, so the heartbeat thread cannot miss it.
+    std::lock_guard<std::mutex> lock(contact_mu_);
+    heartbeat_interval_us_.store(interval_us);
+  }
+  stop_cv_.notify_all();
+}
+
 void DaemonClient::HeartbeatLoop() {
-  while (SleepUnlessStopping(options_.heartbeat_interval)) {
+  // The daemon's answer to the hello usually changes the interval while the
+  // first sleep is on; that sleep then ends at the new interval.
+  absl::Time last = absl::Now();
+  while (SleepUntilNextHeartbeat(last)) {
+    last = absl::Now();
     bool sent = false;
     {
       std::lock_guard<std::mutex> lock(write_mu_);

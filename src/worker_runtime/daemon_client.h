@@ -41,6 +41,9 @@ struct DaemonClientOptions {
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;
+  // Until the daemon names one (DaemonMessage.heartbeat_interval_ms, scaled
+  // with the job's size); from then on the daemon's, which judges liveness,
+  // at most a quarter of daemon_grace (heartbeats also feed that watchdog).
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   // How long the daemon may stay out of reach before on_daemon_lost runs.
   absl::Duration daemon_grace = absl::Seconds(30);
@@ -90,6 +93,10 @@ class DaemonClient {
   void set_current_generation(int64_t generation) { current_generation_ = generation; }
   // The newest generation any DaemonMessage announced (0 before any).
   int64_t newest_generation() const { return newest_generation_; }
+  // How often heartbeats go out now (see DaemonClientOptions::heartbeat_interval).
+  absl::Duration heartbeat_interval() const {
+    return absl::Microseconds(heartbeat_interval_us_.load());
+  }
 
  private:
   using AttachStream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::DaemonMessage>;
@@ -108,8 +115,13 @@ class DaemonClient {
   void SendCommit(const v1::CommitReport& report, absl::Time deadline);
   void SendFailure(const PendingFailure& failure, absl::Time deadline);
   void MarkContact();
+  // Follows the interval a DaemonMessage names (0: it names none).
+  void FollowHeartbeatInterval(int64_t interval_ms);
   // Sleeps up to `d` unless Stop() is called; false once stopping.
   bool SleepUnlessStopping(absl::Duration d);
+  // Sleeps until the current heartbeat interval has passed since `last`
+  // (the interval may change meanwhile); false once stopping.
+  bool SleepUntilNextHeartbeat(absl::Time last);
 
   const DaemonClientOptions options_;
   const std::shared_ptr<grpc::Channel> channel_;
@@ -117,6 +129,7 @@ class DaemonClient {
 
   std::atomic<int64_t> current_generation_{0};
   std::atomic<int64_t> newest_generation_{0};
+  std::atomic<int64_t> heartbeat_interval_us_;  // set from options_, then by the daemon
   std::atomic<bool> stopping_{false};
   bool started_ = false;  // owned by the caller of StartAttach/Stop
 

@@ -1,0 +1,260 @@
+// The heartbeat interval the daemon announces on Attach streams: how it scales
+// with the job's size and its liveness timeout (HeartbeatSchedule), that the
+// WorkerService puts it in its messages, and that the runtime's DaemonClient
+// follows it (within its own grace period) - or keeps its own when the daemon
+// says nothing.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/time/time.h"
+#include "daemon/auth_policy.h"
+#include "daemon/auth_settings.h"
+#include "daemon/daemon_config.h"
+#include "daemon/job_manager.h"
+#include "daemon/job_observer.h"
+#include "daemon/launcher.h"
+#include "daemon/worker_service.h"
+#include "horovodd.grpc.pb.h"
+#include "job_spec_support.h"
+#include "worker_runtime/daemon_client.h"
+
+namespace horovodd {
+namespace {
+
+using daemon::HeartbeatSchedule;
+
+// Generous "did not hang" bound for every wait in this file.
+constexpr auto kPatience = std::chrono::seconds(60);
+
+bool WaitUntil(const std::function<bool()>& condition) {
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+TEST_CASE("heartbeat interval: 500 ms for small jobs, scaled so a job sends 2,000/s",
+          "[heartbeat]") {
+  CHECK(HeartbeatSchedule::IntervalFor(1, 60) == absl::Milliseconds(500));
+  CHECK(HeartbeatSchedule::IntervalFor(1000, 60) == absl::Milliseconds(500));
+  CHECK(HeartbeatSchedule::IntervalFor(1024, 60) == absl::Milliseconds(512));
+  CHECK(HeartbeatSchedule::IntervalFor(4096, 60) == absl::Milliseconds(2048));
+  CHECK(HeartbeatSchedule::IntervalFor(10000, 60) == absl::Seconds(5));
+  // No cap without a liveness timeout.
+  CHECK(HeartbeatSchedule::IntervalFor(100000, 0) == absl::Seconds(50));
+}
+
+TEST_CASE("heartbeat interval: at most a third of the liveness timeout", "[heartbeat]") {
+  // horovodrun's default --liveness-timeout is 5 s.
+  CHECK(HeartbeatSchedule::IntervalFor(10000, 5) == absl::Milliseconds(1666));
+  CHECK(HeartbeatSchedule::IntervalFor(4096, 3) == absl::Seconds(1));
+  // Below the 500 ms minimum too: the liveness check must see heartbeats.
+  CHECK(HeartbeatSchedule::IntervalFor(2, 0.9) == absl::Milliseconds(300));
+  CHECK(HeartbeatSchedule::IntervalFor(2, 0.001) == absl::Milliseconds(1));
+}
+
+TEST_CASE("heartbeat schedule: learns a job at submit (its largest size), forgets it at its end",
+          "[heartbeat]") {
+  HeartbeatSchedule schedule;
+  v1::JobSpec spec = testing::OneLocalWorkerSpec({"true"});
+  spec.set_max_np(4096);
+  spec.set_liveness_timeout_seconds(60);
+  CHECK(schedule.IntervalMs("job-1") == 0);
+  schedule.OnJobSubmitted("job-1", spec, absl::Now());
+  CHECK(schedule.IntervalMs("job-1") == 2048);
+  CHECK(schedule.IntervalMs("job-2") == 0);
+
+  v1::JobEvent event;
+  event.set_kind(v1::JobEvent::MEMBERSHIP);
+  schedule.OnJobEvent("job-1", event);
+  CHECK(schedule.IntervalMs("job-1") == 2048);
+  event.set_kind(v1::JobEvent::JOB_ENDED);
+  schedule.OnJobEvent("job-1", event);
+  CHECK(schedule.IntervalMs("job-1") == 0);
+}
+
+// Records launches (and each worker's environment) instead of starting
+// processes; a signal "ends" the recorded worker.
+class RecordingLauncher final : public daemon::Launcher {
+ public:
+  absl::StatusOr<daemon::LaunchedProcess> Launch(const daemon::WorkerLaunch& launch,
+                                                 daemon::ProcessCallbacks callbacks) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t handle = next_handle_++;
+    env_[handle] = launch.spec.env;
+    callbacks_[handle] = std::move(callbacks);
+    return daemon::LaunchedProcess{handle, static_cast<int>(handle)};
+  }
+  absl::Status Signal(int64_t handle, int sig) override {
+    daemon::ProcessCallbacks callbacks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = callbacks_.find(handle);
+      if (it == callbacks_.end()) return absl::NotFoundError("already ended");
+      callbacks = std::move(it->second);
+      callbacks_.erase(it);
+    }
+    daemon::ExitInfo exit;
+    exit.signal = sig;
+    if (callbacks.on_exit) callbacks.on_exit(exit);
+    return absl::OkStatus();
+  }
+  // The first launched worker's environment (empty before any launch).
+  std::map<std::string, std::string> FirstEnv() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return env_.empty() ? std::map<std::string, std::string>{} : env_.begin()->second;
+  }
+
+ private:
+  std::mutex mu_;
+  int64_t next_handle_ = 1;
+  std::map<int64_t, std::map<std::string, std::string>> env_;
+  std::map<int64_t, daemon::ProcessCallbacks> callbacks_;
+};
+
+// horovodd's job manager and WorkerService on a loopback port, with or
+// without a heartbeat schedule, running one job of one worker that may grow
+// to `max_np`.
+class Daemon {
+ public:
+  Daemon(bool announce, int max_np, double liveness_timeout_s)
+      : jobs_(&launcher_, &observers_),
+        access_(MakeAccess()),
+        worker_service_(&jobs_, access_.get()) {
+    observers_.Add(&heartbeats_);
+    access_->set_worker_token_check(
+        [this](absl::string_view token) { return jobs_.IsWorkerToken(token); });
+    if (announce) worker_service_.set_heartbeat_schedule(&heartbeats_);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&worker_service_);
+    daemon::ConfigureWorkerServer(builder, daemon::DaemonLimits{});
+    server_ = builder.BuildAndStart();
+    REQUIRE(server_ != nullptr);
+    jobs_.set_worker_address(address());
+
+    v1::JobSpec spec = testing::OneLocalWorkerSpec({"stand-in"});
+    spec.set_max_np(max_np);
+    spec.set_elastic(true);
+    spec.set_liveness_timeout_seconds(liveness_timeout_s);
+    auto id = jobs_.Submit(spec);
+    REQUIRE(id.ok());
+    job_id_ = *id;
+    REQUIRE(WaitUntil([this] { return !launcher_.FirstEnv().empty(); }));
+  }
+  ~Daemon() {
+    jobs_.Shutdown("test over", absl::Seconds(5));
+    server_->Shutdown(std::chrono::system_clock::now());
+  }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  static std::unique_ptr<daemon::AccessPolicy> MakeAccess() {
+    auto access = daemon::AccessPolicy::Create(daemon::AuthSettings{}, "");
+    REQUIRE(access.ok());
+    return std::move(*access);
+  }
+
+  // The launched worker's client, as the runtime makes it from its environment.
+  internal::DaemonClientOptions ClientOptions() {
+    auto env = launcher_.FirstEnv();
+    internal::DaemonClientOptions options;
+    options.address = address();
+    options.job_id = env["HOROVODD_JOB_ID"];
+    options.worker_id = std::stoll(env["HOROVODD_WORKER_ID"]);
+    options.token = env["HOROVODD_WORKER_TOKEN"];
+    options.on_daemon_lost = [] {};  // never exit the test process
+    return options;
+  }
+
+ private:
+  RecordingLauncher launcher_;
+  daemon::ObserverList observers_;
+  HeartbeatSchedule heartbeats_;
+  daemon::JobManager jobs_;
+  std::unique_ptr<daemon::AccessPolicy> access_;
+  daemon::WorkerServiceImpl worker_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::string job_id_;
+};
+
+TEST_CASE("a big job's workers follow the interval the daemon announces", "[heartbeat]") {
+  Daemon daemon(/*announce=*/true, /*max_np=*/4096, /*liveness_timeout_s=*/60);
+  internal::DaemonClientOptions options = daemon.ClientOptions();
+  std::atomic<int> messages{0};
+  options.on_message = [&](int64_t, bool) { messages.fetch_add(1); };
+  auto client = internal::DaemonClient::Create(options);
+  REQUIRE(client.ok());
+  CHECK((*client)->heartbeat_interval() == absl::Milliseconds(500));  // its own, until told
+  (*client)->StartAttach();
+  REQUIRE(WaitUntil([&] { return messages.load() > 0; }));
+  CHECK((*client)->heartbeat_interval() == absl::Milliseconds(2048));
+  (*client)->Stop();
+}
+
+TEST_CASE("a worker heartbeats at least four times per grace period, whatever the daemon says",
+          "[heartbeat]") {
+  Daemon daemon(/*announce=*/true, /*max_np=*/10000, /*liveness_timeout_s=*/60);
+  internal::DaemonClientOptions options = daemon.ClientOptions();
+  options.daemon_grace = absl::Seconds(8);
+  std::atomic<int> messages{0};
+  options.on_message = [&](int64_t, bool) { messages.fetch_add(1); };
+  auto client = internal::DaemonClient::Create(options);
+  REQUIRE(client.ok());
+  (*client)->StartAttach();
+  REQUIRE(WaitUntil([&] { return messages.load() > 0; }));
+  // The daemon asked for 5 s.
+  CHECK((*client)->heartbeat_interval() == absl::Seconds(2));
+  (*client)->Stop();
+}
+
+TEST_CASE("a worker keeps its own interval when the daemon announces none", "[heartbeat]") {
+  Daemon daemon(/*announce=*/false, /*max_np=*/4096, /*liveness_timeout_s=*/60);
+  internal::DaemonClientOptions options = daemon.ClientOptions();
+  options.heartbeat_interval = absl::Milliseconds(300);
+  std::atomic<int> messages{0};
+  options.on_message = [&](int64_t, bool) { messages.fetch_add(1); };
+  auto client = internal::DaemonClient::Create(options);
+  REQUIRE(client.ok());
+  (*client)->StartAttach();
+  REQUIRE(WaitUntil([&] { return messages.load() > 0; }));
+  CHECK((*client)->heartbeat_interval() == absl::Milliseconds(300));
+  (*client)->Stop();
+}
+
+TEST_CASE("the announced interval is in every message of the Attach stream", "[heartbeat]") {
+  Daemon daemon(/*announce=*/true, /*max_np=*/4096, /*liveness_timeout_s=*/3);
+  internal::DaemonClientOptions options = daemon.ClientOptions();
+  auto channel = grpc::CreateChannel(options.address, grpc::InsecureChannelCredentials());
+  auto stub = v1::WorkerService::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kPatience);
+  auto stream = stub->Attach(&context);
+  v1::WorkerMessage hello;
+  hello.mutable_hello()->set_job_id(options.job_id);
+  hello.mutable_hello()->set_worker_id(options.worker_id);
+  hello.mutable_hello()->set_token(options.token);
+  REQUIRE(stream->Write(hello));
+  v1::DaemonMessage message;
+  REQUIRE(stream->Read(&message));
+  // 4,096 workers would ask for 2,048 ms; a third of the 3 s liveness timeout wins.
+  CHECK(message.heartbeat_interval_ms() == 1000);
+  CHECK(message.generation() >= 1);
+  context.TryCancel();
+  stream->Finish();
+}
+
+}  // namespace
+}  // namespace horovodd
