@@ -1,5 +1,7 @@
 #include "daemon/discovery_poller.h"
 
+#include <chrono>
+
 namespace horovodd::daemon {
 
 DiscoveryPoller::DiscoveryPoller(std::unique_ptr<discovery::HostSource> source,
@@ -21,10 +23,15 @@ DiscoveryPoller::~DiscoveryPoller() {
 void DiscoveryPoller::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
+    // Runs start `interval` apart, not `interval` after the previous run
+    // ended: a new slot is seen at most one interval after it appears, however
+    // long the script takes (a script slower than the interval runs back to
+    // back).
+    const auto next = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(interval_);
     lock.unlock();
     on_result_(source_->Discover());
     lock.lock();
-    cv_.wait_for(lock, absl::ToChronoNanoseconds(interval_), [this] { return stop_; });
+    cv_.wait_until(lock, next, [this] { return stop_; });
   }
 }
 

@@ -1,6 +1,7 @@
-// Runs a job's host source on its own thread, every `interval`, and hands each
-// result to `on_result`. The discovery script therefore never runs on the job's
-// loop or under any lock, and a slow script stalls only its own job.
+// Runs a job's host source on its own thread, every `interval` (start to
+// start), and hands each result to `on_result`. The discovery script
+// therefore never runs on the job's loop or under any lock, and a slow script
+// stalls only its own job.
 #pragma once
 
 #include <condition_variable>

@@ -31,21 +31,32 @@ std::vector<std::string> DaemonStore::Get(const std::vector<std::string>& keys,
                                           absl::Duration timeout) {
   absl::StatusOr<std::vector<std::string>> values = client_.KvGet(generation_, keys, timeout);
   if (!values.ok()) Throw(values.status());
+  for (size_t i = 0; i < keys.size() && i < values->size(); ++i) {
+    const std::string& value = (*values)[i];
+    read_[keys[i]] = std::vector<char>(value.begin(), value.end());
+  }
   return *std::move(values);
 }
 
 std::vector<char> DaemonStore::get(const std::string& key) {
+  auto it = read_.find(key);
+  if (it != read_.end()) return it->second;
   std::vector<std::string> values = Get({key}, timeout_);
   return std::vector<char>(values.front().begin(), values.front().end());
 }
 
-void DaemonStore::wait(const std::vector<std::string>& keys) { Get(keys, timeout_); }
+void DaemonStore::wait(const std::vector<std::string>& keys) { wait(keys, gloo::kNoTimeout); }
 
 void DaemonStore::wait(const std::vector<std::string>& keys,
                        const std::chrono::milliseconds& timeout) {
+  std::vector<std::string> missing;
+  for (const std::string& key : keys) {
+    if (read_.count(key) == 0) missing.push_back(key);
+  }
+  if (missing.empty()) return;
   // Gloo passes kNoTimeout (zero) for "no timeout of its own".
-  Get(keys, timeout > std::chrono::milliseconds::zero() ? absl::FromChrono(timeout)
-                                                        : timeout_);
+  Get(missing, timeout > std::chrono::milliseconds::zero() ? absl::FromChrono(timeout)
+                                                           : timeout_);
 }
 
 RingResult ConnectRingThroughDaemon(DaemonClient& client, const RingOptions& options) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,8 +30,12 @@ class DaemonStore : public gloo::rendezvous::Store {
   DaemonStore(DaemonClient& client, int64_t generation, absl::Duration timeout);
 
   void set(const std::string& key, const std::vector<char>& data) override;
-  // Waits for the key like wait() does.
+  // Waits for the key like wait() does. A key an earlier wait() or get()
+  // already read is answered without asking the daemon again: Gloo waits for
+  // all its peers' keys at once and then gets them one by one, and those
+  // gets would be one round trip per peer, one after the other.
   std::vector<char> get(const std::string& key) override;
+  // One KvGet for all keys; keeps their values for get().
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
@@ -46,6 +51,10 @@ class DaemonStore : public gloo::rendezvous::Store {
   const int64_t generation_;
   const absl::Duration timeout_;
   bool superseded_ = false;
+  // Values already read. A key of a generation is written once, by the rank
+  // that owns it, before anyone reads it, so a value read stays current for
+  // the life of the store (one ring's bootstrap).
+  std::map<std::string, std::vector<char>> read_;
 };
 
 struct RingOptions {

@@ -1,7 +1,9 @@
 // elastic::BufferState: named float/double buffers and integer values the
 // caller owns, saved aside at each commit and broadcast after each reset.
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +40,13 @@ int64_t HashNames(const std::vector<std::string>& names) {
   return static_cast<int64_t>(hash >> 2);
 }
 
+int64_t HashLengths(const std::vector<int64_t>& lengths) {
+  std::vector<std::string> texts;
+  texts.reserve(lengths.size());
+  for (int64_t length : lengths) texts.push_back(std::to_string(length));
+  return HashNames(texts);
+}
+
 // Allreduces [v..., -v...] with max: every rank learns, for each entry, the
 // largest and the smallest value any rank has, so all agree on a mismatch.
 absl::Status MinMaxAcrossRanks(const std::vector<int64_t>& values, std::vector<int64_t>* min,
@@ -55,13 +64,27 @@ absl::Status MinMaxAcrossRanks(const std::vector<int64_t>& values, std::vector<i
   return absl::OkStatus();
 }
 
+// Buffers up to this size travel together in one broadcast (with the
+// values); bigger ones are broadcast in place, one each, to spare a copy.
+// After a reset each collective is one more trip around a fresh ring that
+// every rank waits for, so a small state should cost one.
+constexpr size_t kPackedBytesLimit = size_t{1} << 20;
+
+// Sorts non-empty buffers into those packed into the one broadcast (their
+// bytes) and those broadcast in place.
 template <typename T>
-absl::Status BroadcastAll(const std::map<std::string, std::vector<T>*>& buffers, int root) {
+void CollectSmall(const std::map<std::string, std::vector<T>*>& buffers,
+                  std::vector<std::pair<void*, size_t>>* small,
+                  std::vector<std::vector<T>*>* large) {
   for (const auto& [name, buffer] : buffers) {
-    if (buffer->empty()) continue;
-    if (absl::Status status = Broadcast(ViewOf(*buffer), root); !status.ok()) return status;
+    const size_t bytes = buffer->size() * sizeof(T);
+    if (bytes == 0) continue;
+    if (bytes > kPackedBytesLimit) {
+      large->push_back(buffer);
+    } else {
+      small->emplace_back(buffer->data(), bytes);
+    }
   }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -107,30 +130,55 @@ absl::Status BufferState::Sync(int root) {
   }
   for (const auto& [name, value] : values_) names.push_back("v:" + name);
 
+  // One collective checks names and lengths (through a hash of the
+  // lengths); only when they differ does a second one find which buffer.
   std::vector<int64_t> min, max;
-  const std::vector<int64_t> shape = {static_cast<int64_t>(names.size()), HashNames(names)};
+  const std::vector<int64_t> shape = {static_cast<int64_t>(names.size()), HashNames(names),
+                                      HashLengths(lengths)};
   if (absl::Status status = MinMaxAcrossRanks(shape, &min, &max); !status.ok()) return status;
-  if (min != max) {
+  if (min[0] != max[0] || min[1] != max[1]) {
     return absl::InvalidArgumentError(
         "elastic state differs across ranks: they registered different buffer or value names");
   }
-  if (absl::Status status = MinMaxAcrossRanks(lengths, &min, &max); !status.ok()) return status;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    if (min[i] != max[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "elastic state buffer '", names[i].substr(2), "' has different lengths across ranks (",
-          min[i], " to ", max[i], " elements); buffers must have the same length on every rank"));
+  if (min[2] != max[2]) {
+    if (absl::Status status = MinMaxAcrossRanks(lengths, &min, &max); !status.ok()) return status;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      if (min[i] != max[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "elastic state buffer '", names[i].substr(2), "' has different lengths across ranks (",
+            min[i], " to ", max[i], " elements); buffers must have the same length on every rank"));
+      }
     }
   }
 
-  if (absl::Status status = BroadcastAll(float_buffers_, root); !status.ok()) return status;
-  if (absl::Status status = BroadcastAll(double_buffers_, root); !status.ok()) return status;
-  if (values_.empty()) return absl::OkStatus();
-  std::vector<int64_t> packed;
-  for (const auto& [name, value] : values_) packed.push_back(*value);
+  // The layout is the same everywhere, so every rank splits it the same way.
+  std::vector<std::pair<void*, size_t>> small;
+  std::vector<std::vector<float>*> large_floats;
+  std::vector<std::vector<double>*> large_doubles;
+  CollectSmall(float_buffers_, &small, &large_floats);
+  CollectSmall(double_buffers_, &small, &large_doubles);
+  for (std::vector<float>* buffer : large_floats) {
+    if (absl::Status status = Broadcast(ViewOf(*buffer), root); !status.ok()) return status;
+  }
+  for (std::vector<double>* buffer : large_doubles) {
+    if (absl::Status status = Broadcast(ViewOf(*buffer), root); !status.ok()) return status;
+  }
+  for (const auto& [name, value] : values_) small.emplace_back(value, sizeof(int64_t));
+  size_t total = 0;
+  for (const auto& [data, bytes] : small) total += bytes;
+  if (total == 0) return absl::OkStatus();
+  std::vector<uint8_t> packed(total);
+  size_t offset = 0;
+  for (const auto& [data, bytes] : small) {
+    std::memcpy(packed.data() + offset, data, bytes);
+    offset += bytes;
+  }
   if (absl::Status status = Broadcast(ViewOf(packed), root); !status.ok()) return status;
-  size_t i = 0;
-  for (auto& [name, value] : values_) *value = packed[i++];
+  offset = 0;
+  for (const auto& [data, bytes] : small) {
+    std::memcpy(data, packed.data() + offset, bytes);
+    offset += bytes;
+  }
   return absl::OkStatus();
 }
 

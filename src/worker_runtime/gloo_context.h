@@ -51,6 +51,7 @@ struct ConnectOptions {
 };
 
 class GlooContext;
+class LoopWaker;
 
 // An unbound buffer that GlooContext::Abort() can wake. Unregisters itself
 // before the Gloo buffer is destroyed, so Abort() never touches a dead one.
@@ -77,6 +78,9 @@ class RegisteredBuffer {
 class GlooContext final : public gloo::rendezvous::Context {
  public:
   GlooContext(int rank, int size, absl::Duration collective_timeout);
+  // Closes the pairs and stops the device without waiting out its loop's
+  // 10 ms ticks (see LoopWaker in the .cc).
+  ~GlooContext() override;
 
   absl::Duration collective_timeout() const { return collective_timeout_; }
 
@@ -117,6 +121,9 @@ class GlooContext final : public gloo::rendezvous::Context {
 
   const absl::Duration collective_timeout_;
   uint64_t next_sequence_ = 0;  // collective thread only
+
+  // Set once connecting starts; makes closing pairs prompt.
+  std::unique_ptr<LoopWaker> waker_;
 
   mutable std::mutex mu_;
   bool aborted_ = false;                                          // guarded by mu_
