@@ -12,6 +12,12 @@ namespace {
 // to stay in cache while reducing.
 constexpr int64_t kMaxSegmentBytes = int64_t{1} << 20;
 
+// Chunks up to this size go whole, one message per ring step: cutting them
+// in two only buys overlap of reductions that take microseconds, and doubles
+// the messages, each a wake-up of the receiver -- what a small allreduce
+// costs, most of all with more processes than cores.
+constexpr int64_t kMaxUnsegmentedChunkBytes = int64_t{64} << 10;
+
 int Mod(int64_t value, int n) { return static_cast<int>(((value % n) + n) % n); }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -23,14 +29,14 @@ struct StepRanges {
   ElementRange recv;
 };
 
-// Runs `steps` ring steps with two in flight: step i is posted, then step
-// i - 2 is completed by `complete` (which waits for it). Step i may only send
-// what step i - segments_per_chunk received, which is why a layout has at
-// least two segments per chunk.
+// Runs `steps` ring steps with up to `depth` in flight: step i is posted,
+// then step i - depth is completed by `complete` (which waits for it). Step i
+// may only send what step i - segments_per_chunk received, so `depth` is at
+// most the layout's segments per chunk (and at most two: the receive slots).
 template <typename Post, typename Complete>
-absl::Status Pipeline(int64_t steps, Post post, Complete complete) {
-  for (int64_t i = 0; i < steps + 2; ++i) {
-    if (i >= 2) HVDD_RETURN_IF_ERROR(complete(i - 2));
+absl::Status Pipeline(int64_t steps, int depth, Post post, Complete complete) {
+  for (int64_t i = 0; i < steps + depth; ++i) {
+    if (i >= depth) HVDD_RETURN_IF_ERROR(complete(i - depth));
     if (i < steps) HVDD_RETURN_IF_ERROR(post(i));
   }
   return absl::OkStatus();
@@ -56,8 +62,9 @@ RingLayout::RingLayout(DType dtype, std::vector<int64_t> chunk_counts)
   }
   const int64_t max_segment_elements =
       std::max<int64_t>(1, kMaxSegmentBytes / static_cast<int64_t>(element_size_));
+  const bool whole = largest * static_cast<int64_t>(element_size_) <= kMaxUnsegmentedChunkBytes;
   segments_per_chunk_ =
-      static_cast<int>(std::max<int64_t>(2, CeilDiv(largest, max_segment_elements)));
+      whole ? 1 : static_cast<int>(std::max<int64_t>(2, CeilDiv(largest, max_segment_elements)));
   segment_capacity_ = CeilDiv(largest, segments_per_chunk_);
 }
 
@@ -113,7 +120,7 @@ absl::Status RingReduceScatter(CollectiveScope& scope, gloo::transport::UnboundB
     if (step.send.count > 0) HVDD_RETURN_IF_ERROR(scope.WaitSend(buffer));
     return absl::OkStatus();
   };
-  return Pipeline(int64_t{n - 1} * segments, post, complete);
+  return Pipeline(int64_t{n - 1} * segments, std::min(segments, 2), post, complete);
 }
 
 absl::Status RingAllgather(CollectiveScope& scope, gloo::transport::UnboundBuffer& buffer,
@@ -150,7 +157,7 @@ absl::Status RingAllgather(CollectiveScope& scope, gloo::transport::UnboundBuffe
     if (step.send.count > 0) HVDD_RETURN_IF_ERROR(scope.WaitSend(buffer));
     return absl::OkStatus();
   };
-  return Pipeline(int64_t{n - 1} * segments, post, complete);
+  return Pipeline(int64_t{n - 1} * segments, std::min(segments, 2), post, complete);
 }
 
 }  // namespace horovodd::internal

@@ -1,7 +1,8 @@
 // Ring reduce-scatter and ring allgather over one buffer split into one chunk
-// per rank -- the two halves of a bandwidth-optimal allreduce. Each chunk is
-// cut into segments (at least two, at most 1 MiB) and two segments are in
-// flight while the previous one is reduced, as in Gloo's own ring.
+// per rank -- the two halves of a bandwidth-optimal allreduce. A chunk over
+// 64 KiB is cut into segments (at least two, at most 1 MiB) and two segments
+// are in flight while the previous one is reduced, as in Gloo's own ring; a
+// smaller chunk goes whole, one message per step.
 #pragma once
 
 #include <cstddef>
@@ -46,7 +47,7 @@ class RingLayout {
   size_t element_size_;
   std::vector<int64_t> chunk_counts_;
   std::vector<int64_t> chunk_offsets_;
-  int segments_per_chunk_ = 2;
+  int segments_per_chunk_ = 1;
   int64_t segment_capacity_ = 0;  // elements in a full segment
 };
 

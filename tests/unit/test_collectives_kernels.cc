@@ -123,12 +123,19 @@ TEST_CASE("even splits give the first remainder parts one more", "[collectives][
   CHECK(internal::EvenSplit(2, 3) == std::vector<int64_t>{1, 1, 0});
   CHECK(internal::EvenSplit(0, 2) == std::vector<int64_t>{0, 0});
 
+  // Small chunks go whole: one segment each.
   internal::RingLayout layout(DType::kFloat32, {5, 4, 4});
-  CHECK(layout.segments_per_chunk() == 2);
-  CHECK(layout.segment_capacity() == 3);
+  CHECK(layout.segments_per_chunk() == 1);
+  CHECK(layout.segment_capacity() == 5);
   CHECK(layout.chunk(1).offset == 5);
-  CHECK(layout.segment(1, 1).offset == 8);
-  CHECK(layout.segment(1, 1).count == 1);
+  CHECK(layout.segment(1, 0).offset == 5);
+  CHECK(layout.segment(1, 0).count == 4);
+  // Past 64 KiB a chunk is cut in two (at least), the second segment short.
+  internal::RingLayout halves(DType::kFloat32, {16385, 16384});
+  CHECK(halves.segments_per_chunk() == 2);
+  CHECK(halves.segment_capacity() == 8193);
+  CHECK(halves.segment(1, 1).offset == 16385 + 8193);
+  CHECK(halves.segment(1, 1).count == 8191);
   // 3 MiB chunks of float32 need three 1 MiB segments.
   internal::RingLayout big(DType::kFloat32, {786432, 786432});
   CHECK(big.segments_per_chunk() == 3);
