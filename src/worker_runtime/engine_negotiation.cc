@@ -15,9 +15,21 @@ namespace {
 // cache slot (set: I have that slot's name pending with its descriptor).
 struct RoundHeader {
   int64_t fusion_threshold = 0;
-  int64_t announcement_bytes = 0;  // size of the second exchange's payload
+  // This rank's announcements: inline when they fit (see below), else the
+  // whole of its part of the second exchange.
+  int64_t announcement_bytes = 0;
 };
 constexpr size_t kHeaderBytes = sizeof(RoundHeader);
+
+// Room for announcements after the bitset in the first exchange, so that a
+// round with a few new names (the first calls after a reset, which emptied
+// the cache) costs one exchange, not two. A few hundred bytes more per
+// message cost nothing next to a round trip.
+constexpr size_t kInlineAnnouncementBytes = 512;
+
+bool Inline(int64_t announcement_bytes) {
+  return announcement_bytes <= static_cast<int64_t>(kInlineAnnouncementBytes);
+}
 
 size_t BitsetBytes(size_t slots) { return (slots + 7) / 8; }
 
@@ -174,7 +186,8 @@ absl::StatusOr<std::unique_ptr<NegotiationInFlight>> NegotiationInFlight::Start(
   }
   const int n = context.size;
   const int self = context.rank;
-  const size_t round_bytes = kHeaderBytes + BitsetBytes(cache.size());
+  const size_t bitset_bytes = BitsetBytes(cache.size());
+  const size_t round_bytes = kHeaderBytes + bitset_bytes + kInlineAnnouncementBytes;
   auto state = std::make_unique<State>(*ours, round_bytes);
 
   std::vector<uint8_t> mine(round_bytes, 0);
@@ -188,6 +201,10 @@ absl::StatusOr<std::unique_ptr<NegotiationInFlight>> NegotiationInFlight::Start(
   }
   RoundHeader header{fusion_threshold, static_cast<int64_t>(state->announcements.size())};
   std::memcpy(mine.data(), &header, kHeaderBytes);
+  if (Inline(header.announcement_bytes)) {
+    std::memcpy(mine.data() + kHeaderBytes + bitset_bytes, state->announcements.data(),
+                state->announcements.size());
+  }
 
   CollectiveScope& scope = state->scope;
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
@@ -217,15 +234,25 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
   data.headers.resize(n);
   data.bitsets.resize(n);
   data.announced.resize(n);
+  // The second exchange carries the announcements of the ranks whose did not
+  // fit inline; it runs only when there is one.
   std::vector<PeerRegion> blobs(n);
   size_t blob_total = 0;
   for (int p = 0; p < n; ++p) {
-    std::memcpy(&data.headers[p], state.all.data + p * round_bytes, kHeaderBytes);
-    data.bitsets[p] = state.all.data + p * round_bytes + kHeaderBytes;
+    const uint8_t* part = state.all.data + p * round_bytes;
+    std::memcpy(&data.headers[p], part, kHeaderBytes);
+    data.bitsets[p] = part + kHeaderBytes;
     const int64_t bytes = data.headers[p].announcement_bytes;
     if (bytes < 0) {
       return absl::DataLossError(
           absl::StrCat("negotiation: rank ", p, " announced ", bytes, " bytes"));
+    }
+    if (Inline(bytes)) {
+      absl::StatusOr<std::vector<Announcement>> parsed = ParseAnnouncements(
+          part + round_bytes - kInlineAnnouncementBytes, static_cast<size_t>(bytes), p);
+      if (!parsed.ok()) return parsed.status();
+      data.announced[p] = *std::move(parsed);
+      continue;
     }
     blobs[p] = PeerRegion{blob_total, static_cast<size_t>(bytes)};
     blob_total += static_cast<size_t>(bytes);
@@ -233,14 +260,17 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
   if (blob_total > 0) {
     absl::StatusOr<CollectiveScope::Scratch> received = scope.RegisterScratch(blob_total);
     if (!received.ok()) return received.status();
-    std::memcpy(received->data + blobs[self].offset, state.announcements.data(),
-                state.announcements.size());
+    if (blobs[self].bytes > 0) {
+      std::memcpy(received->data + blobs[self].offset, state.announcements.data(),
+                  state.announcements.size());
+    }
     if (n > 1) {
       std::vector<PeerRegion> to(n, blobs[self]);
       HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(received->buffer, to, received->buffer, blobs,
                                                  Channel::kData));
     }
     for (int p = 0; p < n; ++p) {
+      if (Inline(data.headers[p].announcement_bytes)) continue;
       absl::StatusOr<std::vector<Announcement>> parsed =
           ParseAnnouncements(received->data + blobs[p].offset, blobs[p].bytes, p);
       if (!parsed.ok()) return parsed.status();

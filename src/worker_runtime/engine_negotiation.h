@@ -6,7 +6,9 @@
 // before with the same descriptor sits in the response cache under a slot
 // number, and a rank reports it with one bit. Only requests the cache does
 // not know as they are (a new name, or a new shape for an old one) are sent
-// in full, in a second exchange that runs only in rounds that have some.
+// in full: in the same exchange when they fit in its spare room (a few
+// hundred bytes), else in a second exchange that runs only in rounds that
+// need it.
 // Every rank updates its cache from the same data in the same order, so the
 // caches (and slot numbers) stay identical without further messages.
 #pragma once

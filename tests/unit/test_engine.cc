@@ -291,6 +291,43 @@ TEST_CASE("threads waiting on their own handles all complete while peers lag", "
   }
 }
 
+TEST_CASE("a round where some ranks announce inline and others overflow agrees", "[engine]") {
+  // Rank 0 announces 30 new names (too many for the first exchange's spare
+  // room), rank 1 only one of them (inline); then both all 30, from cache
+  // for the one and in full for the rest.
+  EngineGroup group(2);
+  std::vector<std::vector<float>> data(30, std::vector<float>(4, 1.0f));
+  std::vector<internal::Request> requests;
+  for (int t = 0; t < 30; ++t) {
+    requests.push_back(testing::AllreduceRequest(absl::StrCat("a.long.gradient.name.", t),
+                                                 {ViewOf(data[t])}));
+  }
+  std::vector<internal::ResponseCache> caches(2);
+  auto round = [&](int rank, size_t how_many) {
+    std::vector<const internal::Request*> pending;
+    for (size_t t = 0; t < how_many; ++t) pending.push_back(&requests[rank == 0 ? t : 29 - t]);
+    return internal::Negotiate(group.context(rank), pending, 1 << 20, caches[rank]);
+  };
+  auto first = OnEveryRank<absl::StatusOr<internal::NegotiationResult>>(
+      2, [&](int rank) { return round(rank, rank == 0 ? 30 : 1); });
+  for (const auto& r : first) {
+    REQUIRE(r.ok());
+    CHECK(r->ready == std::vector<std::string>{"a.long.gradient.name.29"});
+  }
+  auto second = OnEveryRank<absl::StatusOr<internal::NegotiationResult>>(
+      2, [&](int rank) { return round(rank, 30); });
+  for (const auto& r : second) {
+    REQUIRE(r.ok());
+    CHECK(r->ready.size() == 30);
+    CHECK(r->ready == second[0]->ready);
+  }
+  CHECK(caches[0].size() == 30);
+  CHECK(caches[1].size() == 30);
+  for (size_t slot = 0; slot < 30; ++slot) {
+    CHECK(caches[0].slot(slot).name == caches[1].slot(slot).name);
+  }
+}
+
 TEST_CASE("the response cache keeps slots stable and starts over when full", "[engine]") {
   internal::ResponseCache cache;
   cache.Record("a", "d1");
