@@ -8,6 +8,7 @@ add_library(hvdd_collectives STATIC
   ${CMAKE_CURRENT_LIST_DIR}/sigpipe_block.cc
   ${CMAKE_CURRENT_LIST_DIR}/gloo_context.cc
   ${CMAKE_CURRENT_LIST_DIR}/gloo_transfer.cc
+  ${CMAKE_CURRENT_LIST_DIR}/scratch_pool.cc
   ${CMAKE_CURRENT_LIST_DIR}/gloo_ring.cc
   ${CMAKE_CURRENT_LIST_DIR}/gloo_ops.cc)
 set_target_properties(hvdd_collectives PROPERTIES POSITION_INDEPENDENT_CODE ON)

@@ -34,6 +34,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include "worker_runtime/scratch_pool.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -97,6 +98,9 @@ class GlooContext final : public gloo::rendezvous::Context {
   // fails with health() once the context is dead.
   absl::StatusOr<std::unique_ptr<RegisteredBuffer>> RegisterBuffer(void* data, size_t bytes);
 
+  // Where collectives on this context get their scratch memory.
+  ScratchPool& scratch_pool() { return scratch_pool_; }
+
   // Closes every pair (peers see the connection drop at once) and wakes
   // every wait on a registered buffer. Idempotent.
   void Abort();
@@ -121,6 +125,7 @@ class GlooContext final : public gloo::rendezvous::Context {
 
   const absl::Duration collective_timeout_;
   uint64_t next_sequence_ = 0;  // collective thread only
+  ScratchPool scratch_pool_;
 
   // Set once connecting starts; makes closing pairs prompt.
   std::unique_ptr<LoopWaker> waker_;

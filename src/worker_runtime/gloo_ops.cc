@@ -314,6 +314,7 @@ absl::Status Barrier(gloo::Context& context) {
   // rank-2^k; after ceil(log2 n) rounds everyone has heard from everyone.
   absl::StatusOr<CollectiveScope::Scratch> tokens = scope.RegisterScratch(2);
   if (!tokens.ok()) return tokens.status();
+  tokens->data[0] = 1;  // what is sent (any byte would do)
   for (int distance = 1; distance < n; distance <<= 1) {
     HVDD_RETURN_IF_ERROR(scope.Recv(*tokens->buffer, (scope.rank() - distance + n) % n, 1, 1,
                                     Channel::kData));

@@ -14,7 +14,17 @@ CollectiveScope::CollectiveScope(GlooContext& context, std::string label)
       deadline_(absl::Now() + context.collective_timeout()) {}
 
 CollectiveScope::~CollectiveScope() {
-  if (!failure_.ok()) context_.MarkFailed(failure_);
+  if (!failure_.ok()) {
+    // A failed context is never used again: its scratch goes with the scope.
+    context_.MarkFailed(failure_);
+    return;
+  }
+  // Unregistered first: Gloo must be done with the memory before another
+  // collective gets it. A context that failed meanwhile (another scope's
+  // failure, an abort) is never used again: nothing to keep it for.
+  buffers_.clear();
+  if (!context_.health().ok()) return;
+  for (ScratchPool::Block& block : scratch_) context_.scratch_pool().Give(std::move(block));
 }
 
 absl::Status CollectiveScope::CheckHealth() const {
@@ -36,10 +46,11 @@ absl::StatusOr<gloo::transport::UnboundBuffer*> CollectiveScope::Register(void* 
 }
 
 absl::StatusOr<CollectiveScope::Scratch> CollectiveScope::RegisterScratch(size_t bytes) {
-  scratch_.push_back(std::make_unique<uint8_t[]>(bytes));
-  absl::StatusOr<gloo::transport::UnboundBuffer*> buffer = Register(scratch_.back().get(), bytes);
+  scratch_.push_back(context_.scratch_pool().Take(bytes));
+  uint8_t* data = scratch_.back().data.get();
+  absl::StatusOr<gloo::transport::UnboundBuffer*> buffer = Register(data, bytes);
   if (!buffer.ok()) return buffer.status();
-  return Scratch{scratch_.back().get(), *buffer};
+  return Scratch{data, *buffer};
 }
 
 uint64_t CollectiveScope::SlotFor(Channel channel) const {

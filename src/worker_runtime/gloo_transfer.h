@@ -63,7 +63,8 @@ class CollectiveScope {
   // buffer lives until the scope ends, so `data` must outlive the scope.
   absl::StatusOr<gloo::transport::UnboundBuffer*> Register(void* data, size_t bytes);
 
-  // Zeroed memory owned by the scope, registered for transfers.
+  // Memory owned by the scope (from the context's ScratchPool, contents
+  // unspecified), registered for transfers.
   struct Scratch {
     uint8_t* data = nullptr;
     gloo::transport::UnboundBuffer* buffer = nullptr;
@@ -120,8 +121,9 @@ class CollectiveScope {
   const uint64_t sequence_;
   const absl::Time deadline_;
   absl::Status failure_;
-  // Declared before buffers_ so it outlives them.
-  std::vector<std::unique_ptr<uint8_t[]>> scratch_;
+  // Declared before buffers_ so it outlives them; back to the pool when
+  // the collective ended well.
+  std::vector<ScratchPool::Block> scratch_;
   // Destroyed after ~CollectiveScope's body has marked a failed context.
   std::vector<std::unique_ptr<RegisteredBuffer>> buffers_;
 };
