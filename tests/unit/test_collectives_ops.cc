@@ -53,7 +53,9 @@ TEST_CASE("allreduce: every op and dtype on 2, 3 and 4 ranks", "[collectives][al
     RankGroup group(store, absl::StrCat("allreduce", size), size);
     for (DType dtype : kAllDTypes) {
       for (ReduceOp op : kAllReduceOps) {
-        for (int64_t count : {1, 7, 1000}) {
+        // Small ones go to every peer directly; 70000 elements (but int8 at
+        // 3-4 ranks) take the ring.
+        for (int64_t count : {1, 7, 1000, 70000}) {
           AllreduceOptions options;
           options.op = op;
           options.name = "grads";
@@ -65,6 +67,29 @@ TEST_CASE("allreduce: every op and dtype on 2, 3 and 4 ranks", "[collectives][al
         }
       }
     }
+  }
+}
+
+TEST_CASE("allreduce: every rank ends with the same bits, small or large",
+          "[collectives][allreduce]") {
+  gloo::rendezvous::HashStore store;
+  RankGroup group(store, "same-bits", 3);
+  for (int64_t count : {int64_t{100}, int64_t{200000}}) {  // direct, then the ring
+    INFO(count << " elements");
+    std::vector<std::vector<float>> results = OnEveryRank<std::vector<float>>(3, [&](int rank) {
+      std::vector<float> values(count);
+      // Sums of these round differently in different orders.
+      for (int64_t i = 0; i < count; ++i) values[i] = 1.0f / static_cast<float>(rank + i % 7 + 3);
+      AllreduceOptions sum;
+      sum.op = ReduceOp::kSum;
+      absl::Status status = internal::Allreduce(group.context(rank), ViewOf(values), sum);
+      if (!status.ok()) values.clear();
+      return values;
+    });
+    REQUIRE(results[0].size() == static_cast<size_t>(count));
+    CHECK(results[1] == results[0]);
+    CHECK(results[2] == results[0]);
+    CHECK(results[0][0] == Approx(1.0f / 3 + 1.0f / 4 + 1.0f / 5));
   }
 }
 
