@@ -19,6 +19,7 @@
 #include <gloo/common/error.h>
 #include <grpcpp/grpcpp.h>
 
+#include "wait_until.h"
 #include "horovodd.grpc.pb.h"
 #include "horovodd/elastic.h"
 #include "horovodd/horovodd.h"
@@ -31,19 +32,11 @@ namespace horovodd {
 namespace {
 
 using internal::Runtime;
+using testing::WaitUntil;
 namespace v1 = horovodd::v1;
 
 // Generous "did not hang" bound for every wait in this file.
 constexpr auto kPatience = std::chrono::seconds(60);
-
-bool WaitUntil(const std::function<bool()>& condition) {
-  const auto deadline = std::chrono::steady_clock::now() + kPatience;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
 
 class FakeDaemon final : public v1::WorkerService::Service {
  public:

@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 #include <grpcpp/grpcpp.h>
 
+#include "wait_until.h"
 #include "absl/time/time.h"
 #include "daemon/auth_policy.h"
 #include "daemon/auth_settings.h"
@@ -31,18 +32,10 @@ namespace horovodd {
 namespace {
 
 using daemon::HeartbeatSchedule;
+using testing::WaitUntil;
 
 // Generous "did not hang" bound for every wait in this file.
 constexpr auto kPatience = std::chrono::seconds(60);
-
-bool WaitUntil(const std::function<bool()>& condition) {
-  const auto deadline = std::chrono::steady_clock::now() + kPatience;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
 
 TEST_CASE("heartbeat interval: 500 ms for small jobs, scaled so a job sends 2,000/s",
           "[heartbeat]") {
@@ -190,18 +183,28 @@ class Daemon {
   std::string job_id_;
 };
 
-TEST_CASE("a big job's workers follow the interval the daemon announces", "[heartbeat]") {
-  Daemon daemon(/*announce=*/true, /*max_np=*/4096, /*liveness_timeout_s=*/60);
-  internal::DaemonClientOptions options = daemon.ClientOptions();
+// The interval a worker runtime with `options` heartbeats at: before it
+// attaches (`before`, when not null) and once the daemon's first message
+// arrived.
+absl::Duration IntervalAfterFirstMessage(internal::DaemonClientOptions options,
+                                         absl::Duration* before = nullptr) {
   std::atomic<int> messages{0};
   options.on_message = [&](int64_t, bool) { messages.fetch_add(1); };
   auto client = internal::DaemonClient::Create(options);
   REQUIRE(client.ok());
-  CHECK((*client)->heartbeat_interval() == absl::Milliseconds(500));  // its own, until told
+  if (before != nullptr) *before = (*client)->heartbeat_interval();
   (*client)->StartAttach();
   REQUIRE(WaitUntil([&] { return messages.load() > 0; }));
-  CHECK((*client)->heartbeat_interval() == absl::Milliseconds(2048));
+  const absl::Duration interval = (*client)->heartbeat_interval();
   (*client)->Stop();
+  return interval;
+}
+
+TEST_CASE("a big job's workers follow the interval the daemon announces", "[heartbeat]") {
+  Daemon daemon(/*announce=*/true, /*max_np=*/4096, /*liveness_timeout_s=*/60);
+  absl::Duration before;
+  CHECK(IntervalAfterFirstMessage(daemon.ClientOptions(), &before) == absl::Milliseconds(2048));
+  CHECK(before == absl::Milliseconds(500));  // its own, until told
 }
 
 TEST_CASE("a worker heartbeats at least four times per grace period, whatever the daemon says",
@@ -209,29 +212,15 @@ TEST_CASE("a worker heartbeats at least four times per grace period, whatever th
   Daemon daemon(/*announce=*/true, /*max_np=*/10000, /*liveness_timeout_s=*/60);
   internal::DaemonClientOptions options = daemon.ClientOptions();
   options.daemon_grace = absl::Seconds(8);
-  std::atomic<int> messages{0};
-  options.on_message = [&](int64_t, bool) { messages.fetch_add(1); };
-  auto client = internal::DaemonClient::Create(options);
-  REQUIRE(client.ok());
-  (*client)->StartAttach();
-  REQUIRE(WaitUntil([&] { return messages.load() > 0; }));
-  // The daemon asked for 5 s.
-  CHECK((*client)->heartbeat_interval() == absl::Seconds(2));
-  (*client)->Stop();
+  // The daemon asks for 5 s.
+  CHECK(IntervalAfterFirstMessage(options) == absl::Seconds(2));
 }
 
 TEST_CASE("a worker keeps its own interval when the daemon announces none", "[heartbeat]") {
   Daemon daemon(/*announce=*/false, /*max_np=*/4096, /*liveness_timeout_s=*/60);
   internal::DaemonClientOptions options = daemon.ClientOptions();
   options.heartbeat_interval = absl::Milliseconds(300);
-  std::atomic<int> messages{0};
-  options.on_message = [&](int64_t, bool) { messages.fetch_add(1); };
-  auto client = internal::DaemonClient::Create(options);
-  REQUIRE(client.ok());
-  (*client)->StartAttach();
-  REQUIRE(WaitUntil([&] { return messages.load() > 0; }));
-  CHECK((*client)->heartbeat_interval() == absl::Milliseconds(300));
-  (*client)->Stop();
+  CHECK(IntervalAfterFirstMessage(options) == absl::Milliseconds(300));
 }
 
 TEST_CASE("the announced interval is in every message of the Attach stream", "[heartbeat]") {

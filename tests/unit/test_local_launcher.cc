@@ -19,6 +19,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "wait_until.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -27,6 +28,8 @@
 
 namespace horovodd::daemon {
 namespace {
+
+using testing::WaitUntil;
 
 // "Did not hang" deadline: generous, the test machine is small and loaded.
 constexpr absl::Duration kPatience = absl::Seconds(60);
@@ -131,15 +134,6 @@ std::string Command(pid_t pid) {
   std::string name;
   std::getline(comm, name);
   return name;
-}
-
-bool WaitUntil(const std::function<bool()>& condition) {
-  const absl::Time deadline = absl::Now() + kPatience;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
 }
 
 // Kills a process the launcher does not own (one that left its process group).
