@@ -26,6 +26,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "horovodd.grpc.pb.h"
+#include "../unit/job_spec_support.h"
 
 namespace {
 
@@ -80,23 +81,11 @@ int Submit(int argc, char** argv) {
   const std::string env_name = argv[6];
   const int env_bytes = Number(argv[7]);
   v1::SubmitJobRequest request;
-  v1::JobSpec& spec = *request.mutable_spec();
-  for (int i = 8; i < argc; ++i) spec.add_argv(argv[i]);
-  if (env_name != "-") (*spec.mutable_env())[env_name] = std::string(env_bytes, 'x');
-  spec.set_num_proc(np);
-  spec.set_min_np(1);
-  spec.set_max_np(max_np);
-  auto* host = spec.mutable_discovery()->add_hosts();
-  host->set_host("localhost");
-  host->set_slots(std::max(1, std::max(np, max_np)));
-  spec.mutable_discovery()->set_default_slots(1);
-  spec.mutable_discovery()->set_interval_seconds(1);
-  spec.mutable_discovery()->set_script_timeout_seconds(10);
-  spec.set_elastic_timeout_seconds(60);
-  spec.set_start_timeout_seconds(60);
-  spec.set_liveness_timeout_seconds(60);
-  spec.set_blacklist_cooldown_min_seconds(1);
-  spec.set_blacklist_cooldown_max_seconds(2);
+  *request.mutable_spec() = horovodd::testing::LocalJobSpec(
+      std::vector<std::string>(argv + 8, argv + argc), np, 1, max_np);
+  if (env_name != "-") {
+    (*request.mutable_spec()->mutable_env())[env_name] = std::string(env_bytes, 'x');
+  }
   auto stub = v1::JobService::NewStub(Connect(argv[2]));
   auto context = Context(token);
   v1::SubmitJobResponse response;

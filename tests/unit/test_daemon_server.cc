@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "job_spec_support.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -95,24 +96,9 @@ std::unique_ptr<v1::JobService::Stub> Stub(const daemon::DaemonServer& server) {
       server.address(), grpc::InsecureChannelCredentials(), server.admin_token()));
 }
 
-// One local worker running `argv`.
+// `np` local workers running `argv`.
 v1::JobSpec Spec(std::vector<std::string> argv, int np = 1) {
-  v1::JobSpec spec;
-  for (auto& arg : argv) spec.add_argv(arg);
-  spec.set_num_proc(np);
-  spec.set_min_np(np);
-  auto* host = spec.mutable_discovery()->add_hosts();
-  host->set_host("localhost");
-  host->set_slots(np);
-  spec.mutable_discovery()->set_default_slots(1);
-  spec.mutable_discovery()->set_interval_seconds(1);
-  spec.mutable_discovery()->set_script_timeout_seconds(10);
-  spec.set_elastic_timeout_seconds(60);
-  spec.set_start_timeout_seconds(60);
-  spec.set_liveness_timeout_seconds(60);
-  spec.set_blacklist_cooldown_min_seconds(1);
-  spec.set_blacklist_cooldown_max_seconds(2);
-  return spec;
+  return testing::LocalJobSpec(std::move(argv), np, np, 0);
 }
 
 grpc::Status Submit(v1::JobService::Stub& stub, const v1::JobSpec& spec, std::string* id) {
