@@ -7,8 +7,8 @@
 #include <exception>
 #include <string>
 #include <thread>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include <gloo/transport/context.h>
 #include <gloo/transport/pair.h>
@@ -30,7 +30,9 @@ namespace horovodd::internal {
 // reset. While a LoopWaker is held, an eventfd it registered with the loop
 // (level-triggered, never read by the loop) stays readable, so the loop
 // wakes back to back and every close returns at once. It is held only
-// around closes and the device's shutdown, which take microseconds each.
+// around the teardown in the destructor, which takes microseconds. Pairs
+// closed because the context failed close on a thread of their own, without
+// it (see ClosePairs).
 class LoopWaker final : public gloo::transport::tcp::Handler {
  public:
   // Null when the device is not Gloo's TCP device or no eventfd is left;
@@ -101,6 +103,7 @@ GlooContext::GlooContext(int rank, int size, absl::Duration collective_timeout)
     : gloo::rendezvous::Context(rank, size), collective_timeout_(collective_timeout) {}
 
 GlooContext::~GlooContext() {
+  if (closer_.joinable()) closer_.join();
   if (waker_ == nullptr) return;
   // The pairs and then the device (the last owner, its loop thread joined)
   // go while the loop is kept awake; the waker's fd is closed after that.
@@ -147,27 +150,36 @@ void GlooContext::Unregister(gloo::transport::UnboundBuffer* buffer) {
   buffers_.erase(buffer);
 }
 
-void GlooContext::ClosePairsLocked() {
-  ScopedWake wake(waker_.get());
+void GlooContext::StartClosingPairsLocked() {
+  if (closer_.joinable() || transportContext_ == nullptr) return;
+  closer_ = std::thread([this] { ClosePairs(); });
+}
+
+void GlooContext::ClosePairs() {
+  // Without the waker: each close() waits for the loop's own next turn (at
+  // most its 10 ms tick, sooner while its sockets are busy). Nothing waits
+  // for these closes but the destructor, and a loop kept spinning on every
+  // rank of a job at once starved the rings being connected for the next
+  // generation on a busy machine.
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
     std::unique_ptr<gloo::transport::Pair>& pair = getPair(peer);
-    // close() holds the pair's lock and waits for the device loop to drop the
-    // socket, so once it returns Gloo no longer reads into our buffers.
-    if (pair) pair->close();
+    try {
+      if (pair) pair->close();
+    } catch (const std::exception&) {
+      // A pair that failed has nothing left to close.
+    }
   }
 }
 
 void GlooContext::Abort() {
   std::lock_guard<std::mutex> lock(mu_);
   aborted_ = true;
-  // Pairs first: after this no I/O thread touches the buffers woken below,
-  // so their owners may free them as soon as they wake.
-  ClosePairsLocked();
   for (gloo::transport::UnboundBuffer* buffer : buffers_) {
     buffer->abortWaitRecv();
     buffer->abortWaitSend();
   }
+  StartClosingPairsLocked();
 }
 
 void GlooContext::ConnectFullMeshInParallel(gloo::rendezvous::Store& store,
@@ -220,7 +232,7 @@ void GlooContext::ConnectFullMeshInParallel(gloo::rendezvous::Store& store,
 void GlooContext::MarkFailed(const absl::Status& failure) {
   std::lock_guard<std::mutex> lock(mu_);
   if (failure_.ok()) failure_ = failure;
-  ClosePairsLocked();
+  StartClosingPairsLocked();
 }
 
 absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(

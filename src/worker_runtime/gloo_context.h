@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_set>
 
 #include <gloo/context.h>
@@ -79,8 +80,9 @@ class RegisteredBuffer {
 class GlooContext final : public gloo::rendezvous::Context {
  public:
   GlooContext(int rank, int size, absl::Duration collective_timeout);
-  // Closes the pairs and stops the device without waiting out its loop's
-  // 10 ms ticks (see LoopWaker in the .cc).
+  // Closes the pairs (waiting for a closing already started) and stops the
+  // device without waiting out its loop's 10 ms ticks (see LoopWaker in the
+  // .cc).
   ~GlooContext() override;
 
   absl::Duration collective_timeout() const { return collective_timeout_; }
@@ -101,8 +103,11 @@ class GlooContext final : public gloo::rendezvous::Context {
   // Where collectives on this context get their scratch memory.
   ScratchPool& scratch_pool() { return scratch_pool_; }
 
-  // Closes every pair (peers see the connection drop at once) and wakes
-  // every wait on a registered buffer. Idempotent.
+  // Wakes every wait on a registered buffer (it fails ABORTED) and starts
+  // closing every pair in the background (peers see the connections drop).
+  // Idempotent. Waking before the pairs are closed is safe: a registered
+  // buffer's Gloo buffer, destroyed with it, waits for any transfer into it
+  // in flight, and the loop drops transfers for buffers that are gone.
   void Abort();
 
   // Gloo's connectFullMesh, but connecting every pair at once: one store
@@ -112,16 +117,20 @@ class GlooContext final : public gloo::rendezvous::Context {
   void ConnectFullMeshInParallel(gloo::rendezvous::Store& store,
                                  std::shared_ptr<gloo::transport::Device>& device);
 
-  // Records that a collective failed and closes every pair: a failed
-  // context is never reused, and closing makes the peers still blocked on
-  // us fail now instead of at their timeout. Keeps the first failure.
+  // Records that a collective failed and starts closing every pair in the
+  // background: a failed context is never reused, and closing makes the
+  // peers still blocked on us fail now instead of at their timeout. Keeps
+  // the first failure.
   void MarkFailed(const absl::Status& failure);
 
  private:
   friend class RegisteredBuffer;
   void Unregister(gloo::transport::UnboundBuffer* buffer);
   absl::Status HealthLocked() const;
-  void ClosePairsLocked();
+  // Once: closing the pairs waits for the device loop once per pair, which
+  // the failing collective and the rejoin after it need not wait for.
+  void StartClosingPairsLocked();
+  void ClosePairs();
 
   const absl::Duration collective_timeout_;
   uint64_t next_sequence_ = 0;  // collective thread only
@@ -134,6 +143,9 @@ class GlooContext final : public gloo::rendezvous::Context {
   bool aborted_ = false;                                          // guarded by mu_
   absl::Status failure_;                                          // guarded by mu_
   std::unordered_set<gloo::transport::UnboundBuffer*> buffers_;  // guarded by mu_
+  // Closes the pairs once the context failed or was aborted; joined by the
+  // destructor before anything it uses goes.
+  std::thread closer_;  // started under mu_
 };
 
 // Builds a full-mesh Gloo TCP context through `store`, which the caller has

@@ -4,9 +4,11 @@
 // class only and never see an exception.
 //
 // After the first failed transfer every method returns that failure without
-// touching Gloo, and the destructor marks the context failed -- which closes
-// its pairs -- before the registered buffers are destroyed: Gloo must never
-// write into a caller's tensor once the collective has returned.
+// touching Gloo, and the destructor marks the context failed (which starts
+// closing its pairs). Gloo never writes into a caller's tensor once the
+// collective has returned: the destructor destroys the registered buffers,
+// and a Gloo buffer's destruction waits for a transfer into it in flight and
+// makes the loop drop later ones.
 #pragma once
 
 #include <chrono>

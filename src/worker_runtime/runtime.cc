@@ -182,7 +182,7 @@ void Runtime::SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation) {
     ring_ = std::move(ring);
     ring_generation_ = generation;
   }
-  // `old` is destroyed here, outside the lock: closing its sockets may wait.
+  reaper_.Retire(std::move(old));
 }
 
 void Runtime::DetachEngine(const absl::Status& reason) {

@@ -5,6 +5,7 @@ add_library(horovodd_runtime STATIC
   ${CMAKE_CURRENT_LIST_DIR}/daemon_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/daemon_store.cc
   ${CMAKE_CURRENT_LIST_DIR}/runtime.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ring_reaper.cc
   ${CMAKE_CURRENT_LIST_DIR}/engine_api.cc
   ${CMAKE_CURRENT_LIST_DIR}/engine_sync.cc
   ${CMAKE_CURRENT_LIST_DIR}/elastic.cc

@@ -21,6 +21,7 @@
 #include "worker_runtime/engine_loop.h"
 #include "worker_runtime/gpu_collectives.h"
 #include "worker_runtime/gpu_operations.h"
+#include "worker_runtime/ring_reaper.h"
 
 namespace horovodd::internal {
 
@@ -130,6 +131,8 @@ class Runtime {
   std::mutex ring_mu_;
   std::shared_ptr<gloo::Context> ring_;
   int64_t ring_generation_ = 0;
+  // Where replaced rings go to be torn down (ring_reaper.h).
+  RingReaper reaper_;
   // Declared last, destroyed first: its thread runs collectives through
   // everything above. The destructor detaches it before anything else.
   std::unique_ptr<Engine> engine_;
