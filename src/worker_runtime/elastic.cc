@@ -30,18 +30,17 @@ bool IsCollectiveFailure(const absl::Status& status) {
          (status.code() == absl::StatusCode::kAborted && !IsHostsUpdated(status));
 }
 
-// The rank every rank syncs from: the lowest one among those with the most
-// commits (new workers have none). Also returns that commit count.
-absl::StatusOr<std::pair<int, int64_t>> ChooseSyncRoot(int64_t own_commits) {
-  std::vector<int64_t> mine = {own_commits};
+}  // namespace
+
+absl::StatusOr<int64_t> State::SyncFromNewest(int64_t commits) {
+  std::vector<int64_t> mine = {commits};
   absl::StatusOr<Tensor> all = Allgather(ViewOf(mine));
   if (!all.ok()) return all.status();
-  const int64_t* commits = all->data_as<int64_t>();
-  const int64_t* newest = std::max_element(commits, commits + all->numel());
-  return std::make_pair(static_cast<int>(newest - commits), *newest);
+  const int64_t* each = all->data_as<int64_t>();
+  const int64_t* newest = std::max_element(each, each + all->numel());
+  if (absl::Status synced = Sync(static_cast<int>(newest - each)); !synced.ok()) return synced;
+  return *newest;
 }
-
-}  // namespace
 
 absl::Status HostsUpdatedError(int64_t current_generation, int64_t new_generation) {
   absl::Status status = absl::AbortedError(
@@ -99,10 +98,10 @@ absl::Status Run(State& state, const std::function<absl::Status(State&)>& train)
     // Every rank syncs, every time (a per-rank choice to skip it deadlocks:
     // Horovod issue 3494). Saving afterwards makes the synced state the
     // restore point on every rank, so ranks never restore to different ones.
-    absl::StatusOr<std::pair<int, int64_t>> root = ChooseSyncRoot(state.commits_);
-    absl::Status status = root.ok() ? state.Sync(root->first) : root.status();
+    absl::StatusOr<int64_t> newest = state.SyncFromNewest(state.commits_);
+    absl::Status status = newest.status();
     if (status.ok()) {
-      state.commits_ = root->second;
+      state.commits_ = *newest;
       state.Save();
       if (after_reset) state.RunResetCallbacks();
       status = train(state);

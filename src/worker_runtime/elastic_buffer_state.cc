@@ -116,6 +116,27 @@ absl::Status BufferState::Sync(int root) {
     return absl::InvalidArgumentError(
         absl::StrCat("sync root ", root, " is not a rank of a job of size ", Size()));
   }
+  if (absl::StatusOr<int64_t> checked = CheckLayout(0); !checked.ok()) return checked.status();
+  return BroadcastFrom(root);
+}
+
+absl::StatusOr<int64_t> BufferState::SyncFromNewest(int64_t commits) {
+  // The choice rides in the layout check as one number whose maximum is the
+  // most commits, then the lowest rank: commits above, (kRanks - 1 - rank)
+  // below.
+  constexpr int64_t kRankBits = 20;
+  constexpr int64_t kRanks = int64_t{1} << kRankBits;
+  if (Size() > kRanks || commits < 0 || commits >= (int64_t{1} << (62 - kRankBits))) {
+    return State::SyncFromNewest(commits);
+  }
+  absl::StatusOr<int64_t> newest = CheckLayout((commits << kRankBits) | (kRanks - 1 - Rank()));
+  if (!newest.ok()) return newest.status();
+  const int root = static_cast<int>(kRanks - 1 - (*newest & (kRanks - 1)));
+  if (absl::Status synced = BroadcastFrom(root); !synced.ok()) return synced;
+  return *newest >> kRankBits;
+}
+
+absl::StatusOr<int64_t> BufferState::CheckLayout(int64_t extra) {
   // Every rank checks the layout with the same collectives before any data
   // moves, so a mismatch fails on all ranks instead of hanging some.
   std::vector<std::string> names;
@@ -134,7 +155,7 @@ absl::Status BufferState::Sync(int root) {
   // lengths); only when they differ does a second one find which buffer.
   std::vector<int64_t> min, max;
   const std::vector<int64_t> shape = {static_cast<int64_t>(names.size()), HashNames(names),
-                                      HashLengths(lengths)};
+                                      HashLengths(lengths), extra};
   if (absl::Status status = MinMaxAcrossRanks(shape, &min, &max); !status.ok()) return status;
   if (min[0] != max[0] || min[1] != max[1]) {
     return absl::InvalidArgumentError(
@@ -150,7 +171,10 @@ absl::Status BufferState::Sync(int root) {
       }
     }
   }
+  return max[3];
+}
 
+absl::Status BufferState::BroadcastFrom(int root) {
   // The layout is the same everywhere, so every rank splits it the same way.
   std::vector<std::pair<void*, size_t>> small;
   std::vector<std::vector<float>*> large_floats;

@@ -424,6 +424,59 @@ TEST_CASE("Workers sync a BufferState from one root") {
   }
 }
 
+// Run's sync after a reset, reachable from a test.
+class ExposedBufferState : public elastic::BufferState {
+ public:
+  using elastic::BufferState::SyncFromNewest;
+};
+
+// A state that only has State's own SyncFromNewest (a collective to choose
+// the root, then Sync), over one value.
+class OneValueState : public elastic::State {
+ public:
+  explicit OneValueState(int64_t* value) : value_(value) {}
+  using elastic::State::SyncFromNewest;
+  void Save() override {}
+  void Restore() override {}
+  absl::Status Sync(int root) override {
+    std::vector<int64_t> v = {*value_};
+    if (absl::Status s = Broadcast(ViewOf(v), root); !s.ok()) return s;
+    *value_ = v[0];
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t* value_;
+};
+
+TEST_CASE("After a reset the state comes from the lowest rank with the most commits") {
+  const bool folded = GENERATE(true, false);  // BufferState's own choice, or State's
+  FakeDaemon daemon(4);
+  const std::vector<int64_t> commits = {2, 5, 5, 0};
+  std::vector<int64_t> seen_values(4), seen_newest(4);
+  auto results = RunWorkers(daemon, 4, [&](int w, Runtime&) -> absl::Status {
+    int64_t value = 1000 + Rank();
+    absl::StatusOr<int64_t> newest;
+    if (folded) {
+      ExposedBufferState state;
+      state.AddValue("value", &value);
+      newest = state.SyncFromNewest(commits[Rank()]);
+    } else {
+      OneValueState state(&value);
+      newest = state.SyncFromNewest(commits[Rank()]);
+    }
+    if (!newest.ok()) return newest.status();
+    seen_values[w] = value;
+    seen_newest[w] = *newest;
+    return absl::OkStatus();
+  });
+  RequireAllOk(results);
+  for (int w = 0; w < 4; ++w) {
+    CHECK(seen_values[w] == 1001);  // rank 1: 5 commits, the lower of the two
+    CHECK(seen_newest[w] == 5);
+  }
+}
+
 TEST_CASE("Sync refuses buffers whose lengths differ across ranks, on every rank") {
   FakeDaemon daemon(2);
   auto results = RunWorkers(daemon, 2, [&](int, Runtime&) -> absl::Status {

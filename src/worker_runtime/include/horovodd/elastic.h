@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace horovodd::elastic {
 
@@ -58,6 +59,15 @@ class State {
   virtual void Restore() = 0;
   virtual absl::Status Sync(int root) = 0;
 
+ protected:
+  // What Run does after every (re)start: syncs from the lowest rank among
+  // those with the most commits (`commits` is this rank's count; new
+  // workers have none) and returns that rank's count. This one spends a
+  // collective on the choice, then calls Sync; a subclass whose Sync starts
+  // with a collective of its own can fold the choice into it, one round
+  // trip fewer after each reset (BufferState does).
+  virtual absl::StatusOr<int64_t> SyncFromNewest(int64_t commits);
+
  private:
   friend absl::Status Run(State&, const std::function<absl::Status(State&)>&);
   void RunResetCallbacks();
@@ -79,7 +89,16 @@ class BufferState : public State {
   void Restore() override;
   absl::Status Sync(int root) override;
 
+ protected:
+  absl::StatusOr<int64_t> SyncFromNewest(int64_t commits) override;
+
  private:
+  // The check every rank makes before any data moves (same names and
+  // lengths everywhere, else INVALID_ARGUMENT on every rank); `extra` rides
+  // along, reduced with max.
+  absl::StatusOr<int64_t> CheckLayout(int64_t extra);
+  absl::Status BroadcastFrom(int root);
+
   std::map<std::string, std::vector<float>*> float_buffers_;
   std::map<std::string, std::vector<double>*> double_buffers_;
   std::map<std::string, int64_t*> values_;
