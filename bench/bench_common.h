@@ -13,9 +13,24 @@
 
 namespace horovodd::bench {
 
-// 4 KiB .. 64 MiB of float32, x4 per step.
+// 4 KiB .. 64 MiB of float32, x4 per step. BENCH_SIZES=4194304,1048576 in the
+// environment measures only those sizes (bench/run.sh passes it on), to look
+// at one size without the others' effects on the allocator and caches.
 inline std::vector<size_t> AllreduceSizes() {
   std::vector<size_t> bytes;
+  if (const char* only = std::getenv("BENCH_SIZES"); only != nullptr && *only != '\0') {
+    for (const char* p = only; *p != '\0';) {
+      char* end = nullptr;
+      const unsigned long long b = std::strtoull(p, &end, 10);
+      if (end == p || b == 0 || b % sizeof(float) != 0) {
+        std::fprintf(stderr, "BENCH_SIZES: want byte counts divisible by 4, got '%s'\n", only);
+        std::exit(2);
+      }
+      bytes.push_back(static_cast<size_t>(b));
+      p = *end == ',' ? end + 1 : end;
+    }
+    return bytes;
+  }
   for (size_t b = 4 << 10; b <= (64u << 20); b *= 4) bytes.push_back(b);
   return bytes;
 }
@@ -26,8 +41,12 @@ inline bool Quick() {
   return q != nullptr && std::string(q) == "1";
 }
 
-// About 256 MiB of traffic per size (64 MiB when quick), 3..300 (100) iterations.
+// About 256 MiB of traffic per size (64 MiB when quick), 3..300 (100) iterations;
+// BENCH_ITERS=N in the environment: N each.
 inline int IterationsFor(size_t bytes) {
+  if (const char* fixed = std::getenv("BENCH_ITERS"); fixed != nullptr && std::atoi(fixed) > 0) {
+    return std::atoi(fixed);
+  }
   const size_t budget = Quick() ? (64u << 20) : (256u << 20);
   return static_cast<int>(std::clamp<size_t>(budget / bytes, 3, Quick() ? 100 : 300));
 }

@@ -7,6 +7,8 @@
 #   bench/run.sh allreduce reset      a subset: allreduce small reset torchrun scale
 #   QUICK=1 bench/run.sh              shorter loops, scale up to 4,096 workers
 #   BUILD_DIR=/tmp/b bench/run.sh     another build dir (default: build-bench)
+#   BENCH_SIZES=4194304 BENCH_ITERS=300 bench/run.sh allreduce
+#                                     only those allreduce sizes, that many iterations
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
