@@ -36,9 +36,10 @@
 
 namespace horovodd::internal {
 
-// Sub-streams of one collective (e.g. its size exchange and its data), so
-// each matches only its own kind of message.
-enum class Channel : uint8_t { kMetadata = 1, kData = 2 };
+// Sub-streams of one collective (e.g. its size exchange and its data, or
+// the parts it reduces and the results it shares), so each matches only
+// its own kind of message.
+enum class Channel : uint8_t { kMetadata = 1, kData = 2, kResult = 3 };
 
 // Bytes [offset, offset + bytes) of a buffer, exchanged with one peer.
 struct PeerRegion {

@@ -54,7 +54,8 @@ TEST_CASE("allreduce: every op and dtype on 2, 3 and 4 ranks", "[collectives][al
     for (DType dtype : kAllDTypes) {
       for (ReduceOp op : kAllReduceOps) {
         // Small ones go to every peer directly; 70000 elements (but int8 at
-        // 3-4 ranks) take the ring.
+        // 3-4 ranks) take the ring at 2 ranks and the pairwise exchange at
+        // 3 and 4.
         for (int64_t count : {1, 7, 1000, 70000}) {
           AllreduceOptions options;
           options.op = op;
@@ -74,7 +75,9 @@ TEST_CASE("allreduce: every rank ends with the same bits, small or large",
           "[collectives][allreduce]") {
   gloo::rendezvous::HashStore store;
   RankGroup group(store, "same-bits", 3);
-  for (int64_t count : {int64_t{100}, int64_t{200000}}) {  // direct, then the ring
+  // Direct, pairwise, then (past what the pairwise exchange keeps in its
+  // scratch pool, 16 MiB) the ring.
+  for (int64_t count : {int64_t{100}, int64_t{200000}, int64_t{4500000}}) {
     INFO(count << " elements");
     std::vector<std::vector<float>> results = OnEveryRank<std::vector<float>>(3, [&](int rank) {
       std::vector<float> values(count);
@@ -154,8 +157,10 @@ TEST_CASE("allreduce: prescale and postscale", "[collectives][allreduce]") {
     options.postscale_factor = c.postscale;
     INFO(DTypeName(c.dtype) << " " << ReduceOpName(c.op) << " prescale " << c.prescale
                             << " postscale " << c.postscale);
-    for (const std::string& problem : CheckAllreduce(group, c.dtype, 11, options)) {
-      CHECK(problem == "");
+    for (int64_t count : {11, 100000}) {  // direct, pairwise
+      for (const std::string& problem : CheckAllreduce(group, c.dtype, count, options)) {
+        CHECK(problem == "");
+      }
     }
   }
 }
