@@ -10,6 +10,7 @@ add_library(hvdd_collectives STATIC
   ${CMAKE_CURRENT_LIST_DIR}/gloo_transfer.cc
   ${CMAKE_CURRENT_LIST_DIR}/scratch_pool.cc
   ${CMAKE_CURRENT_LIST_DIR}/gloo_ring.cc
+  ${CMAKE_CURRENT_LIST_DIR}/gloo_allreduce.cc
   ${CMAKE_CURRENT_LIST_DIR}/gloo_ops.cc)
 set_target_properties(hvdd_collectives PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(hvdd_collectives PUBLIC

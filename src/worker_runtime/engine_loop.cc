@@ -227,33 +227,39 @@ void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
   absl::StatusOr<NegotiationResult> round;
   // Copied: Observe below may replace the prediction.
   const std::optional<PredictedAllreduce> predicted = predictor_.prediction();
+  std::optional<size_t> confirmed;  // index in taken_ of the predicted request, completed
   absl::Status status = ring([&](gloo::Context& context) -> absl::Status {
-    if (!predicted) {
+    const Speculation how =
+        predicted ? ChooseSpeculation(context, *predicted) : Speculation::kNone;
+    if (how == Speculation::kNone) {
       round = Negotiate(context, pending, fusion_threshold, cache_);
       return round.status();
     }
     absl::StatusOr<std::unique_ptr<NegotiationInFlight>> negotiation =
         NegotiationInFlight::Start(context, pending, fusion_threshold, cache_);
     if (!negotiation.ok()) return negotiation.status();
-    if (absl::Status reduced = ReducePredicted(context, *predicted, taken_, fusion_);
-        !reduced.ok()) {
-      return reduced;
+    if (absl::Status started = StartPredicted(context, *predicted, how, taken_, fusion_);
+        !started.ok()) {
+      return started;
     }
     round = (*negotiation)->Finish(cache_);
-    return round.status();
+    if (!round.ok()) return round.status();
+    absl::StatusOr<std::optional<size_t>> finished =
+        FinishPredicted(context, *predicted, how, *round, taken_, fusion_);
+    if (!finished.ok()) return finished.status();
+    confirmed = *finished;
+    return absl::OkStatus();
   });
   std::vector<Completion> done;
   last_round_progressed_ = status.ok() && (!round->ready.empty() || !round->conflicts.empty());
   if (status.ok()) {
     predictor_.Observe(*round, taken_);
-    if (predicted) {
-      if (std::optional<size_t> index = TakeConfirmed(*predicted, *round, taken_, fusion_)) {
-        Request& r = taken_[*index];
-        done.push_back(Completion{r.handle, r.error_prefix, absl::OkStatus(), std::nullopt});
-        round->ready.erase(std::find(round->ready.begin(), round->ready.end(), r.name));
-        taken_.erase(taken_.begin() + static_cast<std::ptrdiff_t>(*index));
-        ++confirmed_predictions_;
-      }
+    if (confirmed) {
+      Request& r = taken_[*confirmed];
+      done.push_back(Completion{r.handle, r.error_prefix, absl::OkStatus(), std::nullopt});
+      round->ready.erase(std::find(round->ready.begin(), round->ready.end(), r.name));
+      taken_.erase(taken_.begin() + static_cast<std::ptrdiff_t>(*confirmed));
+      ++confirmed_predictions_;
     }
     std::unordered_map<std::string, absl::Status> conflicts;
     for (const Conflict& c : round->conflicts) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "worker_runtime/gloo_ops.h"
+#include "worker_runtime/gloo_transfer.h"
 
 namespace horovodd::internal {
 namespace {
@@ -17,11 +18,18 @@ const Request* FindPending(const std::vector<Request>& taken, const std::string&
 }
 
 // A lone request the engine can run speculatively: a plain single-tensor
-// allreduce in host memory, small enough (see kMaxSpeculativeBytes).
-bool Predictable(const Request& r) {
+// allreduce in host memory, within the fusion buffer's bounds.
+bool Predictable(const Request& r, int64_t fusion_threshold) {
   return r.kind == RequestKind::kAllreduce && r.tensors.size() == 1 &&
          r.tensors.front().device.type == DeviceType::kCPU && r.nbytes() > 0 &&
-         r.nbytes() <= kMaxSpeculativeBytes;
+         r.nbytes() <= kMaxSplitSpeculativeBytes &&
+         (r.nbytes() <= kMaxCopiedSpeculativeBytes ||
+          static_cast<int64_t>(r.nbytes()) <= fusion_threshold);
+}
+
+TensorView WorkIn(FusionBuffer& fusion, const PredictedAllreduce& predicted) {
+  return TensorView{fusion.Reserve(predicted.nbytes()), predicted.dtype, {predicted.elements},
+                    Device{}};
 }
 
 }  // namespace
@@ -36,7 +44,7 @@ void AllreducePredictor::Observe(const NegotiationResult& round,
   }
   // Ready means every rank has it with one descriptor, so every rank sees
   // the same `lone` and decides the same.
-  if (lone == nullptr || !Predictable(*lone)) {
+  if (lone == nullptr || !Predictable(*lone, round.fusion_threshold)) {
     Reset();
     return;
   }
@@ -62,21 +70,38 @@ void AllreducePredictor::Reset() {
   prediction_.reset();
 }
 
-absl::Status ReducePredicted(gloo::Context& context, const PredictedAllreduce& predicted,
-                             const std::vector<Request>& taken, FusionBuffer& fusion) {
-  uint8_t* buffer = fusion.Reserve(predicted.nbytes());
-  if (const Request* mine = FindPending(taken, predicted.name, predicted.descriptor)) {
-    std::memcpy(buffer, mine->tensors.front().data, predicted.nbytes());
-  } else {
-    std::memset(buffer, 0, predicted.nbytes());
-  }
-  TensorView view{buffer, predicted.dtype, {predicted.elements}, Device{}};
-  return Allreduce(context, view, predicted.options);
+Speculation ChooseSpeculation(const gloo::Context& context, const PredictedAllreduce& predicted) {
+  if (predicted.nbytes() <= kMaxCopiedSpeculativeBytes) return Speculation::kOnCopy;
+  const TensorView shape{nullptr, predicted.dtype, {predicted.elements}, Device{}};
+  return AllreduceSplitsInHalves(shape, context.size) ? Speculation::kInHalves
+                                                      : Speculation::kNone;
 }
 
-std::optional<size_t> TakeConfirmed(const PredictedAllreduce& predicted,
-                                    const NegotiationResult& round,
-                                    const std::vector<Request>& taken, FusionBuffer& fusion) {
+absl::Status StartPredicted(gloo::Context& context, const PredictedAllreduce& predicted,
+                            Speculation how, const std::vector<Request>& taken,
+                            FusionBuffer& fusion) {
+  TensorView work = WorkIn(fusion, predicted);
+  const Request* mine = FindPending(taken, predicted.name, predicted.descriptor);
+  if (how == Speculation::kInHalves && mine != nullptr) {
+    return AllreduceFirstHalf(context, mine->tensors.front(), work, predicted.options);
+  }
+  if (mine != nullptr) {
+    std::memcpy(work.data, mine->tensors.front().data, predicted.nbytes());
+  } else {
+    std::memset(work.data, 0, predicted.nbytes());
+  }
+  if (how == Speculation::kInHalves) {
+    return AllreduceFirstHalf(context, work, work, predicted.options);
+  }
+  return Allreduce(context, work, predicted.options);
+}
+
+absl::StatusOr<std::optional<size_t>> FinishPredicted(gloo::Context& context,
+                                                      const PredictedAllreduce& predicted,
+                                                      Speculation how,
+                                                      const NegotiationResult& round,
+                                                      const std::vector<Request>& taken,
+                                                      FusionBuffer& fusion) {
   if (std::find(round.ready.begin(), round.ready.end(), predicted.name) == round.ready.end()) {
     return std::nullopt;
   }
@@ -84,7 +109,13 @@ std::optional<size_t> TakeConfirmed(const PredictedAllreduce& predicted,
   // Ready everywhere with one descriptor: if it is not the predicted one
   // here, it is not anywhere, and every rank runs it the usual way.
   if (mine == nullptr) return std::nullopt;
-  std::memcpy(mine->tensors.front().data, fusion.Reserve(predicted.nbytes()), predicted.nbytes());
+  TensorView work = WorkIn(fusion, predicted);
+  if (how == Speculation::kInHalves) {
+    HVDD_RETURN_IF_ERROR(
+        AllreduceSecondHalf(context, work, mine->tensors.front(), predicted.options));
+  } else {
+    std::memcpy(mine->tensors.front().data, work.data, predicted.nbytes());
+  }
   return static_cast<size_t>(mine - taken.data());
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "collective_args.h"
 #include "gloo_context.h"
+#include "gloo_op_support.h"
 #include "gloo_ring.h"
 #include "gloo_transfer.h"
 #include "reduce_kernels.h"
@@ -19,20 +20,6 @@ namespace {
 // before the CollectiveScope: locals die in reverse order, so the memory
 // outlives the buffers the scope registered on it, even on failure.
 
-std::string Label(const char* op, const std::string& name) {
-  return name.empty() ? std::string(op) : absl::StrCat(op, " '", name, "'");
-}
-
-absl::StatusOr<GlooContext*> OurContext(gloo::Context& context, const std::string& label) {
-  auto* ours = dynamic_cast<GlooContext*>(&context);
-  if (ours == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(label, ": the gloo context was not made by ConnectGlooContext"));
-  }
-  return ours;
-}
-
-uint8_t* Bytes(void* data) { return static_cast<uint8_t*>(data); }
 
 // Sends to_each[p] to every peer p; returns the header each rank sent us
 // (ours at [rank]).
@@ -78,151 +65,7 @@ std::vector<PeerRegion> RowBlocks(const std::vector<int64_t>& rows, size_t row_b
   return blocks;
 }
 
-// Up to this many bytes sent per rank ((ranks - 1) x the tensor), an
-// allreduce sends its whole tensor to every peer and each rank reduces all
-// of them itself: one message hop instead of the ring's 2 (ranks - 1), each
-// of which waits for a process to be scheduled. Past it the ring's
-// bandwidth wins.
-constexpr size_t kDirectAllreduceMaxBytesSent = size_t{256} << 10;
-
-// Every rank reduces the same contributions in rank order, so every rank
-// ends with the same bits.
-absl::Status DirectAllreduce(CollectiveScope& scope, TensorView inout, ReduceOp op,
-                             double postscale_factor) {
-  const int n = scope.size();
-  const size_t bytes = inout.nbytes();
-  absl::StatusOr<CollectiveScope::Scratch> all = scope.RegisterScratch(n * bytes);
-  if (!all.ok()) return all.status();
-  std::memcpy(all->data + scope.rank() * bytes, inout.data, bytes);
-  std::vector<PeerRegion> from(n);
-  for (int p = 0; p < n; ++p) from[p] = PeerRegion{p * bytes, bytes};
-  HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(all->buffer,
-                                             std::vector<PeerRegion>(n, from[scope.rank()]),
-                                             all->buffer, from, Channel::kData));
-  std::memcpy(inout.data, all->data, bytes);
-  for (int p = 1; p < n; ++p) {
-    ReduceInto(inout.dtype, op, inout.data, all->data + p * bytes, inout.numel());
-  }
-  FinishReduction(inout.dtype, op, inout.data, inout.numel(), n, postscale_factor);
-  return absl::OkStatus();
-}
-
-// From 3 ranks, while the scratch it needs (a tensor's worth) stays in the
-// context's pool, an allreduce is a reduce-scatter and an allgather that
-// each exchange with every peer at once: the ring's bytes in 2 rounds
-// instead of 2 (ranks - 1), each of which waits for a process to be
-// scheduled. Measured at 4 ranks on loopback (2 cores): 1 MiB went from
-// 0.85 to 1.04 x raw Gloo's ring, 4 MiB from 0.78 to 0.91, 16 MiB the same.
-// Past that the ring's pipelining and its two segment slots win, as they do
-// at 2 ranks, where both are one round anyway; and past 16 ranks the parts
-// get small and the peers many.
-constexpr int kPairwiseAllreduceMaxRanks = 16;
-
-bool UsesPairwiseAllreduce(const TensorView& tensor, int ranks) {
-  if (ranks < 3 || ranks > kPairwiseAllreduceMaxRanks) return false;
-  const size_t largest_chunk = static_cast<size_t>((tensor.numel() + ranks - 1) / ranks);
-  return static_cast<size_t>(ranks) * largest_chunk * DTypeSize(tensor.dtype) <=
-         ScratchPool::kMaxKeptBytes;
-}
-
-// Rank r owns chunk r (EvenSplit): every rank sends each owner its part,
-// the owner reduces the parts in rank order (so every rank ends with the
-// owner's bits), and sends the result to everyone.
-absl::Status PairwiseAllreduce(CollectiveScope& scope, TensorView inout, ReduceOp op,
-                               double postscale_factor) {
-  const int n = scope.size();
-  const int rank = scope.rank();
-  const size_t element_size = DTypeSize(inout.dtype);
-  const std::vector<int64_t> counts = EvenSplit(inout.numel(), n);
-  std::vector<PeerRegion> chunks(n);
-  size_t offset = 0;
-  for (int p = 0; p < n; ++p) {
-    chunks[p] = PeerRegion{offset, static_cast<size_t>(counts[p]) * element_size};
-    offset += chunks[p].bytes;
-  }
-  const size_t own_bytes = chunks[rank].bytes;
-  uint8_t* own = Bytes(inout.data) + chunks[rank].offset;
-  absl::StatusOr<gloo::transport::UnboundBuffer*> buffer =
-      scope.Register(inout.data, inout.nbytes());
-  if (!buffer.ok()) return buffer.status();
-
-  // Slot p of `parts` gets rank p's part of our chunk, each its own Gloo
-  // buffer so that it can be waited for alone; our own part goes to our
-  // slot, since the fold below overwrites the chunk.
-  absl::StatusOr<CollectiveScope::Scratch> parts = scope.RegisterScratch(n * own_bytes);
-  if (!parts.ok()) return parts.status();
-  std::vector<gloo::transport::UnboundBuffer*> slots(n, nullptr);
-  for (int p = 0; p < n; ++p) {
-    if (p == rank || own_bytes == 0) continue;
-    absl::StatusOr<gloo::transport::UnboundBuffer*> slot =
-        scope.Register(parts->data + p * own_bytes, own_bytes);
-    if (!slot.ok()) return slot.status();
-    slots[p] = *slot;
-    HVDD_RETURN_IF_ERROR(scope.Recv(**slot, p, 0, own_bytes, Channel::kData));
-  }
-  for (int p = 0; p < n; ++p) {
-    if (p == rank || chunks[p].bytes == 0) continue;
-    HVDD_RETURN_IF_ERROR(
-        scope.Send(**buffer, p, chunks[p].offset, chunks[p].bytes, Channel::kData));
-  }
-  if (own_bytes > 0) {
-    if (rank != 0) std::memcpy(parts->data + rank * own_bytes, own, own_bytes);
-    for (int p = 0; p < n; ++p) {
-      if (p != rank) HVDD_RETURN_IF_ERROR(scope.WaitRecv(*slots[p]));
-      if (p == 0) {
-        if (rank != 0) std::memcpy(own, parts->data, own_bytes);
-      } else {
-        ReduceInto(inout.dtype, op, own, parts->data + p * own_bytes, counts[rank]);
-      }
-    }
-    FinishReduction(inout.dtype, op, own, counts[rank], n, postscale_factor);
-  }
-  // Our sends read the chunks the results will land in: done first.
-  for (int p = 0; p < n; ++p) {
-    if (p != rank && chunks[p].bytes > 0) HVDD_RETURN_IF_ERROR(scope.WaitSend(**buffer));
-  }
-  return scope.ExchangeWithAll(*buffer, std::vector<PeerRegion>(n, chunks[rank]), *buffer,
-                               chunks, Channel::kResult);
-}
-
 }  // namespace
-
-absl::Status Allreduce(gloo::Context& context, TensorView inout,
-                       const AllreduceOptions& options) {
-  const std::string label = Label("allreduce", options.name);
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
-  CollectiveScope scope(**ours, label);
-  HVDD_RETURN_IF_ERROR(scope.CheckHealth());
-  HVDD_RETURN_IF_ERROR(CheckTensor(label, inout));
-  HVDD_RETURN_IF_ERROR(CheckScaleFactor(label, "prescale_factor", options.prescale_factor));
-  HVDD_RETURN_IF_ERROR(CheckScaleFactor(label, "postscale_factor", options.postscale_factor));
-  const int64_t count = inout.numel();
-  if (count == 0) return absl::OkStatus();
-
-  if (options.prescale_factor != 1.0) {
-    ScaleInPlace(inout.dtype, inout.data, count, options.prescale_factor);
-  }
-  if (scope.size() > 1 &&
-      inout.nbytes() * static_cast<size_t>(scope.size() - 1) <= kDirectAllreduceMaxBytesSent) {
-    return DirectAllreduce(scope, inout, options.op, options.postscale_factor);
-  }
-  if (UsesPairwiseAllreduce(inout, scope.size())) {
-    return PairwiseAllreduce(scope, inout, options.op, options.postscale_factor);
-  }
-  absl::StatusOr<gloo::transport::UnboundBuffer*> buffer =
-      scope.Register(inout.data, inout.nbytes());
-  if (!buffer.ok()) return buffer.status();
-  const RingLayout layout(inout.dtype, EvenSplit(count, scope.size()));
-  HVDD_RETURN_IF_ERROR(RingReduceScatter(scope, **buffer, layout, options.op));
-  // Finish our chunk before sharing it, so every rank ends with the owner's
-  // bits and the division runs once per element, not once per rank.
-  const ElementRange mine = layout.chunk(scope.rank());
-  FinishReduction(inout.dtype, options.op,
-                  Bytes(inout.data) + mine.offset * layout.element_size(), mine.count,
-                  scope.size(), options.postscale_factor);
-  return RingAllgather(scope, **buffer, layout);
-}
 
 absl::StatusOr<Tensor> Allgather(gloo::Context& context, const TensorView& input) {
   const std::string label = "allgather";

@@ -41,6 +41,21 @@ namespace horovodd::internal {
 absl::Status Allreduce(gloo::Context& context, TensorView inout,
                        const AllreduceOptions& options);
 
+// Allreduce in two halves, for a caller that decides between them, alike on
+// every rank, whether it wants the result (the engine's speculation,
+// engine_speculation.h); other collectives may run between them. Only where
+// AllreduceSplitsInHalves (the direct and pairwise algorithms; the ring's
+// halves are FAILED_PRECONDITION). The first half reads `input` (but uses it
+// up when it is `work`) and leaves in `work` (same dtype and count, left
+// alone until the second half) every rank's contribution exchanged and
+// reduced. The second, run on every rank or on none, makes `output` the
+// result Allreduce would have made of `input`, bit for bit.
+bool AllreduceSplitsInHalves(const TensorView& tensor, int ranks);
+absl::Status AllreduceFirstHalf(gloo::Context& context, const TensorView& input,
+                                TensorView work, const AllreduceOptions& options);
+absl::Status AllreduceSecondHalf(gloo::Context& context, const TensorView& work,
+                                 TensorView output, const AllreduceOptions& options);
+
 // Ranks may contribute different first dimensions; the other dimensions and
 // the dtype must match. Result: the inputs concatenated in rank order.
 absl::StatusOr<Tensor> Allgather(gloo::Context& context, const TensorView& input);

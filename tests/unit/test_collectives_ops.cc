@@ -165,6 +165,60 @@ TEST_CASE("allreduce: prescale and postscale", "[collectives][allreduce]") {
   }
 }
 
+TEST_CASE("allreduce in halves: the input is only read, the result is Allreduce's bits",
+          "[collectives][allreduce]") {
+  gloo::rendezvous::HashStore store;
+  RankGroup group(store, "halves", 3);
+  // Direct, then pairwise; with and without scaling.
+  for (int64_t count : {int64_t{1000}, int64_t{300000}}) {
+    for (double prescale : {1.0, 0.5}) {
+      INFO(count << " elements, prescale " << prescale);
+      AllreduceOptions options;
+      options.op = ReduceOp::kAverage;
+      options.prescale_factor = prescale;
+      options.postscale_factor = 3.0;
+      auto input_of = [&](int rank) {
+        std::vector<float> values(count);
+        for (int64_t i = 0; i < count; ++i) values[i] = 1.0f / static_cast<float>(rank + i % 7 + 3);
+        return values;
+      };
+      std::vector<std::string> problems = OnEveryRank<std::string>(3, [&](int rank) {
+        const std::vector<float> original = input_of(rank);
+        std::vector<float> input = original, work(count), output(count);
+        std::vector<float> whole = original;
+        gloo::Context& context = group.context(rank);
+        if (!internal::AllreduceSplitsInHalves(ViewOf(input), 3)) return std::string("no split");
+        absl::Status status = internal::AllreduceFirstHalf(context, ViewOf(input), ViewOf(work),
+                                                           options);
+        if (!status.ok()) return status.ToString();
+        if (input != original) return std::string("the first half wrote its input");
+        status = internal::AllreduceSecondHalf(context, ViewOf(work), ViewOf(output), options);
+        if (!status.ok()) return status.ToString();
+        status = internal::Allreduce(context, ViewOf(whole), options);
+        if (!status.ok()) return status.ToString();
+        if (output != whole) return std::string("the halves' result differs from Allreduce's");
+        return std::string();
+      });
+      for (const std::string& problem : problems) CHECK(problem == "");
+    }
+  }
+}
+
+TEST_CASE("allreduce in halves: not for the ring", "[collectives][allreduce]") {
+  gloo::rendezvous::HashStore store;
+  RankGroup group(store, "halves-ring", 2);
+  std::vector<float> big(1 << 20);  // 4 MiB at 2 ranks: the ring
+  CHECK_FALSE(internal::AllreduceSplitsInHalves(ViewOf(big), 2));
+  std::vector<absl::Status> results = OnEveryRank<absl::Status>(2, [&](int rank) {
+    std::vector<float> input(1 << 20), work(1 << 20);
+    return internal::AllreduceFirstHalf(group.context(rank), ViewOf(input), ViewOf(work), {});
+  });
+  for (const absl::Status& status : results) {
+    CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(status.message().find("does not split") != std::string::npos);
+  }
+}
+
 TEST_CASE("allgather: ranks contribute different first dimensions", "[collectives][allgather]") {
   gloo::rendezvous::HashStore store;
   for (int size : {2, 3, 4}) {

@@ -1,7 +1,8 @@
 // The engine's speculative allreduce (engine_speculation.h) over in-process
-// rings: a repeated synchronous allreduce is predicted and its results stay
-// exact; a wrong guess (a new shape, a different tensor, ranks that disagree
-// on what comes next) is thrown away and the round runs as usual.
+// rings, on a copy and in halves: a repeated synchronous allreduce is
+// predicted and its results stay exact; a wrong guess (a new shape, a
+// different tensor, ranks that disagree on what comes next) is thrown away
+// and the round runs as usual.
 #include <string>
 #include <vector>
 
@@ -54,11 +55,15 @@ std::string SyncStep(EngineGroup& group, int rank, const std::string& name, int6
 }
 
 TEST_CASE("a repeated synchronous allreduce is predicted and stays exact", "[engine]") {
+  // On a copy (1000 floats), and in halves (400000 floats, 1.6 MB: the
+  // pairwise algorithm at 3 ranks).
+  const int64_t elements = GENERATE(int64_t{1000}, int64_t{400000});
+  INFO(elements << " elements");
   EngineGroup group(3);
   constexpr int kSteps = 30;
   std::vector<std::string> results = OnEveryRank<std::string>(3, [&](int rank) {
     for (int step = 0; step < kSteps; ++step) {
-      std::string wrong = SyncStep(group, rank, "loss", 1000, step);
+      std::string wrong = SyncStep(group, rank, "loss", elements, step);
       if (!wrong.empty()) return wrong;
     }
     return std::string();
@@ -71,6 +76,10 @@ TEST_CASE("a repeated synchronous allreduce is predicted and stays exact", "[eng
 }
 
 TEST_CASE("a wrong prediction is thrown away and the round runs as usual", "[engine]") {
+  // Sizes in units: 100, 300 and 50 floats (on a copy), or 4000 times that
+  // (400000 and 1200000 floats in halves, 200000 on a copy).
+  const int64_t unit = GENERATE(int64_t{1}, int64_t{4000});
+  INFO("unit " << unit);
   EngineGroup group(3);
   std::vector<std::string> results = OnEveryRank<std::string>(3, [&](int rank) {
     std::string wrong;
@@ -80,16 +89,16 @@ TEST_CASE("a wrong prediction is thrown away and the round runs as usual", "[eng
         wrong = SyncStep(group, rank, name, elements, step++);
       }
     };
-    run("loss", 100, 4);    // predicted from the third call on
-    run("loss", 300, 4);    // a new shape: the guess (100 floats) is wrong once
-    run("metric", 50, 1);   // another name: wrong again
-    run("loss", 300, 4);
+    run("loss", 100 * unit, 4);   // predicted from the third call on
+    run("loss", 300 * unit, 4);   // a new shape: the guess (100 units) is wrong once
+    run("metric", 50 * unit, 1);  // another name: wrong again
+    run("loss", 300 * unit, 4);
     if (!wrong.empty()) return wrong;
     // Ranks disagree on what comes next: rank 0 wants "loss" at once, the
     // others first finish an asynchronous "grad" that rank 0 sends later.
     std::vector<float> grad(64, static_cast<float>(rank + 1));
     if (rank == 0) {
-      run("loss", 300, 1);
+      run("loss", 300 * unit, 1);
       absl::StatusOr<Handle> h = group.engine(rank).Enqueue(
           testing::AllreduceRequest("grad", {ViewOf(grad)}, Sum()), true);
       absl::Status s = h.ok() ? h->Wait() : h.status();
@@ -98,12 +107,12 @@ TEST_CASE("a wrong prediction is thrown away and the round runs as usual", "[eng
       absl::StatusOr<Handle> h = group.engine(rank).Enqueue(
           testing::AllreduceRequest("grad", {ViewOf(grad)}, Sum()), false);
       if (!h.ok()) return h.status().ToString();
-      run("loss", 300, 1);
+      run("loss", 300 * unit, 1);
       if (absl::Status s = h->Wait(); !s.ok()) return s.ToString();
     }
     if (!wrong.empty()) return wrong;
     if (grad[63] != 6.0f) return absl::StrCat("grad is ", grad[63], ", want 6");
-    run("loss", 300, 4);  // and predictions resume
+    run("loss", 300 * unit, 4);  // and predictions resume
     return wrong;
   });
   for (const std::string& r : results) CHECK(r == "");
