@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -151,8 +152,14 @@ void GlooContext::Unregister(gloo::transport::UnboundBuffer* buffer) {
 }
 
 void GlooContext::StartClosingPairsLocked() {
-  if (closer_.joinable() || transportContext_ == nullptr) return;
-  closer_ = std::thread([this] { ClosePairs(); });
+  if (closer_.joinable() || closed_inline_ || transportContext_ == nullptr) return;
+  try {
+    closer_ = std::thread([this] { ClosePairs(); });
+  } catch (const std::system_error&) {
+    // No thread to be had (this may run in a destructor): close them here.
+    closed_inline_ = true;
+    ClosePairs();
+  }
 }
 
 void GlooContext::ClosePairs() {

@@ -145,7 +145,8 @@ class GlooContext final : public gloo::rendezvous::Context {
   std::unordered_set<gloo::transport::UnboundBuffer*> buffers_;  // guarded by mu_
   // Closes the pairs once the context failed or was aborted; joined by the
   // destructor before anything it uses goes.
-  std::thread closer_;  // started under mu_
+  std::thread closer_;          // started under mu_
+  bool closed_inline_ = false;  // guarded by mu_; no thread could be started
 };
 
 // Builds a full-mesh Gloo TCP context through `store`, which the caller has
