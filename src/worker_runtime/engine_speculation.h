@@ -51,8 +51,9 @@
 
 namespace horovodd::internal {
 
-// Speculation keeps its work in the fusion buffer, so nothing bigger than
-// what fusion may grow that buffer to (the fusion threshold) is predicted.
+// The bounds of the two ways above. Speculation keeps its work in the
+// fusion buffer: past the first bound, only what fusion itself may grow
+// that buffer to (the fusion threshold) is predicted.
 constexpr size_t kMaxCopiedSpeculativeBytes = size_t{1} << 20;
 constexpr size_t kMaxSplitSpeculativeBytes = size_t{8} << 20;
 
