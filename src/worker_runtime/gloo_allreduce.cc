@@ -6,8 +6,9 @@
 //             rank owns a chunk, gets every peer's part of it, reduces and
 //             sends the result to everyone, two rounds;
 //   ring      everything else: Gloo's ring, 2 (ranks - 1) rounds.
-// Every algorithm reduces each element in one fixed order on one rank and
-// shares that result, so every rank ends with the same bits.
+// Each reduces every element in one fixed order (the direct one on every
+// rank, the others on the rank owning it, which shares the result), so every
+// rank ends with the same bits.
 #include <cstring>
 #include <string>
 #include <vector>
