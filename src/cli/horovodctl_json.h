@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "daemon/json_text.h"
+
 namespace horovodd::cli {
 
 struct JsonStyle {
@@ -20,8 +22,8 @@ struct JsonStyle {
 // `message` as a JSON object.
 std::string MessageToJson(const google::protobuf::Message& message, JsonStyle style = {});
 
-// Building blocks for documents that are not one message.
-std::string JsonQuote(std::string_view text);
+// Building blocks for documents that are not one message (and JsonQuote,
+// from daemon/json_text.h).
 std::string JsonNumber(double value);
 
 }  // namespace horovodd::cli
