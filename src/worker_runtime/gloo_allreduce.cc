@@ -214,31 +214,50 @@ absl::Status CheckSameLayout(const std::string& label, const TensorView& tensor,
       label, ": the work tensor's dtype or element count differs from the tensor's"));
 }
 
-}  // namespace
-
-absl::Status Allreduce(gloo::Context& context, TensorView inout,
-                       const AllreduceOptions& options) {
+// Every entry point's prologue: its scope, the checks (and, given `work`,
+// that it matches `tensor`), nothing to do for an empty tensor; then
+// body(scope, algorithm, label) does the rest.
+template <typename Body>
+absl::Status RunAllreduce(gloo::Context& context, const AllreduceOptions& options,
+                          const TensorView& tensor, const TensorView* work, Body body) {
   const std::string label = Label("allreduce", options.name);
   absl::StatusOr<GlooContext*> ours = OurContext(context, label);
   if (!ours.ok()) return ours.status();
   CollectiveScope scope(**ours, label);
-  HVDD_RETURN_IF_ERROR(CheckAllreduce(scope, label, inout, options));
-  if (inout.numel() == 0) return absl::OkStatus();
-  switch (Choose(inout, scope.size())) {
-    case Algorithm::kDirect:
-      return DirectAllreduce(scope, inout.data, inout, options);
-    case Algorithm::kPairwise: {
-      if (options.prescale_factor != 1.0) {
-        ScaleInPlace(inout.dtype, inout.data, inout.numel(), options.prescale_factor);
+  HVDD_RETURN_IF_ERROR(CheckAllreduce(scope, label, tensor, options));
+  if (work != nullptr) HVDD_RETURN_IF_ERROR(CheckSameLayout(label, tensor, *work));
+  if (tensor.numel() == 0) return absl::OkStatus();
+  return body(scope, Choose(tensor, scope.size()), label);
+}
+
+absl::Status NoHalves(const std::string& label) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(label, ": the ring allreduce does not split in halves"));
+}
+
+}  // namespace
+
+absl::Status Allreduce(gloo::Context& context, TensorView inout,
+                       const AllreduceOptions& options) {
+  return RunAllreduce(context, options, inout, nullptr,
+                      [&](CollectiveScope& scope, Algorithm algorithm,
+                          const std::string&) -> absl::Status {
+    switch (algorithm) {
+      case Algorithm::kDirect:
+        return DirectAllreduce(scope, inout.data, inout, options);
+      case Algorithm::kPairwise: {
+        if (options.prescale_factor != 1.0) {
+          ScaleInPlace(inout.dtype, inout.data, inout.numel(), options.prescale_factor);
+        }
+        uint8_t* own = Bytes(inout.data) + Chunks(inout, scope.size())[scope.rank()].offset;
+        HVDD_RETURN_IF_ERROR(PairwiseReduceScatter(scope, inout, own, options));
+        return PairwiseAllgather(scope, own, inout);
       }
-      uint8_t* own = Bytes(inout.data) + Chunks(inout, scope.size())[scope.rank()].offset;
-      HVDD_RETURN_IF_ERROR(PairwiseReduceScatter(scope, inout, own, options));
-      return PairwiseAllgather(scope, own, inout);
+      case Algorithm::kRing:
+        return RingAllreduce(scope, inout, options);
     }
-    case Algorithm::kRing:
-      return RingAllreduce(scope, inout, options);
-  }
-  return absl::InternalError("unknown allreduce algorithm");
+    return absl::InternalError("unknown allreduce algorithm");
+  });
 }
 
 bool AllreduceSplitsInHalves(const TensorView& tensor, int ranks) {
@@ -247,55 +266,47 @@ bool AllreduceSplitsInHalves(const TensorView& tensor, int ranks) {
 
 absl::Status AllreduceFirstHalf(gloo::Context& context, const TensorView& input,
                                 TensorView work, const AllreduceOptions& options) {
-  const std::string label = Label("allreduce", options.name);
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
-  CollectiveScope scope(**ours, label);
-  HVDD_RETURN_IF_ERROR(CheckAllreduce(scope, label, input, options));
-  HVDD_RETURN_IF_ERROR(CheckSameLayout(label, input, work));
-  if (input.numel() == 0) return absl::OkStatus();
-  switch (Choose(input, scope.size())) {
-    case Algorithm::kDirect:
-      return DirectAllreduce(scope, input.data, work, options);
-    case Algorithm::kPairwise: {
-      TensorView contribution = input;
-      if (options.prescale_factor != 1.0) {  // scaled in `work`, never in the input
-        std::memcpy(work.data, input.data, input.nbytes());
-        ScaleInPlace(work.dtype, work.data, work.numel(), options.prescale_factor);
-        contribution = work;
+  return RunAllreduce(context, options, input, &work,
+                      [&](CollectiveScope& scope, Algorithm algorithm,
+                          const std::string& label) -> absl::Status {
+    switch (algorithm) {
+      case Algorithm::kDirect:
+        return DirectAllreduce(scope, input.data, work, options);
+      case Algorithm::kPairwise: {
+        TensorView contribution = input;
+        if (options.prescale_factor != 1.0) {  // scaled in `work`, never in the input
+          std::memcpy(work.data, input.data, input.nbytes());
+          ScaleInPlace(work.dtype, work.data, work.numel(), options.prescale_factor);
+          contribution = work;
+        }
+        uint8_t* own = Bytes(work.data) + Chunks(work, scope.size())[scope.rank()].offset;
+        return PairwiseReduceScatter(scope, contribution, own, options);
       }
-      uint8_t* own = Bytes(work.data) + Chunks(work, scope.size())[scope.rank()].offset;
-      return PairwiseReduceScatter(scope, contribution, own, options);
+      case Algorithm::kRing:
+        break;
     }
-    case Algorithm::kRing:
-      break;
-  }
-  return absl::FailedPreconditionError(
-      absl::StrCat(label, ": the ring allreduce does not split in halves"));
+    return NoHalves(label);
+  });
 }
 
 absl::Status AllreduceSecondHalf(gloo::Context& context, const TensorView& work,
                                  TensorView output, const AllreduceOptions& options) {
-  const std::string label = Label("allreduce", options.name);
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
-  CollectiveScope scope(**ours, label);
-  HVDD_RETURN_IF_ERROR(CheckAllreduce(scope, label, output, options));
-  HVDD_RETURN_IF_ERROR(CheckSameLayout(label, output, work));
-  if (output.numel() == 0) return absl::OkStatus();
-  switch (Choose(output, scope.size())) {
-    case Algorithm::kDirect:  // the first half left the whole result in `work`
-      if (output.data != work.data) std::memcpy(output.data, work.data, output.nbytes());
-      return absl::OkStatus();
-    case Algorithm::kPairwise: {
-      const uint8_t* own = Bytes(work.data) + Chunks(work, scope.size())[scope.rank()].offset;
-      return PairwiseAllgather(scope, own, output);
+  return RunAllreduce(context, options, output, &work,
+                      [&](CollectiveScope& scope, Algorithm algorithm,
+                          const std::string& label) -> absl::Status {
+    switch (algorithm) {
+      case Algorithm::kDirect:  // the first half left the whole result in `work`
+        if (output.data != work.data) std::memcpy(output.data, work.data, output.nbytes());
+        return absl::OkStatus();
+      case Algorithm::kPairwise: {
+        const uint8_t* own = Bytes(work.data) + Chunks(work, scope.size())[scope.rank()].offset;
+        return PairwiseAllgather(scope, own, output);
+      }
+      case Algorithm::kRing:
+        break;
     }
-    case Algorithm::kRing:
-      break;
-  }
-  return absl::FailedPreconditionError(
-      absl::StrCat(label, ": the ring allreduce does not split in halves"));
+    return NoHalves(label);
+  });
 }
 
 }  // namespace horovodd::internal

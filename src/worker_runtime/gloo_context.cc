@@ -52,7 +52,7 @@ class LoopWaker final : public gloo::transport::tcp::Handler {
   // After the device is gone (its loop stopped) or unregistered.
   ~LoopWaker() override { close(fd_); }
 
-  // Holds (counted: an abort and a failing collective may close at once).
+  // Holds (counted, so that nested holds are harmless).
   void Hold() {
     std::lock_guard<std::mutex> lock(mu_);
     if (holders_++ > 0) return;

@@ -20,7 +20,6 @@ namespace {
 // before the CollectiveScope: locals die in reverse order, so the memory
 // outlives the buffers the scope registered on it, even on failure.
 
-
 // Sends to_each[p] to every peer p; returns the header each rank sent us
 // (ours at [rank]).
 absl::StatusOr<std::vector<ArgumentHeader>> ExchangeHeaders(
