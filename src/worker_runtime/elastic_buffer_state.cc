@@ -1,5 +1,6 @@
 // elastic::BufferState: named float/double buffers and integer values the
 // caller owns, saved aside at each commit and broadcast after each reset.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -124,12 +125,14 @@ absl::StatusOr<int64_t> BufferState::SyncFromNewest(int64_t commits) {
   // The choice rides in the layout check as one number whose maximum is the
   // most commits, then the lowest rank: commits above, (kRanks - 1 - rank)
   // below.
+  // Every rank must take the same path, so only the size picks State's
+  // way; a count past 2^42 (never in practice) saturates rather than
+  // sending one rank elsewhere.
   constexpr int64_t kRankBits = 20;
   constexpr int64_t kRanks = int64_t{1} << kRankBits;
-  if (Size() > kRanks || commits < 0 || commits >= (int64_t{1} << (62 - kRankBits))) {
-    return State::SyncFromNewest(commits);
-  }
-  absl::StatusOr<int64_t> newest = CheckLayout((commits << kRankBits) | (kRanks - 1 - Rank()));
+  if (Size() > kRanks) return State::SyncFromNewest(commits);
+  const int64_t counted = std::clamp<int64_t>(commits, 0, (int64_t{1} << (62 - kRankBits)) - 1);
+  absl::StatusOr<int64_t> newest = CheckLayout((counted << kRankBits) | (kRanks - 1 - Rank()));
   if (!newest.ok()) return newest.status();
   const int root = static_cast<int>(kRanks - 1 - (*newest & (kRanks - 1)));
   if (absl::Status synced = BroadcastFrom(root); !synced.ok()) return synced;

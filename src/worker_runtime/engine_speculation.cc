@@ -81,19 +81,16 @@ absl::Status StartPredicted(gloo::Context& context, const PredictedAllreduce& pr
                             Speculation how, const std::vector<Request>& taken,
                             FusionBuffer& fusion) {
   TensorView work = WorkIn(fusion, predicted);
-  const Request* mine = FindPending(taken, predicted.name, predicted.descriptor);
-  if (how == Speculation::kInHalves && mine != nullptr) {
-    return AllreduceFirstHalf(context, mine->tensors.front(), work, predicted.options);
-  }
-  if (mine != nullptr) {
+  if (const Request* mine = FindPending(taken, predicted.name, predicted.descriptor)) {
+    if (how == Speculation::kInHalves) {
+      return AllreduceFirstHalf(context, mine->tensors.front(), work, predicted.options);
+    }
     std::memcpy(work.data, mine->tensors.front().data, predicted.nbytes());
   } else {
-    std::memset(work.data, 0, predicted.nbytes());
+    std::memset(work.data, 0, predicted.nbytes());  // this rank finishes nothing
   }
-  if (how == Speculation::kInHalves) {
-    return AllreduceFirstHalf(context, work, work, predicted.options);
-  }
-  return Allreduce(context, work, predicted.options);
+  return how == Speculation::kInHalves ? AllreduceFirstHalf(context, work, work, predicted.options)
+                                       : Allreduce(context, work, predicted.options);
 }
 
 absl::StatusOr<std::optional<size_t>> FinishPredicted(gloo::Context& context,
