@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -161,13 +162,85 @@ void ResponseCache::Clear() {
   by_name_.clear();
 }
 
+namespace {
+
+size_t RoundBytes(const ResponseCache& cache) {
+  return kHeaderBytes + BitsetBytes(cache.size()) + kInlineAnnouncementBytes;
+}
+
+// A context's negotiation rounds: their own sequence series, and the
+// receives of the next round, posted as soon as the previous one ended.
+// Gloo sends a message only once the receiver has posted its receive (a
+// send first announces itself and waits for the answer); a negotiation
+// message announced while the peer is still busy with the previous
+// collective would wait for that handshake, a wake-up of each side's loop
+// thread on the way to every synchronous call. Posted ahead, the message
+// goes at once and is read while the receiver is still busy.
+//
+// Every rank numbers its rounds alike and sizes them from its cache, which
+// is identical on every rank; the round's parts are exchanged in `memory`
+// (rank p's at p * round_bytes).
+class NegotiationMailbox final : public GlooContext::Attachment {
+ public:
+  // The mailbox of `context`, made on first use.
+  static NegotiationMailbox& Of(GlooContext& context) {
+    std::unique_ptr<GlooContext::Attachment>& slot = context.attachment();
+    if (auto* mailbox = dynamic_cast<NegotiationMailbox*>(slot.get())) return *mailbox;
+    slot = std::make_unique<NegotiationMailbox>();
+    return static_cast<NegotiationMailbox&>(*slot);
+  }
+
+  uint64_t round() const { return kOwnSequenceSeries + next_round_; }
+  bool posted() const { return posted_; }
+  size_t round_bytes() const { return round_bytes_; }
+  uint8_t* part(int rank) { return memory_.data() + rank * round_bytes_; }
+  gloo::transport::UnboundBuffer& buffer() { return buffer_->get(); }
+
+  // Posts the next round's receives on `scope` (made with round()), each
+  // peer's part `round_bytes` long.
+  absl::Status PostReceives(GlooContext& context, CollectiveScope& scope, size_t round_bytes) {
+    const int n = context.size;
+    if (buffer_ == nullptr || round_bytes != round_bytes_) {
+      buffer_.reset();  // nothing is posted on it: the last round completed
+      round_bytes_ = round_bytes;
+      memory_.assign(n * round_bytes, 0);
+      absl::StatusOr<std::unique_ptr<RegisteredBuffer>> buffer =
+          context.RegisterBuffer(memory_.data(), memory_.size());
+      if (!buffer.ok()) return buffer.status();
+      buffer_ = *std::move(buffer);
+    }
+    for (int p = 0; p < n; ++p) {
+      if (p == context.rank) continue;
+      HVDD_RETURN_IF_ERROR(
+          scope.Recv(buffer_->get(), p, p * round_bytes, round_bytes, Channel::kMetadata));
+    }
+    posted_ = true;
+    return absl::OkStatus();
+  }
+
+  // The posted round's receives completed: the next round is not posted.
+  void Consumed() {
+    posted_ = false;
+    ++next_round_;
+  }
+
+ private:
+  uint64_t next_round_ = 0;
+  bool posted_ = false;
+  size_t round_bytes_ = 0;
+  std::vector<uint8_t> memory_;
+  std::unique_ptr<RegisteredBuffer> buffer_;  // over memory_; declared after it
+};
+
+}  // namespace
+
 struct NegotiationInFlight::State {
-  State(GlooContext& context, size_t round_bytes)
-      : scope(context, "negotiation"), round_bytes(round_bytes) {}
+  State(GlooContext& context, NegotiationMailbox& mailbox)
+      : context(context), mailbox(mailbox), scope(context, "negotiation", mailbox.round()) {}
+  GlooContext& context;
+  NegotiationMailbox& mailbox;
   CollectiveScope scope;
-  const size_t round_bytes;
   std::string announcements;  // this rank's, sent in the second exchange
-  CollectiveScope::Scratch all;  // every rank's header and bitset, by rank
   CollectiveScope::PostedExchange posted;
 };
 
@@ -187,10 +260,24 @@ absl::StatusOr<std::unique_ptr<NegotiationInFlight>> NegotiationInFlight::Start(
   const int n = context.size;
   const int self = context.rank;
   const size_t bitset_bytes = BitsetBytes(cache.size());
-  const size_t round_bytes = kHeaderBytes + bitset_bytes + kInlineAnnouncementBytes;
-  auto state = std::make_unique<State>(*ours, round_bytes);
+  const size_t round_bytes = RoundBytes(cache);
+  NegotiationMailbox& mailbox = NegotiationMailbox::Of(*ours);
+  auto state = std::make_unique<State>(*ours, mailbox);
+  CollectiveScope& scope = state->scope;
+  HVDD_RETURN_IF_ERROR(scope.CheckHealth());
+  if (!mailbox.posted()) {
+    HVDD_RETURN_IF_ERROR(mailbox.PostReceives(*ours, scope, round_bytes));
+  } else if (mailbox.round_bytes() != round_bytes) {
+    // Peers size their messages from their caches too: ours no longer
+    // matches what the last round left, so theirs may not either.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "negotiation: this round needs ", round_bytes, " bytes per rank but the last round on ",
+        "this ring posted ", mailbox.round_bytes(),
+        " (every round on one ring must use the same ResponseCache)"));
+  }
 
-  std::vector<uint8_t> mine(round_bytes, 0);
+  uint8_t* mine = mailbox.part(self);
+  std::memset(mine, 0, round_bytes);
   for (const Request* request : pending) {
     if (std::optional<size_t> slot = cache.Find(request->name, request->descriptor)) {
       mine[kHeaderBytes + *slot / 8] |= static_cast<uint8_t>(1u << (*slot % 8));
@@ -200,35 +287,30 @@ absl::StatusOr<std::unique_ptr<NegotiationInFlight>> NegotiationInFlight::Start(
     }
   }
   RoundHeader header{fusion_threshold, static_cast<int64_t>(state->announcements.size())};
-  std::memcpy(mine.data(), &header, kHeaderBytes);
+  std::memcpy(mine, &header, kHeaderBytes);
   if (Inline(header.announcement_bytes)) {
-    std::memcpy(mine.data() + kHeaderBytes + bitset_bytes, state->announcements.data(),
+    std::memcpy(mine + kHeaderBytes + bitset_bytes, state->announcements.data(),
                 state->announcements.size());
   }
-
-  CollectiveScope& scope = state->scope;
-  HVDD_RETURN_IF_ERROR(scope.CheckHealth());
-  absl::StatusOr<CollectiveScope::Scratch> all = scope.RegisterScratch(n * round_bytes);
-  if (!all.ok()) return all.status();
-  state->all = *all;
-  std::memcpy(all->data + self * round_bytes, mine.data(), round_bytes);
-  std::vector<PeerRegion> to(n, PeerRegion{self * round_bytes, round_bytes});
-  std::vector<PeerRegion> from(n);
-  for (int p = 0; p < n; ++p) from[p] = PeerRegion{p * round_bytes, round_bytes};
-  absl::StatusOr<CollectiveScope::PostedExchange> posted =
-      scope.PostExchange(all->buffer, to, all->buffer, from, Channel::kMetadata);
-  if (!posted.ok()) return posted.status();
-  state->posted = *posted;
+  state->posted = CollectiveScope::PostedExchange{&mailbox.buffer(), &mailbox.buffer(), 0, n - 1};
+  for (int p = 0; p < n; ++p) {
+    if (p == self) continue;
+    HVDD_RETURN_IF_ERROR(
+        scope.Send(mailbox.buffer(), p, self * round_bytes, round_bytes, Channel::kMetadata));
+    ++state->posted.sends;
+  }
   return std::unique_ptr<NegotiationInFlight>(new NegotiationInFlight(std::move(state)));
 }
 
 absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cache) {
   State& state = *state_;
   CollectiveScope& scope = state.scope;
+  NegotiationMailbox& mailbox = state.mailbox;
   const int n = scope.size();
   const int self = scope.rank();
-  const size_t round_bytes = state.round_bytes;
+  const size_t round_bytes = mailbox.round_bytes();
   HVDD_RETURN_IF_ERROR(scope.WaitExchange(state.posted));
+  mailbox.Consumed();
 
   RoundData data;
   data.headers.resize(n);
@@ -239,7 +321,7 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
   std::vector<PeerRegion> blobs(n);
   size_t blob_total = 0;
   for (int p = 0; p < n; ++p) {
-    const uint8_t* part = state.all.data + p * round_bytes;
+    const uint8_t* part = mailbox.part(p);
     std::memcpy(&data.headers[p], part, kHeaderBytes);
     data.bitsets[p] = part + kHeaderBytes;
     const int64_t bytes = data.headers[p].announcement_bytes;
@@ -277,7 +359,11 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
       data.announced[p] = *std::move(parsed);
     }
   }
-  return Decide(data, cache);
+  NegotiationResult result = Decide(data, cache);
+  // The next round's receives, sized from the cache as every rank now has it.
+  CollectiveScope next(state.context, "negotiation", mailbox.round());
+  HVDD_RETURN_IF_ERROR(mailbox.PostReceives(state.context, next, RoundBytes(cache)));
+  return result;
 }
 
 absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,

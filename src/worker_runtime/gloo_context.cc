@@ -105,6 +105,8 @@ GlooContext::GlooContext(int rank, int size, absl::Duration collective_timeout)
 
 GlooContext::~GlooContext() {
   if (closer_.joinable()) closer_.join();
+  // Its buffers hold the transport context: they go before it does.
+  attachment_.reset();
   if (waker_ == nullptr) return;
   // The pairs and then the device (the last owner, its loop thread joined)
   // go while the loop is kept awake; the waker's fd is closed after that.

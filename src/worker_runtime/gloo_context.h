@@ -103,6 +103,16 @@ class GlooContext final : public gloo::rendezvous::Context {
   // Where collectives on this context get their scratch memory.
   ScratchPool& scratch_pool() { return scratch_pool_; }
 
+  // What a user of the context keeps on it from one collective to the next
+  // (the engine's negotiation rounds: the next round's receives, posted
+  // ahead, engine_negotiation.cc). Goes first when the context goes, while
+  // its pairs and device still exist. Collective thread only.
+  class Attachment {
+   public:
+    virtual ~Attachment() = default;
+  };
+  std::unique_ptr<Attachment>& attachment() { return attachment_; }
+
   // Wakes every wait on a registered buffer (it fails ABORTED) and starts
   // closing every pair in the background (peers see the connections drop).
   // Idempotent. Waking before the pairs are closed is safe: a registered
@@ -135,6 +145,7 @@ class GlooContext final : public gloo::rendezvous::Context {
   const absl::Duration collective_timeout_;
   uint64_t next_sequence_ = 0;  // collective thread only
   ScratchPool scratch_pool_;
+  std::unique_ptr<Attachment> attachment_;  // collective thread only
 
   // Set once connecting starts; makes closing pairs prompt.
   std::unique_ptr<LoopWaker> waker_;

@@ -13,6 +13,13 @@ CollectiveScope::CollectiveScope(GlooContext& context, std::string label)
       sequence_(context.NextCollectiveSequence()),
       deadline_(absl::Now() + context.collective_timeout()) {}
 
+CollectiveScope::CollectiveScope(GlooContext& context, std::string label,
+                                 uint64_t own_sequence)
+    : context_(context),
+      label_(std::move(label)),
+      sequence_(own_sequence),
+      deadline_(absl::Now() + context.collective_timeout()) {}
+
 CollectiveScope::~CollectiveScope() {
   if (!failure_.ok()) {
     // A failed context is never used again: its scratch goes with the scope.

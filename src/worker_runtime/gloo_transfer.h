@@ -47,11 +47,20 @@ struct PeerRegion {
   size_t bytes = 0;
 };
 
+// Sequence numbers from here up are never drawn from a context: the
+// engine's negotiation rounds number theirs as kOwnSequenceSeries + round.
+constexpr uint64_t kOwnSequenceSeries = uint64_t{1} << 55;
+
 class CollectiveScope {
  public:
   // Draws the collective's sequence number from `context`. `label` names the
   // collective in every error, e.g. "allreduce 'grads'".
   CollectiveScope(GlooContext& context, std::string label);
+  // With a sequence number of the caller's own series (see
+  // kOwnSequenceSeries), for exchanges whose receives are posted before the
+  // exchange starts: one series per kind of exchange, numbered alike on
+  // every rank.
+  CollectiveScope(GlooContext& context, std::string label, uint64_t own_sequence);
   ~CollectiveScope();
   CollectiveScope(const CollectiveScope&) = delete;
   CollectiveScope& operator=(const CollectiveScope&) = delete;

@@ -328,6 +328,38 @@ TEST_CASE("a round where some ranks announce inline and others overflow agrees",
   }
 }
 
+TEST_CASE("negotiation rounds on one ring must share a response cache", "[engine]") {
+  // Each round posts the next one's receives, sized from the cache; a round
+  // with a cache of another size is refused on every rank, and the ring
+  // keeps working with the right one.
+  EngineGroup group(2);
+  std::vector<std::vector<float>> data(20, std::vector<float>(4, 1.0f));
+  std::vector<internal::Request> requests;
+  for (int t = 0; t < 20; ++t) {
+    requests.push_back(testing::AllreduceRequest(absl::StrCat("w", t), {ViewOf(data[t])}));
+  }
+  std::vector<const internal::Request*> pending;
+  for (const internal::Request& r : requests) pending.push_back(&r);
+  std::vector<internal::ResponseCache> caches(2), strangers(2);
+  auto round = [&](std::vector<internal::ResponseCache>& with) {
+    return OnEveryRank<absl::StatusOr<internal::NegotiationResult>>(2, [&](int rank) {
+      return internal::Negotiate(group.context(rank), pending, 1 << 20, with[rank]);
+    });
+  };
+  for (const auto& r : round(caches)) {
+    REQUIRE(r.ok());
+    CHECK(r->ready.size() == 20);
+  }
+  for (const auto& r : round(strangers)) {
+    CHECK(r.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(r.status().message().find("same ResponseCache") != std::string::npos);
+  }
+  for (const auto& r : round(caches)) {
+    REQUIRE(r.ok());
+    CHECK(r->ready.size() == 20);
+  }
+}
+
 TEST_CASE("the response cache keeps slots stable and starts over when full", "[engine]") {
   internal::ResponseCache cache;
   cache.Record("a", "d1");
