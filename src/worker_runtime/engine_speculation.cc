@@ -71,6 +71,10 @@ void AllreducePredictor::Reset() {
 }
 
 Speculation ChooseSpeculation(const gloo::Context& context, const PredictedAllreduce& predicted) {
+  if (context.size == 2) {
+    return predicted.nbytes() <= kMaxSpeculativeBytesAtTwoRanks ? Speculation::kOnCopy
+                                                                : Speculation::kNone;
+  }
   if (predicted.nbytes() <= kMaxCopiedSpeculativeBytes) return Speculation::kOnCopy;
   const TensorView shape{nullptr, predicted.dtype, {predicted.elements}, Device{}};
   return AllreduceSplitsInHalves(shape, context.size) ? Speculation::kInHalves

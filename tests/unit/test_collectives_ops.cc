@@ -54,8 +54,7 @@ TEST_CASE("allreduce: every op and dtype on 2, 3 and 4 ranks", "[collectives][al
     for (DType dtype : kAllDTypes) {
       for (ReduceOp op : kAllReduceOps) {
         // Small ones go to every peer directly; 70000 elements (but int8 at
-        // 3-4 ranks) take the ring at 2 ranks and the pairwise exchange at
-        // 3 and 4.
+        // 3-4 ranks) take the pairwise exchange.
         for (int64_t count : {1, 7, 1000, 70000}) {
           AllreduceOptions options;
           options.op = op;
@@ -74,25 +73,31 @@ TEST_CASE("allreduce: every op and dtype on 2, 3 and 4 ranks", "[collectives][al
 TEST_CASE("allreduce: every rank ends with the same bits, small or large",
           "[collectives][allreduce]") {
   gloo::rendezvous::HashStore store;
-  RankGroup group(store, "same-bits", 3);
-  // Direct, pairwise, then (past what the pairwise exchange keeps in its
-  // scratch pool, 16 MiB) the ring.
-  for (int64_t count : {int64_t{100}, int64_t{200000}, int64_t{4500000}}) {
-    INFO(count << " elements");
-    std::vector<std::vector<float>> results = OnEveryRank<std::vector<float>>(3, [&](int rank) {
-      std::vector<float> values(count);
-      // Sums of these round differently in different orders.
-      for (int64_t i = 0; i < count; ++i) values[i] = 1.0f / static_cast<float>(rank + i % 7 + 3);
-      AllreduceOptions sum;
-      sum.op = ReduceOp::kSum;
-      absl::Status status = internal::Allreduce(group.context(rank), ViewOf(values), sum);
-      if (!status.ok()) values.clear();
-      return values;
-    });
-    REQUIRE(results[0].size() == static_cast<size_t>(count));
-    CHECK(results[1] == results[0]);
-    CHECK(results[2] == results[0]);
-    CHECK(results[0][0] == Approx(1.0f / 3 + 1.0f / 4 + 1.0f / 5));
+  for (int size : {2, 3}) {
+    RankGroup group(store, absl::StrCat("same-bits", size), size);
+    // Direct, pairwise, then (past what the pairwise exchange keeps in its
+    // scratch pool, 16 MiB) the ring.
+    for (int64_t count : {int64_t{100}, int64_t{200000}, int64_t{4500000}}) {
+      INFO(size << " ranks, " << count << " elements");
+      std::vector<std::vector<float>> results =
+          OnEveryRank<std::vector<float>>(size, [&](int rank) {
+            std::vector<float> values(count);
+            // Sums of these round differently in different orders.
+            for (int64_t i = 0; i < count; ++i) {
+              values[i] = 1.0f / static_cast<float>(rank + i % 7 + 3);
+            }
+            AllreduceOptions sum;
+            sum.op = ReduceOp::kSum;
+            absl::Status status = internal::Allreduce(group.context(rank), ViewOf(values), sum);
+            if (!status.ok()) values.clear();
+            return values;
+          });
+      REQUIRE(results[0].size() == static_cast<size_t>(count));
+      for (int rank = 1; rank < size; ++rank) CHECK(results[rank] == results[0]);
+      float expected = 0;
+      for (int rank = 0; rank < size; ++rank) expected += 1.0f / static_cast<float>(rank + 3);
+      CHECK(results[0][0] == Approx(expected));
+    }
   }
 }
 
@@ -207,10 +212,15 @@ TEST_CASE("allreduce in halves: the input is only read, the result is Allreduce'
 TEST_CASE("allreduce in halves: not for the ring", "[collectives][allreduce]") {
   gloo::rendezvous::HashStore store;
   RankGroup group(store, "halves-ring", 2);
-  std::vector<float> big(1 << 20);  // 4 MiB at 2 ranks: the ring
+  // 16 MiB and 8 bytes: each rank's chunk, twice, no longer fits the scratch
+  // pool (16 MiB), so the ring.
+  const size_t count = (size_t{1} << 22) + 2;
+  std::vector<float> big(count);
+  const TensorView sixteen_mib{big.data(), DType::kFloat32, {int64_t{1} << 22}, Device{}};
+  CHECK(internal::AllreduceSplitsInHalves(sixteen_mib, 2));
   CHECK_FALSE(internal::AllreduceSplitsInHalves(ViewOf(big), 2));
   std::vector<absl::Status> results = OnEveryRank<absl::Status>(2, [&](int rank) {
-    std::vector<float> input(1 << 20), work(1 << 20);
+    std::vector<float> input(count), work(count);
     return internal::AllreduceFirstHalf(group.context(rank), ViewOf(input), ViewOf(work), {});
   });
   for (const absl::Status& status : results) {

@@ -75,6 +75,25 @@ TEST_CASE("a repeated synchronous allreduce is predicted and stays exact", "[eng
   }
 }
 
+TEST_CASE("at 2 ranks only allreduces up to 256 KiB are predicted", "[engine]") {
+  // 256 KiB on a copy; 1 MiB and 2 MiB (on a copy, in halves at 3 ranks and
+  // more) run the usual way.
+  const int64_t elements = GENERATE(int64_t{65536}, int64_t{262144}, int64_t{524288});
+  INFO(elements << " elements");
+  EngineGroup group(2);
+  constexpr int kSteps = 12;
+  std::vector<std::string> results = OnEveryRank<std::string>(2, [&](int rank) {
+    for (int step = 0; step < kSteps; ++step) {
+      std::string wrong = SyncStep(group, rank, "loss", elements, step);
+      if (!wrong.empty()) return wrong;
+    }
+    return std::string();
+  });
+  for (const std::string& r : results) CHECK(r == "");
+  const int64_t want = elements * 4 <= (int64_t{256} << 10) ? kSteps - 2 : 0;
+  for (int rank = 0; rank < 2; ++rank) CHECK(group.engine(rank).confirmed_predictions() == want);
+}
+
 TEST_CASE("a wrong prediction is thrown away and the round runs as usual", "[engine]") {
   // Sizes in units: 100, 300 and 50 floats (on a copy), or 4000 times that
   // (400000 and 1200000 floats in halves, 200000 on a copy).
