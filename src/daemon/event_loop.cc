@@ -17,13 +17,14 @@ EventLoop::~EventLoop() {
   }
 }
 
-void EventLoop::Post(std::function<void()> fn) {
+bool EventLoop::Post(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
+    if (stopping_) return false;
     queue_.push_back(std::move(fn));
   }
   cv_.notify_one();
+  return true;
 }
 
 EventLoop::TimerId EventLoop::PostAt(absl::Time when, std::function<void()> fn) {

@@ -28,7 +28,8 @@ class EventLoop {
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 
-  void Post(std::function<void()> fn);
+  // False (fn dropped) once the loop is stopping.
+  bool Post(std::function<void()> fn);
   // Runs fn at (or soon after) `when` unless cancelled first.
   TimerId PostAt(absl::Time when, std::function<void()> fn);
   TimerId PostAfter(absl::Duration delay, std::function<void()> fn) {

@@ -41,6 +41,7 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
 JobDriver::~JobDriver() {
   poller_.reset();
   loop_.Stop();
+  launches_.Shutdown();  // a launch finishing now finds the loop stopped
 }
 
 void JobDriver::Start() {
@@ -321,7 +322,7 @@ void JobDriver::Finish(v1::JobState state, const std::string& reason) {
 void JobDriver::MaybeCloseLog() {
   if (!Terminal() || ended_.load()) return;
   for (const auto& [id, w] : workers_) {
-    if (w.handle != 0) return;  // still being stopped
+    if (w.handle != 0 || w.launching) return;  // still being stopped (or started)
   }
   v1::JobEvent end;
   end.set_kind(v1::JobEvent::JOB_ENDED);

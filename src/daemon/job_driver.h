@@ -26,6 +26,7 @@
 #include "daemon/event_log.h"
 #include "daemon/event_loop.h"
 #include "daemon/kv_namespace.h"
+#include "daemon/launch_pool.h"
 #include "daemon/launcher.h"
 #include "daemon/job_observer.h"
 #include "daemon/membership.h"
@@ -55,6 +56,10 @@ struct JobContext {
 
 class JobDriver {
  public:
+  // Remote workers being started at once (each blocks a pool thread for
+  // its SSH connect, login and start).
+  static constexpr size_t kMaxConcurrentLaunches = 8;
+
   using RendezvousReply = std::function<void(absl::StatusOr<v1::RendezvousResponse>)>;
   using KvGetReply = std::function<void(absl::StatusOr<v1::KvGetResponse>)>;
 
@@ -102,6 +107,9 @@ class JobDriver {
     absl::Time launched_at;
     absl::Time last_seen;             // last heartbeat (or launch)
     bool attached = false;
+    // Being started on a remote host (launches_): no handle yet, but not
+    // gone either; OnRemoteLaunched settles it.
+    bool launching = false;
     std::shared_ptr<WorkerChannel> channel;
     bool waiting = false;             // has a rendezvous call pending
     int64_t after_generation = 0;
@@ -113,6 +121,9 @@ class JobDriver {
   void OnHosts(absl::StatusOr<discovery::HostSet> hosts);
   void Replan(const std::string& cause, bool failure, bool force = false);
   void LaunchWorker(const std::string& host, int planned_rank);
+  void OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched);
+  // A launch failed because of its host: cooldown, and a new plan.
+  void OnHostLaunchFailure(const std::string& host, const absl::Status& status);
   void TryCompleteRendezvous();
   // `rank`: w's rank in ready_members_ when the caller knows it (-1: look it up).
   void AnswerReady(Worker& w, int rank = -1);
@@ -186,6 +197,9 @@ class JobDriver {
   std::atomic<bool> ended_{false};
 
   std::unique_ptr<DiscoveryPoller> poller_;
+  // Remote launches in flight post their outcome to loop_: the destructor
+  // shuts the pool down (waits for them) before loop_ goes.
+  LaunchPool launches_{kMaxConcurrentLaunches};
   EventLoop loop_;  // last: destroyed (joined) first
 };
 

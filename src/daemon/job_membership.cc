@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include "absl/strings/str_cat.h"
@@ -93,7 +94,7 @@ void JobDriver::Replan(const std::string& cause, bool failure, bool force) {
   for (int64_t id : members_) {
     const Worker& w = workers_.at(id);
     input.current.push_back({id, w.host});
-    if (w.state == v1::WORKER_FAILED || w.handle == 0) input.lost.insert(id);
+    if (w.state == v1::WORKER_FAILED || (w.handle == 0 && !w.launching)) input.lost.insert(id);
   }
   for (const auto& h : hosts_.Hosts(now)) {
     // Drained hosts keep no workers; hosts in cooldown keep the ones they have.
@@ -184,7 +185,7 @@ void JobDriver::NotifyWorkers(bool abort) {
   message.set_generation(generation_);
   message.set_abort(abort);
   for (auto& [id, w] : workers_) {
-    if (w.channel && w.handle != 0) w.channel->Send(message);
+    if (w.channel && (w.handle != 0 || w.launching)) w.channel->Send(message);
   }
 }
 
@@ -244,25 +245,34 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
   callbacks.on_exit = [this, id](const ExitInfo& exit) {
     loop_.Post([this, id, exit] { OnWorkerExit(id, exit); });
   };
+  if (!IsLocalHost(host)) {
+    // A member from now on, as a local worker would be; the generation
+    // waits for it as for any member that has not joined yet.
+    w.launching = true;
+    workers_.emplace(id, std::move(w));
+    members_.push_back(id);
+    launches_.Submit([this, id, launch = std::move(launch),
+                      callbacks = std::move(callbacks)]() mutable {
+      Launcher* launcher = context_.launcher;
+      absl::StatusOr<LaunchedProcess> launched = launcher->Launch(launch, std::move(callbacks));
+      if (!loop_.Post([this, id, launched] { OnRemoteLaunched(id, launched); }) &&
+          launched.ok()) {
+        // The job is going away: nobody else would ever stop this process.
+        launcher->Signal(launched->handle, SIGKILL).IgnoreError();
+      }
+    });
+    return;
+  }
   auto launched = context_.launcher->Launch(launch, std::move(callbacks));
   if (!launched.ok()) {
     const auto code = launched.status().code();
-    if (IsLocalHost(host) && (code == absl::StatusCode::kNotFound ||
-                              code == absl::StatusCode::kPermissionDenied ||
-                              code == absl::StatusCode::kInvalidArgument)) {
+    if (code == absl::StatusCode::kNotFound || code == absl::StatusCode::kPermissionDenied ||
+        code == absl::StatusCode::kInvalidArgument) {
       // The command itself cannot run: it will not on another slot either.
       Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched.status().message()));
       return;
     }
-    // The host is the problem (unreachable, refused): it sits out a cooldown
-    // and the job goes on with the others.
-    const std::string why(launched.status().message());
-    hosts_.ReportFailure(host, why, absl::Now());
-    Event(v1::JobEvent::WARNING,
-          absl::StrCat("cannot start a worker on ", host, ": ", why, "; host in cooldown"),
-          "launch_failed");
-    ScheduleCooldownWakeup();
-    loop_.Post([this] { Replan("a worker could not be started", /*failure=*/false); });
+    OnHostLaunchFailure(host, launched.status());
     return;
   }
   w.handle = launched->handle;
@@ -271,6 +281,54 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
                                          w.pid, ")"));
   workers_.emplace(id, std::move(w));
   members_.push_back(id);
+}
+
+void JobDriver::OnHostLaunchFailure(const std::string& host, const absl::Status& status) {
+  // The host is the problem (unreachable, refused): it sits out a cooldown
+  // and the job goes on with the others.
+  const std::string why(status.message());
+  hosts_.ReportFailure(host, why, absl::Now());
+  Event(v1::JobEvent::WARNING,
+        absl::StrCat("cannot start a worker on ", host, ": ", why, "; host in cooldown"),
+        "launch_failed");
+  ScheduleCooldownWakeup();
+  loop_.Post([this] { Replan("a worker could not be started", /*failure=*/false); });
+}
+
+void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched) {
+  Worker* w = FindWorker(id);
+  if (w == nullptr) return;
+  if (!w->launching) {
+    // It already exited (its on_exit overtook this): only the pid is news.
+    if (launched.ok()) w->pid = launched->pid;
+    return;
+  }
+  w->launching = false;
+  if (!launched.ok()) {
+    // Never started: the job goes on as if it had never been planned.
+    const std::string host = w->host;
+    members_.erase(std::remove(members_.begin(), members_.end(), id), members_.end());
+    rendezvous_scan_ = 0;
+    workers_.erase(id);
+    if (Terminal()) {
+      MaybeCloseLog();
+      return;
+    }
+    OnHostLaunchFailure(host, launched.status());
+    if (finishing_) MaybeFinishSucceeded(/*plain=*/ready_generation_ == 0);
+    TryCompleteRendezvous();
+    return;
+  }
+  w->handle = launched->handle;
+  w->pid = launched->pid;
+  Event(v1::JobEvent::INFO, absl::StrCat("started worker ", id, " on ", w->host, " (pid ",
+                                         w->pid, ")"));
+  // What happened to it while it was starting, the others already had.
+  if (Terminal() || !w->lost_reason.empty()) {
+    context_.launcher->Signal(w->handle, SIGKILL).IgnoreError();
+  } else if (w->state == v1::WORKER_REMOVED) {
+    context_.launcher->Signal(w->handle, SIGTERM).IgnoreError();
+  }
 }
 
 void JobDriver::TryCompleteRendezvous() {
@@ -368,6 +426,7 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
   Worker* w = FindWorker(id);
   if (w == nullptr) return;
   w->handle = 0;
+  w->launching = false;
   w->exit_code = exit.signal != 0 ? 128 + exit.signal : exit.exit_code;
   if (w->waiting && w->reply) w->reply(absl::AbortedError("worker exited"));
   w->waiting = false;
@@ -427,7 +486,7 @@ void JobDriver::MaybeFinishSucceeded(bool plain) {
     if (w.state == v1::WORKER_SUCCEEDED) {
       ++finished;
     } else if (!((w.state == v1::WORKER_FAILED || w.state == v1::WORKER_REMOVED) &&
-                 w.handle == 0)) {
+                 w.handle == 0 && !w.launching)) {
       return;
     }
   }

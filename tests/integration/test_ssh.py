@@ -1,13 +1,15 @@
 """Multi-host jobs over SSH: 127.0.0.2 and 127.0.0.3 stand for two hosts, each
 reached through a private sshd (sshd.py) by the daemon's libssh launcher, so
 every worker runs under an SSH session even though all run on this machine.
-127.0.0.4 is a host where nothing listens."""
+127.0.0.4 is a host where nothing listens; 127.0.0.10 one that never answers."""
 
 import os
 import re
 import signal
 import shutil
+import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -211,3 +213,78 @@ def test_a_changed_host_key_is_refused_naming_host_and_file(horovodrun, sshd, tm
     assert [p[5] for p in found.values()] == ["127.0.0.2"]
     # 127.0.0.3 was never logged in to.
     assert accepted_logins(sshd) - logins == 1
+
+
+class SilentSshServer:
+    """Accepts TCP connections on (address, port) and never answers: an SSH client waits
+    there for the server's greeting until its own timeout (10 s per step in horovodd)."""
+
+    def __init__(self, address, port):
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((address, port))
+        self.listener.listen(8)
+        self.connections = []
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            with self._cond:
+                self.connections.append(conn)
+                self._cond.notify_all()
+
+    def wait_for_connection(self, timeout=EVENT_DEADLINE):
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.connections, timeout):
+                raise AssertionError("the daemon never connected to the silent host")
+
+    def connection_open(self):
+        """Whether the first connection is still open on the client's side."""
+        conn = self.connections[0]
+        while True:
+            try:
+                data = conn.recv(4096, socket.MSG_DONTWAIT)  # the client's greeting, if any
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            if not data:
+                return False
+
+    def close(self):
+        self.listener.close()
+        with self._cond:
+            for conn in self.connections:
+                conn.close()
+
+
+def test_a_host_that_never_answers_holds_up_no_other_launch(horovodrun, sshd, tmp_path):
+    # 127.0.0.10 sorts before 127.0.0.2, so its worker is the first one launched.
+    silent = SilentSshServer("127.0.0.10", sshd.port)
+    try:
+        run = horovodrun("-np", 3, "--min-np", 2, "--max-np", 3, "-H", "127.0.0.10:1,127.0.0.2:2",
+                         "--blacklist-cooldown-range", 120, 240, "--verbose",
+                         *ssh_args(sshd, tmp_path), *train_args(tmp_path, delay_ms=0))
+        silent.wait_for_connection()
+        # Both workers of the host that answers start while the daemon still waits for the
+        # silent host's greeting: launches run beside each other, off the job's loop.
+        run.wait_for(lambda lines: sorted(started_hosts(run).values()) == ["127.0.0.2"] * 2,
+                     "both workers on 127.0.0.2 to start")
+        assert silent.connection_open(), run.output()
+        assert "cannot start a worker on 127.0.0.10" not in run.output()
+        # Now the silent host hangs up: its launch fails, it sits out a cooldown, and the job
+        # goes on with the two that started.
+        silent.close()
+        run.wait_for_line(r"cannot start a worker on 127\.0\.0\.10: .*host in cooldown",
+                          "the silent host's cooldown")
+        assert sorted(run.wait_for_size(2)) == [0, 1]
+        assert run.wait() == 0, run.output()
+        assert read_result(tmp_path / "result.json")["final_size"] == 2
+    finally:
+        silent.close()

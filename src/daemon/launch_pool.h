@@ -1,0 +1,50 @@
+// Runs a job's remote launches off its loop thread. Starting a worker over
+// SSH blocks for a connect, a key exchange, a login and the remote start:
+// a few hundred milliseconds on a good day, tens of seconds for a host that
+// does not answer. On the job's loop that would hold up every rendezvous
+// answer, key-value read and status query of the job meanwhile, and start
+// the workers of several hosts one after another.
+//
+// Up to max_threads launches run at once; threads are started when work
+// arrives and end when the queue is empty, so an idle job holds none.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <thread>
+
+namespace horovodd::daemon {
+
+class LaunchPool {
+ public:
+  explicit LaunchPool(size_t max_threads) : max_threads_(max_threads < 1 ? 1 : max_threads) {}
+  // Shutdown().
+  ~LaunchPool();
+  LaunchPool(const LaunchPool&) = delete;
+  LaunchPool& operator=(const LaunchPool&) = delete;
+
+  // Runs `task` on a pool thread, or on the calling thread when no thread
+  // can be started and none is running. Dropped once the pool is going.
+  void Submit(std::function<void()> task);
+  // Waits for the tasks running; queued ones and later ones never run.
+  // Idempotent; Submit may race with it.
+  void Shutdown();
+
+ private:
+  struct Runner {
+    std::thread thread;
+    bool done = false;  // guarded by mu_; the thread is about to return
+  };
+  void Drain(Runner* self);
+
+  const size_t max_threads_;
+  std::mutex mu_;
+  bool stopping_ = false;                     // guarded by mu_
+  std::deque<std::function<void()>> queue_;   // guarded by mu_
+  std::list<Runner> runners_;                 // guarded by mu_; joined once done
+};
+
+}  // namespace horovodd::daemon
