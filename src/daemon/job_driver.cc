@@ -133,6 +133,7 @@ void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply
       Replan(absl::StrCat(Describe(*w), " lost its ring in generation ", generation_),
              /*failure=*/true, /*force=*/true);
     }
+    NotifyOnceJoinersWait();
     TryCompleteRendezvous();
   });
 }

@@ -130,6 +130,11 @@ class JobDriver {
   void AnswerRemoved(Worker& w);
   void ScheduleKvExpiry();
   void NotifyWorkers(bool abort);
+  // Tells the members of a grown job about generation_ once every joiner
+  // (see joiners_) waits for it; nothing while one is still starting.
+  void NotifyOnceJoinersWait();
+  // Whether member `id` knows of generation_ (or will at once: a joiner).
+  bool Told(int64_t id) const;
   void OnWorkerExit(int64_t worker_id, const ExitInfo& exit);
   void OnWorkerFailed(Worker& w, const std::string& what);
   // Ends the job SUCCEEDED once every member has finished or is gone for good
@@ -174,6 +179,11 @@ class JobDriver {
   // rendezvous arrival resumes the scan there (O(N) per generation, not
   // O(N^2)); reset whenever members_ is rebuilt.
   size_t rendezvous_scan_ = 0;
+  // The new workers of a generation that only grows a running job: until
+  // all of them wait for it, the other members are not told of it (they
+  // train on) and the elastic timeout for joining does not run.
+  std::vector<int64_t> joiners_;
+  bool joiners_pending_ = false;
   std::vector<int64_t> ready_members_;
   std::vector<RankInfo> rank_infos_;  // of ready_members_
   // ready_generation_ is generation shrinks_generation_ without the workers

@@ -150,12 +150,49 @@ void JobDriver::Replan(const std::string& cause, bool failure, bool force) {
                      plan.survivors.size(), " kept, ", plan.new_hosts.size(), " new, ",
                      plan.removed.size(), " leaving); cause: ", cause));
   kv_.AdvanceTo(generation_);
-  NotifyWorkers(failure);
+  // Growing a running job: its members train on while the new workers start
+  // (a process, maybe an interpreter importing a framework: seconds), and
+  // hear of the new generation once every new member waits for it.
+  const bool grow_only = ready_generation_ > 0 && !failure && plan.removed.empty() &&
+                         !plan.new_hosts.empty();
+  if (!grow_only) {
+    joiners_pending_ = false;
+    joiners_.clear();
+    NotifyWorkers(failure);
+  }
+  const size_t first_new = members_.size();
   for (const auto& host : plan.new_hosts) {
     LaunchWorker(host, static_cast<int>(members_.size()));
     if (Terminal()) return;
   }
+  if (grow_only) {
+    joiners_.insert(joiners_.end(), members_.begin() + static_cast<std::ptrdiff_t>(first_new),
+                    members_.end());
+    joiners_pending_ = true;
+    NotifyOnceJoinersWait();  // at once when none could be started
+  }
   TryCompleteRendezvous();
+}
+
+bool JobDriver::Told(int64_t id) const {
+  return !joiners_pending_ || std::find(joiners_.begin(), joiners_.end(), id) != joiners_.end();
+}
+
+void JobDriver::NotifyOnceJoinersWait() {
+  if (!joiners_pending_ || Terminal()) return;
+  for (int64_t id : joiners_) {
+    const Worker* w = FindWorker(id);
+    // One that left the plan (its launch failed) is not waited for.
+    if (w == nullptr || !IsMember(id)) continue;
+    if (!w->waiting || w->after_generation >= generation_) return;
+  }
+  joiners_pending_ = false;
+  joiners_.clear();
+  // The elastic timeout for joining counts from now for the members told now.
+  planned_at_ = absl::Now();
+  Event(v1::JobEvent::INFO, absl::StrCat("the new workers of generation ", generation_,
+                                         " are ready; the others join it now"));
+  NotifyWorkers(/*abort=*/false);
 }
 
 void JobDriver::ArmBelowMinTimer(int available) {
@@ -316,6 +353,7 @@ void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProces
     }
     OnHostLaunchFailure(host, launched.status());
     if (finishing_) MaybeFinishSucceeded(/*plain=*/ready_generation_ == 0);
+    NotifyOnceJoinersWait();
     TryCompleteRendezvous();
     return;
   }
@@ -551,7 +589,7 @@ void JobDriver::CheckLiveness() {
                                   "s)"));
     } else if (rendezvous_open && !w.waiting &&
                now - planned_at_ > absl::Seconds(spec_.elastic_timeout_seconds()) &&
-               IsMember(id)) {  // last: O(members) per worker
+               IsMember(id) && Told(id)) {  // last: O(members) per worker
       DeclareLost(w, absl::StrCat("did not join generation ", generation_,
                                   " within --elastic-timeout ",
                                   spec_.elastic_timeout_seconds(), "s"));

@@ -116,3 +116,43 @@ def test_unknown_network_interface_is_named_in_the_failure(horovodrun, tmp_path)
                      "--elastic-timeout", 10, ELASTIC_TRAIN, "--epochs", 1)
     assert run.wait() != 0
     assert "nosuchif0" in run.output(), run.output()
+
+
+SLOW_JOINER = """#!/bin/sh
+# Workers planned at rank 2 and up start only once the test's gate exists, as a worker that
+# imports a framework takes its time to start.
+if [ "$HOROVOD_RANK" -ge 2 ]; then
+  while [ ! -e "{gate}" ]; do sleep 0.05; done
+fi
+exec "$@"
+"""
+
+
+def test_members_train_on_while_a_new_worker_starts(horovodrun, tmp_path):
+    gate = tmp_path / "gate"
+    wrapper = tmp_path / "slow_joiner.sh"
+    wrapper.write_text(SLOW_JOINER.format(gate=gate))
+    wrapper.chmod(0o755)
+    hosts = HostsFile(tmp_path, "localhost:2")
+    run = horovodrun("-np", 2, "--min-np", 2, "--max-np", 3, "--host-discovery-script",
+                     DISCOVER_HOSTS, "--discovery-interval", "0.2", "--verbose", wrapper,
+                     ELASTIC_TRAIN, "--epochs", 40, "--samples", 1024, "--step-delay-ms", 10,
+                     "--output", tmp_path / "result.json")
+    first = run.wait_for_size(2)
+    hosts.write("localhost:3")
+    run.wait_for_line(r"started worker 3 on localhost", "the third worker to start")
+    epochs_before = run.count(r"epoch \d+/40 .* size 2$")
+    # The two members keep training at size 2 while the third is held at its start: they
+    # hear of the new generation only once it waits for it.
+    run.wait_for(lambda lines: run.count(r"epoch \d+/40 .* size 2$") >= epochs_before + 2,
+                 "two more epochs at size 2 while the new worker starts")
+    assert run.count(r"the new workers of generation \d+ are ready") == 0
+    gate.touch()
+    grown = run.wait_for_size(3)
+    assert grown[0] == first[0] and grown[1] == first[1]
+    assert run.count(r"the new workers of generation \d+ are ready") == 1
+    assert run.wait() == 0, run.output()
+    result = read_result(tmp_path / "result.json")
+    assert result["epochs_completed"] == 40
+    assert result["final_size"] == 3
+    assert result["weight_error"] < 0.01
