@@ -6,6 +6,7 @@ add_library(hvdd_daemon STATIC
   ${CMAKE_CURRENT_LIST_DIR}/event_log.cc
   ${CMAKE_CURRENT_LIST_DIR}/event_loop.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_driver.cc
+  ${CMAKE_CURRENT_LIST_DIR}/job_launch.cc
   ${CMAKE_CURRENT_LIST_DIR}/launch_pool.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_manager.cc
   ${CMAKE_CURRENT_LIST_DIR}/job_membership.cc

@@ -213,6 +213,9 @@ class JobDriver {
   EventLoop loop_;  // last: destroyed (joined) first
 };
 
+// The address a worker on `host` binds its rings to (job_launch.cc).
+std::string BindAddressFor(const std::string& host);
+
 // Checks a submitted spec; INVALID_ARGUMENT naming the field otherwise.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
