@@ -15,7 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -141,6 +143,18 @@ absl::Status RunElastic(const std::string& dir) {
   return result;
 }
 
+// BENCH_SLOW_START_MS=N BENCH_SLOW_START_RANK=R: a worker the daemon planned
+// at rank R or above waits N ms before it starts, as one importing a
+// framework would (the scale-up benchmark's slow joiner).
+void MaybeStartSlowly() {
+  const char* ms = std::getenv("BENCH_SLOW_START_MS");
+  const char* from = std::getenv("BENCH_SLOW_START_RANK");
+  const char* planned = std::getenv("HOROVOD_RANK");
+  if (ms == nullptr || from == nullptr || planned == nullptr) return;
+  if (std::atoi(planned) < std::atoi(from)) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+}
+
 int Main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (!(mode == "allreduce" && argc == 2) && !(mode == "small" && argc == 2) &&
@@ -148,6 +162,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s allreduce | small | elastic DIR\n", argv[0]);
     return 2;
   }
+  MaybeStartSlowly();
   if (auto st = Init(); !st.ok()) {
     std::fprintf(stderr, "init failed: %s\n", st.ToString().c_str());
     return 1;
