@@ -323,7 +323,7 @@ void JobDriver::Finish(v1::JobState state, const std::string& reason) {
 void JobDriver::MaybeCloseLog() {
   if (!Terminal() || ended_.load()) return;
   for (const auto& [id, w] : workers_) {
-    if (w.handle != 0 || w.launching) return;  // still being stopped (or started)
+    if (!w.gone()) return;  // still being stopped (or started)
   }
   v1::JobEvent end;
   end.set_kind(v1::JobEvent::JOB_ENDED);

@@ -111,6 +111,8 @@ class JobDriver {
     // gone either; OnRemoteLaunched settles it.
     bool launching = false;
     std::shared_ptr<WorkerChannel> channel;
+    // No process, and none on its way.
+    bool gone() const { return handle == 0 && !launching; }
     bool waiting = false;             // has a rendezvous call pending
     int64_t after_generation = 0;
     RendezvousReply reply;

@@ -57,7 +57,7 @@ void JobDriver::Replan(const std::string& cause, bool failure, bool force) {
   for (int64_t id : members_) {
     const Worker& w = workers_.at(id);
     input.current.push_back({id, w.host});
-    if (w.state == v1::WORKER_FAILED || (w.handle == 0 && !w.launching)) input.lost.insert(id);
+    if (w.state == v1::WORKER_FAILED || w.gone()) input.lost.insert(id);
   }
   for (const auto& h : hosts_.Hosts(now)) {
     // Drained hosts keep no workers; hosts in cooldown keep the ones they have.
@@ -185,7 +185,7 @@ void JobDriver::NotifyWorkers(bool abort) {
   message.set_generation(generation_);
   message.set_abort(abort);
   for (auto& [id, w] : workers_) {
-    if (w.channel && (w.handle != 0 || w.launching)) w.channel->Send(message);
+    if (w.channel && !w.gone()) w.channel->Send(message);
   }
 }
 
@@ -344,7 +344,7 @@ void JobDriver::MaybeFinishSucceeded(bool plain) {
     if (w.state == v1::WORKER_SUCCEEDED) {
       ++finished;
     } else if (!((w.state == v1::WORKER_FAILED || w.state == v1::WORKER_REMOVED) &&
-                 w.handle == 0 && !w.launching)) {
+                 w.gone())) {
       return;
     }
   }
