@@ -73,8 +73,9 @@ class RemoteProcess::KillChannel {
   State state_ = State::kOpening;
 };
 
-RemoteProcess::RemoteProcess(std::unique_ptr<SshSession> session, ProcessCallbacks callbacks)
-    : session_(std::move(session)), callbacks_(std::move(callbacks)) {}
+RemoteProcess::RemoteProcess(std::unique_ptr<SshSession> session, ProcessCallbacks callbacks,
+                             std::unique_ptr<DaemonTunnel> tunnel)
+    : session_(std::move(session)), callbacks_(std::move(callbacks)), tunnel_(std::move(tunnel)) {}
 
 RemoteProcess::~RemoteProcess() {
   kills_.clear();
@@ -156,12 +157,17 @@ void RemoteProcess::Signal(int sig) {
   if (kill->Advance()) kills_.push_back(std::move(kill));
 }
 
-void RemoteProcess::AdvanceSignals() {
+void RemoteProcess::AdvanceChannels() {
   std::vector<std::unique_ptr<KillChannel>> pending;
   for (auto& kill : kills_) {
     if (kill->Advance()) pending.push_back(std::move(kill));
   }
   kills_ = std::move(pending);
+  if (tunnel_ != nullptr) tunnel_->Pump();
+}
+
+void RemoteProcess::WatchTunnel(ssh_event event) {
+  if (tunnel_ != nullptr) tunnel_->Watch(event);
 }
 
 ProcessCallbacks RemoteProcess::Finish(const std::string& note) {

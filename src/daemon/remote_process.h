@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "daemon/daemon_tunnel.h"
 #include "daemon/line_splitter.h"
 #include "daemon/process_types.h"
 #include "daemon/ssh_session.h"
@@ -25,8 +26,10 @@ namespace horovodd::daemon {
 
 class RemoteProcess {
  public:
-  RemoteProcess(std::unique_ptr<SshSession> session, ProcessCallbacks callbacks);
-  ~RemoteProcess();  // closes its channels, then the session
+  // `tunnel` (may be null): the session's way back to the daemon.
+  RemoteProcess(std::unique_ptr<SshSession> session, ProcessCallbacks callbacks,
+                std::unique_ptr<DaemonTunnel> tunnel = nullptr);
+  ~RemoteProcess();  // closes its channels and tunnel, then the session
   RemoteProcess(const RemoteProcess&) = delete;
   RemoteProcess& operator=(const RemoteProcess&) = delete;
 
@@ -47,8 +50,13 @@ class RemoteProcess {
 
   // `kill -SIG -PID` on the host through a new channel, without blocking.
   void Signal(int sig);
-  // Moves the kill channels on; call after each poll of the session.
-  void AdvanceSignals();
+  // Moves the kill channels and the tunnel's connections on; call after each
+  // poll of the session.
+  void AdvanceChannels();
+  // The tunnel's sockets are polled by `event` from now on (no-op without one).
+  void WatchTunnel(ssh_event event);
+  // Bytes wait in the tunnel: poll again soon.
+  bool TunnelBacklogged() const { return tunnel_ != nullptr && tunnel_->Backlogged(); }
 
   // The end: hands out what is left of a last line without '\n' on each
   // stream, then `note` (unless empty) as a last stderr line prefixed
@@ -77,6 +85,7 @@ class RemoteProcess {
 
   const std::unique_ptr<SshSession> session_;
   ProcessCallbacks callbacks_;
+  const std::unique_ptr<DaemonTunnel> tunnel_;  // goes before session_ (declared after it)
   ssh_channel channel_ = nullptr;
   ssh_channel_callbacks_struct channel_callbacks_ = {};  // lives as long as channel_
   std::vector<std::unique_ptr<KillChannel>> kills_;      // their channels are the session's

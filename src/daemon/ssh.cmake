@@ -1,5 +1,6 @@
 # The remote launcher: workers on other hosts through libssh exec channels.
 add_library(hvdd_ssh STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/daemon_tunnel.cc
   ${CMAKE_CURRENT_LIST_DIR}/remote_command.cc
   ${CMAKE_CURRENT_LIST_DIR}/remote_process.cc
   ${CMAKE_CURRENT_LIST_DIR}/ssh_launcher.cc

@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/daemon_tunnel.h"
 #include "daemon/remote_command.h"
 #include "daemon/remote_process.h"
 #include "daemon/ssh_session.h"
@@ -17,6 +19,10 @@ namespace horovodd::daemon {
 namespace {
 
 constexpr int kMaxPollMillis = 1000;
+// While bytes wait in a tunnel (a socket or an SSH window was full).
+constexpr int kBackloggedPollMillis = 5;
+// Where the job driver tells a worker its daemon is (job_launch.cc).
+constexpr char kDaemonAddressVariable[] = "HOROVODD_DAEMON_ADDR";
 
 }  // namespace
 
@@ -100,10 +106,26 @@ absl::StatusOr<LaunchedProcess> SshLauncher::Launch(const WorkerLaunch& launch,
   absl::StatusOr<std::unique_ptr<SshSession>> session =
       SshSession::Connect(launch.host, launch.ssh, options_.connect_timeout);
   if (!session.ok()) return session.status();
+  // A daemon on loopback is out of the host's reach: the worker gets a port
+  // on its own host that leads back through this session.
+  LaunchSpec spec = launch.spec;
+  std::unique_ptr<DaemonTunnel> tunnel;
+  if (auto daemon = spec.env.find(kDaemonAddressVariable); daemon != spec.env.end()) {
+    if (std::optional<LoopbackAddress> loopback = ParseLoopbackAddress(daemon->second)) {
+      absl::StatusOr<std::unique_ptr<DaemonTunnel>> opened =
+          DaemonTunnel::Open((*session)->get(), (*session)->name(), *std::move(loopback));
+      if (!opened.ok()) return opened.status();
+      tunnel = *std::move(opened);
+      daemon->second = tunnel->address_on_host();
+      command = RemoteLaunchCommand(spec);
+      if (!command.ok()) return command.status();
+    }
+  }
   auto process = std::make_unique<Process>();
-  process->remote = std::make_unique<RemoteProcess>(std::move(*session), std::move(callbacks));
+  process->remote = std::make_unique<RemoteProcess>(std::move(*session), std::move(callbacks),
+                                                    std::move(tunnel));
   if (absl::Status started =
-          process->remote->Start(*command, RemoteLaunchStdin(launch.spec), options_.start_timeout);
+          process->remote->Start(*command, RemoteLaunchStdin(spec), options_.start_timeout);
       !started.ok()) {
     return started;
   }
@@ -211,6 +233,7 @@ void SshLauncher::AdoptNewProcesses() {
       process->unwatched = true;
       process->note = absl::StrCat("cannot watch the SSH session to ", process->remote->host());
     }
+    process->remote->WatchTunnel(event_);
     process->remote->StartDelivering();
     const int64_t handle = process->handle;
     processes_.emplace(handle, std::move(process));
@@ -239,7 +262,7 @@ void SshLauncher::SendSignal(Process& process, int sig, absl::Time now) {
 
 bool SshLauncher::Advance(Process& process, absl::Time now) {
   RemoteProcess& remote = *process.remote;
-  remote.AdvanceSignals();
+  remote.AdvanceChannels();
   if (process.unwatched || remote.closed()) return false;
   if (!remote.connected()) {
     process.note =
@@ -293,6 +316,9 @@ int SshLauncher::MillisUntilNextDeadline(absl::Time now) const {
   for (const auto& [handle, process] : processes_) {
     if (!process->group_killed) next = std::min(next, process->linger_until);
     next = std::min(next, process->kill_deadline);
+    if (process->remote->TunnelBacklogged()) {
+      next = std::min(next, now + absl::Milliseconds(kBackloggedPollMillis));
+    }
   }
   const int64_t millis = absl::ToInt64Milliseconds(absl::Ceil(next - now, absl::Milliseconds(1)));
   return static_cast<int>(std::clamp<int64_t>(millis, 0, kMaxPollMillis));

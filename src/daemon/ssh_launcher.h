@@ -16,6 +16,10 @@
 // session breaks, or a SIGKILL is not confirmed within kill_timeout (the host
 // went silent), on_exit runs with an unknown exit status and a last stderr
 // line says why.
+//
+// A launch whose HOROVODD_DAEMON_ADDR is a loopback address (a daemon the
+// host cannot dial) gets a DaemonTunnel on its session: the worker is told
+// the host-side end of it instead (daemon_tunnel.h).
 #pragma once
 
 #include <cstdint>

@@ -101,12 +101,17 @@ class Sshd:
     """One sshd listening on `addresses`; start() it, stop() it (it and
     everything it started is killed by PID)."""
 
-    def __init__(self, directory, addresses=("127.0.0.2", "127.0.0.3")):
+    def __init__(self, directory, addresses=("127.0.0.2", "127.0.0.3"), extra_config=(),
+                 like=None):
+        """like: another Sshd whose port and user key this one takes, so one
+        set of horovodrun SSH flags reaches both (on different addresses)."""
         self.dir = Path(directory)
         self.addresses = list(addresses)
+        self.extra_config = list(extra_config)  # sshd_config lines
+        self.like = like
         self.port = None
         self.proc = None
-        self.identity = self.dir / "id_ed25519"
+        self.identity = like.identity if like else self.dir / "id_ed25519"
         self.host_key = self.dir / "host_ed25519"
         self.log = self.dir / "sshd.log"
 
@@ -114,9 +119,10 @@ class Sshd:
         ensure_sshd()
         self.dir.mkdir(parents=True, exist_ok=True)
         keygen(self.host_key, "horovodd-test-host")
-        keygen(self.identity, "horovodd-test-user")
+        if not self.like:
+            keygen(self.identity, "horovodd-test-user")
         shutil.copy(self.identity.with_suffix(".pub"), self.dir / "authorized_keys")
-        self.port = free_port(self.addresses)
+        self.port = self.like.port if self.like else free_port(self.addresses)
         config = self.dir / "sshd_config"
         config.write_text("\n".join([
             f"Port {self.port}",
@@ -136,6 +142,7 @@ class Sshd:
             # root's on the test machines takes seconds (pyenv init).
             "SetEnv SHLVL=1",
             "LogLevel INFO",
+            *self.extra_config,
             "",
         ]))
         # sshd refuses to start without its privilege separation directory.

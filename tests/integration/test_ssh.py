@@ -288,3 +288,54 @@ def test_a_host_that_never_answers_holds_up_no_other_launch(horovodrun, sshd, tm
         assert read_result(tmp_path / "result.json")["final_size"] == 2
     finally:
         silent.close()
+
+
+DAEMON_LINE = re.compile(r"embedded daemon on 127\.0\.0\.1:(\d+)")
+WORKER_DAEMON_LINE = re.compile(r"\[(\d+)\]<stdout>:daemon at (\S+)")
+
+
+def test_remote_workers_reach_a_loopback_daemon_through_their_ssh_session(
+        horovodrun, sshd, tmp_path):
+    # The embedded daemon listens on 127.0.0.1 only, which a real remote host
+    # cannot dial: each remote worker is told a port on its own host that its
+    # SSH session forwards back to the daemon.
+    worker = tmp_path / "worker.sh"
+    worker.write_text(f'#!/bin/sh\necho "daemon at $HOROVODD_DAEMON_ADDR"\nexec {RANK_PROBE}\n')
+    worker.chmod(0o755)
+    run = horovodrun("-np", 3, "-H", "127.0.0.2:2,127.0.0.3:1", "--verbose",
+                     *ssh_args(sshd, tmp_path), worker)
+    assert run.wait() == 0, run.output()
+    daemon_port = int(DAEMON_LINE.search(run.output()).group(1))
+    told = {}
+    for line in run.lines:
+        m = WORKER_DAEMON_LINE.search(line)
+        if m:
+            told[int(m.group(1))] = m.group(2)
+    assert len(told) == 3, run.output()
+    ports = set()
+    for address in told.values():
+        host, port = address.rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) != daemon_port, told
+        ports.add(int(port))
+    assert len(ports) == 3, told  # one forward per worker's session
+    # Every worker rendezvoused through its tunnel and passed a barrier.
+    assert sorted(probes(run)) == [0, 1, 2], run.output()
+
+
+def test_a_host_that_refuses_port_forwarding_is_named_and_sits_out(horovodrun, sshd, tmp_path):
+    from sshd import Sshd
+
+    refusing = Sshd(tmp_path / "sshd-no-forwarding", addresses=("127.0.0.5",),
+                    extra_config=["AllowTcpForwarding no"], like=sshd).start()
+    try:
+        run = horovodrun("-np", 3, "--min-np", 2, "--max-np", 3, "-H", "127.0.0.2:2,127.0.0.5:1",
+                         "--blacklist-cooldown-range", 120, 240, *ssh_args(sshd, tmp_path),
+                         *train_args(tmp_path, delay_ms=0))
+        run.wait_for_line(r"cannot start a worker on 127\.0\.0\.5: 127\.0\.0\.5.* refused to "
+                          r"forward a port back to the daemon.*AllowTcpForwarding.*host in "
+                          "cooldown", "the refusing host's cooldown")
+        run.wait_for_size(2)
+        assert run.wait() == 0, run.output()
+        assert read_result(tmp_path / "result.json")["final_size"] == 2
+    finally:
+        refusing.stop()

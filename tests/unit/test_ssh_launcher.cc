@@ -2,7 +2,10 @@
 // (tests/integration/sshd.py starts it, with its own host and user keys).
 // The "remote" processes run on this machine, so the tests can look at them
 // by pid: that they are gone, stopped, or still there.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -16,15 +19,19 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/daemon_tunnel.h"
 #include "daemon/ssh_launcher.h"
 
 namespace horovodd::daemon {
@@ -401,6 +408,122 @@ TEST_CASE("SshLauncher: destruction and TerminateAll leave nothing running", "[s
   CHECK(second.exit_calls() == 1);
   CHECK(WaitGone(first_pid));
   CHECK(WaitGone(second_pid));
+}
+
+// A stand-in for a daemon on 127.0.0.1: takes one connection, reads it to
+// the end checking every byte against Pattern, then answers `answer_bytes`
+// of Pattern and closes.
+class LoopbackSink {
+ public:
+  explicit LoopbackSink(size_t answer_bytes) : answer_bytes_(answer_bytes) {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    REQUIRE(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(listen(listener_, 4) == 0);
+    REQUIRE(getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~LoopbackSink() {
+    shutdown(listener_, SHUT_RDWR);  // ends a wait in accept
+    thread_.join();
+    close(listener_);
+  }
+  int port() const { return port_; }
+  // Once the connection ended: bytes read, and whether all were Pattern.
+  std::pair<size_t, bool> Received() {
+    thread_.join();
+    thread_ = std::thread([] {});
+    return {received_, intact_};
+  }
+  static char Pattern(size_t i) { return static_cast<char>(i % 251); }
+
+ private:
+  void Serve() {
+    const int fd = accept(listener_, nullptr, nullptr);
+    if (fd < 0) return;
+    char buffer[1 << 16];
+    for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) {
+      for (ssize_t i = 0; i < n; ++i) intact_ = intact_ && buffer[i] == Pattern(received_ + i);
+      received_ += static_cast<size_t>(n);
+    }
+    std::string answer(answer_bytes_, '\0');
+    for (size_t i = 0; i < answer.size(); ++i) answer[i] = Pattern(i);
+    for (size_t sent = 0; sent < answer.size();) {
+      const ssize_t n = write(fd, answer.data() + sent, answer.size() - sent);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    close(fd);
+  }
+
+  const size_t answer_bytes_;
+  int listener_ = -1;
+  int port_ = 0;
+  size_t received_ = 0;  // written by the thread, read after it joined
+  bool intact_ = true;
+  std::thread thread_;
+};
+
+TEST_CASE("SshLauncher: a loopback daemon is reached through the session's tunnel", "[ssh]") {
+  // More than the tunnel buffers in either direction (4 MiB), so both ends
+  // have to wait for each other on the way.
+  constexpr size_t kSent = size_t{9} << 20, kAnswered = size_t{6} << 20;
+  LoopbackSink daemon(kAnswered);
+  Recorder recorder;
+  auto launcher = MakeLauncher();
+  WorkerLaunch launch = Shell(absl::StrCat(
+      "exec python3 -c '\n"
+      "import os, socket\n"
+      "host, port = os.environ[\"HOROVODD_DAEMON_ADDR\"].rsplit(\":\", 1)\n"
+      "print(\"told\", host, port, flush=True)\n"
+      "pattern = bytes(range(251)) * 40000\n"
+      "s = socket.create_connection((host, int(port)))\n"
+      "s.sendall(pattern[:", kSent, "])\n"
+      "s.shutdown(socket.SHUT_WR)\n"
+      "got = bytearray()\n"
+      "while True:\n"
+      "    b = s.recv(1 << 16)\n"
+      "    if not b: break\n"
+      "    got += b\n"
+      "print(\"got\", len(got), got == pattern[:len(got)])\n'"));
+  launch.spec.env["HOROVODD_DAEMON_ADDR"] = absl::StrCat("127.0.0.1:", daemon.port());
+  REQUIRE(launcher->Launch(launch, recorder.Callbacks()).ok());
+  CHECK(recorder.AwaitExit().success());
+  const std::vector<std::string> out = recorder.Lines(OutputStream::kStdout);
+  INFO(absl::StrJoin(recorder.Lines(OutputStream::kStderr), "\n"));
+  REQUIRE(out.size() == 2);
+  // Told a port of its own host, not the daemon's.
+  CHECK(absl::StartsWith(out[0], "told 127.0.0.1 "));
+  CHECK(out[0] != absl::StrCat("told 127.0.0.1 ", daemon.port()));
+  CHECK(out[1] == absl::StrCat("got ", kAnswered, " True"));
+  CHECK(daemon.Received() == std::make_pair(kSent, true));
+}
+
+TEST_CASE("SshLauncher leaves any other daemon address as it is", "[ssh]") {
+  Recorder recorder;
+  auto launcher = MakeLauncher();
+  WorkerLaunch launch = Shell("echo \"$HOROVODD_DAEMON_ADDR\"");
+  launch.spec.env["HOROVODD_DAEMON_ADDR"] = "10.1.2.3:7451";
+  REQUIRE(launcher->Launch(launch, recorder.Callbacks()).ok());
+  CHECK(recorder.AwaitExit().success());
+  CHECK(recorder.Lines(OutputStream::kStdout) == std::vector<std::string>{"10.1.2.3:7451"});
+}
+
+TEST_CASE("ParseLoopbackAddress knows the addresses no other host can dial", "[ssh]") {
+  CHECK(ParseLoopbackAddress("127.0.0.1:7451")->port == 7451);
+  CHECK(ParseLoopbackAddress("127.3.4.5:1")->host == "127.3.4.5");
+  CHECK(ParseLoopbackAddress("localhost:80")->host == "localhost");
+  CHECK(ParseLoopbackAddress("[::1]:7451")->host == "::1");
+  CHECK_FALSE(ParseLoopbackAddress("10.0.0.1:7451"));
+  CHECK_FALSE(ParseLoopbackAddress("node1:7451"));
+  CHECK_FALSE(ParseLoopbackAddress("127.0.0.1"));
+  CHECK_FALSE(ParseLoopbackAddress("127.0.0.1:0"));
+  CHECK_FALSE(ParseLoopbackAddress("127.0.0.1:99999"));
+  CHECK_FALSE(ParseLoopbackAddress("[::1]7451"));
 }
 
 }  // namespace
