@@ -1,5 +1,6 @@
 #include "daemon/daemon_tunnel.h"
 
+#include <libssh/server.h>  // ssh_set_message_callback, for a client too
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -147,8 +148,12 @@ absl::StatusOr<std::unique_ptr<DaemonTunnel>> DaemonTunnel::Open(ssh_session ses
         daemon.host, " only (the host's sshd needs AllowTcpForwarding; or run horovodd on an "
         "address the hosts can reach): ", ssh_get_error(session)));
   }
-  return std::unique_ptr<DaemonTunnel>(
+  std::unique_ptr<DaemonTunnel> tunnel(
       new DaemonTunnel(session, host_name, std::move(daemon), port));
+  // The host's forwarded connections arrive as channel-open messages,
+  // handled as the session is polled, by whichever thread polls it.
+  ssh_set_message_callback(session, &DaemonTunnel::OnMessage, tunnel.get());
+  return tunnel;
 }
 
 DaemonTunnel::DaemonTunnel(ssh_session session, std::string host_name, LoopbackAddress daemon,
@@ -159,6 +164,7 @@ DaemonTunnel::DaemonTunnel(ssh_session session, std::string host_name, LoopbackA
       port_on_host_(port) {}
 
 DaemonTunnel::~DaemonTunnel() {
+  ssh_set_message_callback(session_, nullptr, nullptr);
   for (auto& [id, c] : connections_) {
     if (c->reading) ssh_event_remove_fd(event_, c->socket.get());
   }
@@ -180,7 +186,6 @@ bool DaemonTunnel::Backlogged() const {
 
 void DaemonTunnel::Pump() {
   if (event_ == nullptr) return;
-  Accept();
   std::vector<int64_t> over;
   for (auto& [id, c] : connections_) {
     Flush(*c);
@@ -196,38 +201,46 @@ void DaemonTunnel::Pump() {
   }
 }
 
-void DaemonTunnel::Accept() {
-  while (true) {
-    int port = 0, originator_port = 0;
-    char* originator = nullptr;
-    ssh_channel channel =
-        ssh_channel_open_forward_port(session_, 0, &port, &originator, &originator_port);
-    if (originator != nullptr) ssh_string_free_char(originator);
-    if (channel == nullptr) return;
-    auto c = std::make_unique<Connection>();
-    c->channel = channel;
-    c->socket.Reset(ConnectTo(daemon_));
-    if (!c->socket.valid()) continue;  // the daemon is going away: the channel closes
-    ssh_callbacks_init(&c->callbacks);
-    c->callbacks.userdata = c.get();
-    c->callbacks.channel_data_function = [](ssh_session, ssh_channel, void* data, uint32_t len,
-                                            int, void* self) -> int {
-      auto* conn = static_cast<Connection*>(self);
-      if (conn->to_socket.size() >= kMaxBuffered) return 0;  // left with libssh for now
-      conn->to_socket.append(static_cast<const char*>(data), len);
-      conn->SendToSocket();
-      return static_cast<int>(len);
-    };
-    c->callbacks.channel_eof_function = [](ssh_session, ssh_channel, void* self) {
-      static_cast<Connection*>(self)->channel_eof = true;
-    };
-    c->callbacks.channel_close_function = [](ssh_session, ssh_channel, void* self) {
-      auto* conn = static_cast<Connection*>(self);
-      conn->channel_closed = conn->channel_eof = true;
-    };
-    ssh_set_channel_callbacks(channel, &c->callbacks);
-    connections_.emplace(next_id_++, std::move(c));
+int DaemonTunnel::OnMessage(ssh_session, ssh_message message, void* self) {
+  if (ssh_message_type(message) != SSH_REQUEST_CHANNEL_OPEN ||
+      ssh_message_subtype(message) != SSH_CHANNEL_FORWARDED_TCPIP) {
+    return 1;  // libssh refuses it, as it would without this callback
   }
+  static_cast<DaemonTunnel*>(self)->Accept(message);
+  return 0;
+}
+
+void DaemonTunnel::Accept(ssh_message message) {
+  UniqueFd socket(ConnectTo(daemon_));
+  if (!socket.valid()) {  // the daemon is going away
+    ssh_message_reply_default(message);
+    return;
+  }
+  ssh_channel channel = ssh_message_channel_request_open_reply_accept(message);
+  if (channel == nullptr) return;
+  auto c = std::make_unique<Connection>();
+  c->channel = channel;
+  c->socket = std::move(socket);
+  ssh_callbacks_init(&c->callbacks);
+  c->callbacks.userdata = c.get();
+  c->callbacks.channel_data_function = [](ssh_session, ssh_channel, void* data, uint32_t len, int,
+                                          void* self) -> int {
+    auto* conn = static_cast<Connection*>(self);
+    if (conn->to_socket.size() >= kMaxBuffered) return 0;  // left with libssh for now
+    conn->to_socket.append(static_cast<const char*>(data), len);
+    conn->SendToSocket();
+    return static_cast<int>(len);
+  };
+  c->callbacks.channel_eof_function = [](ssh_session, ssh_channel, void* self) {
+    static_cast<Connection*>(self)->channel_eof = true;
+  };
+  c->callbacks.channel_close_function = [](ssh_session, ssh_channel, void* self) {
+    auto* conn = static_cast<Connection*>(self);
+    conn->channel_closed = conn->channel_eof = true;
+  };
+  ssh_set_channel_callbacks(channel, &c->callbacks);
+  // Its socket is polled from the next Pump on, on the I/O thread.
+  connections_.emplace(next_id_++, std::move(c));
 }
 
 void DaemonTunnel::Flush(Connection& c) {

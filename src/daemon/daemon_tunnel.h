@@ -52,8 +52,9 @@ class DaemonTunnel {
   // From here on, connections' sockets are polled by `event` (the I/O
   // thread's, which also polls the session).
   void Watch(ssh_event event);
-  // After each poll: takes connections the host forwarded, moves what is
-  // buffered on, drops connections both ends have closed.
+  // After each poll: watches the sockets of connections the host forwarded
+  // meanwhile, moves what is buffered on, drops connections both ends have
+  // closed.
   void Pump();
   // Bytes wait for a socket or the SSH window: poll again soon.
   bool Backlogged() const;
@@ -62,7 +63,8 @@ class DaemonTunnel {
   struct Connection;
 
   DaemonTunnel(ssh_session session, std::string host_name, LoopbackAddress daemon, int port);
-  void Accept();
+  static int OnMessage(ssh_session session, ssh_message message, void* self);
+  void Accept(ssh_message message);
   void Flush(Connection& c);
   void WatchSocket(Connection& c, bool reading);
 
