@@ -9,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "horovodd/horovodd.h"
+#include "horovodd/async.h"
 #include "worker_runtime/daemon_store.h"
+#include "worker_runtime/engine_api.h"
 #include "worker_runtime/gloo_context.h"
 #include "worker_runtime/gloo_ops.h"
 #include "worker_runtime/unique_id_store.h"
@@ -18,6 +20,8 @@ namespace horovodd::internal {
 namespace {
 
 constexpr char kNotLaunched[] = "this process was not launched by horovodrun/horovodd";
+// How long a runtime that ends waits for its peers in the last barrier (SayGoodbye).
+constexpr absl::Duration kGoodbyeTimeout = absl::Seconds(3);
 
 absl::StatusOr<std::string> RequiredEnv(const char* name) {
   const char* value = std::getenv(name);
@@ -166,6 +170,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
 }
 
 Runtime::~Runtime() {
+  SayGoodbye();
   // The engine first: its thread runs collectives on the ring and the GPU.
   DetachEngine(absl::AbortedError("the worker runtime is shutting down"));
   engine_.reset();
@@ -183,6 +188,28 @@ void Runtime::SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation) {
     ring_generation_ = generation;
   }
   reaper_.Retire(std::move(old));
+}
+
+// A rank that closes its ring while a peer still reads the last collective
+// they shared can break that read: a TCP connection closed with bytes still
+// unread on it (a peer announcing its next receive) is reset, and the reset
+// throws away what the peer had not read yet -- the peer's last collective
+// fails at the very end of the job. So a runtime that ends with a ring meets
+// its peers in one more barrier first; ranks ending together pass it at once,
+// and after it every rank's real work is done. A rank ending alone (its peers
+// train on, or are gone) gives up after kGoodbyeTimeout and closes as before;
+// the barrier's own failure changes nothing.
+void Runtime::SayGoodbye() {
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    if (ring_ == nullptr) return;
+  }
+  if (engine_ == nullptr) return;
+  absl::StatusOr<Handle> goodbye = EnqueueOpaque(
+      *this, SyncName("goodbye", ""), "goodbye", /*tensors=*/{},
+      [this](std::optional<Tensor>*) { return RunCollective(&internal::Barrier); },
+      /*urgent=*/true);
+  if (goodbye.ok()) goodbye->Wait(kGoodbyeTimeout).IgnoreError();
 }
 
 void Runtime::DetachEngine(const absl::Status& reason) {

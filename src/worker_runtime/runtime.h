@@ -117,6 +117,8 @@ class Runtime {
   // Detaches the engine, aborting a collective it is still running on the
   // current ring (which is about to be dropped).
   void DetachEngine(const absl::Status& reason);
+  // Meets the other ranks in one last barrier (bounded) before the ring closes.
+  void SayGoodbye();
 
   const absl::Duration ring_timeout_;
   std::unique_ptr<DaemonClient> client_;
