@@ -9,6 +9,9 @@
 #   BUILD_DIR=/tmp/b bench/run.sh     another build dir (default: build-bench)
 #   BENCH_SIZES=4194304 BENCH_ITERS=300 bench/run.sh allreduce
 #                                     only those allreduce sizes, that many iterations
+#   BENCH_ROUNDS=5 bench/run.sh allreduce scale
+#                                     runs per side, interleaved, medians shown
+#                                     (default 3; 1 when QUICK)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
