@@ -246,43 +246,7 @@ void JobDriver::ReportFailure(const v1::FailureReport& report) {
 v1::JobStatus JobDriver::Status() {
   auto promise = std::make_shared<std::promise<v1::JobStatus>>();
   auto future = promise->get_future();
-  loop_.Post([this, promise] {
-    v1::JobStatus s;
-    s.set_job_id(context_.job_id);
-    *s.mutable_spec() = spec_;
-    s.set_state(state_);
-    s.set_reason(reason_);
-    s.set_generation(ready_generation_);
-    s.set_size(static_cast<int>(ready_members_.size()));
-    for (const auto& [id, w] : workers_) {
-      auto* ws = s.add_workers();
-      ws->set_worker_id(id);
-      ws->set_rank(RankOf(id));
-      ws->set_host(w.host);
-      ws->set_pid(w.pid);
-      ws->set_state(w.state);
-      ws->set_exit_code(w.exit_code);
-      ws->set_last_commit(w.last_commit);
-      ws->set_resets(std::max(0, w.generations_joined - 1));
-    }
-    for (const auto& h : hosts_.Hosts(absl::Now())) {
-      auto* hs = s.add_hosts();
-      hs->set_host(h.host);
-      hs->set_slots(h.slots);
-      hs->set_state(discovery::HostStateName(h.state));
-      hs->set_cooldown_seconds_left(absl::ToDoubleSeconds(h.cooldown_left));
-    }
-    s.set_resets(resets_);
-    s.set_last_commit(last_commit_);
-    s.set_created_unix(UnixSeconds(created_));
-    s.set_started_unix(UnixSeconds(started_));
-    s.set_ended_unix(UnixSeconds(ended_at_));
-    s.set_min_np(spec_.min_np());
-    s.set_max_np(spec_.max_np());
-    for (const auto& record : reset_history_) *s.add_reset_history() = record;
-    for (auto& event : events_.RecentNonOutput(20)) *s.add_recent_events() = std::move(event);
-    promise->set_value(std::move(s));
-  });
+  loop_.Post([this, promise] { promise->set_value(StatusNow()); });
   if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     v1::JobStatus s;
     s.set_job_id(context_.job_id);
@@ -290,6 +254,44 @@ v1::JobStatus JobDriver::Status() {
     return s;
   }
   return future.get();
+}
+
+v1::JobStatus JobDriver::StatusNow() {
+  v1::JobStatus s;
+  s.set_job_id(context_.job_id);
+  *s.mutable_spec() = spec_;
+  s.set_state(state_);
+  s.set_reason(reason_);
+  s.set_generation(ready_generation_);
+  s.set_size(static_cast<int>(ready_members_.size()));
+  for (const auto& [id, w] : workers_) {
+    auto* ws = s.add_workers();
+    ws->set_worker_id(id);
+    ws->set_rank(RankOf(id));
+    ws->set_host(w.host);
+    ws->set_pid(w.pid);
+    ws->set_state(w.state);
+    ws->set_exit_code(w.exit_code);
+    ws->set_last_commit(w.last_commit);
+    ws->set_resets(std::max(0, w.generations_joined - 1));
+  }
+  for (const auto& h : hosts_.Hosts(absl::Now())) {
+    auto* hs = s.add_hosts();
+    hs->set_host(h.host);
+    hs->set_slots(h.slots);
+    hs->set_state(discovery::HostStateName(h.state));
+    hs->set_cooldown_seconds_left(absl::ToDoubleSeconds(h.cooldown_left));
+  }
+  s.set_resets(resets_);
+  s.set_last_commit(last_commit_);
+  s.set_created_unix(UnixSeconds(created_));
+  s.set_started_unix(UnixSeconds(started_));
+  s.set_ended_unix(UnixSeconds(ended_at_));
+  s.set_min_np(spec_.min_np());
+  s.set_max_np(spec_.max_np());
+  for (const auto& record : reset_history_) *s.add_reset_history() = record;
+  for (auto& event : events_.RecentNonOutput(20)) *s.add_recent_events() = std::move(event);
+  return s;
 }
 
 void JobDriver::Finish(v1::JobState state, const std::string& reason) {
@@ -324,6 +326,9 @@ void JobDriver::MaybeCloseLog() {
   if (!Terminal() || ended_.load()) return;
   for (const auto& [id, w] : workers_) {
     if (!w.gone()) return;  // still being stopped (or started)
+  }
+  if (context_.observer != nullptr) {
+    context_.observer->OnJobFinalStatus(context_.job_id, StatusNow());
   }
   v1::JobEvent end;
   end.set_kind(v1::JobEvent::JOB_ENDED);

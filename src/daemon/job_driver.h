@@ -92,6 +92,9 @@ class JobDriver {
   const std::string& worker_token() const { return context_.worker_token; }
 
  private:
+  // Status(), on the loop thread.
+  v1::JobStatus StatusNow();
+
   struct Worker {
     int64_t id = 0;
     std::string host;

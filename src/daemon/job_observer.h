@@ -19,6 +19,9 @@ class JobObserver {
                               absl::Time created) {}
   // Every event of the job, worker OUTPUT included, after it was stamped.
   virtual void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {}
+  // Once, just before its JOB_ENDED event: the job's status as it ended
+  // (its workers, hosts and resets, which events do not carry).
+  virtual void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) {}
 };
 
 // Fans out to several observers; add them before any job starts.
@@ -31,6 +34,9 @@ class ObserverList final : public JobObserver {
   }
   void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override {
     for (auto* o : observers_) o->OnJobEvent(job_id, event);
+  }
+  void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) override {
+    for (auto* o : observers_) o->OnJobFinalStatus(job_id, status);
   }
 
  private:

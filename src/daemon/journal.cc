@@ -17,7 +17,8 @@ namespace horovodd::daemon {
 namespace {
 
 // Bump with a migration in EnsureSchema when the tables change.
-constexpr int64_t kSchemaVersion = 1;
+// 2: jobs.final_status (version 1 files are upgraded in place).
+constexpr int64_t kSchemaVersion = 2;
 // As many as a live job's status shows.
 constexpr size_t kRecentEvents = 20;
 
@@ -37,7 +38,8 @@ CREATE TABLE jobs (
   finished INTEGER NOT NULL DEFAULT 0,    -- 1 once JOB_ENDED is recorded
   generation INTEGER NOT NULL DEFAULT 0,  -- newest ready generation
   size INTEGER NOT NULL DEFAULT 0,        -- its number of workers
-  resets INTEGER NOT NULL DEFAULT 0
+  resets INTEGER NOT NULL DEFAULT 0,
+  final_status BLOB NOT NULL DEFAULT x''  -- horovodd.v1.JobStatus at the end: workers, hosts
 );
 CREATE INDEX jobs_by_finished ON jobs (finished);
 CREATE TABLE events (
@@ -128,7 +130,8 @@ absl::Status CreateDatabaseFile(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status CheckVersion(SqliteDb& db) {
+// An existing database's schema version, if this horovodd reads it.
+absl::StatusOr<int64_t> CheckVersion(SqliteDb& db) {
   auto query = db.Prepare("SELECT version FROM schema_version");
   if (!query.ok()) return query.status();
   int64_t version = 0;
@@ -142,11 +145,23 @@ absl::Status CheckVersion(SqliteDb& db) {
         absl::StrCat(db.path(), " was written by a newer horovodd (schema version ", version,
                      "; this one reads version ", kSchemaVersion, ")"));
   }
-  if (version != kSchemaVersion) {
+  if (version < 1) {
     return absl::DataLossError(
         absl::StrCat(db.path(), " has no valid schema version (found ", version, ")"));
   }
-  return absl::OkStatus();
+  return version;
+}
+
+// Brings a database of an older version to kSchemaVersion.
+absl::Status Upgrade(SqliteDb& db, int64_t version) {
+  if (version == 1) {
+    if (auto st = db.Exec("ALTER TABLE jobs ADD COLUMN final_status BLOB NOT NULL DEFAULT x''");
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (version == kSchemaVersion) return absl::OkStatus();
+  return db.Exec(absl::StrCat("UPDATE schema_version SET version = ", kSchemaVersion));
 }
 
 // Creates the tables in a new database, or checks an existing one's version.
@@ -162,10 +177,12 @@ absl::Status EnsureSchema(SqliteDb& db) {
       return absl::OkStatus();
     });
   }
-  if (status.ok()) {
-    status = exists ? CheckVersion(db)
-                    : db.Exec(absl::StrCat(kSchema, "INSERT INTO schema_version VALUES (",
-                                           kSchemaVersion, ");"));
+  if (status.ok() && exists) {
+    absl::StatusOr<int64_t> version = CheckVersion(db);
+    status = version.ok() ? Upgrade(db, *version) : version.status();
+  } else if (status.ok()) {
+    status = db.Exec(
+        absl::StrCat(kSchema, "INSERT INTO schema_version VALUES (", kSchemaVersion, ");"));
   }
   if (status.ok()) return db.Exec("COMMIT");
   db.Exec("ROLLBACK").IgnoreError();
@@ -191,6 +208,7 @@ struct Journal::Statements {
   std::unique_ptr<SqliteStatement> begin, commit, rollback;
   std::unique_ptr<SqliteStatement> insert_job, insert_event;
   std::unique_ptr<SqliteStatement> touch_job, set_state, set_membership, set_ended;
+  std::unique_ptr<SqliteStatement> set_final_status;
   std::unique_ptr<SqliteStatement> prune_events, prune_finished_jobs;
   std::unique_ptr<SqliteStatement> unfinished_jobs, last_seq, all_jobs, job_events;
 
@@ -215,6 +233,7 @@ struct Journal::Statements {
         {&set_ended,
          "UPDATE jobs SET state = ?2, reason = ?3, generation = ?4, finished = 1,"
          " ended_unix = CASE WHEN ended_unix = 0 THEN ?5 ELSE ended_unix END WHERE id = ?1"},
+        {&set_final_status, "UPDATE jobs SET final_status = ?2 WHERE id = ?1"},
         // Keeps the newest ?2 events of job ?1.
         {&prune_events,
          "DELETE FROM events WHERE job_id = ?1 AND seq <= (SELECT seq FROM events"
@@ -229,7 +248,7 @@ struct Journal::Statements {
         {&last_seq, "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1"},
         {&all_jobs,
          "SELECT id, spec, state, reason, created_unix, started_unix, ended_unix, generation,"
-         " size, resets FROM jobs ORDER BY rowid"},
+         " size, resets, final_status FROM jobs ORDER BY rowid"},
         {&job_events,
          "SELECT seq, time_unix, kind, code, message, generation, state, size, reset_seconds"
          " FROM events WHERE job_id = ?1 ORDER BY seq"},
@@ -309,6 +328,22 @@ void Journal::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
                             .Run();
   if (status.ok()) stored_events_[job_id] = 0;
   NoteWrite(status, absl::StrCat("the submission of ", job_id));
+}
+
+void Journal::OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) {
+  // Only what the job's row and events do not hold already.
+  v1::JobStatus tables;
+  *tables.mutable_workers() = status.workers();
+  *tables.mutable_hosts() = status.hosts();
+  *tables.mutable_reset_history() = status.reset_history();
+  tables.set_last_commit(status.last_commit());
+  // A cooldown's time left means nothing once the job is over.
+  for (auto& host : *tables.mutable_hosts()) host.set_cooldown_seconds_left(0);
+  std::lock_guard<std::mutex> lock(mu_);
+  NoteWrite(statements_->set_final_status->BindText(1, job_id)
+                .BindBlob(2, tables.SerializeAsString())
+                .Run(),
+            absl::StrCat("the final status of ", job_id));
 }
 
 void Journal::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
@@ -439,6 +474,17 @@ absl::StatusOr<std::vector<ArchivedJob>> Journal::ReadAll() {
     s.set_resets(static_cast<int32_t>(row.Int(9)));
     s.set_min_np(s.spec().min_np());
     s.set_max_np(s.spec().max_np());
+    // Empty for a job that did not end in this journal's keeping (version 1
+    // files, jobs that were running when horovodd stopped).
+    v1::JobStatus tables;
+    if (!tables.ParseFromString(row.Blob(10))) {
+      return absl::DataLossError(absl::StrCat("journal ", path_, ": the final status of ",
+                                              s.job_id(), " cannot be read"));
+    }
+    *s.mutable_workers() = std::move(*tables.mutable_workers());
+    *s.mutable_hosts() = std::move(*tables.mutable_hosts());
+    *s.mutable_reset_history() = std::move(*tables.mutable_reset_history());
+    s.set_last_commit(tables.last_commit());
     jobs.push_back(std::move(job));
     return absl::OkStatus();
   });

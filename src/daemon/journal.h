@@ -64,6 +64,8 @@ class Journal final : public JobObserver {
                       absl::Time created) override;
   // Records every event but OUTPUT; keeps the job's row current.
   void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override;
+  // Keeps its worker, host and reset tables, for the status of the archived job.
+  void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) override;
 
   const std::string& path() const { return path_; }
 

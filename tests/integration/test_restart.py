@@ -186,9 +186,14 @@ def test_finished_job_is_listed_with_its_events_after_sigterm_restart(
     jobs = daemon.jobs()
     assert list(jobs) == [job_id], daemon.output()
     after = daemon.ctl_json("status", job_id)
-    for key in ("state", "reason", "generation", "size", "min_np", "max_np"):
+    for key in ("state", "reason", "generation", "size", "min_np", "max_np", "workers",
+                "reset_history", "last_commit"):
         assert after.get(key) == before.get(key), key
     assert after["spec"]["argv"] == before["spec"]["argv"]
+    # Its workers and hosts as it ended, as the operator saw them before the restart.
+    assert len(after["workers"]) == 2
+    assert {w["state"] for w in after["workers"]} == {"WORKER_SUCCEEDED"}
+    assert [h["host"] for h in after["hosts"]] == [h["host"] for h in before["hosts"]]
     # The same events, ending with the job's end, and `watch` says it succeeded.
     rc, events_after = daemon.watch(job_id)
     assert rc == 0

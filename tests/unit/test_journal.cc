@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/journal.h"
 #include "daemon/journal_sqlite.h"
 #include "journal_test_support.h"
@@ -127,6 +128,118 @@ TEST_CASE("A new journal on the same state dir recovers a finished job as it was
   CHECK(events.back().message() == "all workers finished");
   REQUIRE(s.recent_events_size() == static_cast<int>(events.size()));
   CHECK(s.recent_events(0).seq() == 1);
+}
+
+TEST_CASE("An ended job's workers, hosts and resets come back with it") {
+  TempDir dir;
+  const double t0 = 1700000000;
+  {
+    auto journal = OpenJournal(dir);
+    v1::JobStatus final_status;
+    for (int i = 0; i < 3; ++i) {
+      v1::WorkerStatus* w = final_status.add_workers();
+      w->set_worker_id(i + 1);
+      w->set_rank(i == 2 ? -1 : i);
+      w->set_host(i == 2 ? "c" : "a");
+      w->set_state(i == 2 ? v1::WORKER_FAILED : v1::WORKER_SUCCEEDED);
+      w->set_exit_code(i == 2 ? 137 : 0);
+      w->set_last_commit(7);
+    }
+    v1::HostStatus* host = final_status.add_hosts();
+    host->set_host("c");
+    host->set_slots(1);
+    host->set_state("cooldown");
+    host->set_cooldown_seconds_left(42);
+    final_status.add_reset_history()->set_generation(2);
+    final_status.set_last_commit(7);
+    *final_status.add_recent_events() = MakeEvent(99, v1::JobEvent::INFO, t0, 0, "not kept twice");
+    // As a driver does: the final status just before JOB_ENDED.
+    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000));
+    journal->OnJobEvent("job-1", StateEvent(1, v1::RUNNING, t0 + 1, 1));
+    journal->OnJobFinalStatus("job-1", final_status);
+    journal->OnJobEvent("job-1", EndEvent(2, v1::FAILED, t0 + 2, 1, "worker 3 failed"));
+  }
+  const auto jobs = RecoverFrom(dir);
+  REQUIRE(jobs.size() == 1);
+  const v1::JobStatus& s = jobs[0].status;
+  REQUIRE(s.workers_size() == 3);
+  CHECK(s.workers(2).worker_id() == 3);
+  CHECK(s.workers(2).host() == "c");
+  CHECK(s.workers(2).state() == v1::WORKER_FAILED);
+  CHECK(s.workers(2).exit_code() == 137);
+  CHECK(s.workers(0).rank() == 0);
+  CHECK(s.workers(0).last_commit() == 7);
+  REQUIRE(s.hosts_size() == 1);
+  CHECK(s.hosts(0).host() == "c");
+  CHECK(s.hosts(0).state() == "cooldown");
+  CHECK(s.hosts(0).cooldown_seconds_left() == 0);  // the job is over: no time left to count
+  REQUIRE(s.reset_history_size() == 1);
+  CHECK(s.reset_history(0).generation() == 2);
+  CHECK(s.last_commit() == 7);
+  // The events come from the events table, not from the stored status.
+  CHECK(Seqs(jobs[0].events) == std::vector<uint64_t>{1, 2});
+}
+
+TEST_CASE("A journal written by the previous schema is upgraded in place and kept") {
+  TempDir dir;
+  {
+    auto db = SqliteDb::Open(dir.File(Journal::kFileName));
+    REQUIRE(db.ok());
+    // Version 1: the jobs table without final_status, and one job that ended.
+    const std::string spec = ElasticSpec().SerializeAsString();
+    std::string hex;
+    for (unsigned char c : spec) absl::StrAppend(&hex, absl::Hex(c, absl::kZeroPad2));
+    REQUIRE((*db)->Exec(absl::StrCat(
+                            "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+                            "INSERT INTO schema_version VALUES (1);"
+                            "CREATE TABLE jobs (id TEXT NOT NULL UNIQUE, name TEXT NOT NULL,"
+                            " spec BLOB NOT NULL, state TEXT NOT NULL,"
+                            " reason TEXT NOT NULL DEFAULT '', created_unix REAL NOT NULL,"
+                            " started_unix REAL NOT NULL DEFAULT 0,"
+                            " ended_unix REAL NOT NULL DEFAULT 0,"
+                            " finished INTEGER NOT NULL DEFAULT 0,"
+                            " generation INTEGER NOT NULL DEFAULT 0,"
+                            " size INTEGER NOT NULL DEFAULT 0, resets INTEGER NOT NULL DEFAULT 0);"
+                            "CREATE INDEX jobs_by_finished ON jobs (finished);"
+                            "CREATE TABLE events (job_id TEXT NOT NULL REFERENCES jobs (id)"
+                            " ON DELETE CASCADE, seq INTEGER NOT NULL, time_unix REAL NOT NULL,"
+                            " kind TEXT NOT NULL, code TEXT NOT NULL, message TEXT NOT NULL,"
+                            " generation INTEGER NOT NULL, state TEXT NOT NULL,"
+                            " size INTEGER NOT NULL, reset_seconds REAL NOT NULL,"
+                            " PRIMARY KEY (job_id, seq)) WITHOUT ROWID;"
+                            "INSERT INTO jobs (id, name, spec, state, reason, created_unix,"
+                            " finished) VALUES ('job-1', 'resnet', x'",
+                            hex, "', 'SUCCEEDED', 'all workers finished', 1700000000, 1);"))
+                .ok());
+  }
+  {
+    const auto jobs = RecoverFrom(dir);
+    REQUIRE(Ids(jobs) == std::vector<std::string>{"job-1"});
+    CHECK(jobs[0].status.state() == v1::SUCCEEDED);
+    CHECK(jobs[0].status.spec().name() == "resnet");
+    CHECK(jobs[0].status.workers_size() == 0);  // version 1 did not keep them
+  }
+  // Upgraded: a job ending now keeps its tables, and the file reads as version 2.
+  {
+    auto journal = OpenJournal(dir);
+    v1::JobStatus final_status;
+    final_status.add_workers()->set_host("a");
+    journal->OnJobSubmitted("job-2", ElasticSpec(), absl::FromUnixSeconds(1700000100));
+    journal->OnJobFinalStatus("job-2", final_status);
+    journal->OnJobEvent("job-2", EndEvent(1, v1::SUCCEEDED, 1700000101, 1, "done"));
+  }
+  const auto jobs = RecoverFrom(dir);
+  REQUIRE(Ids(jobs) == std::vector<std::string>{"job-1", "job-2"});
+  REQUIRE(jobs[1].status.workers_size() == 1);
+  CHECK(jobs[1].status.workers(0).host() == "a");
+  auto db = SqliteDb::Open(dir.File(Journal::kFileName));
+  REQUIRE(db.ok());
+  auto version = (*db)->Prepare("SELECT version FROM schema_version");
+  REQUIRE(version.ok());
+  absl::StatusOr<bool> row = (*version)->Step();
+  REQUIRE(row.ok());
+  REQUIRE(*row);
+  CHECK((*version)->Int(0) == 2);
 }
 
 TEST_CASE("A job that had not ended when the journal closed comes back FAILED, once") {
@@ -302,7 +415,7 @@ TEST_CASE("A state dir or database that cannot be used is refused, naming it") {
     CHECK(journal.status().code() == absl::StatusCode::kFailedPrecondition);
     CHECK(journal.status().message() ==
           "journal " + dir.File("horovodd.db") +
-              " was written by a newer horovodd (schema version 7; this one reads version 1)");
+              " was written by a newer horovodd (schema version 7; this one reads version 2)");
   }
   SECTION("the state dir is not writable") {
     // root writes anywhere: only an unprivileged user sees this refusal.
