@@ -399,12 +399,13 @@ int Main(int argc, char** argv) {
     auto worker = std::make_unique<SimWorker>(stubs[i / options.workers_per_connection].get(),
                                               &shared, who,
                                               std::chrono::milliseconds(options.heartbeat_ms));
-    SimWorker* started = worker.get();
+    // Started before the heartbeat thread can see it: a heartbeat written
+    // on a stream not yet started crashes the reactor.
+    worker->Start();
     {
       std::lock_guard<std::mutex> lock(workers_mu);
       workers.push_back(std::move(worker));
     }
-    started->Start();
     last_launch_s = SecondsSince(shared.start);
     if (i == 0) {
       // The heartbeat thread starts with the first worker. Each worker keeps
