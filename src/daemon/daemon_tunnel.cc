@@ -148,20 +148,15 @@ absl::StatusOr<std::unique_ptr<DaemonTunnel>> DaemonTunnel::Open(ssh_session ses
         daemon.host, " only (the host's sshd needs AllowTcpForwarding; or run horovodd on an "
         "address the hosts can reach): ", ssh_get_error(session)));
   }
-  std::unique_ptr<DaemonTunnel> tunnel(
-      new DaemonTunnel(session, host_name, std::move(daemon), port));
+  std::unique_ptr<DaemonTunnel> tunnel(new DaemonTunnel(session, std::move(daemon), port));
   // The host's forwarded connections arrive as channel-open messages,
   // handled as the session is polled, by whichever thread polls it.
   ssh_set_message_callback(session, &DaemonTunnel::OnMessage, tunnel.get());
   return tunnel;
 }
 
-DaemonTunnel::DaemonTunnel(ssh_session session, std::string host_name, LoopbackAddress daemon,
-                           int port)
-    : session_(session),
-      host_name_(std::move(host_name)),
-      daemon_(std::move(daemon)),
-      port_on_host_(port) {}
+DaemonTunnel::DaemonTunnel(ssh_session session, LoopbackAddress daemon, int port)
+    : session_(session), daemon_(std::move(daemon)), port_on_host_(port) {}
 
 DaemonTunnel::~DaemonTunnel() {
   ssh_set_message_callback(session_, nullptr, nullptr);

@@ -62,14 +62,13 @@ class DaemonTunnel {
  private:
   struct Connection;
 
-  DaemonTunnel(ssh_session session, std::string host_name, LoopbackAddress daemon, int port);
+  DaemonTunnel(ssh_session session, LoopbackAddress daemon, int port);
   static int OnMessage(ssh_session session, ssh_message message, void* self);
   void Accept(ssh_message message);
   void Flush(Connection& c);
   void WatchSocket(Connection& c, bool reading);
 
   const ssh_session session_;
-  const std::string host_name_;
   const LoopbackAddress daemon_;
   const int port_on_host_;
   ssh_event event_ = nullptr;
