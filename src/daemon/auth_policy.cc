@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/auth_token.h"
+#include "daemon/loopback.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -19,14 +20,6 @@ constexpr char kTokenHint[] =
     "pass --token-file FILE, or set HOROVODD_TOKEN or HOROVODD_TOKEN_FILE";
 
 }  // namespace
-
-bool IsLoopbackPeer(absl::string_view peer) {
-  if (absl::StartsWith(peer, "unix:")) return true;
-  if (absl::StartsWith(peer, "ipv4:127.")) return true;
-  if (absl::StartsWith(peer, "ipv6:[::1]")) return true;
-  // An IPv4 client of a dual-stack listener.
-  return absl::StartsWith(peer, "ipv6:[::ffff:127.");
-}
 
 absl::StatusOr<std::unique_ptr<AccessPolicy>> AccessPolicy::Create(const AuthSettings& settings,
                                                                    const std::string& state_dir) {
@@ -61,7 +54,8 @@ bool AccessPolicy::IsReadOnlyOpenTo(const grpc::ServerContextBase& context) cons
     case ReadOnlyAccess::kAll:
       return true;
     case ReadOnlyAccess::kLoopback:
-      return IsLoopbackPeer(context.peer());
+      // A remote worker's tunnel arrives from loopback too; its host is not ours.
+      return IsLoopbackPeer(context.peer()) && !IsTunnelPeer(context.peer());
     case ReadOnlyAccess::kTokenRequired:
       break;
   }

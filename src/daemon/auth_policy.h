@@ -80,8 +80,4 @@ class AccessPolicy {
   LogThrottle refusal_log_{absl::Seconds(1)};
 };
 
-// Whether a gRPC peer ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000",
-// "unix:...") connected over loopback.
-bool IsLoopbackPeer(absl::string_view peer);
-
 }  // namespace horovodd::daemon

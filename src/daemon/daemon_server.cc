@@ -20,6 +20,7 @@
 #include "daemon/job_limits.h"
 #include "daemon/job_service.h"
 #include "daemon/metrics_interceptor.h"
+#include "daemon/loopback.h"
 #include "daemon/tls_credentials.h"
 #include "daemon/worker_service.h"
 

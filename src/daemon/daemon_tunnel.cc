@@ -2,6 +2,7 @@
 
 #include <libssh/server.h>  // ssh_set_message_callback, for a client too
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "daemon/loopback.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -22,10 +24,6 @@ namespace {
 // (the socket is not read, the channel's window is not opened).
 constexpr size_t kMaxBuffered = size_t{4} << 20;
 constexpr size_t kReadChunk = 64 << 10;
-
-bool IsLoopbackHost(absl::string_view host) {
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
-}
 
 // A connected socket to `daemon`, non-blocking; -1 when nothing answers.
 int ConnectTo(const LoopbackAddress& daemon) {
@@ -50,6 +48,15 @@ int ConnectTo(const LoopbackAddress& daemon) {
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
   }
   return fd;
+}
+
+// The local port of a connected socket; 0 if it cannot be had.
+int LocalPort(int fd) {
+  sockaddr_storage local{};
+  socklen_t length = sizeof local;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) return 0;
+  return ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
 }
 
 }  // namespace
@@ -92,12 +99,15 @@ struct DaemonTunnel::Connection {
   bool eof_sent = false;      // the worker was told the daemon sends no more
   bool reading = false;       // the socket is in the I/O thread's event
   bool broken = false;
+  int local_port = 0;         // registered as a tunnel peer (tunnel_peers.h) while open
 
   ~Connection() {
     if (channel != nullptr) {
       ssh_channel_close(channel);
       ssh_channel_free(channel);
     }
+    socket.Reset();  // closed before its port may pass as an ordinary local client's
+    if (local_port != 0) RemoveTunnelPeerPort(local_port);
   }
   // What the worker sent is handed on even when its channel closed right after.
   bool over() const {
@@ -206,16 +216,17 @@ int DaemonTunnel::OnMessage(ssh_session, ssh_message message, void* self) {
 }
 
 void DaemonTunnel::Accept(ssh_message message) {
-  UniqueFd socket(ConnectTo(daemon_));
-  if (!socket.valid()) {  // the daemon is going away
+  auto c = std::make_unique<Connection>();
+  c->socket.Reset(ConnectTo(daemon_));
+  c->local_port = c->socket.valid() ? LocalPort(c->socket.get()) : 0;
+  if (c->local_port == 0) {  // the daemon is going away
     ssh_message_reply_default(message);
     return;
   }
-  ssh_channel channel = ssh_message_channel_request_open_reply_accept(message);
-  if (channel == nullptr) return;
-  auto c = std::make_unique<Connection>();
-  c->channel = channel;
-  c->socket = std::move(socket);
+  // Before the first byte goes through, so that no call on it passes as local.
+  AddTunnelPeerPort(c->local_port);
+  c->channel = ssh_message_channel_request_open_reply_accept(message);
+  if (c->channel == nullptr) return;
   ssh_callbacks_init(&c->callbacks);
   c->callbacks.userdata = c.get();
   c->callbacks.channel_data_function = [](ssh_session, ssh_channel, void* data, uint32_t len, int,
@@ -233,7 +244,7 @@ void DaemonTunnel::Accept(ssh_message message) {
     auto* conn = static_cast<Connection*>(self);
     conn->channel_closed = conn->channel_eof = true;
   };
-  ssh_set_channel_callbacks(channel, &c->callbacks);
+  ssh_set_channel_callbacks(c->channel, &c->callbacks);
   // Its socket is polled from the next Pump on, on the I/O thread.
   connections_.emplace(next_id_++, std::move(c));
 }

@@ -1,6 +1,5 @@
 #include "daemon/tls_credentials.h"
 
-#include <arpa/inet.h>
 #include <grpcpp/security/server_credentials.h>
 
 #include <cerrno>
@@ -10,21 +9,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/loopback.h"
 
 namespace horovodd::daemon {
-
-bool IsLoopbackHost(absl::string_view host) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (host == "localhost") return true;
-  const std::string text(host);
-  in_addr v4{};
-  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, text.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
-  return false;  // a name, "", 0.0.0.0, ::: reachable from elsewhere
-}
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view setting) {
   std::ifstream in(path);

@@ -17,9 +17,6 @@ class ServerCredentials;
 
 namespace horovodd::daemon {
 
-// Whether `host` (of a listen address, brackets allowed) is a loopback one.
-bool IsLoopbackHost(absl::string_view host);
-
 // Credentials for a listener on `host`: TLS when settings.enabled() (asking
 // for a client certificate signed by client_ca_file when that is set);
 // plaintext otherwise, which beyond loopback needs allow_insecure.

@@ -339,3 +339,26 @@ def test_a_host_that_refuses_port_forwarding_is_named_and_sits_out(horovodrun, s
         assert read_result(tmp_path / "result.json")["final_size"] == 2
     finally:
         refusing.stop()
+
+
+def test_a_tunnel_does_not_make_a_worker_host_local_to_the_daemon(
+        horovodd, horovodrun, sshd, tmp_path):
+    # open_read_only: loopback lets the users of the daemon's host list jobs
+    # without a token. A remote worker's tunnel reaches the daemon from its
+    # loopback too, but the users of that worker's host must still need one.
+    horovodctl = BUILD / "src" / "cli" / "horovodctl"
+    daemon = horovodd("--open-read-only", "loopback")
+    worker = tmp_path / "worker.sh"
+    worker.write_text(f'#!/bin/sh\n{horovodctl} --daemon "$HOROVODD_DAEMON_ADDR" list\n'
+                      'echo "list exited $?"\n')
+    worker.chmod(0o755)
+    run = horovodrun(*daemon.client_args(), "-np", 1, "-H", "127.0.0.2:1",
+                     *ssh_args(sshd, tmp_path), worker)
+    assert run.wait() == 0, run.output()
+    assert run.count(r"^\[0\]<stdout>:list exited 1$") == 1, run.output()
+    assert "the daemon requires a token" in run.output()
+    # The same call from the daemon's own host, without a token, is let through.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVODD_")}
+    local = subprocess.run([str(horovodctl), "--daemon", daemon.address, "list"],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert local.returncode == 0, local.stderr

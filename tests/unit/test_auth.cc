@@ -14,6 +14,7 @@
 #include "daemon/auth_policy.h"
 #include "daemon/auth_token.h"
 #include "daemon/daemon_config.h"
+#include "daemon/loopback.h"
 #include "daemon/tls_credentials.h"
 
 using namespace horovodd::daemon;
@@ -133,6 +134,21 @@ TEST_CASE("loopback hosts and peers") {
   CHECK(IsLoopbackPeer("ipv6:[::ffff:127.0.0.1]:4000"));
   CHECK_FALSE(IsLoopbackPeer("ipv4:10.1.2.3:4000"));
   CHECK_FALSE(IsLoopbackPeer("ipv6:[fe80::1]:4000"));
+}
+
+TEST_CASE("a remote worker's tunnel is told from local callers by its port") {
+  CHECK_FALSE(IsTunnelPeer("ipv4:127.0.0.1:41234"));
+  AddTunnelPeerPort(41234);
+  CHECK(IsTunnelPeer("ipv4:127.0.0.1:41234"));
+  CHECK(IsTunnelPeer("ipv6:[::1]:41234"));
+  CHECK_FALSE(IsTunnelPeer("ipv4:127.0.0.1:41235"));
+  CHECK_FALSE(IsTunnelPeer("ipv4:10.0.0.1:41234"));  // not loopback: not ours
+  CHECK_FALSE(IsTunnelPeer("unix:/run/horovodd.sock"));
+  AddTunnelPeerPort(41234);  // a port reused while the first one closes
+  RemoveTunnelPeerPort(41234);
+  CHECK(IsTunnelPeer("ipv4:127.0.0.1:41234"));
+  RemoveTunnelPeerPort(41234);
+  CHECK_FALSE(IsTunnelPeer("ipv4:127.0.0.1:41234"));
 }
 
 TEST_CASE("plaintext beyond loopback is refused unless allow_insecure") {
