@@ -53,10 +53,14 @@ absl::StatusOr<std::unique_ptr<SshSession>> SshSession::Connect(const std::strin
                                       : options.known_hosts_file;
   const long timeout_seconds =
       std::max<long>(1, absl::ToInt64Seconds(absl::Ceil(timeout, absl::Seconds(1))));
+  // Small messages both ways (a worker's calls through its tunnel, kill
+  // commands): none may wait for the previous one's acknowledgement.
+  const int no_delay = 1;
   if (ssh_options_set(raw, SSH_OPTIONS_HOST, host.c_str()) != SSH_OK ||
       ssh_options_set(raw, SSH_OPTIONS_PORT, &port) != SSH_OK ||
       (!user.empty() && ssh_options_set(raw, SSH_OPTIONS_USER, user.c_str()) != SSH_OK) ||
       ssh_options_set(raw, SSH_OPTIONS_TIMEOUT, &timeout_seconds) != SSH_OK ||
+      ssh_options_set(raw, SSH_OPTIONS_NODELAY, &no_delay) != SSH_OK ||
       ssh_options_set(raw, SSH_OPTIONS_KNOWNHOSTS, known_hosts.c_str()) != SSH_OK) {
     return absl::InvalidArgumentError(absl::StrCat("cannot set up an SSH session to ",
                                                    session->name(), ": ", session->LastError()));
