@@ -12,10 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "daemon/loopback.h"
 
 namespace horovodd::daemon {
@@ -65,25 +63,16 @@ int LocalPort(int fd) {
 }  // namespace
 
 std::optional<LoopbackAddress> ParseLoopbackAddress(const std::string& address) {
-  absl::string_view rest = address;
-  std::string host;
-  if (absl::ConsumePrefix(&rest, "[")) {
-    const size_t close = rest.find(']');
-    if (close == absl::string_view::npos) return std::nullopt;
-    host = std::string(rest.substr(0, close));
-    rest.remove_prefix(close + 1);
-  } else {
-    const size_t colon = rest.rfind(':');
-    if (colon == absl::string_view::npos) return std::nullopt;
-    host = std::string(rest.substr(0, colon));
-    rest.remove_prefix(colon);
-  }
+  const size_t colon = address.rfind(':');
   int port = 0;
-  if (!absl::ConsumePrefix(&rest, ":") || !absl::SimpleAtoi(rest, &port) || port <= 0 ||
-      port > 65535 || !IsLoopbackHost(host)) {
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port <= 0 || port > 65535) {
     return std::nullopt;
   }
-  return LoopbackAddress{host, port};
+  std::string host = address.substr(0, colon);
+  if (!IsLoopbackHost(host)) return std::nullopt;  // brackets allowed, "[::1]"
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return LoopbackAddress{std::move(host), port};
 }
 
 // One forwarded connection: an SSH channel from the worker's host joined to
@@ -102,7 +91,7 @@ struct DaemonTunnel::Connection {
   bool eof_sent = false;      // the worker was told the daemon sends no more
   bool reading = false;       // the socket is in the I/O thread's event
   bool broken = false;
-  int local_port = 0;         // registered as a tunnel peer (tunnel_peers.h) while open
+  int local_port = 0;         // registered as a tunnel peer (loopback.h) while open
 
   ~Connection() {
     if (channel != nullptr) {
@@ -202,11 +191,8 @@ void DaemonTunnel::Pump() {
     if (want_reading != c->reading) WatchSocket(*c, want_reading);
     if (c->over()) over.push_back(id);
   }
-  for (int64_t id : over) {
-    Connection& c = *connections_[id];
-    if (c.reading) WatchSocket(c, false);
-    connections_.erase(id);  // closes the socket and the channel
-  }
+  // Over means not reading: the loop above took their sockets out of the event.
+  for (int64_t id : over) connections_.erase(id);  // closes the socket and the channel
 }
 
 int DaemonTunnel::OnMessage(ssh_session, ssh_message message, void* self) {

@@ -63,7 +63,7 @@ std::map<std::string, std::string> JobDriver::WorkerEnvironment(const Worker& w,
   for (const auto& [k, v] : spec_.env()) env[k] = v;
   for (const auto& [k, v] : context_.worker_env) env[k] = v;  // TLS files
   env["HOROVODD_WORKER_TOKEN"] = context_.worker_token;  // environment only, never argv
-  env["HOROVODD_DAEMON_ADDR"] = context_.daemon_address;
+  env[kDaemonAddressVariable] = context_.daemon_address;
   env["HOROVODD_JOB_ID"] = context_.job_id;
   env["HOROVODD_WORKER_ID"] = std::to_string(w.id);
   env["HOROVODD_BIND_ADDR"] = BindAddressFor(w.host);

@@ -26,6 +26,11 @@ struct SshOptions {
   HostKeyChecking host_key_checking = HostKeyChecking::kAcceptNew;
 };
 
+// The variable of a worker's environment that names the daemon it dials
+// (host:port). The job driver sets it; the SSH launcher may point it at the
+// worker's end of a tunnel instead (daemon_tunnel.h).
+inline constexpr char kDaemonAddressVariable[] = "HOROVODD_DAEMON_ADDR";
+
 struct WorkerLaunch {
   std::string host;
   LaunchSpec spec;

@@ -21,8 +21,6 @@ namespace {
 constexpr int kMaxPollMillis = 1000;
 // While bytes wait in a tunnel (a socket or an SSH window was full).
 constexpr int kBackloggedPollMillis = 5;
-// Where the job driver tells a worker its daemon is (job_launch.cc).
-constexpr char kDaemonAddressVariable[] = "HOROVODD_DAEMON_ADDR";
 
 }  // namespace
 
