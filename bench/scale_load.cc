@@ -3,7 +3,7 @@
 // launcher that records launches instead of starting processes).
 //
 // Each simulated worker does what the runtime does on start: opens its Attach
-// stream (hello, then heartbeats), asks for its rendezvous, then does the
+// stream (hello, then heartbeats), asks for its rendezvous on it, then does the
 // key-value traffic of a ring bootstrap (sets its own address key, reads its
 // two neighbours'). All of it runs on gRPC's callback API: a handful of
 // threads, whatever N is. One TCP connection per worker by default, as real
@@ -141,7 +141,7 @@ struct Shared {
 std::string AddressValue(int rank) { return absl::StrCat("10.0.0.1:", 20000 + rank); }
 
 // One simulated worker: its Attach stream is this reactor; its unary calls
-// chain from the rendezvous answer.
+// chain from the rendezvous answer the stream brings.
 class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
  public:
   // Heartbeats every `heartbeat` until the daemon names its own interval,
@@ -161,17 +161,16 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
       std::lock_guard<std::mutex> lock(write_mu_);
       writing_ = true;
     }
+    // The rendezvous request follows the hello (OnWriteDone), as the
+    // runtime asks on its stream.
+    ask_.mutable_rendezvous()->set_id(1);
+    ask_.mutable_rendezvous()->set_after_generation(0);
     StartWrite(&hello_);
     StartRead(&notification_);
     // Heartbeats start writes from outside the reactor's callbacks, so the
     // stream stays held open until the process exits.
     AddHold();
     StartCall();
-
-    rendezvous_request_.mutable_who()->CopyFrom(who_);
-    rendezvous_request_.set_after_generation(0);
-    stub_->async()->Rendezvous(&rendezvous_context_, &rendezvous_request_, &rendezvous_response_,
-                               [this](grpc::Status status) { OnRendezvous(status); });
   }
 
   // From the heartbeat thread, which calls it often: sends one when this
@@ -189,12 +188,20 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
     StartWrite(&heartbeat_);
   }
 
-  void OnWriteDone(bool) override {
-    std::lock_guard<std::mutex> lock(write_mu_);
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(write_mu_);
+    if (ok && !asked_) {
+      asked_ = true;
+      lock.unlock();
+      StartWrite(&ask_);  // writing_ stays set
+      return;
+    }
     writing_ = false;
   }
   void OnReadDone(bool ok) override {
-    if (ok) {
+    if (ok && notification_.has_rendezvous()) {
+      OnRendezvous(notification_.rendezvous());
+    } else if (ok) {
       notifications_.fetch_add(1);
       // As the runtime: the daemon's interval, at most a quarter of its 30 s
       // grace for an unreachable daemon.
@@ -220,12 +227,14 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
   }
 
  private:
-  void OnRendezvous(const grpc::Status& status) {
-    if (!status.ok()) {
+  // Reads on once the rendezvous chain is started.
+  void OnRendezvous(const v1::StreamRendezvousAnswer& answer) {
+    if (answer.code() != 0) {
       shared_->Error(absl::StrCat("rendezvous of worker ", who_.worker_id(), ": ",
-                                  status.error_message()));
+                                  answer.message()));
       return;
     }
+    rendezvous_response_ = answer.response();
     rank_ = rendezvous_response_.rank();
     size_ = rendezvous_response_.size();
     {
@@ -239,6 +248,7 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
     set_request_.set_value(AddressValue(rank_));
     stub_->async()->KvSet(&set_context_, &set_request_, &set_response_,
                           [this](grpc::Status status) { OnKvSet(status); });
+    StartRead(&notification_);
   }
 
   void OnKvSet(const grpc::Status& status) {
@@ -290,8 +300,8 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
   bool writing_ = false;  // guarded by write_mu_
   bool done_ = false;     // guarded by write_mu_
 
-  grpc::ClientContext rendezvous_context_;
-  v1::RendezvousRequest rendezvous_request_;
+  v1::WorkerMessage ask_;  // the rendezvous request
+  bool asked_ = false;     // guarded by write_mu_
   v1::RendezvousResponse rendezvous_response_;
   grpc::ClientContext set_context_;
   v1::KvSetRequest set_request_;

@@ -386,9 +386,12 @@ absl::Status ValidateRequest(const v1::WorkerMessage& request, const DaemonLimit
       return CheckIdentity(request.hello());
     case v1::WorkerMessage::kHeartbeat:
       return CheckNotNegative("heartbeat.generation", request.heartbeat().generation());
+    case v1::WorkerMessage::kRendezvous:
+      return CheckNotNegative("rendezvous.after_generation",
+                              request.rendezvous().after_generation());
     default:
       return absl::InvalidArgumentError(
-          "an Attach message must be a hello or a heartbeat (body is not set)");
+          "an Attach message must be a hello, a heartbeat or a rendezvous (body is not set)");
   }
 }
 

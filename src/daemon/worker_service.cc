@@ -11,8 +11,8 @@
 namespace horovodd::daemon {
 namespace {
 
-// One worker's Attach stream: heartbeats come in, notifications go out. The
-// driver holds the Channel; the stream may end first, so the channel's link
+// One worker's Attach stream: heartbeats and rendezvous requests come in,
+// notifications and rendezvous answers go out. The driver holds the Channel; the stream may end first, so the channel's link
 // to the stream is cut (under its mutex) in OnDone.
 class AttachStream final
     : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
@@ -71,6 +71,13 @@ class AttachStream final
       driver_->Attach(worker_id_, channel_);
     } else if (in_.has_heartbeat() && driver_) {
       driver_->Heartbeat(worker_id_);
+    } else if (in_.has_rendezvous()) {
+      if (!driver_) {
+        EndStream(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                               "a rendezvous on an Attach stream must follow its hello"));
+        return;
+      }
+      Rendezvous(in_.rendezvous());
     }
     StartRead(&in_);
   }
@@ -109,6 +116,28 @@ class AttachStream final
       if (stream != nullptr) stream->Enqueue(message);
     }
   };
+
+  // The driver answers on its loop, maybe after this stream ended: the answer
+  // goes through the channel, which drops it then (the worker asks again on
+  // its next stream).
+  void Rendezvous(const v1::StreamRendezvous& ask) {
+    v1::RendezvousRequest request;
+    request.mutable_who()->set_job_id(driver_->job_id());
+    request.mutable_who()->set_worker_id(worker_id_);
+    request.set_after_generation(ask.after_generation());
+    driver_->Rendezvous(request, [channel = channel_, id = ask.id()](auto result) {
+      v1::DaemonMessage message;
+      v1::StreamRendezvousAnswer* answer = message.mutable_rendezvous();
+      answer->set_id(id);
+      if (result.ok()) {
+        *answer->mutable_response() = std::move(*result);
+      } else {
+        answer->set_code(static_cast<int>(result.status().code()));
+        answer->set_message(std::string(result.status().message()));
+      }
+      channel->Send(message);
+    });
+  }
 
   void Enqueue(const v1::DaemonMessage& message) {
     std::unique_lock<std::mutex> lock(mu_);

@@ -22,9 +22,6 @@ namespace {
 // give up on the daemon.
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(50);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
-// The daemon holds a Rendezvous until the generation is stable and has its
-// own timeouts; ours only stops a call from living forever.
-constexpr absl::Duration kRendezvousDeadline = absl::Hours(1);
 // KvGet's own deadline is the daemon's timeout plus this, so the daemon's
 // answer (with its message) normally arrives first.
 constexpr absl::Duration kKvGetMargin = absl::Seconds(5);
@@ -153,6 +150,11 @@ void DaemonClient::Stop() {
   }
   stop_cv_.notify_all();
   {
+    // Taken so a Rendezvous between its check and its wait cannot miss this.
+    std::lock_guard<std::mutex> lock(rendezvous_mu_);
+  }
+  rendezvous_cv_.notify_all();
+  {
     std::lock_guard<std::mutex> lock(context_mu_);
     if (stream_context_ != nullptr) stream_context_->TryCancel();
   }
@@ -186,35 +188,68 @@ void DaemonClient::MarkContact() {
 }
 
 // ---------------------------------------------------------------------------
-// Unary calls (caller's thread)
+// Calls (caller's thread)
 // ---------------------------------------------------------------------------
 
 absl::StatusOr<v1::RendezvousResponse> DaemonClient::Rendezvous(
     int64_t after_generation) {
-  v1::RendezvousRequest request;
-  *request.mutable_who() = Identity();
-  request.set_after_generation(after_generation);
-  absl::Duration backoff = kFirstBackoff;
-  while (true) {
-    grpc::ClientContext context;
-    SetDeadline(context, kRendezvousDeadline);
-    v1::RendezvousResponse response;
-    grpc::Status status = stub_->Rendezvous(&context, request, &response);
-    if (status.ok()) return response;
-    const bool transient = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                           status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if (!transient) {
-      return FromGrpc(status, absl::StrCat("rendezvous after generation ",
-                                           after_generation, " with the daemon at ",
-                                           options_.address));
-    }
-    if (!SleepUnlessStopping(backoff)) {
-      return absl::CancelledError(absl::StrCat(
-          "rendezvous with the daemon at ", options_.address,
-          " given up: the runtime is shutting down"));
-    }
-    backoff = std::min(backoff * 2, kMaxBackoff);
+  if (!started_) {
+    return absl::FailedPreconditionError(
+        "rendezvous before StartAttach: it is asked on the Attach stream");
   }
+  {
+    std::lock_guard<std::mutex> lock(rendezvous_mu_);
+    v1::StreamRendezvous ask;
+    ask.set_id(++rendezvous_id_);
+    ask.set_after_generation(after_generation);
+    rendezvous_ask_ = std::move(ask);
+    rendezvous_answer_.reset();
+  }
+  {
+    // Without a stream now, the attach thread asks once it has one.
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (stream_ != nullptr) AskPendingRendezvousLocked();
+  }
+  std::unique_lock<std::mutex> lock(rendezvous_mu_);
+  rendezvous_cv_.wait(lock, [this] { return stopping_ || rendezvous_answer_.has_value(); });
+  if (!rendezvous_answer_.has_value()) {
+    rendezvous_ask_.reset();
+    return absl::CancelledError(absl::StrCat("rendezvous with the daemon at ", options_.address,
+                                             " given up: the runtime is shutting down"));
+  }
+  v1::StreamRendezvousAnswer answer = std::move(*rendezvous_answer_);
+  rendezvous_answer_.reset();
+  if (answer.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(answer.code()),
+                        absl::StrCat("rendezvous after generation ", after_generation,
+                                     " with the daemon at ", options_.address, ": ",
+                                     answer.message()));
+  }
+  return std::move(*answer.mutable_response());
+}
+
+void DaemonClient::AskPendingRendezvousLocked() {
+  v1::WorkerMessage message;
+  {
+    std::lock_guard<std::mutex> lock(rendezvous_mu_);
+    // Twice on one stream would make the daemon refuse the first as superseded.
+    if (!rendezvous_ask_.has_value() || rendezvous_ask_->id() == asked_on_stream_) return;
+    *message.mutable_rendezvous() = *rendezvous_ask_;
+  }
+  asked_on_stream_ = message.rendezvous().id();
+  // A failed write means the stream is ending: the next one asks again.
+  stream_->Write(message);
+}
+
+void DaemonClient::DeliverRendezvous(const v1::StreamRendezvousAnswer& answer) {
+  {
+    std::lock_guard<std::mutex> lock(rendezvous_mu_);
+    // An answer to an earlier request (from before a reconnect) is stale.
+    if (!rendezvous_ask_.has_value() || rendezvous_ask_->id() != answer.id()) return;
+    rendezvous_ask_.reset();
+    rendezvous_answer_ = answer;
+  }
+  rendezvous_cv_.notify_all();
 }
 
 absl::Status DaemonClient::KvSet(int64_t generation, const std::string& key,
@@ -358,12 +393,18 @@ bool DaemonClient::RunOneStream() {
     {
       std::lock_guard<std::mutex> lock(write_mu_);
       stream_ = stream.get();
+      asked_on_stream_ = 0;
+      AskPendingRendezvousLocked();
     }
     v1::DaemonMessage message;
     while (stream->Read(&message)) {
       heard = true;
       MarkContact();
       FollowHeartbeatInterval(message.heartbeat_interval_ms());
+      if (message.has_rendezvous()) {
+        DeliverRendezvous(message.rendezvous());
+        continue;  // it announces nothing else
+      }
       int64_t newest = newest_generation_.load();
       while (message.generation() > newest &&
              !newest_generation_.compare_exchange_weak(newest, message.generation())) {

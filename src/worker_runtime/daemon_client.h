@@ -1,10 +1,13 @@
 // The worker's connection to the daemon that launched it: the unary calls of
-// WorkerService (Rendezvous, KvSet/KvGet, ReportCommit/ReportFailure) and the
-// Attach stream that carries heartbeats up and generation notices down.
+// WorkerService (KvSet/KvGet, ReportCommit/ReportFailure) and the Attach
+// stream that carries heartbeats and rendezvous requests up, generation
+// notices and rendezvous answers down.
 //
 // Threads: the caller's threads make the unary calls (the stub is
-// thread-safe). After StartAttach() three background threads run:
-//   attach    reads the stream, reconnects with backoff when it breaks;
+// thread-safe) and wait for rendezvous answers. After StartAttach() three
+// background threads run:
+//   attach    reads the stream, reconnects with backoff when it breaks (and
+//             asks again for a rendezvous still unanswered);
 //   heartbeat writes a heartbeat every interval and watches how long the
 //             daemon has been out of reach (the grace period);
 //   reporter  sends queued commit/failure reports, so training never waits.
@@ -74,8 +77,10 @@ class DaemonClient {
   void Stop();
 
   // Waits as long as it takes for the first stable generation newer than
-  // after_generation: retries while the daemon is out of reach (the grace
-  // watchdog bounds that). Other errors come back as the daemon sent them.
+  // after_generation, asking on the Attach stream (StartAttach first): asks
+  // again on every new stream while the daemon is out of reach (the grace
+  // watchdog bounds that). Errors come back as the daemon sent them;
+  // CANCELLED once Stop() is called. One caller at a time.
   absl::StatusOr<v1::RendezvousResponse> Rendezvous(int64_t after_generation);
 
   absl::Status KvSet(int64_t generation, const std::string& key, std::string value);
@@ -112,6 +117,11 @@ class DaemonClient {
   void ReporterLoop();
   // One Attach stream from hello to its end; true if the daemon sent anything.
   bool RunOneStream();
+  // Writes the unanswered rendezvous request, if any, on stream_ (write_mu_
+  // held): each stream is asked once.
+  void AskPendingRendezvousLocked();
+  // Hands an answer read from the stream to the waiting Rendezvous call.
+  void DeliverRendezvous(const v1::StreamRendezvousAnswer& answer);
   void SendCommit(const v1::CommitReport& report, absl::Time deadline);
   void SendFailure(const PendingFailure& failure, absl::Time deadline);
   void MarkContact();
@@ -139,8 +149,17 @@ class DaemonClient {
   // cancel the stream. The attach thread owns both objects.
   std::mutex write_mu_;
   AttachStream* stream_ = nullptr;
+  int64_t asked_on_stream_ = 0;  // the rendezvous id stream_ was asked; guarded by write_mu_
   std::mutex context_mu_;
   grpc::ClientContext* stream_context_ = nullptr;
+
+  // The rendezvous waiting for its answer: asked on every stream until
+  // answered (see Rendezvous).
+  std::mutex rendezvous_mu_;
+  std::condition_variable rendezvous_cv_;
+  int64_t rendezvous_id_ = 0;  // the latest request's; guarded by rendezvous_mu_
+  std::optional<v1::StreamRendezvous> rendezvous_ask_;  // guarded by rendezvous_mu_
+  std::optional<v1::StreamRendezvousAnswer> rendezvous_answer_;  // guarded by rendezvous_mu_
 
   // Guards last_contact_ and the stop/sleep condition; stopping_ is set under it.
   std::mutex contact_mu_;

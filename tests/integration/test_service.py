@@ -184,7 +184,8 @@ def test_metrics_count_a_jobs_resets_and_logs_are_json_lines(daemon_process, hor
     assert sample(page, "horovodd_workers") == 0
     rpcs = 'horovodd_rpc_requests_total{method="horovodd.v1.%s"}'
     assert sample(page, rpcs % "JobService/SubmitJob") == 1
-    assert sample(page, rpcs % "WorkerService/Rendezvous") >= 5
+    assert sample(page, rpcs % "WorkerService/Attach") >= 3
+    assert sample(page, rpcs % "WorkerService/KvSet") >= 5
     resets = sample(page, "horovodd_resets_total")
     assert resets >= 1
     # One latency sample per reset, each counted in the +Inf bucket.

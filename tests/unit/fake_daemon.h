@@ -39,7 +39,11 @@ class FakeDaemon final : public v1::WorkerService::Service {
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
   }
-  ~FakeDaemon() override { Stop(); }
+  ~FakeDaemon() override {
+    Stop();
+    // Every answerer has seen stopping_ by now, or is about to.
+    for (auto& answerer : answerers_) answerer.join();
+  }
 
   void Stop() {
     {
@@ -98,13 +102,25 @@ class FakeDaemon final : public v1::WorkerService::Service {
     return failures_;
   }
 
-  grpc::Status Rendezvous(grpc::ServerContext*, const v1::RendezvousRequest* request,
-                          v1::RendezvousResponse* response) override {
+  // Ends the next Attach stream that asks for a rendezvous, unanswered, as a
+  // daemon that goes away mid-rendezvous would.
+  void DropNextRendezvousStream() {
+    std::lock_guard<std::mutex> lock(mu_);
+    drop_next_rendezvous_stream_ = true;
+  }
+  int dropped_rendezvous_streams() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dropped_rendezvous_streams_;
+  }
+
+  // The runtime asks on its Attach stream (see Attach); as the daemon, the
+  // answer waits until every worker of the generation asked.
+  grpc::Status AnswerRendezvous(int64_t worker, int64_t after_generation,
+                                v1::RendezvousResponse* response) {
     std::unique_lock<std::mutex> lock(mu_);
-    const int64_t worker = request->who().worker_id();
     // Bounded, so a runtime that never gets a new generation fails the test.
     if (!cv_.wait_for(lock, kPatience, [&] {
-          return stopping_ || generation_ > request->after_generation();
+          return stopping_ || generation_ > after_generation;
         })) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no newer generation");
     }
@@ -177,6 +193,22 @@ class FakeDaemon final : public v1::WorkerService::Service {
     while (stream->Read(&message)) {
       std::lock_guard<std::mutex> lock(mu_);
       if (message.has_heartbeat()) ++heartbeats_;
+      if (!message.has_rendezvous()) continue;
+      if (drop_next_rendezvous_stream_) {
+        drop_next_rendezvous_stream_ = false;
+        ++dropped_rendezvous_streams_;
+        break;
+      }
+      // The answer waits for the other workers while this loop reads on.
+      answerers_.emplace_back([this, link, worker, ask = message.rendezvous()] {
+        v1::DaemonMessage answer;
+        answer.mutable_rendezvous()->set_id(ask.id());
+        grpc::Status status = AnswerRendezvous(
+            worker, ask.after_generation(), answer.mutable_rendezvous()->mutable_response());
+        answer.mutable_rendezvous()->set_code(status.error_code());
+        answer.mutable_rendezvous()->set_message(status.error_message());
+        Send(*link, answer);
+      });
     }
     {
       std::lock_guard<std::mutex> lock(link->mu);
@@ -242,6 +274,9 @@ class FakeDaemon final : public v1::WorkerService::Service {
   std::map<int64_t, std::vector<int64_t>> arrivals_;
   std::map<int64_t, std::map<std::string, std::string>> kv_;
   std::map<int64_t, std::shared_ptr<Link>> links_;
+  std::vector<std::thread> answerers_;  // one per rendezvous asked; joined at the end
+  bool drop_next_rendezvous_stream_ = false;
+  int dropped_rendezvous_streams_ = 0;
   int64_t heartbeats_ = 0;
   std::map<int64_t, int64_t> commits_;
   int failures_ = 0;

@@ -6,32 +6,27 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include <catch2/catch.hpp>
 #include <grpcpp/grpcpp.h>
 
-#include "wait_until.h"
 #include "absl/time/time.h"
-#include "daemon/auth_policy.h"
-#include "daemon/auth_settings.h"
-#include "daemon/daemon_config.h"
-#include "daemon/job_manager.h"
 #include "daemon/job_observer.h"
-#include "daemon/launcher.h"
 #include "daemon/worker_service.h"
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"
+#include "recording_daemon.h"
+#include "wait_until.h"
 #include "worker_runtime/daemon_client.h"
 
 namespace horovodd {
 namespace {
 
 using daemon::HeartbeatSchedule;
+using testing::RecordingDaemon;
 using testing::WaitUntil;
 
 // Generous "did not hang" bound for every wait in this file.
@@ -77,112 +72,6 @@ TEST_CASE("heartbeat schedule: learns a job at submit (its largest size), forget
   CHECK(schedule.IntervalMs("job-1") == 0);
 }
 
-// Records launches (and each worker's environment) instead of starting
-// processes; a signal "ends" the recorded worker.
-class RecordingLauncher final : public daemon::Launcher {
- public:
-  absl::StatusOr<daemon::LaunchedProcess> Launch(const daemon::WorkerLaunch& launch,
-                                                 daemon::ProcessCallbacks callbacks) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    const int64_t handle = next_handle_++;
-    env_[handle] = launch.spec.env;
-    callbacks_[handle] = std::move(callbacks);
-    return daemon::LaunchedProcess{handle, static_cast<int>(handle)};
-  }
-  absl::Status Signal(int64_t handle, int sig) override {
-    daemon::ProcessCallbacks callbacks;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = callbacks_.find(handle);
-      if (it == callbacks_.end()) return absl::NotFoundError("already ended");
-      callbacks = std::move(it->second);
-      callbacks_.erase(it);
-    }
-    daemon::ExitInfo exit;
-    exit.signal = sig;
-    if (callbacks.on_exit) callbacks.on_exit(exit);
-    return absl::OkStatus();
-  }
-  // The first launched worker's environment (empty before any launch).
-  std::map<std::string, std::string> FirstEnv() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return env_.empty() ? std::map<std::string, std::string>{} : env_.begin()->second;
-  }
-
- private:
-  std::mutex mu_;
-  int64_t next_handle_ = 1;
-  std::map<int64_t, std::map<std::string, std::string>> env_;
-  std::map<int64_t, daemon::ProcessCallbacks> callbacks_;
-};
-
-// horovodd's job manager and WorkerService on a loopback port, with or
-// without a heartbeat schedule, running one job of one worker that may grow
-// to `max_np`.
-class Daemon {
- public:
-  Daemon(bool announce, int max_np, double liveness_timeout_s)
-      : jobs_(&launcher_, &observers_),
-        access_(MakeAccess()),
-        worker_service_(&jobs_, access_.get()) {
-    observers_.Add(&heartbeats_);
-    access_->set_worker_token_check(
-        [this](absl::string_view token) { return jobs_.IsWorkerToken(token); });
-    if (announce) worker_service_.set_heartbeat_schedule(&heartbeats_);
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(&worker_service_);
-    daemon::ConfigureWorkerServer(builder, daemon::DaemonLimits{});
-    server_ = builder.BuildAndStart();
-    REQUIRE(server_ != nullptr);
-    jobs_.set_worker_address(address());
-
-    v1::JobSpec spec = testing::OneLocalWorkerSpec({"stand-in"});
-    spec.set_max_np(max_np);
-    spec.set_elastic(true);
-    spec.set_liveness_timeout_seconds(liveness_timeout_s);
-    auto id = jobs_.Submit(spec);
-    REQUIRE(id.ok());
-    job_id_ = *id;
-    REQUIRE(WaitUntil([this] { return !launcher_.FirstEnv().empty(); }));
-  }
-  ~Daemon() {
-    jobs_.Shutdown("test over", absl::Seconds(5));
-    server_->Shutdown(std::chrono::system_clock::now());
-  }
-
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
-  static std::unique_ptr<daemon::AccessPolicy> MakeAccess() {
-    auto access = daemon::AccessPolicy::Create(daemon::AuthSettings{}, "");
-    REQUIRE(access.ok());
-    return std::move(*access);
-  }
-
-  // The launched worker's client, as the runtime makes it from its environment.
-  internal::DaemonClientOptions ClientOptions() {
-    auto env = launcher_.FirstEnv();
-    internal::DaemonClientOptions options;
-    options.address = address();
-    options.job_id = env["HOROVODD_JOB_ID"];
-    options.worker_id = std::stoll(env["HOROVODD_WORKER_ID"]);
-    options.token = env["HOROVODD_WORKER_TOKEN"];
-    options.on_daemon_lost = [] {};  // never exit the test process
-    return options;
-  }
-
- private:
-  RecordingLauncher launcher_;
-  daemon::ObserverList observers_;
-  HeartbeatSchedule heartbeats_;
-  daemon::JobManager jobs_;
-  std::unique_ptr<daemon::AccessPolicy> access_;
-  daemon::WorkerServiceImpl worker_service_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
-  std::string job_id_;
-};
-
 // The interval a worker runtime with `options` heartbeats at: before it
 // attaches (`before`, when not null) and once the daemon's first message
 // arrived.
@@ -201,7 +90,7 @@ absl::Duration IntervalAfterFirstMessage(internal::DaemonClientOptions options,
 }
 
 TEST_CASE("a big job's workers follow the interval the daemon announces", "[heartbeat]") {
-  Daemon daemon(/*announce=*/true, /*max_np=*/4096, /*liveness_timeout_s=*/60);
+  RecordingDaemon daemon(/*announce=*/true, /*max_np=*/4096, /*liveness_timeout_s=*/60);
   absl::Duration before;
   CHECK(IntervalAfterFirstMessage(daemon.ClientOptions(), &before) == absl::Milliseconds(2048));
   CHECK(before == absl::Milliseconds(500));  // its own, until told
@@ -209,7 +98,7 @@ TEST_CASE("a big job's workers follow the interval the daemon announces", "[hear
 
 TEST_CASE("a worker heartbeats at least four times per grace period, whatever the daemon says",
           "[heartbeat]") {
-  Daemon daemon(/*announce=*/true, /*max_np=*/10000, /*liveness_timeout_s=*/60);
+  RecordingDaemon daemon(/*announce=*/true, /*max_np=*/10000, /*liveness_timeout_s=*/60);
   internal::DaemonClientOptions options = daemon.ClientOptions();
   options.daemon_grace = absl::Seconds(8);
   // The daemon asks for 5 s.
@@ -217,14 +106,14 @@ TEST_CASE("a worker heartbeats at least four times per grace period, whatever th
 }
 
 TEST_CASE("a worker keeps its own interval when the daemon announces none", "[heartbeat]") {
-  Daemon daemon(/*announce=*/false, /*max_np=*/4096, /*liveness_timeout_s=*/60);
+  RecordingDaemon daemon(/*announce=*/false, /*max_np=*/4096, /*liveness_timeout_s=*/60);
   internal::DaemonClientOptions options = daemon.ClientOptions();
   options.heartbeat_interval = absl::Milliseconds(300);
   CHECK(IntervalAfterFirstMessage(options) == absl::Milliseconds(300));
 }
 
 TEST_CASE("the announced interval is in every message of the Attach stream", "[heartbeat]") {
-  Daemon daemon(/*announce=*/true, /*max_np=*/4096, /*liveness_timeout_s=*/3);
+  RecordingDaemon daemon(/*announce=*/true, /*max_np=*/4096, /*liveness_timeout_s=*/3);
   internal::DaemonClientOptions options = daemon.ClientOptions();
   auto channel = grpc::CreateChannel(options.address, grpc::InsecureChannelCredentials());
   auto stub = v1::WorkerService::NewStub(channel);

@@ -196,11 +196,11 @@ TEST_CASE("Attach streams past limits.max_attach_streams_per_client are refused"
                "already holds 1 Attach streams open, the limit "
                "(limits.max_attach_streams_per_client)");
 
-  // A message that is neither hello nor heartbeat ends the first one.
+  // A message with no body ends the first one.
   REQUIRE(first->Write(v1::WorkerMessage()));
   while (first->Read(&message)) {
   }
-  CHECK_STATUS(first->Finish(), INVALID_ARGUMENT, "hello or a heartbeat");
+  CHECK_STATUS(first->Finish(), INVALID_ARGUMENT, "a hello, a heartbeat or a rendezvous");
   d.Cancel(id);
 }
 

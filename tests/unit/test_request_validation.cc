@@ -253,13 +253,19 @@ TEST_CASE("worker requests: identity, generations, keys and values") {
 
 TEST_CASE("Attach messages, commit and failure reports") {
   v1::WorkerMessage message;
-  CHECK_REFUSED(ValidateRequest(message, kLimits), kInvalidArgument, "hello or a heartbeat");
+  CHECK_REFUSED(ValidateRequest(message, kLimits), kInvalidArgument,
+                "a hello, a heartbeat or a rendezvous");
   *message.mutable_hello() = Worker();
   CHECK(ValidateRequest(message, kLimits).ok());
   message.mutable_hello()->set_job_id("");
   CHECK_REFUSED(ValidateRequest(message, kLimits), kInvalidArgument, "who.job_id is empty");
   message.mutable_heartbeat()->set_generation(-3);
   CHECK_REFUSED(ValidateRequest(message, kLimits), kInvalidArgument, "heartbeat.generation");
+  message.mutable_rendezvous()->set_after_generation(2);
+  CHECK(ValidateRequest(message, kLimits).ok());
+  message.mutable_rendezvous()->set_after_generation(-1);
+  CHECK_REFUSED(ValidateRequest(message, kLimits), kInvalidArgument,
+                "rendezvous.after_generation");
 
   v1::CommitReport commit;
   *commit.mutable_who() = Worker();
