@@ -164,20 +164,47 @@ absl::Status PairwiseReduceScatter(CollectiveScope& scope, const TensorView& inp
   return absl::OkStatus();
 }
 
-// The allgather half: our chunk's result (`own_result`, which may already
-// be in place) to every rank, theirs into `output`.
-absl::Status PairwiseAllgather(CollectiveScope& scope, const uint8_t* own_result,
-                               TensorView output) {
+// The allgather half's receives: every peer's chunk of the result into
+// `output`. Posted before the reduce-scatter when `output` is the tensor it
+// reads (Allreduce, in place): a peer sends its chunk's result only once it
+// holds every rank's part of that chunk, so by then the reduce-scatter has
+// sent ours and reads nothing there any more. Posted that early, the peer's
+// send finds our receive waiting and goes out at once; posted after the
+// reduction, the send waits for our "ready to receive" notice to cross the
+// pair (Gloo's rendezvous per transfer), a message hop on every allreduce.
+absl::StatusOr<CollectiveScope::PostedExchange> PostAllgatherReceives(CollectiveScope& scope,
+                                                                     TensorView output) {
   const int n = scope.size();
-  const std::vector<PeerRegion> chunks = Chunks(output, n);
-  const PeerRegion& own = chunks[scope.rank()];
-  uint8_t* own_place = Bytes(output.data) + own.offset;
-  if (own_place != own_result && own.bytes > 0) std::memcpy(own_place, own_result, own.bytes);
   absl::StatusOr<gloo::transport::UnboundBuffer*> buffer =
       scope.Register(output.data, output.nbytes());
   if (!buffer.ok()) return buffer.status();
-  return scope.ExchangeWithAll(*buffer, std::vector<PeerRegion>(n, own), *buffer, chunks,
-                               Channel::kResult);
+  return scope.PostExchange(nullptr, std::vector<PeerRegion>(n), *buffer, Chunks(output, n),
+                            Channel::kResult);
+}
+
+// The allgather half's sends: our chunk's result (`own_result`, which may
+// already be in place) to every rank; then waits for `receives` too.
+absl::Status FinishAllgather(CollectiveScope& scope,
+                             const CollectiveScope::PostedExchange& receives,
+                             const uint8_t* own_result, TensorView output) {
+  const int n = scope.size();
+  const PeerRegion own = Chunks(output, n)[scope.rank()];
+  uint8_t* own_place = Bytes(output.data) + own.offset;
+  if (own_place != own_result && own.bytes > 0) std::memcpy(own_place, own_result, own.bytes);
+  absl::StatusOr<CollectiveScope::PostedExchange> sends = scope.PostExchange(
+      receives.recv, std::vector<PeerRegion>(n, own), nullptr, std::vector<PeerRegion>(n),
+      Channel::kResult);
+  if (!sends.ok()) return sends.status();
+  HVDD_RETURN_IF_ERROR(scope.WaitExchange(receives));
+  return scope.WaitExchange(*sends);
+}
+
+// The whole allgather half, once the reduction is done.
+absl::Status PairwiseAllgather(CollectiveScope& scope, const uint8_t* own_result,
+                               TensorView output) {
+  absl::StatusOr<CollectiveScope::PostedExchange> receives = PostAllgatherReceives(scope, output);
+  if (!receives.ok()) return receives.status();
+  return FinishAllgather(scope, *receives, own_result, output);
 }
 
 // Gloo's ring, in place.
@@ -252,9 +279,12 @@ absl::Status Allreduce(gloo::Context& context, TensorView inout,
         if (options.prescale_factor != 1.0) {
           ScaleInPlace(inout.dtype, inout.data, inout.numel(), options.prescale_factor);
         }
+        absl::StatusOr<CollectiveScope::PostedExchange> results =
+            PostAllgatherReceives(scope, inout);
+        if (!results.ok()) return results.status();
         uint8_t* own = Bytes(inout.data) + Chunks(inout, scope.size())[scope.rank()].offset;
         HVDD_RETURN_IF_ERROR(PairwiseReduceScatter(scope, inout, own, options));
-        return PairwiseAllgather(scope, own, inout);
+        return FinishAllgather(scope, *results, own, inout);
       }
       case Algorithm::kRing:
         return RingAllreduce(scope, inout, options);
