@@ -228,32 +228,42 @@ void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
   // Copied: Observe below may replace the prediction.
   const std::optional<PredictedAllreduce> predicted = predictor_.prediction();
   std::optional<size_t> confirmed;  // index in taken_ of the predicted request, completed
+  bool confirmed_in_band = false;   // with no negotiation this round
   absl::Status status = ring([&](gloo::Context& context) -> absl::Status {
     const Speculation how =
         predicted ? ChooseSpeculation(context, *predicted) : Speculation::kNone;
-    if (how == Speculation::kNone) {
+    if (how == Speculation::kInBand) {
+      absl::StatusOr<std::optional<size_t>> in_band =
+          RunPredictedInBand(context, *predicted, taken_, fusion_);
+      if (!in_band.ok()) return in_band.status();
+      if (in_band->has_value()) {
+        confirmed = *in_band;
+        confirmed_in_band = true;
+        round = NegotiationResult{{predicted->name}, {}, fusion_threshold};
+        return absl::OkStatus();
+      }
+    }
+    if (how != Speculation::kOnCopy) {
       round = Negotiate(context, pending, fusion_threshold, cache_);
       return round.status();
     }
     absl::StatusOr<std::unique_ptr<NegotiationInFlight>> negotiation =
         NegotiationInFlight::Start(context, pending, fusion_threshold, cache_);
     if (!negotiation.ok()) return negotiation.status();
-    if (absl::Status started = StartPredicted(context, *predicted, how, taken_, fusion_);
+    if (absl::Status started = StartPredictedOnCopy(context, *predicted, taken_, fusion_);
         !started.ok()) {
       return started;
     }
     round = (*negotiation)->Finish(cache_);
     if (!round.ok()) return round.status();
-    absl::StatusOr<std::optional<size_t>> finished =
-        FinishPredicted(context, *predicted, how, *round, taken_, fusion_);
-    if (!finished.ok()) return finished.status();
-    confirmed = *finished;
+    confirmed = FinishPredictedOnCopy(*predicted, *round, taken_, fusion_);
     return absl::OkStatus();
   });
   std::vector<Completion> done;
   last_round_progressed_ = status.ok() && (!round->ready.empty() || !round->conflicts.empty());
   if (status.ok()) {
-    predictor_.Observe(*round, taken_);
+    // Every rank confirmed in band, or none did: all skip or all observe.
+    if (!confirmed_in_band) predictor_.Observe(*round, taken_);
     if (confirmed) {
       Request& r = taken_[*confirmed];
       done.push_back(Completion{r.handle, r.error_prefix, absl::OkStatus(), std::nullopt});

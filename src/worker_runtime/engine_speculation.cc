@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "worker_runtime/gloo_ops.h"
-#include "worker_runtime/gloo_transfer.h"
 
 namespace horovodd::internal {
 namespace {
@@ -22,7 +21,7 @@ const Request* FindPending(const std::vector<Request>& taken, const std::string&
 bool Predictable(const Request& r, int64_t fusion_threshold) {
   return r.kind == RequestKind::kAllreduce && r.tensors.size() == 1 &&
          r.tensors.front().device.type == DeviceType::kCPU && r.nbytes() > 0 &&
-         r.nbytes() <= kMaxSplitSpeculativeBytes &&
+         r.nbytes() <= kMaxInBandSpeculativeBytes &&
          (r.nbytes() <= kMaxCopiedSpeculativeBytes ||
           static_cast<int64_t>(r.nbytes()) <= fusion_threshold);
 }
@@ -71,38 +70,29 @@ void AllreducePredictor::Reset() {
 }
 
 Speculation ChooseSpeculation(const gloo::Context& context, const PredictedAllreduce& predicted) {
-  if (context.size == 2) {
-    return predicted.nbytes() <= kMaxSpeculativeBytesAtTwoRanks ? Speculation::kOnCopy
-                                                                : Speculation::kNone;
-  }
-  if (predicted.nbytes() <= kMaxCopiedSpeculativeBytes) return Speculation::kOnCopy;
+  const size_t on_copy_bytes =
+      context.size == 2 ? kMaxSpeculativeBytesAtTwoRanks : kMaxCopiedSpeculativeBytes;
+  if (predicted.nbytes() <= on_copy_bytes) return Speculation::kOnCopy;
   const TensorView shape{nullptr, predicted.dtype, {predicted.elements}, Device{}};
-  return AllreduceSplitsInHalves(shape, context.size) ? Speculation::kInHalves
-                                                      : Speculation::kNone;
+  return AllreduceConfirmsItself(shape, context.size, predicted.options) ? Speculation::kInBand
+                                                                         : Speculation::kNone;
 }
 
-absl::Status StartPredicted(gloo::Context& context, const PredictedAllreduce& predicted,
-                            Speculation how, const std::vector<Request>& taken,
-                            FusionBuffer& fusion) {
+absl::Status StartPredictedOnCopy(gloo::Context& context, const PredictedAllreduce& predicted,
+                                  const std::vector<Request>& taken, FusionBuffer& fusion) {
   TensorView work = WorkIn(fusion, predicted);
   if (const Request* mine = FindPending(taken, predicted.name, predicted.descriptor)) {
-    if (how == Speculation::kInHalves) {
-      return AllreduceFirstHalf(context, mine->tensors.front(), work, predicted.options);
-    }
     std::memcpy(work.data, mine->tensors.front().data, predicted.nbytes());
   } else {
     std::memset(work.data, 0, predicted.nbytes());  // this rank finishes nothing
   }
-  return how == Speculation::kInHalves ? AllreduceFirstHalf(context, work, work, predicted.options)
-                                       : Allreduce(context, work, predicted.options);
+  return Allreduce(context, work, predicted.options);
 }
 
-absl::StatusOr<std::optional<size_t>> FinishPredicted(gloo::Context& context,
-                                                      const PredictedAllreduce& predicted,
-                                                      Speculation how,
-                                                      const NegotiationResult& round,
-                                                      const std::vector<Request>& taken,
-                                                      FusionBuffer& fusion) {
+std::optional<size_t> FinishPredictedOnCopy(const PredictedAllreduce& predicted,
+                                            const NegotiationResult& round,
+                                            const std::vector<Request>& taken,
+                                            FusionBuffer& fusion) {
   if (std::find(round.ready.begin(), round.ready.end(), predicted.name) == round.ready.end()) {
     return std::nullopt;
   }
@@ -110,13 +100,26 @@ absl::StatusOr<std::optional<size_t>> FinishPredicted(gloo::Context& context,
   // Ready everywhere with one descriptor: if it is not the predicted one
   // here, it is not anywhere, and every rank runs it the usual way.
   if (mine == nullptr) return std::nullopt;
-  TensorView work = WorkIn(fusion, predicted);
-  if (how == Speculation::kInHalves) {
-    HVDD_RETURN_IF_ERROR(
-        AllreduceSecondHalf(context, work, mine->tensors.front(), predicted.options));
+  std::memcpy(mine->tensors.front().data, WorkIn(fusion, predicted).data, predicted.nbytes());
+  return static_cast<size_t>(mine - taken.data());
+}
+
+absl::StatusOr<std::optional<size_t>> RunPredictedInBand(gloo::Context& context,
+                                                         const PredictedAllreduce& predicted,
+                                                         const std::vector<Request>& taken,
+                                                         FusionBuffer& fusion) {
+  const Request* mine = FindPending(taken, predicted.name, predicted.descriptor);
+  TensorView tensor;
+  if (mine != nullptr) {
+    tensor = mine->tensors.front();
   } else {
-    std::memcpy(mine->tensors.front().data, work.data, predicted.nbytes());
+    tensor = WorkIn(fusion, predicted);
+    std::memset(tensor.data, 0, predicted.nbytes());  // only read, then dropped
   }
+  absl::StatusOr<bool> all_ready =
+      AllreduceIfAllReady(context, tensor, mine != nullptr, predicted.options);
+  if (!all_ready.ok()) return all_ready.status();
+  if (!*all_ready) return std::nullopt;
   return static_cast<size_t>(mine - taken.data());
 }
 

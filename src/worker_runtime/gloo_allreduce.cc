@@ -1,4 +1,4 @@
-// Allreduce (gloo_ops.h), whole or in two halves, by one of three
+// Allreduce (gloo_ops.h), plain or confirming itself, by one of three
 // algorithms picked from the size alone, so every rank picks the same:
 //   direct    small tensors: every rank sends its tensor to every peer and
 //             reduces all of them itself, one round;
@@ -9,6 +9,7 @@
 // Each reduces every element in one fixed order (the direct one on every
 // rank, the others on the rank owning it, which shares the result), so every
 // rank ends with the same bits.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -103,52 +104,77 @@ std::vector<PeerRegion> Chunks(const TensorView& tensor, int n) {
   return chunks;
 }
 
-// The reduce-scatter half of a pairwise allreduce: every rank sends each
-// owner its part of the owner's chunk of `input` (already prescaled), and
-// reduces the parts of its own chunk, in rank order, into `result` (the
-// chunk's size; it may be that chunk of `input`, which is otherwise only
-// read). Returns once `input` is no longer read.
-absl::Status PairwiseReduceScatter(CollectiveScope& scope, const TensorView& input,
-                                   uint8_t* result, const AllreduceOptions& options) {
+// The reduce-scatter half of a pairwise allreduce, posted: every rank sends
+// each owner its part of the owner's chunk of `input` (already prescaled) and
+// receives the parts of its own chunk into scratch.
+struct PostedReduceScatter {
+  std::vector<PeerRegion> chunks;  // Chunks(input, n)
+  gloo::transport::UnboundBuffer* input = nullptr;
+  uint8_t* parts = nullptr;  // slot p (own_bytes each) gets rank p's part
+  std::vector<gloo::transport::UnboundBuffer*> slots;  // each waited for alone
+  int sends = 0;
+};
+
+absl::StatusOr<PostedReduceScatter> PostReduceScatter(CollectiveScope& scope,
+                                                      const TensorView& input) {
   const int n = scope.size();
   const int rank = scope.rank();
-  const std::vector<PeerRegion> chunks = Chunks(input, n);
-  const size_t own_bytes = chunks[rank].bytes;
-  const int64_t own_count = static_cast<int64_t>(own_bytes / DTypeSize(input.dtype));
+  PostedReduceScatter posted;
+  posted.chunks = Chunks(input, n);
+  const size_t own_bytes = posted.chunks[rank].bytes;
   absl::StatusOr<gloo::transport::UnboundBuffer*> buffer =
       scope.Register(input.data, input.nbytes());
   if (!buffer.ok()) return buffer.status();
-
-  // Slot p of `parts` gets rank p's part, each its own Gloo buffer so that
-  // it can be waited for alone; our own part goes to our slot when the
-  // fold below would overwrite it first.
+  posted.input = *buffer;
+  // Our own slot stays free for our own part, when the fold below would
+  // overwrite it first.
   absl::StatusOr<CollectiveScope::Scratch> parts = scope.RegisterScratch(n * own_bytes);
   if (!parts.ok()) return parts.status();
-  std::vector<gloo::transport::UnboundBuffer*> slots(n, nullptr);
+  posted.parts = parts->data;
+  posted.slots.assign(n, nullptr);
   for (int p = 0; p < n && own_bytes > 0; ++p) {
     if (p == rank) continue;
     absl::StatusOr<gloo::transport::UnboundBuffer*> slot =
-        scope.Register(parts->data + p * own_bytes, own_bytes);
+        scope.Register(posted.parts + p * own_bytes, own_bytes);
     if (!slot.ok()) return slot.status();
-    slots[p] = *slot;
+    posted.slots[p] = *slot;
     HVDD_RETURN_IF_ERROR(scope.Recv(**slot, p, 0, own_bytes, Channel::kData));
   }
   for (int p = 0; p < n; ++p) {
-    if (p == rank || chunks[p].bytes == 0) continue;
-    HVDD_RETURN_IF_ERROR(
-        scope.Send(**buffer, p, chunks[p].offset, chunks[p].bytes, Channel::kData));
+    if (p == rank || posted.chunks[p].bytes == 0) continue;
+    HVDD_RETURN_IF_ERROR(scope.Send(*posted.input, p, posted.chunks[p].offset,
+                                    posted.chunks[p].bytes, Channel::kData));
+    ++posted.sends;
   }
-  if (own_bytes > 0) {
-    const uint8_t* own_part = Bytes(input.data) + chunks[rank].offset;
+  return posted;
+}
+
+// Waits for the posted reduce-scatter. With `result` (the own chunk's size;
+// it may be that chunk of `input`, which is otherwise only read) it reduces
+// the parts of the own chunk there, in rank order; without, it only drains
+// the transfers and writes nothing. Returns once `input` is no longer read.
+absl::Status FinishReduceScatter(CollectiveScope& scope, const PostedReduceScatter& posted,
+                                 const TensorView& input, uint8_t* result,
+                                 const AllreduceOptions& options) {
+  const int n = scope.size();
+  const int rank = scope.rank();
+  const size_t own_bytes = posted.chunks[rank].bytes;
+  const int64_t own_count = static_cast<int64_t>(own_bytes / DTypeSize(input.dtype));
+  if (own_bytes > 0 && result == nullptr) {
+    for (int p = 0; p < n; ++p) {
+      if (p != rank) HVDD_RETURN_IF_ERROR(scope.WaitRecv(*posted.slots[p]));
+    }
+  } else if (own_bytes > 0) {
+    const uint8_t* own_part = Bytes(input.data) + posted.chunks[rank].offset;
     if (own_part == result && rank != 0) {
-      std::memcpy(parts->data + rank * own_bytes, own_part, own_bytes);
-      own_part = parts->data + rank * own_bytes;
+      std::memcpy(posted.parts + rank * own_bytes, own_part, own_bytes);
+      own_part = posted.parts + rank * own_bytes;
     }
     for (int p = 0; p < n; ++p) {
       const uint8_t* part = own_part;
       if (p != rank) {
-        HVDD_RETURN_IF_ERROR(scope.WaitRecv(*slots[p]));
-        part = parts->data + p * own_bytes;
+        HVDD_RETURN_IF_ERROR(scope.WaitRecv(*posted.slots[p]));
+        part = posted.parts + p * own_bytes;
       }
       if (p == 0) {
         if (part != result) std::memcpy(result, part, own_bytes);
@@ -158,10 +184,16 @@ absl::Status PairwiseReduceScatter(CollectiveScope& scope, const TensorView& inp
     }
     FinishReduction(input.dtype, options.op, result, own_count, n, options.postscale_factor);
   }
-  for (int p = 0; p < n; ++p) {
-    if (p != rank && chunks[p].bytes > 0) HVDD_RETURN_IF_ERROR(scope.WaitSend(**buffer));
-  }
+  for (int i = 0; i < posted.sends; ++i) HVDD_RETURN_IF_ERROR(scope.WaitSend(*posted.input));
   return absl::OkStatus();
+}
+
+// The whole reduce-scatter half: reduces the own chunk into `result`.
+absl::Status PairwiseReduceScatter(CollectiveScope& scope, const TensorView& input,
+                                   uint8_t* result, const AllreduceOptions& options) {
+  absl::StatusOr<PostedReduceScatter> posted = PostReduceScatter(scope, input);
+  if (!posted.ok()) return posted.status();
+  return FinishReduceScatter(scope, *posted, input, result, options);
 }
 
 // The allgather half's receives: every peer's chunk of the result into
@@ -199,14 +231,6 @@ absl::Status FinishAllgather(CollectiveScope& scope,
   return scope.WaitExchange(*sends);
 }
 
-// The whole allgather half, once the reduction is done.
-absl::Status PairwiseAllgather(CollectiveScope& scope, const uint8_t* own_result,
-                               TensorView output) {
-  absl::StatusOr<CollectiveScope::PostedExchange> receives = PostAllgatherReceives(scope, output);
-  if (!receives.ok()) return receives.status();
-  return FinishAllgather(scope, *receives, own_result, output);
-}
-
 // Gloo's ring, in place.
 absl::Status RingAllreduce(CollectiveScope& scope, TensorView inout,
                            const AllreduceOptions& options) {
@@ -237,39 +261,25 @@ absl::Status CheckAllreduce(const CollectiveScope& scope, const std::string& lab
   return CheckScaleFactor(label, "postscale_factor", options.postscale_factor);
 }
 
-absl::Status CheckSameLayout(const std::string& label, const TensorView& tensor,
-                             const TensorView& work) {
-  if (work.dtype == tensor.dtype && work.numel() == tensor.numel()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      label, ": the work tensor's dtype or element count differs from the tensor's"));
-}
-
-// Every entry point's prologue: its scope, the checks (and, given `work`,
-// that it matches `tensor`), nothing to do for an empty tensor; then
-// body(scope, algorithm, label) does the rest.
+// Every entry point's prologue: its scope, the checks, nothing to do for an
+// empty tensor; then body(scope, algorithm, label) does the rest.
 template <typename Body>
 absl::Status RunAllreduce(gloo::Context& context, const AllreduceOptions& options,
-                          const TensorView& tensor, const TensorView* work, Body body) {
+                          const TensorView& tensor, Body body) {
   const std::string label = Label("allreduce", options.name);
   absl::StatusOr<GlooContext*> ours = OurContext(context, label);
   if (!ours.ok()) return ours.status();
   CollectiveScope scope(**ours, label);
   HVDD_RETURN_IF_ERROR(CheckAllreduce(scope, label, tensor, options));
-  if (work != nullptr) HVDD_RETURN_IF_ERROR(CheckSameLayout(label, tensor, *work));
   if (tensor.numel() == 0) return absl::OkStatus();
   return body(scope, Choose(tensor, scope.size()), label);
-}
-
-absl::Status NoHalves(const std::string& label) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(label, ": the ring allreduce does not split in halves"));
 }
 
 }  // namespace
 
 absl::Status Allreduce(gloo::Context& context, TensorView inout,
                        const AllreduceOptions& options) {
-  return RunAllreduce(context, options, inout, nullptr,
+  return RunAllreduce(context, options, inout,
                       [&](CollectiveScope& scope, Algorithm algorithm,
                           const std::string&) -> absl::Status {
     switch (algorithm) {
@@ -293,53 +303,48 @@ absl::Status Allreduce(gloo::Context& context, TensorView inout,
   });
 }
 
-bool AllreduceSplitsInHalves(const TensorView& tensor, int ranks) {
-  return Choose(tensor, ranks) != Algorithm::kRing;
+bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
+                             const AllreduceOptions& options) {
+  return options.prescale_factor == 1.0 && Choose(tensor, ranks) == Algorithm::kPairwise;
 }
 
-absl::Status AllreduceFirstHalf(gloo::Context& context, const TensorView& input,
-                                TensorView work, const AllreduceOptions& options) {
-  return RunAllreduce(context, options, input, &work,
-                      [&](CollectiveScope& scope, Algorithm algorithm,
-                          const std::string& label) -> absl::Status {
-    switch (algorithm) {
-      case Algorithm::kDirect:
-        return DirectAllreduce(scope, input.data, work, options);
-      case Algorithm::kPairwise: {
-        TensorView contribution = input;
-        if (options.prescale_factor != 1.0) {  // scaled in `work`, never in the input
-          std::memcpy(work.data, input.data, input.nbytes());
-          ScaleInPlace(work.dtype, work.data, work.numel(), options.prescale_factor);
-          contribution = work;
-        }
-        uint8_t* own = Bytes(work.data) + Chunks(work, scope.size())[scope.rank()].offset;
-        return PairwiseReduceScatter(scope, contribution, own, options);
-      }
-      case Algorithm::kRing:
-        break;
+absl::StatusOr<bool> AllreduceIfAllReady(gloo::Context& context, TensorView tensor, bool ready,
+                                         const AllreduceOptions& options) {
+  bool all_ready = false;
+  absl::Status status = RunAllreduce(context, options, tensor,
+                                     [&](CollectiveScope& scope, Algorithm algorithm,
+                                         const std::string& label) -> absl::Status {
+    if (algorithm != Algorithm::kPairwise || options.prescale_factor != 1.0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          label, ": only the pairwise allreduce without a prescale confirms itself"));
     }
-    return NoHalves(label);
+    const int n = scope.size();
+    const int rank = scope.rank();
+    // Every rank's word, to every peer, ahead of its parts: the parts are
+    // in flight while the words cross, and no rank writes anything (the
+    // reduction, the allgather) before it has heard every word.
+    absl::StatusOr<CollectiveScope::Scratch> words = scope.RegisterScratch(n);
+    if (!words.ok()) return words.status();
+    words->data[rank] = ready ? 1 : 0;
+    std::vector<PeerRegion> each_word(n);
+    for (int p = 0; p < n; ++p) each_word[p] = PeerRegion{static_cast<size_t>(p), 1};
+    absl::StatusOr<CollectiveScope::PostedExchange> word_exchange =
+        scope.PostExchange(words->buffer, std::vector<PeerRegion>(n, each_word[rank]),
+                           words->buffer, each_word, Channel::kMetadata);
+    if (!word_exchange.ok()) return word_exchange.status();
+    absl::StatusOr<PostedReduceScatter> parts = PostReduceScatter(scope, tensor);
+    if (!parts.ok()) return parts.status();
+    HVDD_RETURN_IF_ERROR(scope.WaitExchange(*word_exchange));
+    all_ready = std::all_of(words->data, words->data + n, [](uint8_t w) { return w == 1; });
+    if (!all_ready) return FinishReduceScatter(scope, *parts, tensor, nullptr, options);
+    absl::StatusOr<CollectiveScope::PostedExchange> results = PostAllgatherReceives(scope, tensor);
+    if (!results.ok()) return results.status();
+    uint8_t* own = Bytes(tensor.data) + parts->chunks[rank].offset;
+    HVDD_RETURN_IF_ERROR(FinishReduceScatter(scope, *parts, tensor, own, options));
+    return FinishAllgather(scope, *results, own, tensor);
   });
-}
-
-absl::Status AllreduceSecondHalf(gloo::Context& context, const TensorView& work,
-                                 TensorView output, const AllreduceOptions& options) {
-  return RunAllreduce(context, options, output, &work,
-                      [&](CollectiveScope& scope, Algorithm algorithm,
-                          const std::string& label) -> absl::Status {
-    switch (algorithm) {
-      case Algorithm::kDirect:  // the first half left the whole result in `work`
-        if (output.data != work.data) std::memcpy(output.data, work.data, output.nbytes());
-        return absl::OkStatus();
-      case Algorithm::kPairwise: {
-        const uint8_t* own = Bytes(work.data) + Chunks(work, scope.size())[scope.rank()].offset;
-        return PairwiseAllgather(scope, own, output);
-      }
-      case Algorithm::kRing:
-        break;
-    }
-    return NoHalves(label);
-  });
+  if (!status.ok()) return status;
+  return all_ready;
 }
 
 }  // namespace horovodd::internal

@@ -41,20 +41,19 @@ namespace horovodd::internal {
 absl::Status Allreduce(gloo::Context& context, TensorView inout,
                        const AllreduceOptions& options);
 
-// Allreduce in two halves, for a caller that decides between them, alike on
-// every rank, whether it wants the result (the engine's speculation,
-// engine_speculation.h); other collectives may run between them. Only where
-// AllreduceSplitsInHalves (the direct and pairwise algorithms; the ring's
-// halves are FAILED_PRECONDITION). The first half reads `input` (but uses it
-// up when it is `work`) and leaves in `work` (same dtype and count, left
-// alone until the second half) every rank's contribution exchanged and
-// reduced. The second, run on every rank or on none, makes `output` the
-// result Allreduce would have made of `input`, bit for bit.
-bool AllreduceSplitsInHalves(const TensorView& tensor, int ranks);
-absl::Status AllreduceFirstHalf(gloo::Context& context, const TensorView& input,
-                                TensorView work, const AllreduceOptions& options);
-absl::Status AllreduceSecondHalf(gloo::Context& context, const TensorView& work,
-                                 TensorView output, const AllreduceOptions& options);
+// An allreduce that confirms itself, for a caller that runs it before it
+// knows whether every rank wants it (the engine's speculation,
+// engine_speculation.h): each rank says whether it is `ready` alongside its
+// first exchange. When every rank is, `tensor` ends as Allreduce would leave
+// it and every rank gets true. When any is not, every rank gets false and
+// nothing was written (`tensor` was only read; a rank that is not ready
+// passes any tensor of the same dtype and count). Only where
+// AllreduceConfirmsItself (the pairwise algorithm, no prescale); elsewhere
+// FAILED_PRECONDITION.
+bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
+                             const AllreduceOptions& options);
+absl::StatusOr<bool> AllreduceIfAllReady(gloo::Context& context, TensorView tensor, bool ready,
+                                         const AllreduceOptions& options);
 
 // Ranks may contribute different first dimensions; the other dimensions and
 // the dtype must match. Result: the inputs concatenated in rank order.

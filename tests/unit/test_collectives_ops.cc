@@ -170,62 +170,91 @@ TEST_CASE("allreduce: prescale and postscale", "[collectives][allreduce]") {
   }
 }
 
-TEST_CASE("allreduce in halves: the input is only read, the result is Allreduce's bits",
+TEST_CASE("allreduce if all ready: every rank ready gets Allreduce's bits",
           "[collectives][allreduce]") {
   gloo::rendezvous::HashStore store;
-  RankGroup group(store, "halves", 3);
-  // Direct, then pairwise; with and without scaling.
-  for (int64_t count : {int64_t{1000}, int64_t{300000}}) {
-    for (double prescale : {1.0, 0.5}) {
-      INFO(count << " elements, prescale " << prescale);
-      AllreduceOptions options;
-      options.op = ReduceOp::kAverage;
-      options.prescale_factor = prescale;
-      options.postscale_factor = 3.0;
-      auto input_of = [&](int rank) {
-        std::vector<float> values(count);
-        for (int64_t i = 0; i < count; ++i) values[i] = 1.0f / static_cast<float>(rank + i % 7 + 3);
-        return values;
-      };
-      std::vector<std::string> problems = OnEveryRank<std::string>(3, [&](int rank) {
-        const std::vector<float> original = input_of(rank);
-        std::vector<float> input = original, work(count), output(count);
-        std::vector<float> whole = original;
-        gloo::Context& context = group.context(rank);
-        if (!internal::AllreduceSplitsInHalves(ViewOf(input), 3)) return std::string("no split");
-        absl::Status status = internal::AllreduceFirstHalf(context, ViewOf(input), ViewOf(work),
-                                                           options);
-        if (!status.ok()) return status.ToString();
-        if (input != original) return std::string("the first half wrote its input");
-        status = internal::AllreduceSecondHalf(context, ViewOf(work), ViewOf(output), options);
-        if (!status.ok()) return status.ToString();
-        status = internal::Allreduce(context, ViewOf(whole), options);
-        if (!status.ok()) return status.ToString();
-        if (output != whole) return std::string("the halves' result differs from Allreduce's");
-        return std::string();
-      });
-      for (const std::string& problem : problems) CHECK(problem == "");
+  RankGroup group(store, "in-band", 3);
+  AllreduceOptions options;
+  options.op = ReduceOp::kAverage;
+  options.postscale_factor = 3.0;
+  const int64_t count = 300000;  // pairwise at 3 ranks
+  auto input_of = [&](int rank) {
+    std::vector<float> values(count);
+    for (int64_t i = 0; i < count; ++i) values[i] = 1.0f / static_cast<float>(rank + i % 7 + 3);
+    return values;
+  };
+  std::vector<std::string> problems = OnEveryRank<std::string>(3, [&](int rank) {
+    std::vector<float> tensor = input_of(rank), whole = input_of(rank);
+    gloo::Context& context = group.context(rank);
+    if (!internal::AllreduceConfirmsItself(ViewOf(tensor), 3, options)) {
+      return std::string("does not confirm itself");
     }
+    absl::StatusOr<bool> all = internal::AllreduceIfAllReady(context, ViewOf(tensor), true,
+                                                             options);
+    if (!all.ok()) return all.status().ToString();
+    if (!*all) return std::string("not confirmed though every rank was ready");
+    absl::Status status = internal::Allreduce(context, ViewOf(whole), options);
+    if (!status.ok()) return status.ToString();
+    if (tensor != whole) return std::string("the result differs from Allreduce's");
+    return std::string();
+  });
+  for (const std::string& problem : problems) CHECK(problem == "");
+}
+
+TEST_CASE("allreduce if all ready: one rank not ready, nothing written anywhere",
+          "[collectives][allreduce]") {
+  gloo::rendezvous::HashStore store;
+  for (int size : {2, 4}) {
+    RankGroup group(store, absl::StrCat("in-band-refused", size), size);
+    const int64_t count = 400000;  // pairwise at 2 and 4 ranks
+    const int not_ready = size - 1;
+    std::vector<std::string> problems = OnEveryRank<std::string>(size, [&](int rank) {
+      const std::vector<float> original(count, static_cast<float>(rank + 1));
+      std::vector<float> tensor = original;
+      absl::StatusOr<bool> all = internal::AllreduceIfAllReady(
+          group.context(rank), ViewOf(tensor), rank != not_ready, AllreduceOptions{});
+      if (!all.ok()) return all.status().ToString();
+      if (*all) return std::string("confirmed though a rank was not ready");
+      if (tensor != original) return std::string("the tensor was written");
+      // The ring is still in step: a plain allreduce after it is exact.
+      std::vector<float> one(5, 1.0f);
+      AllreduceOptions sum;
+      sum.op = ReduceOp::kSum;
+      absl::Status status = internal::Allreduce(group.context(rank), ViewOf(one), sum);
+      if (!status.ok()) return status.ToString();
+      if (one[4] != static_cast<float>(size)) return absl::StrCat("then allreduce gave ", one[4]);
+      return std::string();
+    });
+    INFO(size << " ranks");
+    for (const std::string& problem : problems) CHECK(problem == "");
   }
 }
 
-TEST_CASE("allreduce in halves: not for the ring", "[collectives][allreduce]") {
-  gloo::rendezvous::HashStore store;
-  RankGroup group(store, "halves-ring", 2);
+TEST_CASE("allreduce if all ready: not for the direct or ring algorithms, nor a prescale",
+          "[collectives][allreduce]") {
+  AllreduceOptions prescaled;
+  prescaled.prescale_factor = 0.5;
+  std::vector<float> small(1000), medium(400000);
+  CHECK_FALSE(internal::AllreduceConfirmsItself(ViewOf(small), 2, {}));  // direct
+  CHECK(internal::AllreduceConfirmsItself(ViewOf(medium), 2, {}));
+  CHECK_FALSE(internal::AllreduceConfirmsItself(ViewOf(medium), 2, prescaled));
   // 16 MiB and 8 bytes: each rank's chunk, twice, no longer fits the scratch
   // pool (16 MiB), so the ring.
   const size_t count = (size_t{1} << 22) + 2;
   std::vector<float> big(count);
   const TensorView sixteen_mib{big.data(), DType::kFloat32, {int64_t{1} << 22}, Device{}};
-  CHECK(internal::AllreduceSplitsInHalves(sixteen_mib, 2));
-  CHECK_FALSE(internal::AllreduceSplitsInHalves(ViewOf(big), 2));
+  CHECK(internal::AllreduceConfirmsItself(sixteen_mib, 2, {}));
+  CHECK_FALSE(internal::AllreduceConfirmsItself(ViewOf(big), 2, {}));
+
+  gloo::rendezvous::HashStore store;
+  RankGroup group(store, "in-band-ring", 2);
   std::vector<absl::Status> results = OnEveryRank<absl::Status>(2, [&](int rank) {
-    std::vector<float> input(count), work(count);
-    return internal::AllreduceFirstHalf(group.context(rank), ViewOf(input), ViewOf(work), {});
+    std::vector<float> tensor(count);
+    return internal::AllreduceIfAllReady(group.context(rank), ViewOf(tensor), true, {}).status();
   });
   for (const absl::Status& status : results) {
     CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
-    CHECK(status.message().find("does not split") != std::string::npos);
+    CHECK(status.message().find("only the pairwise allreduce") != std::string::npos);
   }
 }
 
