@@ -104,6 +104,12 @@ std::vector<PeerRegion> Chunks(const TensorView& tensor, int n) {
   return chunks;
 }
 
+// Whether a op b == b op a, bit for bit (NaN payloads aside). Not min and
+// max: with a NaN they keep whichever operand comes first.
+bool Commutes(ReduceOp op) {
+  return op == ReduceOp::kSum || op == ReduceOp::kAverage || op == ReduceOp::kProduct;
+}
+
 // The reduce-scatter half of a pairwise allreduce, posted: every rank sends
 // each owner its part of the owner's chunk of `input` (already prescaled) and
 // receives the parts of its own chunk into scratch.
@@ -164,6 +170,25 @@ absl::Status FinishReduceScatter(CollectiveScope& scope, const PostedReduceScatt
     for (int p = 0; p < n; ++p) {
       if (p != rank) HVDD_RETURN_IF_ERROR(scope.WaitRecv(*posted.slots[p]));
     }
+  } else if (own_bytes > 0 && rank != 0 && Commutes(options.op) &&
+             result == Bytes(input.data) + posted.chunks[rank].offset) {
+    // Our own part is in place: fold the parts before ours (in rank order,
+    // in slot 0) into it, then the ones after. a op b == b op a, so this
+    // is the rank-order fold bit for bit, without first copying our part
+    // out of the way and the first part into place (two copies of the
+    // chunk: at 2 ranks and 4 MiB, half the tensor twice, on every call).
+    uint8_t* before = posted.parts;  // slot 0: rank 0's part, then the fold
+    HVDD_RETURN_IF_ERROR(scope.WaitRecv(*posted.slots[0]));
+    for (int p = 1; p < rank; ++p) {
+      HVDD_RETURN_IF_ERROR(scope.WaitRecv(*posted.slots[p]));
+      ReduceInto(input.dtype, options.op, before, posted.parts + p * own_bytes, own_count);
+    }
+    ReduceInto(input.dtype, options.op, result, before, own_count);
+    for (int p = rank + 1; p < n; ++p) {
+      HVDD_RETURN_IF_ERROR(scope.WaitRecv(*posted.slots[p]));
+      ReduceInto(input.dtype, options.op, result, posted.parts + p * own_bytes, own_count);
+    }
+    FinishReduction(input.dtype, options.op, result, own_count, n, options.postscale_factor);
   } else if (own_bytes > 0) {
     const uint8_t* own_part = Bytes(input.data) + posted.chunks[rank].offset;
     if (own_part == result && rank != 0) {
