@@ -132,8 +132,8 @@ absl::StatusOr<PostedReduceScatter> PostReduceScatter(CollectiveScope& scope,
       scope.Register(input.data, input.nbytes());
   if (!buffer.ok()) return buffer.status();
   posted.input = *buffer;
-  // Our own slot stays free for our own part, when the fold below would
-  // overwrite it first.
+  // Our own slot stays free for our own part, when FinishReduceScatter's
+  // fold would overwrite it first.
   absl::StatusOr<CollectiveScope::Scratch> parts = scope.RegisterScratch(n * own_bytes);
   if (!parts.ok()) return parts.status();
   posted.parts = parts->data;
