@@ -12,8 +12,9 @@ namespace horovodd::daemon {
 namespace {
 
 // One worker's Attach stream: heartbeats and rendezvous requests come in,
-// notifications and rendezvous answers go out. The driver holds the Channel; the stream may end first, so the channel's link
-// to the stream is cut (under its mutex) in OnDone.
+// notifications and rendezvous answers go out. The driver holds the Channel;
+// the stream may end first, so the channel's link to the stream is cut
+// (under its mutex) in OnDone.
 class AttachStream final
     : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
  public:

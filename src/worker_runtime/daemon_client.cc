@@ -31,6 +31,23 @@ constexpr absl::Duration kReportDeadline = absl::Seconds(5);
 constexpr size_t kMaxPendingFailures = 16;
 constexpr int kMaxMessageBytes = 64 << 20;
 
+// How the daemon ends an Attach stream it will not take (an unknown job, a
+// wrong token, a malformed message, too many streams from one client), as
+// opposed to a connection lost or a daemon going away.
+bool RefusesWorker(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return true;
+    default:
+      return false;
+  }
+}
+
 absl::Status FromGrpc(const grpc::Status& status, const std::string& what) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       absl::StrCat(what, ": ", status.error_message()));
@@ -241,11 +258,12 @@ void DaemonClient::AskPendingRendezvousLocked() {
   stream_->Write(message);
 }
 
-void DaemonClient::DeliverRendezvous(const v1::StreamRendezvousAnswer& answer) {
+void DaemonClient::DeliverRendezvous(const v1::StreamRendezvousAnswer& answer, bool any_id) {
   {
     std::lock_guard<std::mutex> lock(rendezvous_mu_);
+    if (!rendezvous_ask_.has_value()) return;
     // An answer to an earlier request (from before a reconnect) is stale.
-    if (!rendezvous_ask_.has_value() || rendezvous_ask_->id() != answer.id()) return;
+    if (!any_id && rendezvous_ask_->id() != answer.id()) return;
     rendezvous_ask_.reset();
     rendezvous_answer_ = answer;
   }
@@ -389,6 +407,7 @@ bool DaemonClient::RunOneStream() {
   v1::WorkerMessage hello;
   *hello.mutable_hello() = Identity();
   bool heard = false;
+  bool read_to_end = false;
   if (stream->Write(hello)) {
     {
       std::lock_guard<std::mutex> lock(write_mu_);
@@ -411,10 +430,13 @@ bool DaemonClient::RunOneStream() {
       }
       if (options_.on_message) options_.on_message(message.generation(), message.abort());
     }
+    read_to_end = true;
   }
-  // Cancelling releases a heartbeat Write blocked on this stream and makes
-  // Finish return even if the daemon still holds its side open.
-  context.TryCancel();
+  // A stream read to its end carries the daemon's status (or Stop()'s
+  // cancel), and cancelling now would replace it with CANCELLED. One whose
+  // hello could not be written is cancelled: that releases a heartbeat Write
+  // blocked on it and makes Finish return even if the daemon holds it open.
+  if (!read_to_end) context.TryCancel();
   {
     std::lock_guard<std::mutex> lock(write_mu_);
     stream_ = nullptr;
@@ -423,7 +445,15 @@ bool DaemonClient::RunOneStream() {
     std::lock_guard<std::mutex> lock(context_mu_);
     stream_context_ = nullptr;
   }
-  stream->Finish();
+  const grpc::Status status = stream->Finish();
+  if (RefusesWorker(status)) {
+    // Asking again on the next stream would only be refused again: the
+    // caller hears why now, instead of the grace period's "lost the daemon".
+    v1::StreamRendezvousAnswer refusal;
+    refusal.set_code(status.error_code());
+    refusal.set_message(absl::StrCat("its Attach stream was refused: ", status.error_message()));
+    DeliverRendezvous(refusal, /*any_id=*/true);
+  }
   return heard;
 }
 

@@ -79,8 +79,9 @@ class DaemonClient {
   // Waits as long as it takes for the first stable generation newer than
   // after_generation, asking on the Attach stream (StartAttach first): asks
   // again on every new stream while the daemon is out of reach (the grace
-  // watchdog bounds that). Errors come back as the daemon sent them;
-  // CANCELLED once Stop() is called. One caller at a time.
+  // watchdog bounds that). Errors come back as the daemon sent them, a
+  // refused Attach stream's too; CANCELLED once Stop() is called. One
+  // caller at a time.
   absl::StatusOr<v1::RendezvousResponse> Rendezvous(int64_t after_generation);
 
   absl::Status KvSet(int64_t generation, const std::string& key, std::string value);
@@ -120,8 +121,9 @@ class DaemonClient {
   // Writes the unanswered rendezvous request, if any, on stream_ (write_mu_
   // held): each stream is asked once.
   void AskPendingRendezvousLocked();
-  // Hands an answer read from the stream to the waiting Rendezvous call.
-  void DeliverRendezvous(const v1::StreamRendezvousAnswer& answer);
+  // Hands an answer read from the stream to the waiting Rendezvous call
+  // (`any_id`: whatever request it waits for, e.g. the stream's refusal).
+  void DeliverRendezvous(const v1::StreamRendezvousAnswer& answer, bool any_id = false);
   void SendCommit(const v1::CommitReport& report, absl::Time deadline);
   void SendFailure(const PendingFailure& failure, absl::Time deadline);
   void MarkContact();

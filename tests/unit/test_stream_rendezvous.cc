@@ -65,6 +65,31 @@ TEST_CASE("the daemon's refusal of a rendezvous reaches the caller with its code
   client->Stop();
 }
 
+TEST_CASE("a refused Attach stream fails the rendezvous with the daemon's reason",
+          "[rendezvous]") {
+  RecordingDaemon daemon(/*announce=*/true, /*max_np=*/1, /*liveness_timeout_s=*/60);
+  SECTION("a job the daemon does not have") {
+    internal::DaemonClientOptions options = daemon.ClientOptions();
+    options.job_id = "no-such-job";
+    auto client = StartedClient(options);
+    absl::StatusOr<v1::RendezvousResponse> answer = client->Rendezvous(0);
+    CHECK(answer.status().code() == absl::StatusCode::kNotFound);
+    CHECK_THAT(std::string(answer.status().message()),
+               Catch::Contains("its Attach stream was refused: no job 'no-such-job'"));
+    client->Stop();
+  }
+  SECTION("a token that is not the job's") {
+    internal::DaemonClientOptions options = daemon.ClientOptions();
+    options.token = "not-the-token";
+    auto client = StartedClient(options);
+    absl::StatusOr<v1::RendezvousResponse> answer = client->Rendezvous(0);
+    CHECK(answer.status().code() == absl::StatusCode::kUnauthenticated);
+    CHECK_THAT(std::string(answer.status().message()),
+               Catch::Contains("its Attach stream was refused"));
+    client->Stop();
+  }
+}
+
 TEST_CASE("a rendezvous needs the Attach stream: refused before StartAttach", "[rendezvous]") {
   RecordingDaemon daemon(/*announce=*/true, /*max_np=*/1, /*liveness_timeout_s=*/60);
   auto client = internal::DaemonClient::Create(daemon.ClientOptions());
