@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/auth_config.h"
+#include "daemon/host_port.h"
 #include "yaml-cpp/yaml.h"
 
 namespace horovodd::daemon {
@@ -25,17 +26,9 @@ absl::Status Bad(const std::string& origin, const std::string& value, const std:
 
 // host:port, with the host in brackets for IPv6 ("[::1]:7451").
 absl::Status CheckHostPort(const std::string& origin, const std::string& value) {
-  const auto colon = value.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return Bad(origin, value, "is not host:port (e.g. 127.0.0.1:7451)");
-  }
-  const std::string host = value.substr(0, colon);
-  if (host.find(':') != std::string::npos && (host.front() != '[' || host.back() != ']')) {
-    return Bad(origin, value, "is not host:port (an IPv6 host goes in brackets: [::1]:7451)");
-  }
-  int port = -1;
-  if (!absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return Bad(origin, value, "has no port between 0 and 65535");
+  absl::StatusOr<HostPort> parsed = ParseHostPort(value);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", parsed.status().message()));
   }
   return absl::OkStatus();
 }

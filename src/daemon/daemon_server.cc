@@ -20,6 +20,7 @@
 #include "daemon/job_limits.h"
 #include "daemon/job_service.h"
 #include "daemon/metrics_interceptor.h"
+#include "daemon/host_port.h"
 #include "daemon/loopback.h"
 #include "daemon/tls_credentials.h"
 #include "daemon/worker_service.h"
@@ -100,14 +101,14 @@ absl::Status DaemonServer::OpenJournal(const std::string& state_dir) {
 
 absl::Status DaemonServer::Serve(const DaemonOptions& options) {
   const std::string& listen = options.listen_address;
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos) {
+  absl::StatusOr<HostPort> address = ParseHostPort(listen);
+  if (!address.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("listen address '", listen, "' is not host:port"));
+        absl::StrCat("listen address ", address.status().message()));
   }
-  auto credentials = MakeServerCredentials(options.tls, listen.substr(0, colon));
+  auto credentials = MakeServerCredentials(options.tls, address->host);
   if (!credentials.ok()) return credentials.status();
-  if (!options.tls.enabled() && !IsLoopbackHost(listen.substr(0, colon))) {
+  if (!options.tls.enabled() && !IsLoopbackHost(address->host)) {
     spdlog::warn("listening on {} without TLS (tls.allow_insecure): tokens and job specs cross "
                  "the network in the clear",
                  listen);
@@ -141,7 +142,7 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
   for (const char* service : {"horovodd.v1.JobService", "horovodd.v1.WorkerService"}) {
     if (health != nullptr) health->SetServingStatus(service, true);
   }
-  std::string host = listen.substr(0, colon);
+  std::string host = address->host;
   if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
   address_ = absl::StrCat(host, ":", port);
   jobs_->set_worker_address(address_);

@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/host_port.h"
 #include "daemon/loopback.h"
 
 namespace horovodd::daemon {
@@ -63,16 +64,9 @@ int LocalPort(int fd) {
 }  // namespace
 
 std::optional<LoopbackAddress> ParseLoopbackAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port <= 0 || port > 65535) {
-    return std::nullopt;
-  }
-  std::string host = address.substr(0, colon);
-  if (!IsLoopbackHost(host)) return std::nullopt;  // brackets allowed, "[::1]"
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return LoopbackAddress{std::move(host), port};
+  absl::StatusOr<HostPort> parsed = ParseHostPort(address);
+  if (!parsed.ok() || parsed->port == 0 || !IsLoopbackHost(parsed->host)) return std::nullopt;
+  return LoopbackAddress{parsed->BareHost(), parsed->port};
 }
 
 // One forwarded connection: an SSH channel from the worker's host joined to

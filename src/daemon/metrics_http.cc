@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/host_port.h"
 #include "absl/time/clock.h"
 
 namespace horovodd::daemon {
@@ -55,28 +56,16 @@ struct Connection {
   absl::Time deadline;
 };
 
-// Splits "host:port" / "[v6]:port"; the caller has checked the shape already
-// when it came from the config, but a bad one still fails cleanly here.
-absl::Status SplitHostPort(const std::string& listen, std::string& host, std::string& port) {
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics address '", listen, "' is not host:port"));
-  }
-  host = listen.substr(0, colon);
-  port = listen.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& listen, Render render) {
-  std::string host, port;
-  if (auto st = SplitHostPort(listen, host, port); !st.ok()) return st;
+  absl::StatusOr<HostPort> address = ParseHostPort(listen);
+  if (!address.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics address ", address.status().message()));
+  }
+  const std::string host = address->BareHost(), port = std::to_string(address->port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

@@ -23,6 +23,7 @@ add_library(hvdd_service STATIC
   ${CMAKE_CURRENT_LIST_DIR}/systemd_notifier.cc)
 target_include_directories(hvdd_service PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(hvdd_service PUBLIC
+  hvdd_loopback  # host:port checks
   absl::status absl::statusor absl::strings absl::time spdlog::spdlog yaml-cpp Threads::Threads)
 if(SYSTEMD_FOUND)
   target_link_libraries(hvdd_service PRIVATE PkgConfig::SYSTEMD)

@@ -1,9 +1,11 @@
-# What counts as loopback (listen addresses, callers, daemon addresses), and
-# which loopback callers are remote workers' tunnels: shared by the launcher
-# and the daemon's access checks.
-add_library(hvdd_loopback STATIC ${CMAKE_CURRENT_LIST_DIR}/loopback.cc)
+# Addresses: how host:port splits, what counts as loopback (listen addresses,
+# callers, daemon addresses), and which loopback callers are remote workers'
+# tunnels: shared by the launcher, the config and the daemon's access checks.
+add_library(hvdd_loopback STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/host_port.cc
+  ${CMAKE_CURRENT_LIST_DIR}/loopback.cc)
 target_include_directories(hvdd_loopback PUBLIC ${PROJECT_SOURCE_DIR}/src)
-target_link_libraries(hvdd_loopback PUBLIC absl::strings)
+target_link_libraries(hvdd_loopback PUBLIC absl::status absl::statusor absl::strings)
 
 # The remote launcher: workers on other hosts through libssh exec channels.
 add_library(hvdd_ssh STATIC
