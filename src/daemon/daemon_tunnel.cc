@@ -12,7 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/host_port.h"
 #include "daemon/loopback.h"

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/host_port.h"
 #include "absl/time/clock.h"
+#include "daemon/host_port.h"
 
 namespace horovodd::daemon {
 namespace {
