@@ -89,7 +89,7 @@ def run(argv, timeout, env=None):
 class Bench:
     def __init__(self, build_dir):
         self.build = build_dir
-        self.horovodrun = os.path.join(build_dir, "src/cli/horovodrun")
+        self.horovodrun = os.path.join(build_dir, "bin/horovodrun")
         self.bin = lambda name: os.path.join(build_dir, "bench", name)
 
     # ---- 1 and 2: collectives -------------------------------------------

@@ -38,13 +38,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/auth_policy.h"
-#include "daemon/daemon_config.h"
-#include "daemon/daemon_server.h"
-#include "daemon/job_manager.h"
-#include "daemon/job_observer.h"
-#include "daemon/launcher.h"
-#include "daemon/worker_service.h"
+#include "daemon/auth/auth_policy.h"
+#include "daemon/config/daemon_config.h"
+#include "daemon/job/job_manager.h"
+#include "daemon/job/job_observer.h"
+#include "daemon/launch/launcher.h"
+#include "daemon/rpc/worker_service.h"
+#include "daemon/service/daemon_server.h"
 
 namespace horovodd::bench {
 namespace {

@@ -4,7 +4,7 @@ synthetic classification task (Gaussian clusters from a fixed seed, no
 downloads) data-parallel on however many workers horovodd gives it at any
 moment, with Horovod's elastic API:
 
-    build/src/cli/horovodrun -np 2 --min-np 2 --max-np 4 \\
+    build/bin/horovodrun -np 2 --min-np 2 --max-np 4 \\
         --host-discovery-script examples/discover_hosts.sh \\
         /usr/bin/python3 examples/pytorch_elastic_train.py --output result.json
 

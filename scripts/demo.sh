@@ -24,7 +24,7 @@ say "installing missing packages and building $BUILD_DIR"
 "$repo_root/scripts/install_deps.sh"
 "$repo_root/scripts/build.sh"
 
-horovodrun="$BUILD_DIR/src/cli/horovodrun"
+horovodrun="$BUILD_DIR/bin/horovodrun"
 elastic_train="$BUILD_DIR/examples/elastic_train"
 discover_hosts="$repo_root/examples/discover_hosts.sh"
 for binary in "$horovodrun" "$elastic_train"; do

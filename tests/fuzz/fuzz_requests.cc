@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "daemon/request_validation.h"
+#include "daemon/validation/request_validation.h"
 
 namespace {
 

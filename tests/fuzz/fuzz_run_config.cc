@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "cli/config_file.h"
+#include "cli/horovodrun/config_file.h"
 
 namespace {
 

@@ -134,7 +134,7 @@ find_nccl_dir() {
 }
 
 bundle="${GPU_BUNDLE:-$repo_root/build-nccl/gpu-bundle}"
-if [[ -x "$bundle/bin/hvdd_gpu_check" ]]; then
+if [[ -x "$bundle/bin/test_gpu_check" ]]; then
   bin="$bundle/bin"
   nccl_dir="$(find_nccl_dir)"
   say "using the prebuilt bundle $bundle; NCCL from ${nccl_dir:-nowhere}"
@@ -153,7 +153,7 @@ if [[ -x "$bundle/bin/hvdd_gpu_check" ]]; then
   fi
   rows+=("binaries|PASS|0|prebuilt bundle")
   test_nccl="$bin/test_nccl"
-  gpu_check="$bin/hvdd_gpu_check"
+  gpu_check="$bin/test_gpu_check"
   horovodrun="$bin/horovodrun"
   elastic_train="$bin/elastic_train"
 else
@@ -170,10 +170,10 @@ else
   run_step "configure" 120 cmake -S "$repo_root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
     -DHVDD_WITH_NCCL=ON -DCUDAToolkit_ROOT="$cuda_root" -DHVDD_CUDA_ARCHITECTURES=90 || exit 1
   run_step "build" 420 cmake --build "$build_dir" -j "$jobs" \
-    --target hvdd_gpu_check test_nccl elastic_train horovodrun || exit 1
+    --target test_gpu_check test_nccl elastic_train horovodrun || exit 1
   test_nccl="$build_dir/tests/test_nccl"
-  gpu_check="$build_dir/tests/gpu/hvdd_gpu_check"
-  horovodrun="$build_dir/src/cli/horovodrun"
+  gpu_check="$build_dir/tests/gpu/test_gpu_check"
+  horovodrun="$build_dir/bin/horovodrun"
   elastic_train="$build_dir/examples/elastic_train"
 fi
 

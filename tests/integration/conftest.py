@@ -43,7 +43,7 @@ import time  # noqa: E402
 
 from harness import BUILD, EVENT_DEADLINE  # noqa: E402
 
-HOROVODD = BUILD / "src" / "daemon" / "horovodd"
+HOROVODD = BUILD / "bin" / "horovodd"
 
 
 class HorovoddProcess:

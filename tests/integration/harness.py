@@ -15,7 +15,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("HVDD_BUILD_DIR", REPO / "build"))
-HOROVODRUN = BUILD / "src" / "cli" / "horovodrun"
+HOROVODRUN = BUILD / "bin" / "horovodrun"
 ELASTIC_TRAIN = BUILD / "examples" / "elastic_train"
 DISCOVER_HOSTS = REPO / "examples" / "discover_hosts.sh"
 

@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "../unit/job_spec_support.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "horovodd.grpc.pb.h"
-#include "../unit/job_spec_support.h"
 
 namespace {
 

@@ -14,7 +14,7 @@ import time
 
 from harness import BUILD, ELASTIC_TRAIN, EVENT_DEADLINE, JOB_DEADLINE, HostsFile, wait_pid_gone
 
-HOROVODCTL = BUILD / "src" / "cli" / "horovodctl"
+HOROVODCTL = BUILD / "bin" / "horovodctl"
 CLI_DEADLINE = 60
 ENDED_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 SUBMITTED = r"horovodrun: job (job-\d+) submitted"

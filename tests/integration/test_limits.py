@@ -10,7 +10,7 @@ import time
 from harness import BUILD, EVENT_DEADLINE
 
 PROBE = BUILD / "tests" / "integration" / "limits_probe"
-HOROVODCTL = BUILD / "src" / "cli" / "horovodctl"
+HOROVODCTL = BUILD / "bin" / "horovodctl"
 
 
 def probe(*args):

@@ -17,8 +17,8 @@ import pytest
 
 from harness import BUILD, ELASTIC_TRAIN, EVENT_DEADLINE, HOROVODRUN, _pid_alive, wait_pid_gone
 
-HOROVODD = BUILD / "src" / "daemon" / "horovodd"
-HOROVODCTL = BUILD / "src" / "cli" / "horovodctl"
+HOROVODD = BUILD / "bin" / "horovodd"
+HOROVODCTL = BUILD / "bin" / "horovodctl"
 STOPPED_REASON = "horovodd stopped while the job was running; its workers were stopped with it"
 CLI_DEADLINE = 60
 

@@ -16,8 +16,8 @@ import pytest
 
 from harness import BUILD, ELASTIC_TRAIN, EVENT_DEADLINE
 
-HOROVODD = BUILD / "src" / "daemon" / "horovodd"
-HOROVODCTL = BUILD / "src" / "cli" / "horovodctl"
+HOROVODD = BUILD / "bin" / "horovodd"
+HOROVODCTL = BUILD / "bin" / "horovodctl"
 CLI_DEADLINE = 60
 CREDENTIAL_VARIABLES = ("HOROVODD_TOKEN", "HOROVODD_TOKEN_FILE", "HOROVODD_TLS",
                         "HOROVODD_TLS_CA", "HOROVODD_TLS_CERT", "HOROVODD_TLS_KEY")

@@ -22,7 +22,7 @@ import pytest
 from harness import (BUILD, DISCOVER_HOSTS, ELASTIC_TRAIN, EVENT_DEADLINE, REPO, HostsFile,
                      wait_pid_gone)
 
-HOROVODD = BUILD / "src" / "daemon" / "horovodd"
+HOROVODD = BUILD / "bin" / "horovodd"
 UNIT = REPO / "deploy" / "systemd" / "horovodd.service"
 
 

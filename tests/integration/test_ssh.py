@@ -346,7 +346,7 @@ def test_a_tunnel_does_not_make_a_worker_host_local_to_the_daemon(
     # open_read_only: loopback lets the users of the daemon's host list jobs
     # without a token. A remote worker's tunnel reaches the daemon from its
     # loopback too, but the users of that worker's host must still need one.
-    horovodctl = BUILD / "src" / "cli" / "horovodctl"
+    horovodctl = BUILD / "bin" / "horovodctl"
     daemon = horovodd("--open-read-only", "loopback")
     worker = tmp_path / "worker.sh"
     worker.write_text(f'#!/bin/sh\n{horovodctl} --daemon "$HOROVODD_DAEMON_ADDR" list\n'

@@ -14,17 +14,17 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/time/time.h"
-#include "daemon/auth_policy.h"
-#include "daemon/auth_settings.h"
-#include "daemon/daemon_config.h"
-#include "daemon/job_manager.h"
-#include "daemon/job_observer.h"
-#include "daemon/launcher.h"
-#include "daemon/worker_service.h"
+#include "daemon/auth/auth_policy.h"
+#include "daemon/config/auth_settings.h"
+#include "daemon/config/daemon_config.h"
+#include "daemon/job/job_manager.h"
+#include "daemon/job/job_observer.h"
+#include "daemon/launch/launcher.h"
+#include "daemon/rpc/worker_service.h"
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"
 #include "wait_until.h"
-#include "worker_runtime/daemon_client.h"
+#include "worker_runtime/runtime/daemon_client.h"
 
 namespace horovodd::testing {
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "cli/run_options.h"
+#include "cli/horovodrun/run_options.h"
 
 namespace horovodd::cli::test_support {
 

@@ -11,13 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/job_manager.h"
-#include "daemon/job_service.h"
-#include "daemon/journal.h"
-#include "daemon/local_launcher.h"
+#include "daemon/job/job_manager.h"
+#include "daemon/journal/journal.h"
+#include "daemon/launch/local_launcher.h"
+#include "daemon/rpc/job_service.h"
 #include "horovodd.grpc.pb.h"
-#include "journal_test_support.h"
 #include "job_spec_support.h"
+#include "journal_test_support.h"
 
 namespace horovodd::daemon {
 namespace {

@@ -11,11 +11,11 @@
 #include <set>
 
 #include "absl/strings/match.h"
-#include "daemon/auth_policy.h"
-#include "daemon/auth_token.h"
-#include "daemon/daemon_config.h"
-#include "daemon/loopback.h"
-#include "daemon/tls_credentials.h"
+#include "common/loopback.h"
+#include "daemon/auth/auth_policy.h"
+#include "daemon/auth/auth_token.h"
+#include "daemon/auth/tls_credentials.h"
+#include "daemon/config/daemon_config.h"
 
 using namespace horovodd::daemon;
 namespace fs = std::filesystem;

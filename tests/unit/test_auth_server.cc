@@ -13,7 +13,7 @@
 
 #include "absl/time/clock.h"
 #include "cli/client_credentials.h"
-#include "daemon/daemon_server.h"
+#include "daemon/service/daemon_server.h"
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"
 

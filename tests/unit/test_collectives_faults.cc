@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "test_collectives_harness.h"
-#include "worker_runtime/gloo_context.h"
-#include "worker_runtime/gloo_ops.h"
+#include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/gloo/gloo_ops.h"
 
 namespace horovodd {
 namespace {

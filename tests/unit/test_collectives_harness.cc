@@ -12,8 +12,8 @@
 #include <gloo/rendezvous/prefix_store.h>
 
 #include "absl/strings/str_cat.h"
-#include "worker_runtime/float16.h"
-#include "worker_runtime/gloo_context.h"
+#include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/tensor/float16.h"
 
 namespace horovodd::testing {
 

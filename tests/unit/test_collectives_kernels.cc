@@ -7,9 +7,9 @@
 #include <catch2/catch.hpp>
 
 #include "horovodd/tensor.h"
-#include "worker_runtime/float16.h"
-#include "worker_runtime/gloo_ring.h"
-#include "worker_runtime/reduce_kernels.h"
+#include "worker_runtime/gloo/gloo_ring.h"
+#include "worker_runtime/tensor/float16.h"
+#include "worker_runtime/tensor/reduce_kernels.h"
 
 namespace horovodd {
 namespace {

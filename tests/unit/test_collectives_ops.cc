@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "test_collectives_harness.h"
-#include "worker_runtime/gloo_ops.h"
+#include "worker_runtime/gloo/gloo_ops.h"
 
 namespace horovodd {
 namespace {

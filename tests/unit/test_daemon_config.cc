@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "daemon/daemon_config.h"
+#include "daemon/config/daemon_config.h"
 
 using horovodd::daemon::ApplyDaemonFlags;
 using horovodd::daemon::DaemonConfig;

@@ -12,15 +12,15 @@
 #include <set>
 #include <thread>
 
-#include "job_spec_support.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cli/client_credentials.h"
-#include "daemon/daemon_server.h"
+#include "daemon/service/daemon_server.h"
 #include "horovodd.grpc.pb.h"
 #include "http_exchange.h"
-#include "unit/grpc_probe.pb.h"
+#include "job_spec_support.h"
+#include "grpc_probe.pb.h"
 
 using namespace horovodd;
 

@@ -12,8 +12,8 @@
 #include "fake_daemon.h"
 #include "horovodd/elastic.h"
 #include "horovodd/horovodd.h"
-#include "worker_runtime/gloo_context.h"
-#include "worker_runtime/runtime.h"
+#include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd {
 namespace {

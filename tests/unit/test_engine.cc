@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "test_collectives_harness.h"
 #include "test_engine_support.h"
-#include "worker_runtime/engine_negotiation.h"
-#include "worker_runtime/gloo_ops.h"
+#include "worker_runtime/engine/engine_negotiation.h"
+#include "worker_runtime/gloo/gloo_ops.h"
 
 namespace horovodd {
 namespace {

@@ -12,9 +12,9 @@
 #include "absl/status/statusor.h"
 #include "horovodd/async.h"
 #include "test_collectives_harness.h"
-#include "worker_runtime/engine_loop.h"
-#include "worker_runtime/gloo_context.h"
-#include "worker_runtime/engine_request.h"
+#include "worker_runtime/engine/engine_loop.h"
+#include "worker_runtime/engine/engine_request.h"
+#include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::testing {
 

@@ -14,13 +14,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/time/time.h"
-#include "daemon/job_observer.h"
-#include "daemon/worker_service.h"
+#include "daemon/job/job_observer.h"
+#include "daemon/rpc/worker_service.h"
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"
 #include "recording_daemon.h"
 #include "wait_until.h"
-#include "worker_runtime/daemon_client.h"
+#include "worker_runtime/runtime/daemon_client.h"
 
 namespace horovodd {
 namespace {

@@ -5,9 +5,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "cli/horovodctl_format.h"
-#include "cli/horovodctl_json.h"
-#include "cli/horovodctl_table.h"
+#include "cli/horovodctl/horovodctl_format.h"
+#include "cli/horovodctl/horovodctl_json.h"
+#include "cli/horovodctl/horovodctl_table.h"
 
 using namespace horovodd;
 using horovodd::cli::WatchFilter;

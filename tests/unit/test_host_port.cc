@@ -1,9 +1,9 @@
-// host:port as every address flag and config key takes it (src/daemon/host_port.h).
+// host:port as every address flag and config key takes it (src/common/host_port.h).
 #include <string>
 
 #include <catch2/catch.hpp>
 
-#include "daemon/host_port.h"
+#include "common/host_port.h"
 
 namespace horovodd::daemon {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "cli/client_credentials.h"
-#include "daemon/daemon_server.h"
+#include "daemon/service/daemon_server.h"
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"
 

@@ -12,8 +12,8 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/journal.h"
-#include "daemon/journal_sqlite.h"
+#include "daemon/journal/journal.h"
+#include "daemon/journal/journal_sqlite.h"
 #include "journal_test_support.h"
 
 namespace horovodd::daemon {

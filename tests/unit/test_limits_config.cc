@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/daemon_config.h"
+#include "daemon/config/daemon_config.h"
 
 using horovodd::daemon::DaemonLimits;
 using horovodd::daemon::LoadDaemonConfig;

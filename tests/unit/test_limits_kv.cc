@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/client_stream_limiter.h"
-#include "daemon/kv_namespace.h"
+#include "daemon/job/kv_namespace.h"
+#include "daemon/rpc/client_stream_limiter.h"
 
 using horovodd::daemon::ClientStreamLimiter;
 using horovodd::daemon::KvLimits;

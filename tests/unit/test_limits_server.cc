@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "daemon/daemon_server.h"
+#include "daemon/service/daemon_server.h"
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"
 

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "daemon/line_splitter.h"
+#include "daemon/launch/line_splitter.h"
 
 namespace horovodd::daemon {
 namespace {

@@ -19,12 +19,12 @@
 
 #include <catch2/catch.hpp>
 
-#include "wait_until.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "daemon/local_launcher.h"
+#include "daemon/launch/local_launcher.h"
+#include "wait_until.h"
 
 namespace horovodd::daemon {
 namespace {

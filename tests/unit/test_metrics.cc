@@ -10,8 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/metrics.h"
-#include "daemon/metrics_http.h"
+#include "daemon/metrics/metrics.h"
+#include "daemon/metrics/metrics_http.h"
 #include "http_exchange.h"
 
 using horovodd::daemon::Metrics;

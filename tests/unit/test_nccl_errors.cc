@@ -4,10 +4,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "worker_runtime/cuda_memory.h"
-#include "worker_runtime/cuda_status.h"
-#include "worker_runtime/nccl_comm.h"
-#include "worker_runtime/nccl_status.h"
+#include "worker_runtime/gpu/cuda_memory.h"
+#include "worker_runtime/gpu/cuda_status.h"
+#include "worker_runtime/nccl/nccl_comm.h"
+#include "worker_runtime/nccl/nccl_status.h"
 
 namespace horovodd::internal {
 namespace {

@@ -10,9 +10,9 @@
 #include <catch2/catch.hpp>
 
 #include "horovodd/device_tensor.h"
-#include "worker_runtime/cuda_memory.h"
-#include "worker_runtime/nccl_comm.h"
-#include "worker_runtime/nccl_ops.h"
+#include "worker_runtime/gpu/cuda_memory.h"
+#include "worker_runtime/nccl/nccl_comm.h"
+#include "worker_runtime/nccl/nccl_ops.h"
 
 namespace horovodd::internal {
 namespace {

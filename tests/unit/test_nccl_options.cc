@@ -10,12 +10,12 @@
 #include <gloo/rendezvous/hash_store.h>
 
 #include "horovodd/device_tensor.h"
-#include "worker_runtime/cuda_memory.h"
-#include "worker_runtime/gloo_context.h"
-#include "worker_runtime/gpu_collectives.h"
-#include "worker_runtime/gpu_operations.h"
-#include "worker_runtime/runtime.h"
-#include "worker_runtime/unique_id_store.h"
+#include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/gpu/cuda_memory.h"
+#include "worker_runtime/gpu/gpu_operations.h"
+#include "worker_runtime/gpu/unique_id_store.h"
+#include "worker_runtime/runtime/gpu_collectives.h"
+#include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd::internal {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "worker_runtime/unique_id_store.h"
+#include "worker_runtime/gpu/unique_id_store.h"
 
 namespace horovodd::internal {
 namespace {

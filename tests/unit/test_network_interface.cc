@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "worker_runtime/network_interface.h"
+#include "common/network_interface.h"
 
 namespace horovodd::internal {
 namespace {

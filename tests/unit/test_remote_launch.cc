@@ -1,4 +1,4 @@
-// Remote launches run off the job's loop (daemon/launch_pool.h): the pool's
+// Remote launches run off the job's loop (daemon/launch/launch_pool.h): the pool's
 // own contract, and a job driver whose remote launch hangs, which must keep
 // answering, start its other workers, and stop the hung one's worker if it
 // starts after all.
@@ -17,9 +17,9 @@
 #include <catch2/catch.hpp>
 
 #include "absl/status/status.h"
-#include "daemon/job_manager.h"
-#include "daemon/launch_pool.h"
-#include "daemon/launcher.h"
+#include "daemon/job/job_manager.h"
+#include "daemon/launch/launch_pool.h"
+#include "daemon/launch/launcher.h"
 #include "job_spec_support.h"
 #include "wait_until.h"
 

@@ -1,4 +1,4 @@
-// The checks of every RPC request (src/daemon/request_validation.*): what a
+// The checks of every RPC request (src/daemon/validation/request_validation.*): what a
 // client sends wrong is refused with INVALID_ARGUMENT naming the field, what
 // it sends too big with RESOURCE_EXHAUSTED naming the limit's config key.
 #include <catch2/catch.hpp>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "daemon/request_validation.h"
+#include "daemon/validation/request_validation.h"
 #include "job_spec_support.h"
 
 using namespace horovodd;

@@ -18,9 +18,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "horovodd.grpc.pb.h"
-#include "worker_runtime/daemon_client.h"
-#include "worker_runtime/daemon_store.h"
-#include "worker_runtime/gloo_context.h"
+#include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/runtime/daemon_client.h"
+#include "worker_runtime/runtime/daemon_store.h"
 
 namespace horovodd {
 namespace {

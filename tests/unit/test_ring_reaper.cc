@@ -8,7 +8,7 @@
 #include <gloo/context.h>
 
 #include "wait_until.h"
-#include "worker_runtime/ring_reaper.h"
+#include "worker_runtime/gloo/ring_reaper.h"
 
 namespace horovodd {
 namespace {

@@ -12,9 +12,9 @@
 
 #include "fake_daemon.h"
 #include "horovodd/horovodd.h"
-#include "worker_runtime/daemon_client.h"
-#include "worker_runtime/daemon_store.h"
-#include "worker_runtime/runtime.h"
+#include "worker_runtime/runtime/daemon_client.h"
+#include "worker_runtime/runtime/daemon_store.h"
+#include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd {
 namespace {

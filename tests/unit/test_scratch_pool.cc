@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "worker_runtime/scratch_pool.h"
+#include "worker_runtime/gloo/scratch_pool.h"
 
 namespace horovodd {
 namespace {

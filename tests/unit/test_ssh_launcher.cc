@@ -31,8 +31,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "daemon/daemon_tunnel.h"
-#include "daemon/ssh_launcher.h"
+#include "daemon/launch/ssh/daemon_tunnel.h"
+#include "daemon/launch/ssh/ssh_launcher.h"
 
 namespace horovodd::daemon {
 namespace {

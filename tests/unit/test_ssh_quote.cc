@@ -20,7 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "daemon/remote_command.h"
+#include "daemon/launch/ssh/remote_command.h"
 
 namespace horovodd::daemon {
 namespace {

@@ -9,11 +9,11 @@
 #include <utility>
 #include <vector>
 
-#include "bindings.h"
-#include "blocking_call.h"
 #include "horovodd/async.h"
-#include "status_errors.h"
-#include "tensor_args.h"
+#include "worker_runtime/python/bindings.h"
+#include "worker_runtime/python/blocking_call.h"
+#include "worker_runtime/python/status_errors.h"
+#include "worker_runtime/python/tensor_args.h"
 
 namespace horovodd::python {
 namespace {

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "bindings.h"
-#include "blocking_call.h"
 #include "horovodd/horovodd.h"
-#include "status_errors.h"
-#include "tensor_args.h"
+#include "worker_runtime/python/bindings.h"
+#include "worker_runtime/python/blocking_call.h"
+#include "worker_runtime/python/status_errors.h"
+#include "worker_runtime/python/tensor_args.h"
 
 namespace horovodd::python {
 namespace {

@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "bindings.h"
-#include "blocking_call.h"
 #include "horovodd/elastic.h"
 #include "horovodd/horovodd.h"
-#include "status_errors.h"
-#include "worker_runtime/runtime.h"
+#include "worker_runtime/python/bindings.h"
+#include "worker_runtime/python/blocking_call.h"
+#include "worker_runtime/python/status_errors.h"
+#include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd::python {
 namespace {

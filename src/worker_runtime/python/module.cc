@@ -2,9 +2,9 @@
 // through horovodd/ (horovodd.torch, horovodd.elastic), never directly.
 #include <pybind11/pybind11.h>
 
-#include "bindings.h"
-#include "status_errors.h"
-#include "tensor_args.h"
+#include "worker_runtime/python/bindings.h"
+#include "worker_runtime/python/status_errors.h"
+#include "worker_runtime/python/tensor_args.h"
 
 PYBIND11_MODULE(_horovodd, module) {
   module.doc() =

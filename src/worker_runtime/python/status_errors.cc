@@ -1,4 +1,4 @@
-#include "status_errors.h"
+#include "worker_runtime/python/status_errors.h"
 
 #include <stdexcept>
 #include <string>

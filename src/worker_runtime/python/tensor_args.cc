@@ -1,4 +1,4 @@
-#include "tensor_args.h"
+#include "worker_runtime/python/tensor_args.h"
 
 #include <pybind11/stl.h>
 

@@ -1,0 +1,50 @@
+#include "cli/horovodrun/client_settings.h"
+
+#include <filesystem>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace horovodd::cli {
+
+absl::Status ReadLauncherSettings(const RawSettings& settings, RunOptions* options) {
+  absl::StatusOr<bool> verbose = ReadBool(settings, "verbose");
+  if (!verbose.ok()) return verbose.status();
+  options->verbose = *verbose;
+  absl::StatusOr<bool> detach = ReadBool(settings, "detach");
+  if (!detach.ok()) return detach.status();
+  options->detach = *detach;
+  if (const RawSetting* level = FindSetting(settings, "log_level")) {
+    const std::string text = absl::AsciiStrToLower(level->values.front());
+    if (text != "trace" && text != "debug" && text != "info" && text != "warning" &&
+        text != "error") {
+      return InvalidSetting(*level, absl::StrCat("'", level->values.front(),
+                                                 "' is not one of trace, "
+                                                 "debug, info, warning, error"));
+    }
+    options->log_level = text;
+  }
+  if (const RawSetting* daemon = FindSetting(settings, "daemon")) {
+    if (daemon->values.front().empty()) return InvalidSetting(*daemon, "the address is empty");
+    options->daemon_address = daemon->values.front();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadClientSecurity(const RawSettings& settings, ClientSecurity* security) {
+  const std::pair<const char*, std::string*> kPaths[] = {
+      {"token_file", &security->token_file},
+      {"tls_ca", &security->tls_ca},
+      {"tls_cert", &security->tls_cert},
+      {"tls_key", &security->tls_key},
+  };
+  for (const auto& [key, field] : kPaths) {
+    const RawSetting* setting = FindSetting(settings, key);
+    if (setting == nullptr) continue;
+    if (setting->values.front().empty()) return InvalidSetting(*setting, "the path is empty");
+    *field = std::filesystem::absolute(setting->values.front()).lexically_normal().string();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace horovodd::cli

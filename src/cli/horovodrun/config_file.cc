@@ -1,0 +1,272 @@
+#include "cli/horovodrun/config_file.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "yaml-cpp/yaml.h"
+
+namespace horovodd::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class Shape {
+  kScalar,    // num_proc: 4
+  kPath,      // a scalar; relative paths are resolved against the file's directory
+  kHostList,  // "a:2,b" or ["a:2", "b"]
+  kPair,      // [lo, hi]
+  kEnvMap,    // {NAME: VALUE}
+};
+
+struct KeyShape {
+  const char* key;
+  Shape shape;
+};
+
+// Every key the file may hold: the long flags of horovodrun in snake_case. Flags that only
+// make sense for one invocation (--config-file, --detach, --help) have no key.
+constexpr KeyShape kKeys[] = {
+    {"num_proc", Shape::kScalar},
+    {"min_np", Shape::kScalar},
+    {"max_np", Shape::kScalar},
+    {"host_discovery_script", Shape::kPath},
+    {"slots_per_host", Shape::kScalar},
+    {"hosts", Shape::kHostList},
+    {"hostfile", Shape::kPath},
+    {"reset_limit", Shape::kScalar},
+    {"elastic_timeout", Shape::kScalar},
+    {"start_timeout", Shape::kScalar},
+    {"blacklist_cooldown_range", Shape::kPair},
+    {"discovery_interval", Shape::kScalar},
+    {"discovery_timeout", Shape::kScalar},
+    {"liveness_timeout", Shape::kScalar},
+    {"verbose", Shape::kScalar},
+    {"log_level", Shape::kScalar},
+    {"daemon", Shape::kScalar},
+    {"cwd", Shape::kPath},
+    {"ssh_port", Shape::kScalar},
+    {"ssh_user", Shape::kScalar},
+    {"ssh_identity_file", Shape::kPath},
+    {"ssh_known_hosts", Shape::kPath},
+    {"ssh_host_key_checking", Shape::kScalar},
+    {"network_interface", Shape::kScalar},
+    {"env", Shape::kEnvMap},
+};
+
+const KeyShape* FindKey(const std::string& key) {
+  for (const KeyShape& k : kKeys) {
+    if (key == k.key) return &k;
+  }
+  return nullptr;
+}
+
+std::string KnownKeys() {
+  std::vector<std::string> names;
+  for (const KeyShape& k : kKeys) names.push_back(k.key);
+  return absl::StrJoin(names, ", ");
+}
+
+// "file:line: " for a node (yaml-cpp counts lines from 0).
+std::string Where(const std::string& path, const YAML::Node& node) {
+  return absl::StrCat(path, ":", node.Mark().line + 1, ": ");
+}
+
+absl::StatusOr<std::string> ScalarOf(const std::string& where, const std::string& what,
+                                     const YAML::Node& node) {
+  if (node.IsNull()) return absl::InvalidArgumentError(absl::StrCat(where, what, " has no value"));
+  if (!node.IsScalar()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, what, " must be a single value"));
+  }
+  return node.Scalar();
+}
+
+// The values of one key, shaped as RawSetting::values expects.
+// `where` is the key's "file:line: "; each env entry names its own line.
+absl::StatusOr<std::vector<std::string>> ValuesOf(const std::string& path, const std::string& where,
+                                                  const KeyShape& key, const YAML::Node& node,
+                                                  const fs::path& config_dir) {
+  switch (key.shape) {
+    case Shape::kScalar: {
+      absl::StatusOr<std::string> value = ScalarOf(where, key.key, node);
+      if (!value.ok()) return value.status();
+      return std::vector<std::string>{*value};
+    }
+    case Shape::kPath: {
+      absl::StatusOr<std::string> value = ScalarOf(where, key.key, node);
+      if (!value.ok()) return value.status();
+      fs::path resolved(*value);
+      if (resolved.is_relative()) resolved = (config_dir / resolved).lexically_normal();
+      return std::vector<std::string>{resolved.string()};
+    }
+    case Shape::kHostList: {
+      if (!node.IsSequence()) {
+        absl::StatusOr<std::string> value = ScalarOf(where, key.key, node);
+        if (!value.ok()) return value.status();
+        return std::vector<std::string>{*value};
+      }
+      std::vector<std::string> hosts;
+      for (const YAML::Node& item : node) {
+        absl::StatusOr<std::string> host = ScalarOf(where, "each entry of hosts", item);
+        if (!host.ok()) return host.status();
+        hosts.push_back(*host);
+      }
+      return std::vector<std::string>{absl::StrJoin(hosts, ",")};
+    }
+    case Shape::kPair: {
+      if (!node.IsSequence() || node.size() != 2) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, key.key, " must be a list of two numbers, e.g. [10, 300]"));
+      }
+      std::vector<std::string> pair;
+      for (const YAML::Node& item : node) {
+        absl::StatusOr<std::string> value = ScalarOf(where, key.key, item);
+        if (!value.ok()) return value.status();
+        pair.push_back(*value);
+      }
+      return pair;
+    }
+    case Shape::kEnvMap: {
+      if (!node.IsMap()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, key.key, " must be a map of NAME: VALUE"));
+      }
+      std::vector<std::string> assignments;
+      for (const auto& entry : node) {
+        absl::StatusOr<std::string> name = ScalarOf(where, "a name in env", entry.first);
+        if (!name.ok()) return name.status();
+        absl::StatusOr<std::string> value =
+            ScalarOf(Where(path, entry.first), absl::StrCat("env ", *name), entry.second);
+        if (!value.ok()) return value.status();
+        assignments.push_back(absl::StrCat(*name, "=", *value));
+      }
+      return assignments;
+    }
+  }
+  return absl::InternalError(absl::StrCat("no shape for config key ", key.key));
+}
+
+absl::StatusOr<YAML::Node> ParseYaml(const std::string& path, const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", e.mark.line + 1, ":",
+                                                   e.mark.column + 1, ": malformed YAML: ", e.msg));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": malformed YAML: ", e.what()));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<RawSettings> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("--config-file ", path, ": cannot read it (", std::strerror(errno), ")"));
+  }
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {  // opens fine, then reads as an empty file
+    return absl::InvalidArgumentError(absl::StrCat("--config-file ", path, ": is a directory"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<YAML::Node> root = ParseYaml(path, text.str());
+  if (!root.ok()) return root.status();
+
+  RawSettings settings;
+  if (root->IsNull()) return settings;  // an empty file sets nothing
+  if (!root->IsMap()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(path, *root), "the top level must be a map of settings (key: value)"));
+  }
+  const fs::path config_dir = fs::absolute(fs::path(path)).parent_path();
+  try {
+    for (const auto& entry : *root) {
+      const std::string where = Where(path, entry.first);
+      absl::StatusOr<std::string> key = ScalarOf(where, "a key", entry.first);
+      if (!key.ok()) return key.status();
+      const KeyShape* shape = FindKey(*key);
+      if (shape == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "unknown key '", *key, "' (known keys: ", KnownKeys(), ")"));
+      }
+      if (settings.count(*key) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "duplicate key '", *key, "'"));
+      }
+      absl::StatusOr<std::vector<std::string>> values =
+          ValuesOf(path, where, *shape, entry.second, config_dir);
+      if (!values.ok()) return values.status();
+      settings[*key] = RawSetting{absl::StrCat(where, *key), std::move(*values)};
+    }
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+  }
+  return settings;
+}
+
+const RawSetting* FindSetting(const RawSettings& settings, const std::string& key) {
+  auto it = settings.find(key);
+  return it == settings.end() ? nullptr : &it->second;
+}
+
+absl::Status InvalidSetting(const RawSetting& setting, const std::string& problem) {
+  return absl::InvalidArgumentError(absl::StrCat(setting.origin, ": ", problem));
+}
+
+absl::StatusOr<std::optional<int>> ReadInt(const RawSettings& settings, const std::string& key,
+                                           int min_allowed) {
+  auto it = settings.find(key);
+  if (it == settings.end()) return std::nullopt;
+  const std::string& text = it->second.values.front();
+  int value = 0;
+  if (!absl::SimpleAtoi(text, &value)) {
+    return InvalidSetting(it->second, absl::StrCat("'", text, "' is not a whole number"));
+  }
+  if (value < min_allowed) {
+    return InvalidSetting(it->second, absl::StrCat(value, " is less than ", min_allowed));
+  }
+  return value;
+}
+
+absl::StatusOr<double> ParseSeconds(const RawSetting& setting, const std::string& text,
+                                    bool zero_allowed) {
+  double value = 0;
+  if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) {
+    return InvalidSetting(setting, absl::StrCat("'", text, "' is not a number of seconds"));
+  }
+  if (value < 0 || (value == 0 && !zero_allowed)) {
+    return InvalidSetting(
+        setting,
+        absl::StrCat(text, " must be ", zero_allowed ? "0 or more" : "more than 0", " seconds"));
+  }
+  return value;
+}
+
+absl::StatusOr<double> ReadSeconds(const RawSettings& settings, const std::string& key,
+                                   double fallback) {
+  auto it = settings.find(key);
+  if (it == settings.end()) return fallback;
+  return ParseSeconds(it->second, it->second.values.front(), /*zero_allowed=*/false);
+}
+
+absl::StatusOr<bool> ReadBool(const RawSettings& settings, const std::string& key) {
+  auto it = settings.find(key);
+  if (it == settings.end()) return false;
+  const std::string text = absl::AsciiStrToLower(it->second.values.front());
+  if (text == "true" || text == "yes" || text == "on" || text == "1") return true;
+  if (text == "false" || text == "no" || text == "off" || text == "0") return false;
+  return InvalidSetting(it->second,
+                        absl::StrCat("'", it->second.values.front(), "' is not true or false"));
+}
+
+}  // namespace horovodd::cli

@@ -1,0 +1,202 @@
+// horovodrun: submit a job to horovodd (or to one started inside this process
+// when no --daemon is named), stream its output with rank prefixes and its
+// membership changes, and exit with its outcome.
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "cli/client_credentials.h"
+#include "cli/horovodrun/run_options.h"
+#include "daemon/service/daemon_server.h"
+#include "horovodd.grpc.pb.h"
+
+namespace {
+
+using horovodd::v1::JobEvent;
+
+// Ctrl-C once cancels the job; twice stops waiting for it.
+class InterruptHandler {
+ public:
+  InterruptHandler(horovodd::v1::JobService::Stub* stub, std::string job_id,
+                   grpc::ClientContext* watch)
+      : stub_(stub), job_id_(std::move(job_id)), watch_(watch) {}
+
+  void Start() {
+    std::thread([this] {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGINT);
+      sigaddset(&set, SIGTERM);
+      for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0) continue;
+        if (interrupts_.fetch_add(1) == 0) {
+          std::cerr << "horovodrun: cancelling job " << job_id_
+                    << " (interrupt again to stop waiting)" << std::endl;
+          horovodd::v1::CancelJobRequest request;
+          request.set_job_id(job_id_);
+          request.set_reason(absl::StrCat("cancelled by horovodrun (", strsignal(sig), ")"));
+          horovodd::v1::CancelJobResponse response;
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+          stub_->CancelJob(&context, request, &response);
+        } else {
+          detached_ = true;
+          watch_->TryCancel();
+          return;
+        }
+      }
+    }).detach();
+  }
+  bool detached() const { return detached_.load(); }
+
+ private:
+  horovodd::v1::JobService::Stub* stub_;
+  std::string job_id_;
+  grpc::ClientContext* watch_;
+  std::atomic<int> interrupts_{0};
+  std::atomic<bool> detached_{false};
+};
+
+void PrintEvent(const JobEvent& event, bool verbose) {
+  switch (event.kind()) {
+    case JobEvent::OUTPUT: {
+      std::ostream& out = event.stream() == "stderr" ? std::cerr : std::cout;
+      // Flushed per line: whoever reads our output (a person, a log shipper,
+      // a test) sees worker lines as they happen, not when a buffer fills.
+      out << "[" << event.rank() << "]<" << event.stream() << ">:" << event.message()
+          << std::endl;
+      break;
+    }
+    case JobEvent::MEMBERSHIP:
+    case JobEvent::WARNING:
+      std::cout.flush();
+      std::cerr << "horovodrun: " << event.message() << std::endl;
+      break;
+    case JobEvent::INFO:
+      if (verbose) {
+        std::cout.flush();
+        std::cerr << "horovodrun: " << event.message() << std::endl;
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+int Run(const horovodd::cli::RunOptions& options) {
+  std::unique_ptr<horovodd::daemon::DaemonServer> embedded;
+  std::string address = options.daemon_address;
+  if (address.empty()) {
+    if (options.detach) {
+      std::cerr << "horovodrun: error: --detach needs --daemon ADDRESS (an embedded daemon "
+                   "ends with horovodrun)\n";
+      return 2;
+    }
+    auto daemon = horovodd::daemon::DaemonServer::Start(horovodd::daemon::DaemonOptions());
+    if (!daemon.ok()) {
+      std::cerr << "horovodrun: error: cannot start the embedded daemon: "
+                << daemon.status().message() << "\n";
+      return 1;
+    }
+    embedded = std::move(*daemon);
+    address = embedded->address();
+    if (options.verbose) std::cerr << "horovodrun: embedded daemon on " << address << "\n";
+  }
+  // The embedded daemon's token never leaves this process; a named daemon
+  // gets this user's credentials (--token-file, HOROVODD_TOKEN, ..., TLS).
+  auto channel = embedded ? horovodd::cli::CreateDaemonChannel(
+                                address, grpc::InsecureChannelCredentials(),
+                                embedded->admin_token())
+                          : horovodd::cli::ConnectToDaemon(address, options.security);
+  if (!channel.ok()) {
+    std::cerr << "horovodrun: error: " << channel.status().message() << "\n";
+    return 2;
+  }
+  auto stub = horovodd::v1::JobService::NewStub(*channel);
+
+  horovodd::v1::SubmitJobRequest submit;
+  *submit.mutable_spec() = options.spec;
+  horovodd::v1::SubmitJobResponse submitted;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    context.set_wait_for_ready(true);
+    grpc::Status st = stub->SubmitJob(&context, submit, &submitted);
+    if (!st.ok()) {
+      std::cerr << "horovodrun: error: job not accepted by " << address << ": "
+                << st.error_message() << "\n";
+      return st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 2 : 1;
+    }
+  }
+  const std::string job_id = submitted.job_id();
+  if (options.detach) {
+    std::cout << job_id << std::endl;
+    return 0;
+  }
+  if (options.verbose) std::cerr << "horovodrun: job " << job_id << " submitted\n";
+
+  grpc::ClientContext watch_context;
+  InterruptHandler interrupts(stub.get(), job_id, &watch_context);
+  interrupts.Start();
+  horovodd::v1::WatchJobRequest watch;
+  watch.set_job_id(job_id);
+  auto reader = stub->WatchJob(&watch_context, watch);
+  JobEvent event;
+  bool ended = false;
+  JobEvent end;
+  while (reader->Read(&event)) {
+    PrintEvent(event, options.verbose);
+    if (event.kind() == JobEvent::JOB_ENDED) {
+      ended = true;
+      end = event;
+    }
+  }
+  grpc::Status st = reader->Finish();
+  std::cout.flush();
+  if (interrupts.detached()) {
+    std::cerr << "horovodrun: stopped waiting; job " << job_id
+              << (embedded ? " is being stopped with the embedded daemon" : " keeps running")
+              << "\n";
+    return 130;
+  }
+  if (!ended) {
+    std::cerr << "horovodrun: error: lost the daemon at " << address << ": "
+              << st.error_message() << "\n";
+    return 1;
+  }
+  if (end.state() == horovodd::v1::SUCCEEDED) {
+    if (options.verbose) std::cerr << "horovodrun: job succeeded: " << end.message() << "\n";
+    return 0;
+  }
+  std::cerr << "horovodrun: job " << horovodd::v1::JobState_Name(end.state()) << ": "
+            << end.message() << "\n";
+  return end.state() == horovodd::v1::CANCELLED ? 130 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto outcome = horovodd::cli::ParseRunOptions(argc, argv);
+  if (outcome.kind == horovodd::cli::ParseOutcome::Kind::kHelp) {
+    std::cout << outcome.text;
+    return 0;
+  }
+  if (outcome.kind == horovodd::cli::ParseOutcome::Kind::kError) {
+    std::cerr << outcome.text << "\n";
+    return 2;
+  }
+  // Signals go to the interrupt thread only; block them before any thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return Run(outcome.options);
+}

@@ -1,0 +1,143 @@
+#include "daemon/auth/auth_policy.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/loopback.h"
+#include "daemon/auth/auth_token.h"
+
+namespace horovodd::daemon {
+namespace {
+
+constexpr absl::string_view kBearer = "Bearer ";
+constexpr char kTokenHint[] =
+    "pass --token-file FILE, or set HOROVODD_TOKEN or HOROVODD_TOKEN_FILE";
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AccessPolicy>> AccessPolicy::Create(const AuthSettings& settings,
+                                                                   const std::string& state_dir) {
+  std::unique_ptr<AccessPolicy> policy(new AccessPolicy());
+  policy->open_read_only_ = settings.open_read_only;
+  if (!settings.admin_token_file.empty()) {
+    auto token = ReadPrivateTokenFile(settings.admin_token_file, "auth.admin_token_file");
+    if (!token.ok()) return token.status();
+    policy->admin_token_ = std::move(*token);
+    policy->admin_token_path_ = settings.admin_token_file;
+  } else if (!state_dir.empty()) {
+    const std::string path = (std::filesystem::path(state_dir) / "admin.token").string();
+    auto token = LoadOrCreateTokenFile(path);
+    if (!token.ok()) return token.status();
+    policy->admin_token_ = std::move(*token);
+    policy->admin_token_path_ = path;
+  } else {
+    auto token = GenerateToken();
+    if (!token.ok()) return token.status();
+    policy->admin_token_ = std::move(*token);
+  }
+  if (!settings.viewer_token_file.empty()) {
+    auto token = ReadPrivateTokenFile(settings.viewer_token_file, "auth.viewer_token_file");
+    if (!token.ok()) return token.status();
+    policy->viewer_token_ = std::move(*token);
+  }
+  return policy;
+}
+
+bool AccessPolicy::IsReadOnlyOpenTo(const grpc::ServerContextBase& context) const {
+  switch (open_read_only_) {
+    case ReadOnlyAccess::kAll:
+      return true;
+    case ReadOnlyAccess::kLoopback:
+      // A remote worker's tunnel arrives from loopback too; its host is not ours.
+      return IsLoopbackPeer(context.peer()) && !IsTunnelPeer(context.peer());
+    case ReadOnlyAccess::kTokenRequired:
+      break;
+  }
+  return false;
+}
+
+absl::Status AccessPolicy::Authorize(const grpc::ServerContextBase& context,
+                                     absl::string_view method, Access needed) {
+  if (needed == Access::kRead && IsReadOnlyOpenTo(context)) return absl::OkStatus();
+  const auto& metadata = context.client_metadata();
+  auto header = metadata.find("authorization");
+  if (header == metadata.end()) {
+    return Refuse(context, method, absl::StatusCode::kUnauthenticated, "missing_token",
+                  absl::StrCat("the daemon requires a token: ", kTokenHint));
+  }
+  const absl::string_view value(header->second.data(), header->second.size());
+  if (!absl::StartsWith(value, kBearer) || value.size() == kBearer.size()) {
+    return Refuse(context, method, absl::StatusCode::kUnauthenticated, "malformed_token",
+                  "the authorization header is not 'Bearer TOKEN'");
+  }
+  const absl::string_view token = value.substr(kBearer.size());
+  // Every comparison runs, so the time taken says nothing about which matched.
+  const bool admin = TokensMatch(token, admin_token_);
+  const bool viewer = TokensMatch(token, viewer_token_);
+  if (admin || (viewer && needed == Access::kRead)) return absl::OkStatus();
+  if (viewer) {
+    return Refuse(
+        context, method, absl::StatusCode::kPermissionDenied, "viewer_token_on_admin_call",
+        absl::StrCat("the viewer token may only read; ", method, " needs the admin token"));
+  }
+  if (is_worker_token_ && is_worker_token_(token)) {
+    return Refuse(context, method, absl::StatusCode::kPermissionDenied,
+                  "worker_token_on_job_service",
+                  absl::StrCat("a worker token cannot call JobService (", method, ")"));
+  }
+  return Refuse(context, method, absl::StatusCode::kUnauthenticated, "wrong_token",
+                absl::StrCat("the daemon does not know this token: ", kTokenHint));
+}
+
+absl::Status AccessPolicy::AuthorizeWorker(const grpc::ServerContextBase& context,
+                                           absl::string_view method, absl::string_view job_id,
+                                           absl::string_view presented,
+                                           absl::string_view expected) {
+  if (TokensMatch(presented, expected)) return absl::OkStatus();
+  if (presented.empty()) {
+    return Refuse(context, method, absl::StatusCode::kUnauthenticated, "missing_worker_token",
+                  absl::StrCat("no worker token for job ", job_id,
+                               " (workers get theirs in HOROVODD_WORKER_TOKEN)"));
+  }
+  if (is_worker_token_ && is_worker_token_(presented)) {
+    return Refuse(context, method, absl::StatusCode::kPermissionDenied, "worker_token_of_other_job",
+                  absl::StrCat("this worker token belongs to another job, not ", job_id));
+  }
+  return Refuse(context, method, absl::StatusCode::kUnauthenticated, "wrong_worker_token",
+                absl::StrCat("wrong worker token for job ", job_id));
+}
+
+absl::Status AccessPolicy::Refuse(const grpc::ServerContextBase& context, absl::string_view method,
+                                  absl::StatusCode code, const std::string& reason,
+                                  const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++failures_[reason];
+  }
+  if (std::optional<uint64_t> left_out = refusal_log_.Admit(reason, absl::Now())) {
+    spdlog::warn("refused {} from {}: {}{}", std::string(method), context.peer(), reason,
+                 *left_out == 0 ? std::string()
+                                : absl::StrCat(" (and ", *left_out,
+                                               " more refused for it since the last such line)"));
+  }
+  return absl::Status(code, message);
+}
+
+std::string AccessPolicy::RenderMetrics() const {
+  std::string out =
+      "# HELP horovodd_auth_failures_total Calls refused for their credentials, by reason.\n"
+      "# TYPE horovodd_auth_failures_total counter\n";
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [reason, count] : failures_) {
+    absl::StrAppend(&out, "horovodd_auth_failures_total{reason=\"", reason, "\"} ", count, "\n");
+  }
+  return out;
+}
+
+}  // namespace horovodd::daemon

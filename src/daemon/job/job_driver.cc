@@ -1,0 +1,368 @@
+// JobDriver: construction, the worker RPC entry points, status and job end.
+// Membership changes (planning, launching, exits, liveness) are in
+// job_membership.cc.
+#include "daemon/job/job_driver.h"
+
+#include <csignal>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/job/discovery_poller.h"
+#include "daemon/validation/request_validation.h"
+
+namespace horovodd::daemon {
+namespace {
+
+double UnixSeconds(absl::Time t) {
+  if (t == absl::InfinitePast() || t == absl::Time()) return 0;
+  return absl::ToDoubleSeconds(t - absl::UnixEpoch());
+}
+
+}  // namespace
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  // The checks live with those of every other request (request_validation.h).
+  return ValidateJobSpecFields(spec);
+}
+
+JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
+    : context_(std::move(context)),
+      spec_(std::move(spec)),
+      events_(20000,
+              [observer = context_.observer, id = context_.job_id](const v1::JobEvent& e) {
+                if (observer != nullptr) observer->OnJobEvent(id, e);
+              }),
+      hosts_(discovery::CooldownPolicy{
+          absl::Seconds(spec_.blacklist_cooldown_min_seconds()),
+          absl::Seconds(spec_.blacklist_cooldown_max_seconds())}),
+      kv_(context_.kv_limits) {}
+
+JobDriver::~JobDriver() {
+  poller_.reset();
+  loop_.Stop();
+  launches_.Shutdown();  // a launch finishing now finds the loop stopped
+}
+
+void JobDriver::Start() {
+  loop_.Post([this] {
+    started_ = absl::Now();
+    Event(v1::JobEvent::INFO,
+          absl::StrCat("job ", context_.job_id, " submitted: ",
+                       absl::StrJoin(spec_.argv(), " "), " (np ", spec_.num_proc(),
+                       ", min ", spec_.min_np(), ", max ",
+                       spec_.max_np() > 0 ? std::to_string(spec_.max_np()) : "unlimited",
+                       spec_.elastic() ? ", elastic)" : ", fixed size)"));
+    // Until enough hosts show up the job is below min np.
+    ArmBelowMinTimer(0);
+    const auto& d = spec_.discovery();
+    if (!d.script().empty()) {
+      poller_ = std::make_unique<DiscoveryPoller>(
+          discovery::MakeScriptHostSource(d.script(), std::max(1, d.default_slots()),
+                                          absl::Seconds(d.script_timeout_seconds())),
+          absl::Seconds(d.interval_seconds()),
+          [this](absl::StatusOr<discovery::HostSet> hosts) {
+            loop_.Post([this, hosts = std::move(hosts)] { OnHosts(hosts); });
+          });
+    } else {
+      discovery::HostSet hosts;
+      for (const auto& h : d.hosts()) hosts.push_back({h.host(), h.slots()});
+      std::sort(hosts.begin(), hosts.end(),
+                [](const auto& a, const auto& b) { return a.host < b.host; });
+      OnHosts(hosts);
+    }
+    CheckLiveness();
+  });
+}
+
+void JobDriver::Cancel(const std::string& reason) {
+  loop_.Post([this, reason] { Finish(v1::CANCELLED, reason); });
+}
+
+void JobDriver::Drain(const std::string& host) {
+  loop_.Post([this, host] {
+    if (Terminal()) return;
+    hosts_.Drain(host);
+    Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " drained by the operator"));
+    if (reset_detected_ == absl::InfinitePast()) reset_detected_ = absl::Now();
+    Replan(absl::StrCat("host ", host, " drained"), /*failure=*/false);
+  });
+}
+
+void JobDriver::Undrain(const std::string& host) {
+  loop_.Post([this, host] {
+    if (Terminal()) return;
+    hosts_.Undrain(host);
+    Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " undrained by the operator"));
+    Replan(absl::StrCat("host ", host, " undrained"), /*failure=*/false);
+  });
+}
+
+void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply reply) {
+  loop_.Post([this, request, reply = std::move(reply)]() mutable {
+    Worker* w = FindWorker(request.who().worker_id());
+    if (w == nullptr) {
+      reply(absl::NotFoundError(absl::StrCat("worker ", request.who().worker_id(),
+                                             " is not part of job ", context_.job_id)));
+      return;
+    }
+    if (Terminal()) {
+      reply(absl::AbortedError(absl::StrCat("job ended: ", reason_)));
+      return;
+    }
+    w->last_seen = absl::Now();
+    if (w->waiting && w->reply) {
+      w->reply(absl::AbortedError("superseded by a newer rendezvous call"));
+    }
+    w->waiting = true;
+    w->after_generation = request.after_generation();
+    w->reply = std::move(reply);
+    if (w->state == v1::WORKER_REMOVED || !IsMember(w->id)) {
+      AnswerRemoved(*w);
+      return;
+    }
+    if (ready_generation_ == generation_ && w->after_generation < ready_generation_) {
+      AnswerReady(*w);
+      return;
+    }
+    if (ready_generation_ == generation_ && w->after_generation >= generation_) {
+      // Its ring broke in a generation we still think is fine: the daemon has
+      // not seen the cause (yet), so start a new generation now rather than
+      // leave the worker waiting.
+      if (reset_detected_ == absl::InfinitePast()) reset_detected_ = absl::Now();
+      Replan(absl::StrCat(Describe(*w), " lost its ring in generation ", generation_),
+             /*failure=*/true, /*force=*/true);
+    }
+    NotifyOnceJoinersWait();
+    TryCompleteRendezvous();
+  });
+}
+
+void JobDriver::KvSet(const v1::KvSetRequest& request,
+                      std::function<void(absl::Status)> reply) {
+  loop_.Post([this, request, reply = std::move(reply)] {
+    if (FindWorker(request.who().worker_id()) == nullptr) {
+      reply(absl::NotFoundError("unknown worker"));
+      return;
+    }
+    reply(kv_.Set(request.generation(), request.key(), request.value()));
+  });
+}
+
+void JobDriver::KvGet(const v1::KvGetRequest& request, KvGetReply reply) {
+  loop_.Post([this, request, reply = std::move(reply)] {
+    if (FindWorker(request.who().worker_id()) == nullptr) {
+      reply(absl::NotFoundError("unknown worker"));
+      return;
+    }
+    double timeout = request.timeout_seconds() > 0 ? request.timeout_seconds() : 30;
+    std::vector<std::string> keys(request.keys().begin(), request.keys().end());
+    kv_.Get(request.generation(), std::move(keys),
+            absl::Now() + absl::Seconds(std::min(timeout, 3600.0)),
+            [reply](absl::StatusOr<std::vector<std::string>> values) {
+              if (!values.ok()) {
+                reply(values.status());
+                return;
+              }
+              v1::KvGetResponse response;
+              for (auto& v : *values) response.add_values(std::move(v));
+              reply(std::move(response));
+            });
+    ScheduleKvExpiry();
+  });
+}
+
+void JobDriver::ScheduleKvExpiry() {
+  absl::Time next = kv_.NextDeadline();
+  if (kv_timer_ != 0) loop_.Cancel(kv_timer_);
+  kv_timer_ = 0;
+  if (next == absl::InfiniteFuture()) return;
+  kv_timer_ = loop_.PostAt(next, [this] {
+    kv_timer_ = 0;
+    kv_.ExpireWaiters(absl::Now());
+    ScheduleKvExpiry();
+  });
+}
+
+void JobDriver::Attach(int64_t worker_id, std::shared_ptr<WorkerChannel> channel) {
+  loop_.Post([this, worker_id, channel = std::move(channel)] {
+    Worker* w = FindWorker(worker_id);
+    if (w == nullptr) return;
+    w->attached = true;
+    w->channel = channel;
+    w->last_seen = absl::Now();
+    v1::DaemonMessage hello;
+    hello.set_generation(generation_);
+    channel->Send(hello);
+  });
+}
+
+void JobDriver::Heartbeat(int64_t worker_id) {
+  loop_.Post([this, worker_id] {
+    if (Worker* w = FindWorker(worker_id)) w->last_seen = absl::Now();
+  });
+}
+
+void JobDriver::Detach(int64_t worker_id, const WorkerChannel* channel) {
+  loop_.Post([this, worker_id, channel] {
+    Worker* w = FindWorker(worker_id);
+    if (w == nullptr || w->channel.get() != channel) return;
+    w->attached = false;
+    w->channel.reset();
+  });
+}
+
+void JobDriver::ReportCommit(const v1::CommitReport& report) {
+  loop_.Post([this, report] {
+    if (Worker* w = FindWorker(report.who().worker_id())) {
+      w->last_commit = std::max(w->last_commit, report.commit());
+      last_commit_ = std::max(last_commit_, report.commit());
+      // The first commit of a new generation: training resumed.
+      for (auto& record : reset_history_) {
+        if (record.generation() == report.generation() && record.resumed_unix() == 0 &&
+            record.ready_unix() != 0) {
+          record.set_resumed_unix(UnixSeconds(absl::Now()));
+        }
+      }
+    }
+  });
+}
+
+void JobDriver::ReportFailure(const v1::FailureReport& report) {
+  loop_.Post([this, report] {
+    Worker* w = FindWorker(report.who().worker_id());
+    // Reports about a generation already replaced say nothing new.
+    if (w == nullptr || report.generation() < ready_generation_ ||
+        w->reported_failure_generation >= report.generation()) {
+      return;
+    }
+    w->reported_failure_generation = report.generation();
+    Event(v1::JobEvent::WARNING,
+          absl::StrCat(Describe(*w), " reported a failed collective in generation ",
+                       report.generation(), ": ", report.message()));
+  });
+}
+
+v1::JobStatus JobDriver::Status() {
+  auto promise = std::make_shared<std::promise<v1::JobStatus>>();
+  auto future = promise->get_future();
+  loop_.Post([this, promise] { promise->set_value(StatusNow()); });
+  if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    v1::JobStatus s;
+    s.set_job_id(context_.job_id);
+    s.set_reason("status unavailable: the job's driver is busy");
+    return s;
+  }
+  return future.get();
+}
+
+v1::JobStatus JobDriver::StatusNow() {
+  v1::JobStatus s;
+  s.set_job_id(context_.job_id);
+  *s.mutable_spec() = spec_;
+  s.set_state(state_);
+  s.set_reason(reason_);
+  s.set_generation(ready_generation_);
+  s.set_size(static_cast<int>(ready_members_.size()));
+  for (const auto& [id, w] : workers_) {
+    auto* ws = s.add_workers();
+    ws->set_worker_id(id);
+    ws->set_rank(RankOf(id));
+    ws->set_host(w.host);
+    ws->set_pid(w.pid);
+    ws->set_state(w.state);
+    ws->set_exit_code(w.exit_code);
+    ws->set_last_commit(w.last_commit);
+    ws->set_resets(std::max(0, w.generations_joined - 1));
+  }
+  for (const auto& h : hosts_.Hosts(absl::Now())) {
+    auto* hs = s.add_hosts();
+    hs->set_host(h.host);
+    hs->set_slots(h.slots);
+    hs->set_state(discovery::HostStateName(h.state));
+    hs->set_cooldown_seconds_left(absl::ToDoubleSeconds(h.cooldown_left));
+  }
+  s.set_resets(resets_);
+  s.set_last_commit(last_commit_);
+  s.set_created_unix(UnixSeconds(created_));
+  s.set_started_unix(UnixSeconds(started_));
+  s.set_ended_unix(UnixSeconds(ended_at_));
+  s.set_min_np(spec_.min_np());
+  s.set_max_np(spec_.max_np());
+  for (const auto& record : reset_history_) *s.add_reset_history() = record;
+  for (auto& event : events_.RecentNonOutput(20)) *s.add_recent_events() = std::move(event);
+  return s;
+}
+
+void JobDriver::Finish(v1::JobState state, const std::string& reason) {
+  if (Terminal()) return;
+  reason_ = reason;
+  SetState(state);
+  ended_at_ = absl::Now();
+  for (auto timer : {below_min_timer_, cooldown_timer_, liveness_timer_}) {
+    if (timer != 0) loop_.Cancel(timer);
+  }
+  below_min_timer_ = cooldown_timer_ = liveness_timer_ = 0;
+  kv_.AdvanceTo(std::numeric_limits<int64_t>::max());
+  // horovodrun prints the outcome from JOB_ENDED; this is for --verbose logs.
+  Event(v1::JobEvent::INFO, absl::StrCat("job ", v1::JobState_Name(state), ": ", reason));
+  for (auto& [id, w] : workers_) {
+    if (w.waiting && w.reply) {
+      w.reply(absl::AbortedError(absl::StrCat("job ended: ", reason)));
+      w.waiting = false;
+    }
+    if (w.handle != 0) context_.launcher->Signal(w.handle, SIGTERM).IgnoreError();
+  }
+  // Whoever ignores SIGTERM gets SIGKILL after a grace period.
+  loop_.PostAfter(absl::Seconds(5), [this] {
+    for (auto& [id, w] : workers_) {
+      if (w.handle != 0) context_.launcher->Signal(w.handle, SIGKILL).IgnoreError();
+    }
+  });
+  MaybeCloseLog();
+}
+
+void JobDriver::MaybeCloseLog() {
+  if (!Terminal() || ended_.load()) return;
+  for (const auto& [id, w] : workers_) {
+    if (!w.gone()) return;  // still being stopped (or started)
+  }
+  if (context_.observer != nullptr) {
+    context_.observer->OnJobFinalStatus(context_.job_id, StatusNow());
+  }
+  v1::JobEvent end;
+  end.set_kind(v1::JobEvent::JOB_ENDED);
+  end.set_state(state_);
+  end.set_message(reason_);
+  end.set_generation(ready_generation_);
+  events_.Append(std::move(end));
+  events_.Close();
+  ended_.store(true);
+}
+
+bool JobDriver::Terminal() const {
+  return state_ == v1::SUCCEEDED || state_ == v1::FAILED || state_ == v1::CANCELLED;
+}
+
+void JobDriver::SetState(v1::JobState state) {
+  if (state == state_) return;
+  state_ = state;
+  v1::JobEvent e;
+  e.set_kind(v1::JobEvent::STATE);
+  e.set_state(state);
+  e.set_generation(generation_);
+  e.set_message(absl::StrCat("job is ", v1::JobState_Name(state)));
+  events_.Append(std::move(e));
+}
+
+void JobDriver::Event(v1::JobEvent::Kind kind, const std::string& message,
+                      const std::string& code) {
+  v1::JobEvent e;
+  e.set_kind(kind);
+  e.set_message(message);
+  e.set_code(code);
+  e.set_generation(generation_);
+  events_.Append(std::move(e));
+}
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,195 @@
+// JobDriver: launching workers, locally on the loop thread, remotely on the
+// job's launch pool (launch_pool.h), and what comes of a remote launch.
+#include <arpa/inet.h>
+#include <netdb.h>
+
+#include <algorithm>
+#include <csignal>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/job/job_driver.h"
+
+extern char** environ;
+
+namespace horovodd::daemon {
+namespace {
+
+// How the job reaches hosts that are not this machine (horovodrun's --ssh-*).
+SshOptions SshOptionsOf(const v1::SshSpec& ssh) {
+  SshOptions options;
+  if (ssh.port() > 0) options.port = ssh.port();
+  options.user = ssh.user();
+  options.identity_file = ssh.identity_file();
+  options.known_hosts_file = ssh.known_hosts_file();
+  if (ssh.host_key_checking() == "strict") {
+    options.host_key_checking = SshOptions::HostKeyChecking::kStrict;
+  } else if (ssh.host_key_checking() == "off") {
+    options.host_key_checking = SshOptions::HostKeyChecking::kOff;
+  }  // else the default, accept-new
+  return options;
+}
+
+}  // namespace
+
+// The address a worker on `host` binds its rings to.
+std::string BindAddressFor(const std::string& host) {
+  if (host == "localhost") return "127.0.0.1";
+  in_addr addr{};
+  if (inet_pton(AF_INET, host.c_str(), &addr) == 1) return host;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* result = nullptr;
+  std::string out = host;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) == 0 && result != nullptr) {
+    char buf[INET_ADDRSTRLEN];
+    auto* sin = reinterpret_cast<sockaddr_in*>(result->ai_addr);
+    if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf))) out = buf;
+    freeaddrinfo(result);
+  }
+  return out;
+}
+
+std::map<std::string, std::string> JobDriver::WorkerEnvironment(const Worker& w,
+                                                                 int planned_rank) const {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry(*e);
+    auto eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  // The admin credentials of whoever started the daemon are not the workers'.
+  env.erase("HOROVODD_TOKEN");
+  env.erase("HOROVODD_TOKEN_FILE");
+  for (const auto& [k, v] : spec_.env()) env[k] = v;
+  for (const auto& [k, v] : context_.worker_env) env[k] = v;  // TLS files
+  env["HOROVODD_WORKER_TOKEN"] = context_.worker_token;  // environment only, never argv
+  env[kDaemonAddressVariable] = context_.daemon_address;
+  env["HOROVODD_JOB_ID"] = context_.job_id;
+  env["HOROVODD_WORKER_ID"] = std::to_string(w.id);
+  env["HOROVODD_BIND_ADDR"] = BindAddressFor(w.host);
+  // The worker binds its rings to this interface's address on its own host.
+  if (!spec_.network_interface().empty()) {
+    env["HOROVODD_NETWORK_INTERFACE"] = spec_.network_interface();
+  }
+  env["HOROVOD_HOSTNAME"] = w.host;
+  env["HOROVOD_ELASTIC"] = spec_.elastic() ? "1" : "0";
+  env["HOROVOD_CONTROLLER"] = "gloo";
+  env["HOROVOD_CPU_OPERATIONS"] = "gloo";
+  env["HOROVOD_RANK"] = std::to_string(planned_rank);
+  return env;
+}
+
+void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
+  Worker w;
+  w.id = next_worker_id_++;
+  w.host = host;
+  w.launched_at = w.last_seen = absl::Now();
+  w.rank = std::make_shared<std::atomic<int>>(planned_rank);
+  WorkerLaunch launch;
+  launch.host = host;
+  launch.spec.argv.assign(spec_.argv().begin(), spec_.argv().end());
+  launch.spec.env = WorkerEnvironment(w, planned_rank);
+  launch.spec.working_dir = spec_.working_dir();
+  launch.ssh = SshOptionsOf(spec_.ssh());
+  ProcessCallbacks callbacks;
+  callbacks.on_line = [events = &events_, rank = w.rank](OutputStream stream,
+                                                         std::string_view line) {
+    v1::JobEvent e;
+    e.set_kind(v1::JobEvent::OUTPUT);
+    e.set_rank(rank->load());
+    e.set_stream(stream == OutputStream::kStdout ? "stdout" : "stderr");
+    e.set_message(std::string(line));
+    events->Append(std::move(e));
+  };
+  const int64_t id = w.id;
+  callbacks.on_exit = [this, id](const ExitInfo& exit) {
+    loop_.Post([this, id, exit] { OnWorkerExit(id, exit); });
+  };
+  if (!IsLocalHost(host)) {
+    // A member from now on, as a local worker would be; the generation
+    // waits for it as for any member that has not joined yet.
+    w.launching = true;
+    workers_.emplace(id, std::move(w));
+    members_.push_back(id);
+    launches_.Submit([this, id, launch = std::move(launch),
+                      callbacks = std::move(callbacks)]() mutable {
+      Launcher* launcher = context_.launcher;
+      absl::StatusOr<LaunchedProcess> launched = launcher->Launch(launch, std::move(callbacks));
+      if (!loop_.Post([this, id, launched] { OnRemoteLaunched(id, launched); }) &&
+          launched.ok()) {
+        // The job is going away: nobody else would ever stop this process.
+        launcher->Signal(launched->handle, SIGKILL).IgnoreError();
+      }
+    });
+    return;
+  }
+  auto launched = context_.launcher->Launch(launch, std::move(callbacks));
+  if (!launched.ok()) {
+    const auto code = launched.status().code();
+    if (code == absl::StatusCode::kNotFound || code == absl::StatusCode::kPermissionDenied ||
+        code == absl::StatusCode::kInvalidArgument) {
+      // The command itself cannot run: it will not on another slot either.
+      Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched.status().message()));
+      return;
+    }
+    OnHostLaunchFailure(host, launched.status());
+    return;
+  }
+  w.handle = launched->handle;
+  w.pid = launched->pid;
+  Event(v1::JobEvent::INFO, absl::StrCat("started worker ", id, " on ", host, " (pid ",
+                                         w.pid, ")"));
+  workers_.emplace(id, std::move(w));
+  members_.push_back(id);
+}
+
+void JobDriver::OnHostLaunchFailure(const std::string& host, const absl::Status& status) {
+  // The host is the problem (unreachable, refused): it sits out a cooldown
+  // and the job goes on with the others.
+  const std::string why(status.message());
+  hosts_.ReportFailure(host, why, absl::Now());
+  Event(v1::JobEvent::WARNING,
+        absl::StrCat("cannot start a worker on ", host, ": ", why, "; host in cooldown"),
+        "launch_failed");
+  ScheduleCooldownWakeup();
+  loop_.Post([this] { Replan("a worker could not be started", /*failure=*/false); });
+}
+
+void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched) {
+  Worker* w = FindWorker(id);
+  if (w == nullptr) return;
+  if (!w->launching) {
+    // It already exited (its on_exit overtook this): only the pid is news.
+    if (launched.ok()) w->pid = launched->pid;
+    return;
+  }
+  w->launching = false;
+  if (!launched.ok()) {
+    // Never started: the job goes on as if it had never been planned.
+    const std::string host = w->host;
+    members_.erase(std::remove(members_.begin(), members_.end(), id), members_.end());
+    rendezvous_scan_ = 0;
+    workers_.erase(id);
+    if (Terminal()) {
+      MaybeCloseLog();
+      return;
+    }
+    OnHostLaunchFailure(host, launched.status());
+    if (finishing_) MaybeFinishSucceeded(/*plain=*/ready_generation_ == 0);
+    NotifyOnceJoinersWait();
+    TryCompleteRendezvous();
+    return;
+  }
+  w->handle = launched->handle;
+  w->pid = launched->pid;
+  Event(v1::JobEvent::INFO, absl::StrCat("started worker ", id, " on ", w->host, " (pid ",
+                                         w->pid, ")"));
+  // What happened to it while it was starting, the others already had.
+  if (Terminal() || !w->lost_reason.empty()) {
+    context_.launcher->Signal(w->handle, SIGKILL).IgnoreError();
+  } else if (w->state == v1::WORKER_REMOVED) {
+    context_.launcher->Signal(w->handle, SIGTERM).IgnoreError();
+  }
+}
+
+}  // namespace horovodd::daemon

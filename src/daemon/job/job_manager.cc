@@ -1,0 +1,198 @@
+#include "daemon/job/job_manager.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/auth/auth_token.h"
+
+namespace horovodd::daemon {
+namespace {
+
+constexpr absl::string_view kJobIdPrefix = "job-";
+
+// N of "job-N"; 0 for an id of another form.
+int64_t JobNumber(const std::string& job_id) {
+  int64_t number = 0;
+  if (!absl::StartsWith(job_id, kJobIdPrefix) ||
+      !absl::SimpleAtoi(absl::string_view(job_id).substr(kJobIdPrefix.size()), &number)) {
+    return 0;
+  }
+  return number;
+}
+
+absl::Status AlreadyEnded(const std::string& job_id, v1::JobState state) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("job ", job_id, " already ended (", v1::JobState_Name(state), ")"));
+}
+
+absl::Status NoSuchJob(const std::string& job_id) {
+  return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+}
+
+}  // namespace
+
+JobManager::~JobManager() { Shutdown("daemon stopped", absl::Seconds(5)); }
+
+absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
+  if (auto st = ValidateJobSpec(spec); !st.ok()) return st;
+  absl::StatusOr<std::string> worker_token = GenerateToken();
+  if (!worker_token.ok()) return worker_token.status();
+  std::shared_ptr<JobDriver> driver;
+  std::string id;
+  std::vector<std::shared_ptr<JobDriver>> forgotten;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_) return absl::UnavailableError("daemon is shutting down");
+    id = absl::StrCat(kJobIdPrefix, next_job_number_++);
+    driver = std::make_shared<JobDriver>(
+        JobContext{id, worker_address_, launcher_, observer_, std::move(*worker_token),
+                   worker_env_, kv_limits_},
+        spec);
+    jobs_[id] = driver;
+    forgotten = ForgetOldEndedLocked();
+  }
+  forgotten.clear();  // outside the lock: destroying a driver joins its loop
+  if (observer_ != nullptr) observer_->OnJobSubmitted(id, spec, absl::Now());
+  driver->Start();
+  return id;
+}
+
+std::vector<std::shared_ptr<JobDriver>> JobManager::ForgetOldEndedLocked() {
+  // Job numbers give the submission order of live and archived jobs alike.
+  std::map<int64_t, std::string> ended;
+  for (const auto& [id, driver] : jobs_) {
+    if (driver->Ended()) ended.emplace(JobNumber(id), id);
+  }
+  for (const auto& [id, job] : archived_) ended.emplace(JobNumber(id), id);
+  std::vector<std::shared_ptr<JobDriver>> forgotten;
+  size_t excess = ended.size() > kMaxEndedJobs ? ended.size() - kMaxEndedJobs : 0;
+  for (auto it = ended.begin(); excess > 0; ++it, --excess) {
+    auto live = jobs_.find(it->second);
+    if (live != jobs_.end()) {
+      forgotten.push_back(std::move(live->second));
+      jobs_.erase(live);
+    } else {
+      archived_.erase(it->second);
+    }
+  }
+  return forgotten;
+}
+
+void JobManager::AddArchived(std::vector<ArchivedJob> jobs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& job : jobs) {
+    const std::string id = job.status.job_id();
+    next_job_number_ = std::max(next_job_number_, JobNumber(id) + 1);
+    if (jobs_.count(id) == 0) {
+      archived_[id] = std::make_shared<const ArchivedJob>(std::move(job));
+    }
+  }
+}
+
+std::shared_ptr<JobDriver> JobManager::Find(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const ArchivedJob> JobManager::FindArchived(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = archived_.find(job_id);
+  return it == archived_.end() ? nullptr : it->second;
+}
+
+bool JobManager::IsWorkerToken(absl::string_view token) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool known = false;
+  for (const auto& [id, driver] : jobs_) known |= TokensMatch(token, driver->worker_token());
+  return known;
+}
+
+std::vector<std::shared_ptr<JobDriver>> JobManager::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<JobDriver>> out;
+  for (const auto& [id, driver] : jobs_) out.push_back(driver);
+  return out;
+}
+
+absl::StatusOr<v1::JobStatus> JobManager::Status(const std::string& job_id) const {
+  if (auto archived = FindArchived(job_id)) return archived->status;
+  // Outside mu_: the driver answers from its own loop.
+  if (auto driver = Find(job_id)) return driver->Status();
+  return NoSuchJob(job_id);
+}
+
+std::vector<v1::JobStatus> JobManager::Statuses() const {
+  std::vector<v1::JobStatus> out;
+  std::vector<std::shared_ptr<JobDriver>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, job] : archived_) out.push_back(job->status);
+    for (const auto& [id, driver] : jobs_) live.push_back(driver);
+  }
+  for (const auto& driver : live) out.push_back(driver->Status());
+  std::stable_sort(out.begin(), out.end(), [](const v1::JobStatus& a, const v1::JobStatus& b) {
+    return JobNumber(a.job_id()) < JobNumber(b.job_id());
+  });
+  return out;
+}
+
+absl::Status JobManager::Cancel(const std::string& job_id, const std::string& reason) {
+  if (auto archived = FindArchived(job_id)) return AlreadyEnded(job_id, archived->status.state());
+  auto driver = Find(job_id);
+  if (!driver) return NoSuchJob(job_id);
+  if (driver->Ended()) return AlreadyEnded(job_id, driver->Status().state());
+  driver->Cancel(reason.empty() ? "cancelled by the user" : reason);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> JobManager::SetDrained(const std::string& host,
+                                                                const std::string& job_id,
+                                                                bool drained) {
+  if (host.empty()) return absl::InvalidArgumentError("no host given");
+  std::vector<std::shared_ptr<JobDriver>> targets;
+  if (!job_id.empty()) {
+    if (auto archived = FindArchived(job_id)) {
+      return AlreadyEnded(job_id, archived->status.state());
+    }
+    auto driver = Find(job_id);
+    if (!driver) return NoSuchJob(job_id);
+    targets.push_back(driver);
+  } else {
+    for (auto& driver : List()) {
+      if (!driver->Ended()) targets.push_back(driver);
+    }
+  }
+  std::vector<std::string> ids;
+  for (auto& driver : targets) {
+    if (drained) {
+      driver->Drain(host);
+    } else {
+      driver->Undrain(host);
+    }
+    ids.push_back(driver->job_id());
+  }
+  return ids;
+}
+
+void JobManager::Shutdown(const std::string& reason, absl::Duration grace) {
+  std::vector<std::shared_ptr<JobDriver>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+    for (const auto& [id, driver] : jobs_) jobs.push_back(driver);
+  }
+  for (auto& job : jobs) job->Cancel(reason);
+  // Drivers send SIGTERM, then SIGKILL after their own grace; wait for that.
+  const absl::Time deadline = absl::Now() + grace + absl::Seconds(10);
+  for (auto& job : jobs) {
+    while (!job->Ended() && absl::Now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,97 @@
+// The daemon's durable records: every job's spec, state and events (worker
+// output excepted) in an SQLite database under the state dir, so a restarted
+// horovodd still lists the jobs an earlier run had, and says what became of
+// the ones that were running when it stopped.
+//
+// Threading: the observer callbacks come from every job's driver thread; one
+// mutex serialises all use of the connection. Writes are small transactions
+// in WAL mode with synchronous=NORMAL: a daemon crash loses nothing committed,
+// a power loss at most the last few records.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/job/job_observer.h"
+#include "horovodd.pb.h"
+
+namespace horovodd::daemon {
+
+class SqliteDb;
+class SqliteStatement;
+
+// A job an earlier run of the daemon recorded. `events` are in seq order;
+// the last one is the JOB_ENDED event.
+struct ArchivedJob {
+  v1::JobStatus status;
+  std::vector<v1::JobEvent> events;
+};
+
+// How much the journal keeps; the oldest records beyond these go first.
+struct JournalLimits {
+  int max_events_per_job = 5000;
+  int max_finished_jobs = 1000;
+};
+
+class Journal final : public JobObserver {
+ public:
+  // The database file inside the state dir.
+  static constexpr const char* kFileName = "horovodd.db";
+  // Why a job that had not ended when the daemon stopped is recorded as
+  // FAILED: workers get PDEATHSIG, so a killed daemon takes them with it.
+  static constexpr const char* kStoppedReason =
+      "horovodd stopped while the job was running; its workers were stopped with it";
+
+  // Opens (creates) <state_dir>/horovodd.db; the directory must exist and be
+  // writable. NOT_FOUND / FAILED_PRECONDITION / PERMISSION_DENIED for a bad
+  // state dir, DATA_LOSS for a file that is not a usable database,
+  // FAILED_PRECONDITION for one written by a newer horovodd.
+  static absl::StatusOr<std::unique_ptr<Journal>> Open(const std::string& state_dir,
+                                                       JournalLimits limits = {});
+  ~Journal() override;
+
+  // Jobs an earlier run recorded, oldest first. Jobs that had not ended are
+  // returned (and re-recorded) as FAILED with kStoppedReason.
+  absl::StatusOr<std::vector<ArchivedJob>> Recover();
+
+  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
+                      absl::Time created) override;
+  // Records every event but OUTPUT; keeps the job's row current.
+  void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override;
+  // Keeps its worker, host and reset tables, for the status of the archived job.
+  void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) override;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Statements;
+
+  Journal(std::string path, JournalLimits limits, std::unique_ptr<SqliteDb> db,
+          std::unique_ptr<Statements> statements);
+
+  // Each runs with mu_ held, inside a transaction the caller owns.
+  absl::Status RecordEvent(const std::string& job_id, const v1::JobEvent& event);
+  absl::Status MarkStopped(const std::string& job_id, int64_t generation);
+  absl::StatusOr<std::vector<ArchivedJob>> ReadAll();
+  // Runs `body` in a transaction: committed if it succeeds, rolled back if not.
+  template <typename Body>
+  absl::Status InTransaction(Body body);
+  // Logs a failed write: the first of a run of failures, and the recovery.
+  void NoteWrite(const absl::Status& status, const std::string& what);
+
+  const std::string path_;
+  const JournalLimits limits_;
+  std::mutex mu_;
+  std::unique_ptr<SqliteDb> db_;                  // guarded by mu_
+  std::unique_ptr<Statements> statements_;        // guarded by mu_; finalised before db_ closes
+  std::map<std::string, int64_t> stored_events_;  // running jobs' event rows; guarded by mu_
+  bool writes_failing_ = false;                   // guarded by mu_
+};
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,79 @@
+// Starting workers on a host, wherever that host is. The job driver sees only
+// this interface: HostRouter sends hosts that name this machine to the local
+// fork/exec launcher and every other host to the remote (SSH) launcher.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "daemon/launch/process_types.h"
+
+namespace horovodd::daemon {
+
+class LocalLauncher;
+
+// How to reach a remote host (horovodrun's --ssh-* flags).
+struct SshOptions {
+  int port = 22;
+  std::string user;               // empty: the daemon's user
+  std::string identity_file;      // empty: libssh's defaults (~/.ssh/id_*)
+  std::string known_hosts_file;   // empty: ~/.ssh/known_hosts
+  enum class HostKeyChecking { kStrict, kAcceptNew, kOff };
+  HostKeyChecking host_key_checking = HostKeyChecking::kAcceptNew;
+};
+
+// The variable of a worker's environment that names the daemon it dials
+// (host:port). The job driver sets it; the SSH launcher may point it at the
+// worker's end of a tunnel instead (daemon_tunnel.h).
+inline constexpr char kDaemonAddressVariable[] = "HOROVODD_DAEMON_ADDR";
+
+struct WorkerLaunch {
+  std::string host;
+  LaunchSpec spec;
+  SshOptions ssh;  // used for remote hosts only
+};
+
+struct LaunchedProcess {
+  int64_t handle = 0;  // names the process in Signal; never 0
+  int pid = 0;         // its pid on its host, for people (0 if unknown)
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // Starts the process; callbacks as ProcessCallbacks documents. Errors name
+  // the host and what failed (exec error, unreachable host, refused key...).
+  virtual absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
+                                                 ProcessCallbacks callbacks) = 0;
+  // Sends `sig` to the process (and what it started). NOT_FOUND once it ended.
+  virtual absl::Status Signal(int64_t handle, int sig) = 0;
+};
+
+// True for names of this machine: localhost, 127.0.0.1, ::1, its host name.
+bool IsLocalHost(const std::string& host);
+
+class HostRouter final : public Launcher {
+ public:
+  // `local` must outlive the router; `remote` may be null (then remote hosts
+  // are refused with a clear error).
+  HostRouter(LocalLauncher* local, Launcher* remote) : local_(local), remote_(remote) {}
+
+  absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
+                                         ProcessCallbacks callbacks) override;
+  absl::Status Signal(int64_t handle, int sig) override;
+
+ private:
+  LocalLauncher* const local_;
+  Launcher* const remote_;
+  // Our handles: local ones are the pid; remote ones are mapped to the remote
+  // launcher's handle. Guarded by mu_.
+  std::mutex mu_;
+  std::map<int64_t, int64_t> remote_handles_;
+  int64_t next_remote_handle_ = -1;  // negative: never collides with a pid
+};
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,147 @@
+#include "daemon/metrics/metrics.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace horovodd::daemon {
+namespace {
+
+bool Terminal(v1::JobState state) {
+  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
+}
+
+// A label value: backslash, double quote and newline escaped, as the format wants.
+std::string LabelValue(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string Number(double value) { return absl::StrFormat("%.9g", value); }
+
+void Header(std::string& out, const char* name, const char* type, const char* help) {
+  absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+}  // namespace
+
+void Metrics::SetState(Job& job, v1::JobState state) {
+  job.state = state;
+  if (Terminal(state)) job.workers = 0;
+}
+
+void Metrics::OnJobSubmitted(const std::string& job_id, const v1::JobSpec&, absl::Time) {
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_[job_id] = Job{};
+}
+
+void Metrics::AddRecoveredJob(const std::string& job_id, v1::JobState state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SetState(jobs_[job_id], state);
+}
+
+void Metrics::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
+  if (event.kind() == v1::JobEvent::OUTPUT) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  Job& job = jobs_[job_id];
+  switch (event.kind()) {
+    case v1::JobEvent::STATE:
+      if (event.state() == v1::RESETTING && job.state != v1::RESETTING) ++resets_;
+      SetState(job, event.state());
+      break;
+    case v1::JobEvent::JOB_ENDED:
+      SetState(job, event.state());
+      break;
+    case v1::JobEvent::MEMBERSHIP:
+      if (!Terminal(job.state)) job.workers = event.size();
+      // Only a reset's new generation has a latency; the first one has none.
+      if (event.reset_seconds() > 0) {
+        for (size_t i = 0; i < kResetLatencyBuckets.size(); ++i) {
+          if (event.reset_seconds() <= kResetLatencyBuckets[i]) {
+            ++reset_buckets_[i];
+            break;
+          }
+        }
+        ++reset_count_;
+        reset_seconds_sum_ += event.reset_seconds();
+      }
+      break;
+    default:
+      break;
+  }
+  if (event.code() == "discovery_failed") ++discovery_failures_;
+  if (event.code() == "worker_failed" || event.code() == "worker_lost") ++worker_failures_;
+}
+
+void Metrics::CountRpc(const std::string& method) {
+  // gRPC names methods "/package.Service/Method"; the label drops the slash.
+  std::string name = method.empty() || method[0] != '/' ? method : method.substr(1);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rpcs_.count(name) == 0 && rpcs_.size() >= kMaxRpcMethods) name = "other";
+  ++rpcs_[name];
+}
+
+std::string Metrics::Render() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+
+  Header(out, "horovodd_jobs", "gauge", "Jobs the daemon knows, by state.");
+  std::map<v1::JobState, int> by_state;
+  int workers = 0;
+  for (const auto& [id, job] : jobs_) {
+    ++by_state[job.state];
+    workers += job.workers;
+  }
+  for (v1::JobState state :
+       {v1::PENDING, v1::RUNNING, v1::RESETTING, v1::SUCCEEDED, v1::FAILED, v1::CANCELLED}) {
+    absl::StrAppend(&out, "horovodd_jobs{state=\"", absl::AsciiStrToLower(v1::JobState_Name(state)),
+                    "\"} ", by_state[state], "\n");
+  }
+
+  Header(out, "horovodd_workers", "gauge",
+         "Workers in the current generation of every job that has not ended.");
+  absl::StrAppend(&out, "horovodd_workers ", workers, "\n");
+
+  Header(out, "horovodd_resets_total", "counter",
+         "Membership resets begun (a job went from running to resetting).");
+  absl::StrAppend(&out, "horovodd_resets_total ", resets_, "\n");
+
+  Header(out, "horovodd_reset_latency_seconds", "histogram",
+         "Time from a reset's trigger to its new generation being ready.");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kResetLatencyBuckets.size(); ++i) {
+    cumulative += reset_buckets_[i];
+    absl::StrAppend(&out, "horovodd_reset_latency_seconds_bucket{le=\"",
+                    Number(kResetLatencyBuckets[i]), "\"} ", cumulative, "\n");
+  }
+  absl::StrAppend(&out, "horovodd_reset_latency_seconds_bucket{le=\"+Inf\"} ", reset_count_, "\n",
+                  "horovodd_reset_latency_seconds_sum ", Number(reset_seconds_sum_), "\n",
+                  "horovodd_reset_latency_seconds_count ", reset_count_, "\n");
+
+  Header(out, "horovodd_discovery_failures_total", "counter",
+         "Host discovery failures reported by jobs (each new error once).");
+  absl::StrAppend(&out, "horovodd_discovery_failures_total ", discovery_failures_, "\n");
+
+  Header(out, "horovodd_worker_failures_total", "counter",
+         "Workers that failed or were declared lost.");
+  absl::StrAppend(&out, "horovodd_worker_failures_total ", worker_failures_, "\n");
+
+  Header(out, "horovodd_rpc_requests_total", "counter", "gRPC calls received, by method.");
+  for (const auto& [method, count] : rpcs_) {
+    absl::StrAppend(&out, "horovodd_rpc_requests_total{method=\"", LabelValue(method), "\"} ",
+                    count, "\n");
+  }
+  return out;
+}
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,56 @@
+// The daemon's metrics, counted from job events (it is a JobObserver) and
+// from gRPC calls, rendered in the Prometheus text format for GET /metrics.
+// Thread-safe: drivers, gRPC threads and the HTTP thread all call in.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "daemon/job/job_observer.h"
+#include "horovodd.pb.h"
+
+namespace horovodd::daemon {
+
+class Metrics final : public JobObserver {
+ public:
+  // Upper bounds (seconds) of the reset latency histogram's buckets.
+  static constexpr std::array<double, 11> kResetLatencyBuckets = {0.05, 0.1, 0.25, 0.5, 1,  2.5,
+                                                                  5,    10,  30,   60,  120};
+  // Distinct method labels; calls to any further name count as "other", so
+  // clients calling made-up methods cannot grow the page without bound.
+  static constexpr size_t kMaxRpcMethods = 64;
+
+  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
+                      absl::Time created) override;
+  void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override;
+
+  // A job an earlier run of the daemon recorded; it counts in `state`.
+  void AddRecoveredJob(const std::string& job_id, v1::JobState state);
+  // One gRPC call began; `method` as gRPC names it ("/horovodd.v1.JobService/GetJob").
+  void CountRpc(const std::string& method);
+
+  // Every metric, in the Prometheus text exposition format (version 0.0.4).
+  std::string Render() const;
+
+ private:
+  struct Job {
+    v1::JobState state = v1::PENDING;
+    int workers = 0;  // size of its newest ready generation while it runs
+  };
+  void SetState(Job& job, v1::JobState state);  // needs mu_
+
+  mutable std::mutex mu_;
+  std::map<std::string, Job> jobs_;                                    // guarded by mu_
+  uint64_t resets_ = 0;                                                // guarded by mu_
+  uint64_t discovery_failures_ = 0;                                    // guarded by mu_
+  uint64_t worker_failures_ = 0;                                       // guarded by mu_
+  std::array<uint64_t, kResetLatencyBuckets.size()> reset_buckets_{};  // guarded by mu_
+  uint64_t reset_count_ = 0;                                           // guarded by mu_
+  double reset_seconds_sum_ = 0;                                       // guarded by mu_
+  std::map<std::string, uint64_t> rpcs_;                               // guarded by mu_
+};
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,35 @@
+// gRPC adapter for JobService (horovodrun, horovodctl). Synchronous handlers:
+// client calls are few, and a watch holds one thread while it streams.
+#pragma once
+
+#include "daemon/job/job_manager.h"
+#include "horovodd.grpc.pb.h"
+
+namespace horovodd::daemon {
+
+class JobServiceImpl final : public v1::JobService::Service {
+ public:
+  explicit JobServiceImpl(JobManager* jobs) : jobs_(jobs) {}
+
+  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
+                         v1::SubmitJobResponse* response) override;
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+                      v1::JobStatus* response) override;
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override;
+  grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
+                        grpc::ServerWriter<v1::JobEvent>* writer) override;
+  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* request,
+                         v1::CancelJobResponse* response) override;
+  grpc::Status DrainHost(grpc::ServerContext*, const v1::DrainHostRequest* request,
+                         v1::DrainHostResponse* response) override;
+  grpc::Status UndrainHost(grpc::ServerContext*, const v1::DrainHostRequest* request,
+                           v1::DrainHostResponse* response) override;
+  grpc::Status GetWorkerOutput(grpc::ServerContext*, const v1::GetWorkerOutputRequest* request,
+                               v1::GetWorkerOutputResponse* response) override;
+
+ private:
+  JobManager* const jobs_;
+};
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,348 @@
+#include "daemon/rpc/worker_service.h"
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/rpc/grpc_status.h"
+#include "daemon/validation/request_validation.h"
+
+namespace horovodd::daemon {
+namespace {
+
+// One worker's Attach stream: heartbeats and rendezvous requests come in,
+// notifications and rendezvous answers go out. The driver holds the Channel;
+// the stream may end first, so the channel's link to the stream is cut
+// (under its mutex) in OnDone.
+class AttachStream final
+    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
+ public:
+  // `slot` counts the stream against its client's limit until it ends.
+  AttachStream(grpc::CallbackServerContext* context, JobManager* jobs, AccessPolicy* access,
+               const DaemonLimits* limits, const HeartbeatSchedule* heartbeats,
+               ClientStreamLimiter::Slot slot)
+      : context_(context),
+        jobs_(jobs),
+        access_(access),
+        limits_(limits),
+        heartbeats_(heartbeats),
+        slot_(std::move(slot)),
+        channel_(std::make_shared<Channel>()) {
+    channel_->stream = this;
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      EndStream(grpc::Status::OK);
+      return;
+    }
+    if (absl::Status st = ValidateRequest(in_, *limits_); !st.ok()) {
+      EndStream(ToGrpcStatus(st));
+      return;
+    }
+    if (in_.has_hello()) {
+      auto driver = jobs_->Find(in_.hello().job_id());
+      if (!driver) {
+        EndStream(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                               absl::StrCat("no job '", in_.hello().job_id(), "'")));
+        return;
+      }
+      // Until a hello passes this, heartbeats reach no job.
+      if (absl::Status st = access_->AuthorizeWorker(*context_, "Attach", driver->job_id(),
+                                                     in_.hello().token(), driver->worker_token());
+          !st.ok()) {
+        EndStream(ToGrpcStatus(st));
+        return;
+      }
+      if (driver_ && driver_ != driver) {
+        EndStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                               "a stream attaches to one job only"));
+        return;
+      }
+      driver_ = std::move(driver);
+      worker_id_ = in_.hello().worker_id();
+      if (heartbeats_ != nullptr) {
+        // Before Attach: the driver's answer to the hello is the first
+        // message to carry it.
+        std::lock_guard<std::mutex> lock(mu_);
+        heartbeat_interval_ms_ = heartbeats_->IntervalMs(driver_->job_id());
+      }
+      driver_->Attach(worker_id_, channel_);
+    } else if (in_.has_heartbeat() && driver_) {
+      driver_->Heartbeat(worker_id_);
+    } else if (in_.has_rendezvous()) {
+      if (!driver_) {
+        EndStream(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                               "a rendezvous on an Attach stream must follow its hello"));
+        return;
+      }
+      Rendezvous(in_.rendezvous());
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    outbox_.pop_front();
+    if (ok && !outbox_.empty()) {
+      lock.unlock();
+      StartWrite(&outbox_.front());
+      return;
+    }
+    writing_ = false;
+    if (finish_pending_ && !finished_) {
+      finished_ = true;
+      lock.unlock();
+      Finish(final_status_);
+    }
+  }
+
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> lock(channel_->mu);
+      channel_->stream = nullptr;
+    }
+    if (driver_) driver_->Detach(worker_id_, channel_.get());
+    delete this;
+  }
+
+ private:
+  struct Channel : WorkerChannel {
+    std::mutex mu;
+    AttachStream* stream = nullptr;  // guarded by mu
+    void Send(const v1::DaemonMessage& message) override {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stream != nullptr) stream->Enqueue(message);
+    }
+  };
+
+  // The driver answers on its loop, maybe after this stream ended: the answer
+  // goes through the channel, which drops it then (the worker asks again on
+  // its next stream).
+  void Rendezvous(const v1::StreamRendezvous& ask) {
+    v1::RendezvousRequest request;
+    request.mutable_who()->set_job_id(driver_->job_id());
+    request.mutable_who()->set_worker_id(worker_id_);
+    request.set_after_generation(ask.after_generation());
+    driver_->Rendezvous(request, [channel = channel_, id = ask.id()](auto result) {
+      v1::DaemonMessage message;
+      v1::StreamRendezvousAnswer* answer = message.mutable_rendezvous();
+      answer->set_id(id);
+      if (result.ok()) {
+        *answer->mutable_response() = std::move(*result);
+      } else {
+        answer->set_code(static_cast<int>(result.status().code()));
+        answer->set_message(std::string(result.status().message()));
+      }
+      channel->Send(message);
+    });
+  }
+
+  void Enqueue(const v1::DaemonMessage& message) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (finished_ || finish_pending_) return;
+    outbox_.push_back(message);
+    // Every message says it, so the worker follows it from its first one on.
+    if (heartbeat_interval_ms_ > 0) {
+      outbox_.back().set_heartbeat_interval_ms(heartbeat_interval_ms_);
+    }
+    if (writing_) return;
+    writing_ = true;
+    lock.unlock();
+    // outbox_.front() stays put: only OnWriteDone pops, and only after this write.
+    StartWrite(&outbox_.front());
+  }
+
+  void EndStream(grpc::Status status) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (finished_ || finish_pending_) return;
+    if (writing_) {
+      finish_pending_ = true;
+      final_status_ = status;
+      return;
+    }
+    finished_ = true;
+    lock.unlock();
+    Finish(status);
+  }
+
+  grpc::CallbackServerContext* const context_;
+  JobManager* const jobs_;
+  AccessPolicy* const access_;
+  const DaemonLimits* const limits_;  // the service's; outlives its streams
+  const HeartbeatSchedule* const heartbeats_;  // may be null; outlives its streams
+  ClientStreamLimiter::Slot slot_;
+  std::shared_ptr<Channel> channel_;
+  v1::WorkerMessage in_;                // owned by the read chain
+  std::shared_ptr<JobDriver> driver_;   // set on hello, by the read chain
+  int64_t worker_id_ = 0;
+  std::mutex mu_;
+  std::deque<v1::DaemonMessage> outbox_;  // guarded by mu_
+  bool writing_ = false;                  // guarded by mu_
+  bool finish_pending_ = false;           // guarded by mu_
+  bool finished_ = false;                 // guarded by mu_
+  int64_t heartbeat_interval_ms_ = 0;     // guarded by mu_; 0: announce none
+  grpc::Status final_status_;             // guarded by mu_
+};
+
+// An Attach refused before it starts (its client holds too many already).
+class RefusedStream final
+    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
+ public:
+  explicit RefusedStream(const absl::Status& why) { Finish(ToGrpcStatus(why)); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+absl::Duration HeartbeatSchedule::IntervalFor(int64_t workers, double liveness_timeout_s) {
+  // workers / kHeartbeatsPerSecond seconds, in milliseconds.
+  const int64_t budget_ms = (std::max<int64_t>(workers, 1) * 1000 + kHeartbeatsPerSecond - 1) /
+                            kHeartbeatsPerSecond;
+  absl::Duration interval = std::max(absl::Milliseconds(budget_ms), kMinHeartbeatInterval);
+  if (liveness_timeout_s > 0) {
+    interval = std::min(interval, absl::Seconds(liveness_timeout_s) / 3);
+  }
+  return std::max(absl::Floor(interval, absl::Milliseconds(1)), absl::Milliseconds(1));
+}
+
+void HeartbeatSchedule::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
+                                       absl::Time) {
+  // The most workers the job may grow to: its rate must fit the budget then.
+  const int64_t workers = std::max<int64_t>(spec.num_proc(), spec.max_np());
+  const int64_t ms =
+      absl::ToInt64Milliseconds(IntervalFor(workers, spec.liveness_timeout_seconds()));
+  std::lock_guard<std::mutex> lock(mu_);
+  interval_ms_[job_id] = ms;
+}
+
+void HeartbeatSchedule::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
+  if (event.kind() != v1::JobEvent::JOB_ENDED) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  interval_ms_.erase(job_id);
+}
+
+int64_t HeartbeatSchedule::IntervalMs(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = interval_ms_.find(job_id);
+  return it == interval_ms_.end() ? 0 : it->second;
+}
+
+void ConfigureWorkerServer(grpc::ServerBuilder& builder, const DaemonLimits& limits) {
+  // gRPC refuses a bigger request itself (RESOURCE_EXHAUSTED), before it is
+  // read into memory whole.
+  builder.SetMaxReceiveMessageSize(limits.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+}
+
+void WorkerServiceImpl::set_limits(const DaemonLimits& limits) {
+  limits_ = limits;
+  attach_streams_ = MakeAttachLimiter(limits_);
+}
+
+std::unique_ptr<ClientStreamLimiter> WorkerServiceImpl::MakeAttachLimiter(
+    const DaemonLimits& limits) {
+  return std::make_unique<ClientStreamLimiter>("Attach", "limits.max_attach_streams_per_client",
+                                               limits.max_attach_streams_per_client);
+}
+
+template <typename Request>
+bool WorkerServiceImpl::Accepted(const Request& request, grpc::ServerUnaryReactor* reactor) const {
+  absl::Status st = ValidateRequest(request, limits_);
+  if (!st.ok()) reactor->Finish(ToGrpcStatus(st));
+  return st.ok();
+}
+
+std::shared_ptr<JobDriver> WorkerServiceImpl::JobOf(grpc::CallbackServerContext* context,
+                                                    const char* method,
+                                                    const v1::WorkerIdentity& who,
+                                                    grpc::ServerUnaryReactor* reactor) {
+  auto driver = jobs_->Find(who.job_id());
+  if (!driver) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                 absl::StrCat("no job '", who.job_id(), "'")));
+    return nullptr;
+  }
+  if (absl::Status st = access_->AuthorizeWorker(*context, method, driver->job_id(), who.token(),
+                                                 driver->worker_token());
+      !st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
+    return nullptr;
+  }
+  return driver;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Rendezvous(grpc::CallbackServerContext* context,
+                                                        const v1::RendezvousRequest* request,
+                                                        v1::RendezvousResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  if (auto driver = JobOf(context, "Rendezvous", request->who(), reactor);
+      driver && Accepted(*request, reactor)) {
+    driver->Rendezvous(*request, [reactor, response](auto result) {
+      if (result.ok()) *response = std::move(*result);
+      reactor->Finish(ToGrpcStatus(result.status()));
+    });
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::KvSet(grpc::CallbackServerContext* context,
+                                                   const v1::KvSetRequest* request,
+                                                   v1::KvSetResponse*) {
+  auto* reactor = context->DefaultReactor();
+  if (auto driver = JobOf(context, "KvSet", request->who(), reactor);
+      driver && Accepted(*request, reactor)) {
+    driver->KvSet(*request,
+                  [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); });
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::KvGet(grpc::CallbackServerContext* context,
+                                                   const v1::KvGetRequest* request,
+                                                   v1::KvGetResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  if (auto driver = JobOf(context, "KvGet", request->who(), reactor);
+      driver && Accepted(*request, reactor)) {
+    driver->KvGet(*request, [reactor, response](auto result) {
+      if (result.ok()) *response = std::move(*result);
+      reactor->Finish(ToGrpcStatus(result.status()));
+    });
+  }
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage>* WorkerServiceImpl::Attach(
+    grpc::CallbackServerContext* context) {
+  auto slot = attach_streams_->Acquire(context->peer());
+  if (!slot.ok()) return new RefusedStream(slot.status());
+  return new AttachStream(context, jobs_, access_, &limits_, heartbeats_, std::move(*slot));
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::ReportCommit(grpc::CallbackServerContext* context,
+                                                          const v1::CommitReport* request,
+                                                          v1::Empty*) {
+  auto* reactor = context->DefaultReactor();
+  if (auto driver = JobOf(context, "ReportCommit", request->who(), reactor);
+      driver && Accepted(*request, reactor)) {
+    driver->ReportCommit(*request);
+    reactor->Finish(grpc::Status::OK);
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::ReportFailure(grpc::CallbackServerContext* context,
+                                                           const v1::FailureReport* request,
+                                                           v1::Empty*) {
+  auto* reactor = context->DefaultReactor();
+  if (auto driver = JobOf(context, "ReportFailure", request->who(), reactor);
+      driver && Accepted(*request, reactor)) {
+    driver->ReportFailure(*request);
+    reactor->Finish(grpc::Status::OK);
+  }
+  return reactor;
+}
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,110 @@
+// gRPC adapter for WorkerService: routes each call to its job's driver. Uses
+// the callback API, so a rendezvous or key wait held open costs memory, not a
+// thread.
+#pragma once
+
+#include <grpcpp/server_builder.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/time/time.h"
+#include "daemon/auth/auth_policy.h"
+#include "daemon/config/daemon_config.h"
+#include "daemon/job/job_manager.h"
+#include "daemon/job/job_observer.h"
+#include "daemon/rpc/client_stream_limiter.h"
+#include "horovodd.grpc.pb.h"
+
+namespace horovodd::daemon {
+
+// The heartbeat interval the daemon asks each job's workers for (in every
+// message of their Attach streams). Every heartbeat costs the daemon a read
+// and a post to the job's loop, so a big job heartbeats less often: the job's
+// workers together send at most kHeartbeatsPerSecond, never more often than
+// every kMinHeartbeatInterval each (the runtime's old fixed 500 ms). The
+// liveness check still has to see several heartbeats per --liveness-timeout,
+// so the interval stays at most a third of it, even under the minimum.
+class HeartbeatSchedule final : public JobObserver {
+ public:
+  static constexpr int kHeartbeatsPerSecond = 2000;
+  static constexpr absl::Duration kMinHeartbeatInterval = absl::Milliseconds(500);
+
+  // For a job of up to `workers` workers judged by `liveness_timeout_s`
+  // (no cap when it is not positive). Whole milliseconds, at least 1.
+  static absl::Duration IntervalFor(int64_t workers, double liveness_timeout_s);
+
+  // Learns each job's interval when it is submitted, forgets it at its end.
+  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
+                      absl::Time created) override;
+  void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override;
+
+  // The job's interval in milliseconds; 0 for a job it does not know.
+  int64_t IntervalMs(const std::string& job_id) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, int64_t> interval_ms_;  // by job id; guarded by mu_
+};
+
+// The gRPC server settings horovodd serves its workers with (the scale
+// benchmark's stand-in daemon uses them too): the request size cap, and no
+// BDP probing. Every message here is small, so a bigger flow-control window
+// gains nothing, while each probe costs a ping and its answer, a timer and
+// wake-ups per connection: a tenth of the daemon's CPU at 4,096 workers.
+void ConfigureWorkerServer(grpc::ServerBuilder& builder, const DaemonLimits& limits);
+
+class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
+ public:
+  // Every call must carry the worker token of the job it names (`access`
+  // checks it); both outlive the service.
+  WorkerServiceImpl(JobManager* jobs, AccessPolicy* access) : jobs_(jobs), access_(access) {}
+  // Requests are validated against `limits` (request_validation.h) and Attach
+  // streams counted per client; set before serving (defaults until then).
+  void set_limits(const DaemonLimits& limits);
+  // Where Attach streams find the heartbeat interval to announce; unset (or a
+  // job it does not know): none is announced and workers keep their own.
+  // Set before serving; outlives the service.
+  void set_heartbeat_schedule(const HeartbeatSchedule* schedule) { heartbeats_ = schedule; }
+
+  grpc::ServerUnaryReactor* Rendezvous(grpc::CallbackServerContext* context,
+                                       const v1::RendezvousRequest* request,
+                                       v1::RendezvousResponse* response) override;
+  grpc::ServerUnaryReactor* KvSet(grpc::CallbackServerContext* context,
+                                  const v1::KvSetRequest* request,
+                                  v1::KvSetResponse* response) override;
+  grpc::ServerUnaryReactor* KvGet(grpc::CallbackServerContext* context,
+                                  const v1::KvGetRequest* request,
+                                  v1::KvGetResponse* response) override;
+  grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage>* Attach(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* ReportCommit(grpc::CallbackServerContext* context,
+                                         const v1::CommitReport* request,
+                                         v1::Empty* response) override;
+  grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* context,
+                                          const v1::FailureReport* request,
+                                          v1::Empty* response) override;
+
+ private:
+  // The caller's job, or nullptr after finishing `reactor` with NOT_FOUND
+  // (no such job) or the refusal of a token that is not the job's.
+  std::shared_ptr<JobDriver> JobOf(grpc::CallbackServerContext* context, const char* method,
+                                   const v1::WorkerIdentity& who,
+                                   grpc::ServerUnaryReactor* reactor);
+
+  // True when `request` passes ValidateRequest; otherwise finishes `reactor`
+  // with the refusal.
+  template <typename Request>
+  bool Accepted(const Request& request, grpc::ServerUnaryReactor* reactor) const;
+
+  JobManager* const jobs_;
+  AccessPolicy* const access_;
+  DaemonLimits limits_;
+  const HeartbeatSchedule* heartbeats_ = nullptr;
+  std::unique_ptr<ClientStreamLimiter> attach_streams_ = MakeAttachLimiter(limits_);
+  static std::unique_ptr<ClientStreamLimiter> MakeAttachLimiter(const DaemonLimits& limits);
+};
+
+}  // namespace horovodd::daemon

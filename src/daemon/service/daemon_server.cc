@@ -1,0 +1,211 @@
+#include "daemon/service/daemon_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/host_port.h"
+#include "common/loopback.h"
+#include "daemon/auth/tls_credentials.h"
+#include "daemon/metrics/metrics_interceptor.h"
+#include "daemon/rpc/auth_job_service.h"
+#include "daemon/rpc/job_limits.h"
+#include "daemon/rpc/job_service.h"
+#include "daemon/rpc/worker_service.h"
+
+namespace horovodd::daemon {
+namespace {
+
+// Health checking and reflection are process-wide gRPC switches that every
+// ServerBuilder made afterwards picks up.
+void EnableHealthAndReflection() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOptions& options) {
+  // Debian's Abseil is built with Mutex deadlock detection on: it records
+  // every lock order in a global graph (gRPC locks absl::Mutex on each call),
+  // a sixth of the daemon's CPU under load. It is a debugging aid; off.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  std::unique_ptr<DaemonServer> daemon(new DaemonServer());
+  if (!options.state_dir.empty()) {
+    if (auto st = daemon->OpenJournal(options.state_dir); !st.ok()) return st;
+  }
+  auto access = AccessPolicy::Create(options.auth, options.state_dir);
+  if (!access.ok()) return access.status();
+  daemon->access_ = std::move(*access);
+  daemon->observers_.Add(&daemon->metrics_);
+  daemon->heartbeats_ = std::make_unique<HeartbeatSchedule>();
+  daemon->observers_.Add(daemon->heartbeats_.get());
+  if (options.log_job_events) daemon->observers_.Add(&daemon->job_logger_);
+
+  auto launcher = LocalLauncher::Create();
+  if (!launcher.ok()) return launcher.status();
+  daemon->launcher_ = std::move(*launcher);
+  auto ssh_launcher = SshLauncher::Create();
+  if (!ssh_launcher.ok()) return ssh_launcher.status();
+  daemon->ssh_launcher_ = std::move(*ssh_launcher);
+  daemon->router_ =
+      std::make_unique<HostRouter>(daemon->launcher_.get(), daemon->ssh_launcher_.get());
+  daemon->jobs_ = std::make_unique<JobManager>(daemon->router_.get(), &daemon->observers_);
+  daemon->jobs_->set_kv_limits(KvLimitsOf(options.limits));
+  daemon->jobs_->set_worker_environment(WorkerTlsEnvironment(options.tls));
+  daemon->access_->set_worker_token_check(
+      [jobs = daemon->jobs_.get()](absl::string_view token) { return jobs->IsWorkerToken(token); });
+  if (daemon->journal_) {
+    auto recovered = daemon->journal_->Recover();
+    if (!recovered.ok()) return recovered.status();
+    for (const ArchivedJob& job : *recovered) {
+      daemon->metrics_.AddRecoveredJob(job.status.job_id(), job.status.state());
+    }
+    daemon->recovered_jobs_ = recovered->size();
+    daemon->jobs_->AddArchived(std::move(*recovered));
+  }
+  if (auto st = daemon->Serve(options); !st.ok()) return st;
+  return daemon;
+}
+
+absl::Status DaemonServer::OpenJournal(const std::string& state_dir) {
+  std::error_code error;
+  std::filesystem::create_directories(state_dir, error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create state dir ", state_dir, ": ", error.message()));
+  }
+  auto journal = Journal::Open(state_dir);
+  if (!journal.ok()) return journal.status();
+  journal_ = std::move(*journal);
+  // Recorded before the others see an event, so the record is never behind
+  // what an operator was shown.
+  observers_.Add(journal_.get());
+  return absl::OkStatus();
+}
+
+absl::Status DaemonServer::Serve(const DaemonOptions& options) {
+  const std::string& listen = options.listen_address;
+  absl::StatusOr<HostPort> address = ParseHostPort(listen);
+  if (!address.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen address ", address.status().message()));
+  }
+  auto credentials = MakeServerCredentials(options.tls, address->host);
+  if (!credentials.ok()) return credentials.status();
+  if (!options.tls.enabled() && !IsLoopbackHost(address->host)) {
+    spdlog::warn("listening on {} without TLS (tls.allow_insecure): tokens and job specs cross "
+                 "the network in the clear",
+                 listen);
+  }
+  job_service_ = std::make_unique<JobServiceImpl>(jobs_.get());
+  limited_job_service_ =
+      std::make_unique<LimitedJobService>(job_service_.get(), jobs_.get(), options.limits);
+  authorized_job_service_ =
+      std::make_unique<AuthorizingJobService>(limited_job_service_.get(), access_.get());
+  worker_service_ = std::make_unique<WorkerServiceImpl>(jobs_.get(), access_.get());
+  worker_service_->set_limits(options.limits);
+  worker_service_->set_heartbeat_schedule(heartbeats_.get());
+
+  EnableHealthAndReflection();
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, *credentials, &port);
+  builder.RegisterService(authorized_job_service_.get());
+  builder.RegisterService(worker_service_.get());
+  ConfigureWorkerServer(builder, options.limits);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counters;
+  counters.push_back(MakeRpcCounter(&metrics_));
+  builder.experimental().SetInterceptorCreators(std::move(counters));
+  server_ = builder.BuildAndStart();
+  if (!server_ || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  }
+  // "" (the whole server) is SERVING by default; name the services too, so
+  // a probe can ask for the one it cares about.
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  for (const char* service : {"horovodd.v1.JobService", "horovodd.v1.WorkerService"}) {
+    if (health != nullptr) health->SetServingStatus(service, true);
+  }
+  std::string host = address->host;
+  if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
+  address_ = absl::StrCat(host, ":", port);
+  jobs_->set_worker_address(address_);
+
+  if (!options.metrics_listen.empty()) {
+    auto http = MetricsHttpServer::Start(options.metrics_listen, [this] {
+      return metrics_.Render() + access_->RenderMetrics();
+    });
+    if (!http.ok()) return http.status();
+    metrics_http_ = std::move(*http);
+    metrics_address_ = metrics_http_->address();
+  }
+  return absl::OkStatus();
+}
+
+void DaemonServer::Shutdown(const std::string& reason) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_ && server_->GetHealthCheckService() != nullptr) {
+    server_->GetHealthCheckService()->Shutdown();
+  }
+  jobs_->Shutdown(reason, absl::Seconds(5));
+  // Nothing new can be launched now; make sure nothing is left running.
+  launcher_->TerminateAll(absl::Seconds(2));
+  ssh_launcher_->TerminateAll(absl::Seconds(2));
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+}
+
+DaemonServer::~DaemonServer() {
+  if (jobs_) Shutdown("daemon stopped");
+  metrics_http_.reset();
+  // Drivers (inside jobs_) go before the launcher whose callbacks they own.
+  jobs_.reset();
+}
+
+namespace {
+// Beyond the workers': clients, the journal, the listening sockets.
+constexpr uint64_t kFilesHeadroom = 256;
+}  // namespace
+
+void RaiseOpenFileLimit(int max_workers_per_job, int files_per_worker) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      limit = raised;
+    } else if (limit.rlim_max == RLIM_INFINITY) {
+      // Linux refuses an unlimited count; its own ceiling (fs.nr_open) is often 2^20.
+      raised.rlim_cur = 1 << 20;
+      if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+    }
+  }
+  const uint64_t needed = static_cast<uint64_t>(std::max(max_workers_per_job, 0)) *
+                              static_cast<uint64_t>(std::max(files_per_worker, 1)) +
+                          kFilesHeadroom;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed) {
+    spdlog::warn("open file limit is {} (hard {}): a job of limits.max_workers_per_job = {} "
+                 "workers needs about {}; raise it (systemd LimitNOFILE=, ulimit -Hn)",
+                 static_cast<uint64_t>(limit.rlim_cur), static_cast<uint64_t>(limit.rlim_max),
+                 max_workers_per_job, needed);
+  }
+}
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,119 @@
+// A running horovodd: the gRPC server (job and worker services, health
+// checking, reflection), the job manager, the local launcher, the journal
+// (when there is a state dir) and the metrics, wired together. Used by the
+// horovodd binary and embedded by horovodrun when no daemon is named.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/auth/auth_policy.h"
+#include "daemon/config/auth_settings.h"
+#include "daemon/config/daemon_config.h"
+#include "daemon/job/job_manager.h"
+#include "daemon/job/job_observer.h"
+#include "daemon/journal/journal.h"
+#include "daemon/launch/launcher.h"
+#include "daemon/launch/local_launcher.h"
+#include "daemon/launch/ssh/ssh_launcher.h"
+#include "daemon/metrics/metrics.h"
+#include "daemon/metrics/metrics_http.h"
+#include "daemon/service/job_event_logger.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace horovodd::daemon {
+
+class AuthorizingJobService;
+class HeartbeatSchedule;
+class JobServiceImpl;
+class LimitedJobService;
+class WorkerServiceImpl;
+
+// The usual soft limit on open files (1,024) stops a daemon at a few hundred
+// workers with "too many open files" (gRPC then resets connections). The hard
+// limit is the operator's (systemd's LimitNOFILE, ulimit -Hn): this raises the
+// soft limit to it, and warns when even that is short of a job of
+// `max_workers_per_job` workers holding `files_per_worker` descriptors each
+// (a local worker: its connection, two output pipes and a pidfd). Process-wide
+// (workers inherit it), so horovodd's main calls it, not DaemonServer.
+void RaiseOpenFileLimit(int max_workers_per_job, int files_per_worker = 4);
+
+struct DaemonOptions {
+  // host:port; port 0 picks a free one.
+  std::string listen_address = "127.0.0.1:0";
+  // Job records (the journal, horovodd.db) are kept here, and jobs an earlier
+  // run recorded are listed again; created if missing. Empty: nothing is kept
+  // (the daemon embedded in horovodrun).
+  std::string state_dir;
+  // host:port for GET /metrics (port 0 picks a free one); empty: not served.
+  std::string metrics_listen;
+  DaemonLimits limits;
+  // Who may call (tokens) and how the listener is secured (TLS).
+  AuthSettings auth;
+  TlsSettings tls;
+  // Write job events (not worker output) to the log: horovodd does;
+  // horovodrun prints them itself.
+  bool log_job_events = false;
+};
+
+class DaemonServer {
+ public:
+  // Opens the journal and recovers its jobs, loads (or makes) the tokens,
+  // then serves. INVALID_ARGUMENT for a bad address or TLS settings (and for
+  // plaintext beyond loopback without tls.allow_insecure), UNAVAILABLE when
+  // it cannot listen, FAILED_PRECONDITION for a token file others may read,
+  // and the journal's error (naming the path) for a state dir it cannot use.
+  static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(const DaemonOptions& options);
+  ~DaemonServer();  // Shutdown("daemon stopped") if not done yet
+
+  // host:port clients and workers dial.
+  const std::string& address() const { return address_; }
+  // host:port of GET /metrics; empty when not served.
+  const std::string& metrics_address() const { return metrics_address_; }
+  // Jobs an earlier run recorded, recovered from the journal at start.
+  size_t recovered_jobs() const { return recovered_jobs_; }
+  // The admin token (the embedded daemon's horovodrun uses it), and the file
+  // it is kept in (empty when it is only in memory).
+  const std::string& admin_token() const { return access_->admin_token(); }
+  const std::string& admin_token_path() const { return access_->admin_token_path(); }
+  JobManager& jobs() { return *jobs_; }
+  Metrics& metrics() { return metrics_; }
+  // Marks the server NOT_SERVING for health checks, refuses new jobs, cancels
+  // every job with `reason` (recorded in the journal), waits for their
+  // workers, stops serving.
+  void Shutdown(const std::string& reason);
+
+ private:
+  DaemonServer() = default;
+  absl::Status OpenJournal(const std::string& state_dir);
+  absl::Status Serve(const DaemonOptions& options);
+
+  std::string address_;
+  std::string metrics_address_;
+  size_t recovered_jobs_ = 0;
+  // Observers outlive the job manager, which calls them from its drivers.
+  Metrics metrics_;
+  std::unique_ptr<Journal> journal_;  // null without a state dir
+  JobEventLogger job_logger_;
+  std::unique_ptr<HeartbeatSchedule> heartbeats_;  // each job's, for its Attach streams
+  ObserverList observers_;
+  std::unique_ptr<LocalLauncher> launcher_;
+  std::unique_ptr<SshLauncher> ssh_launcher_;  // hosts that are not this machine
+  std::unique_ptr<HostRouter> router_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<AccessPolicy> access_;
+  std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<LimitedJobService> limited_job_service_;
+  std::unique_ptr<AuthorizingJobService> authorized_job_service_;  // the one registered
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;  // null when not served
+  bool shut_down_ = false;
+};
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,178 @@
+// horovodd: the long-running daemon. Reads its config (--config, flags
+// override keys), serves jobs until SIGTERM/SIGINT, then ends every job with
+// a recorded reason and exits 0. Under systemd (Type=notify) it says when it
+// is ready and stopping, and sends watchdog keep-alives.
+//
+// Exit codes: 0 stopped by a signal, 1 could not start (address in use,
+// unusable state dir), 2 bad command line or config file.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <iostream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "daemon/config/auth_config.h"
+#include "daemon/config/daemon_config.h"
+#include "daemon/service/daemon_server.h"
+#include "daemon/service/logging.h"
+#include "daemon/service/systemd_notifier.h"
+
+namespace {
+
+using horovodd::daemon::DaemonConfig;
+using horovodd::daemon::DaemonFlags;
+
+constexpr int kBadUsage = 2;
+
+int WaitForTerminationSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+int Fail(int code, absl::string_view message) {
+  std::cerr << "horovodd: error: " << message << std::endl;
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "horovodd: the elastic training daemon. Runs jobs submitted by horovodrun, "
+      "keeping each between its min and max workers as hosts come and go."};
+  std::string config_path;
+  std::string listen, state_dir, metrics_listen, log_level, log_format;
+  app.add_option("--config", config_path,
+                 "YAML config file (config/horovodd.yaml documents every key); the flags "
+                 "below override its keys");
+  app.add_option("--listen", listen,
+                 "host:port of the gRPC API (port 0 picks a free one) [127.0.0.1:7451]");
+  app.add_option("--state-dir", state_dir,
+                 "directory of the job records (horovodd.db), created if missing; \"\" keeps "
+                 "none [/var/lib/horovodd]");
+  app.add_option("--metrics-listen", metrics_listen,
+                 "host:port serving GET /metrics (Prometheus); \"\" turns it off "
+                 "[127.0.0.1:9464]");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn or error [info]");
+  app.add_option("--log-format", log_format, "text or json (one object per line) [text]");
+  // One flag per auth.* and tls.* config key (auth_config.cc).
+  std::map<std::string, std::string> security_values;
+  std::map<std::string, bool> security_switches;
+  for (const auto& key : horovodd::daemon::SecurityKeys()) {
+    if (key.is_switch) {
+      app.add_flag(key.flag, security_switches[key.flag], key.help);
+    } else {
+      app.add_option(key.flag, security_values[key.flag], key.help);
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return Fail(kBadUsage, e.what());
+  }
+
+  DaemonConfig config;
+  if (!config_path.empty()) {
+    auto loaded = horovodd::daemon::LoadDaemonConfig(config_path);
+    if (!loaded.ok()) return Fail(kBadUsage, loaded.status().message());
+    config = *loaded;
+  }
+  DaemonFlags flags;
+  if (app.count("--listen")) flags.listen = listen;
+  if (app.count("--state-dir")) flags.state_dir = state_dir;
+  if (app.count("--metrics-listen")) flags.metrics_listen = metrics_listen;
+  if (app.count("--log-level")) flags.log_level = log_level;
+  if (app.count("--log-format")) flags.log_format = log_format;
+  for (const auto& [flag, value] : security_values) {
+    if (app.count(flag)) flags.security[flag] = value;
+  }
+  for (const auto& [flag, on] : security_switches) {
+    if (app.count(flag)) flags.security[flag] = on ? "true" : "false";
+  }
+  if (auto st = horovodd::daemon::ApplyDaemonFlags(flags, config); !st.ok()) {
+    return Fail(kBadUsage, st.message());
+  }
+  if (auto st = horovodd::daemon::ConfigureLogging(config.log_level, config.log_format); !st.ok()) {
+    return Fail(kBadUsage, st.message());
+  }
+
+  horovodd::daemon::RaiseOpenFileLimit(config.limits.max_workers_per_job);
+
+  // Block the termination signals in every thread; main waits for them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  horovodd::daemon::DaemonOptions options;
+  options.listen_address = config.listen;
+  options.state_dir = config.state_dir;
+  options.metrics_listen = config.metrics_listen;
+  options.limits = config.limits;
+  options.auth = config.auth;
+  options.tls = config.tls;
+  options.log_job_events = true;
+  auto started = horovodd::daemon::DaemonServer::Start(options);
+  if (!started.ok()) {
+    spdlog::error("cannot start: {}", std::string(started.status().message()));
+    return 1;
+  }
+  auto& daemon = **started;
+
+  // Scripts and tests read these two lines to find the daemon.
+  std::cout << "horovodd listening on " << daemon.address() << std::endl;
+  if (!daemon.metrics_address().empty()) {
+    std::cout << "horovodd metrics on http://" << daemon.metrics_address() << "/metrics"
+              << std::endl;
+  }
+  if (config.state_dir.empty()) {
+    spdlog::warn("no state dir: job records are not kept across restarts");
+  } else {
+    spdlog::info("job records in {}; {} jobs recovered from earlier runs", config.state_dir,
+                 daemon.recovered_jobs());
+  }
+  // The path only: the token itself is never logged.
+  if (daemon.admin_token_path().empty()) {
+    spdlog::warn(
+        "no state dir and no auth.admin_token_file: the admin token exists only in memory, so "
+        "nothing can submit jobs; set auth.admin_token_file");
+  } else {
+    spdlog::info("admin token in {} (clients: --token-file {})", daemon.admin_token_path(),
+                 daemon.admin_token_path());
+  }
+  const std::string status = absl::StrCat(
+      "serving on ", daemon.address(),
+      daemon.metrics_address().empty() ? ""
+                                       : absl::StrCat(", metrics on ", daemon.metrics_address()));
+  spdlog::info("{}", status);
+
+  horovodd::daemon::SystemdNotifier systemd;
+  if (horovodd::daemon::SystemdNotifier::Requested() &&
+      !horovodd::daemon::SystemdNotifier::Available()) {
+    spdlog::warn(
+        "systemd asked for readiness notification, but this horovodd was built "
+        "without libsystemd; run the unit as Type=simple");
+  }
+  // A job manager whose lock never frees stalls the probe, and with it the
+  // watchdog keep-alives: systemd then restarts horovodd.
+  systemd.Ready(status, [&daemon] { daemon.jobs().List(); });
+
+  const int sig = WaitForTerminationSignal();
+  const std::string reason =
+      absl::StrCat("horovodd stopped (", sig == SIGTERM ? "SIGTERM" : "SIGINT", ")");
+  systemd.Stopping(absl::StrCat(reason, ", ending jobs"));
+  spdlog::info("{}: refusing new jobs, ending running ones", reason);
+  daemon.Shutdown(reason);
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,410 @@
+#include "daemon/validation/request_validation.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace horovodd::daemon {
+namespace {
+
+// Caps on free text that ends up in events, logs and the journal. Fixed, not
+// configured: no legitimate client comes near them.
+constexpr size_t kMaxJobIdBytes = 128;
+constexpr size_t kMaxHostBytes = 255;
+constexpr size_t kMaxTokenBytes = 1024;
+constexpr size_t kMaxNameBytes = 256;            // JobSpec.name
+constexpr size_t kMaxPathBytes = 4096;           // PATH_MAX
+constexpr size_t kMaxInterfaceBytes = 64;
+constexpr size_t kMaxReasonBytes = 4096;         // CancelJob
+constexpr size_t kMaxFailureMessageBytes = 64 * 1024;
+// Ten years: "never" for any job, and far from absl::Duration's overflow.
+constexpr double kMaxSeconds = 10.0 * 365 * 24 * 3600;
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " ", why));
+}
+
+bool HasNul(absl::string_view text) { return text.find('\0') != absl::string_view::npos; }
+
+// Free text: no NUL (it cannot reach exec, a path or a C string intact) and
+// at most `max_bytes`.
+absl::Status CheckText(absl::string_view field, absl::string_view text, size_t max_bytes) {
+  if (HasNul(text)) return Invalid(field, "holds a NUL byte");
+  if (text.size() > max_bytes) {
+    return Invalid(field, absl::StrCat("is ", text.size(), " bytes; at most ", max_bytes,
+                                       " are accepted"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNotNegative(absl::string_view field, int64_t value) {
+  if (value < 0) return Invalid(field, absl::StrCat("must be >= 0, got ", value));
+  return absl::OkStatus();
+}
+
+// A number of seconds: finite, within [0, kMaxSeconds], and above 0 when
+// `positive`. NaN fails every comparison, so it is tested first.
+absl::Status CheckSeconds(absl::string_view field, double seconds, bool positive) {
+  if (!std::isfinite(seconds)) return Invalid(field, "must be a finite number of seconds");
+  if (positive ? seconds <= 0 : seconds < 0) {
+    return Invalid(field, absl::StrCat("must be ", positive ? "> 0" : ">= 0", " seconds, got ",
+                                       seconds));
+  }
+  if (seconds > kMaxSeconds) {
+    return Invalid(field, absl::StrCat("is ", seconds, " seconds; at most ", kMaxSeconds,
+                                       " (ten years) are accepted"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckIdentity(const v1::WorkerIdentity& who) {
+  if (auto st = ValidateJobId("who.job_id", who.job_id()); !st.ok()) return st;
+  if (who.worker_id() < 1) {
+    return Invalid("who.worker_id", absl::StrCat("must be >= 1, got ", who.worker_id()));
+  }
+  return CheckText("who.token", who.token(), kMaxTokenBytes);
+}
+
+// A KV key as a request carries it; the limit is also enforced by the
+// job's KvNamespace, which names the same config key.
+absl::Status CheckKvKey(absl::string_view field, absl::string_view key,
+                        const DaemonLimits& limits) {
+  if (key.empty()) return Invalid(field, "is empty");
+  if (key.size() > static_cast<size_t>(limits.max_kv_key_bytes)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(field, " is ", key.size(), " bytes; the limit is ", limits.max_kv_key_bytes,
+                     " bytes (limits.max_kv_key_bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckArgv(const v1::JobSpec& spec) {
+  if (spec.argv().empty() || spec.argv(0).empty()) {
+    return absl::InvalidArgumentError("argv is empty: nothing to run");
+  }
+  for (int i = 0; i < spec.argv_size(); ++i) {
+    if (HasNul(spec.argv(i))) return Invalid(absl::StrCat("argv[", i, "]"), "holds a NUL byte");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckEnv(const v1::JobSpec& spec) {
+  for (const auto& [name, value] : spec.env()) {
+    if (!IsValidEnvName(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "env: environment variable name '", absl::CEscape(name),
+          "' is not valid (letters, digits and '_', not starting with a digit)"));
+    }
+    if (IsReservedEnvName(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("env: ", name,
+                       " is reserved: the daemon sets it for every worker (its identity, "
+                       "address or credentials)"));
+    }
+    if (HasNul(value)) return Invalid(absl::StrCat("env[", name, "]"), "holds a NUL byte");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckProcessCounts(const v1::JobSpec& spec) {
+  if (spec.min_np() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_np must be at least 1, got ", spec.min_np()));
+  }
+  if (spec.max_np() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_np must be >= 0 (0 = no limit), got ", spec.max_np()));
+  }
+  if (spec.max_np() > 0 && spec.min_np() > spec.max_np()) {
+    return absl::InvalidArgumentError(absl::StrCat("min_np (", spec.min_np(),
+                                                   ") is greater than max_np (", spec.max_np(),
+                                                   ")"));
+  }
+  if (spec.num_proc() < spec.min_np() || (spec.max_np() > 0 && spec.num_proc() > spec.max_np())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_proc (", spec.num_proc(), ") is outside [min_np, max_np] = [",
+                     spec.min_np(), ", ", spec.max_np(), "]"));
+  }
+  if (spec.reset_limit() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reset_limit must be >= 0 (0 = no limit), got ", spec.reset_limit()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDiscovery(const v1::DiscoverySpec& d) {
+  if (d.script().empty() && d.hosts().empty()) {
+    return absl::InvalidArgumentError("no hosts: give a discovery script or a host list");
+  }
+  if (!d.script().empty() && !d.hosts().empty()) {
+    return absl::InvalidArgumentError(
+        "a discovery script and a static host list are mutually exclusive");
+  }
+  if (auto st = CheckText("discovery.script", d.script(), kMaxPathBytes); !st.ok()) return st;
+  for (int i = 0; i < d.hosts_size(); ++i) {
+    const auto& h = d.hosts(i);
+    const std::string field = absl::StrCat("discovery.hosts[", i, "]");
+    if (h.host().empty() || h.slots() < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": host '", absl::CEscape(h.host()),
+                       "' needs a name and at least 1 slot"));
+    }
+    if (auto st = ValidateHostName(absl::StrCat(field, ".host"), h.host()); !st.ok()) return st;
+  }
+  if (d.default_slots() < 0) {
+    return Invalid("discovery.default_slots", absl::StrCat("must be >= 0, got ", d.default_slots()));
+  }
+  if (auto st = CheckSeconds("discovery.interval_seconds", d.interval_seconds(), true); !st.ok()) {
+    return st;
+  }
+  return CheckSeconds("discovery.script_timeout_seconds", d.script_timeout_seconds(), true);
+}
+
+absl::Status CheckTimeouts(const v1::JobSpec& spec) {
+  const std::pair<const char*, double> kPositive[] = {
+      {"elastic_timeout_seconds", spec.elastic_timeout_seconds()},
+      {"start_timeout_seconds", spec.start_timeout_seconds()},
+      {"liveness_timeout_seconds", spec.liveness_timeout_seconds()},
+  };
+  for (const auto& [field, seconds] : kPositive) {
+    if (auto st = CheckSeconds(field, seconds, true); !st.ok()) return st;
+  }
+  const double lo = spec.blacklist_cooldown_min_seconds();
+  const double hi = spec.blacklist_cooldown_max_seconds();
+  if (auto st = CheckSeconds("blacklist_cooldown_min_seconds", lo, false); !st.ok()) return st;
+  if (auto st = CheckSeconds("blacklist_cooldown_max_seconds", hi, false); !st.ok()) return st;
+  if (lo > hi) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "blacklist cooldown range must satisfy 0 <= LO <= HI, got LO ", lo, " and HI ", hi));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSsh(const v1::SshSpec& ssh) {
+  if (ssh.port() < 0 || ssh.port() > 65535) {
+    return Invalid("ssh.port", absl::StrCat("must be 0 (= 22) to 65535, got ", ssh.port()));
+  }
+  if (auto st = CheckText("ssh.user", ssh.user(), kMaxNameBytes); !st.ok()) return st;
+  if (absl::StartsWith(ssh.user(), "-")) return Invalid("ssh.user", "may not start with '-'");
+  if (auto st = CheckText("ssh.identity_file", ssh.identity_file(), kMaxPathBytes); !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckText("ssh.known_hosts_file", ssh.known_hosts_file(), kMaxPathBytes);
+      !st.ok()) {
+    return st;
+  }
+  const std::string& checking = ssh.host_key_checking();
+  if (!checking.empty() && checking != "strict" && checking != "accept-new" && checking != "off") {
+    return Invalid("ssh.host_key_checking",
+                   absl::StrCat("'", absl::CEscape(checking),
+                                "' is not one of strict, accept-new, off"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool IsValidEnvName(absl::string_view name) {
+  if (name.empty() || absl::ascii_isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+bool IsReservedEnvName(absl::string_view name) {
+  // What JobDriver::WorkerEnvironment sets from the daemon's own knowledge, and
+  // the credentials it hands workers. Tunables (HOROVODD_RING_TIMEOUT_S...)
+  // stay the user's.
+  static constexpr absl::string_view kReserved[] = {
+      "HOROVODD_DAEMON_ADDR", "HOROVODD_JOB_ID",   "HOROVODD_WORKER_ID",
+      "HOROVODD_WORKER_TOKEN", "HOROVODD_BIND_ADDR", "HOROVODD_NETWORK_INTERFACE",
+      "HOROVOD_RANK",          "HOROVOD_HOSTNAME",
+  };
+  for (absl::string_view reserved : kReserved) {
+    if (name == reserved) return true;
+  }
+  return absl::StartsWith(name, "HOROVODD_TLS_");
+}
+
+absl::Status ValidateJobId(absl::string_view field, absl::string_view job_id) {
+  if (job_id.empty()) return Invalid(field, "is empty");
+  if (job_id.size() > kMaxJobIdBytes) {
+    return Invalid(field, absl::StrCat("is ", job_id.size(), " bytes; job ids are at most ",
+                                       kMaxJobIdBytes));
+  }
+  for (char c : job_id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
+        c != '.') {
+      return Invalid(field, absl::StrCat("'", absl::CEscape(job_id),
+                                         "' is not a job id (letters, digits, '-', '_', '.')"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateHostName(absl::string_view field, absl::string_view host) {
+  if (host.empty()) return Invalid(field, "is empty");
+  if (host.size() > kMaxHostBytes) {
+    return Invalid(field, absl::StrCat("is ", host.size(), " bytes; host names are at most ",
+                                       kMaxHostBytes));
+  }
+  bool ok = host.front() != '-';
+  for (char c : host) {
+    ok = ok && (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
+                c == '_' || c == ':' || c == '[' || c == ']');
+  }
+  if (!ok) {
+    return Invalid(field, absl::StrCat("'", absl::CEscape(host),
+                                       "' is not a host name or IP address (letters, digits, "
+                                       "'.', '-', '_', ':', not starting with '-')"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateJobSpecFields(const v1::JobSpec& spec) {
+  absl::Status status = CheckArgv(spec);
+  if (status.ok()) status = CheckEnv(spec);
+  if (status.ok()) status = CheckText("working_dir", spec.working_dir(), kMaxPathBytes);
+  if (status.ok()) status = CheckText("name", spec.name(), kMaxNameBytes);
+  if (status.ok()) status = CheckProcessCounts(spec);
+  if (status.ok()) status = CheckDiscovery(spec.discovery());
+  if (status.ok()) status = CheckTimeouts(spec);
+  if (status.ok()) status = CheckSsh(spec.ssh());
+  if (status.ok() && !spec.network_interface().empty()) {
+    status = CheckText("network_interface", spec.network_interface(), kMaxInterfaceBytes);
+  }
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("invalid job spec: ", status.message()));
+}
+
+absl::Status ValidateRequest(const v1::SubmitJobRequest& request, const DaemonLimits& limits) {
+  const v1::JobSpec& spec = request.spec();
+  // Size first: the field checks below walk the whole spec.
+  const size_t bytes = spec.ByteSizeLong();
+  if (bytes > static_cast<size_t>(limits.max_job_spec_bytes)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the job spec is ", bytes, " bytes (argv, env, hosts...); the limit is ",
+                     limits.max_job_spec_bytes, " bytes (limits.max_job_spec_bytes)"));
+  }
+  if (auto st = ValidateJobSpecFields(spec); !st.ok()) return st;
+  const int most = limits.max_workers_per_job;
+  for (const auto& [field, value] : {std::pair<const char*, int>{"num_proc", spec.num_proc()},
+                                     std::pair<const char*, int>{"max_np", spec.max_np()}}) {
+    if (value > most) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(field, " ", value, " is over this horovodd's limit of ", most,
+                       " workers per job (limits.max_workers_per_job)"));
+    }
+  }
+  for (int i = 0; i < spec.discovery().hosts_size(); ++i) {
+    if (spec.discovery().hosts(i).slots() > most) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("discovery.hosts[", i, "].slots ", spec.discovery().hosts(i).slots(),
+                       " is over this horovodd's limit of ", most,
+                       " workers per job (limits.max_workers_per_job)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const v1::GetJobRequest& request, const DaemonLimits&) {
+  return ValidateJobId("job_id", request.job_id());
+}
+
+absl::Status ValidateRequest(const v1::ListJobsRequest&, const DaemonLimits&) {
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const v1::WatchJobRequest& request, const DaemonLimits&) {
+  return ValidateJobId("job_id", request.job_id());
+}
+
+absl::Status ValidateRequest(const v1::CancelJobRequest& request, const DaemonLimits&) {
+  if (auto st = ValidateJobId("job_id", request.job_id()); !st.ok()) return st;
+  return CheckText("reason", request.reason(), kMaxReasonBytes);
+}
+
+absl::Status ValidateRequest(const v1::DrainHostRequest& request, const DaemonLimits&) {
+  if (request.host().empty()) return absl::InvalidArgumentError("no host given");
+  if (auto st = ValidateHostName("host", request.host()); !st.ok()) return st;
+  // No job id: every job of the daemon.
+  if (request.job_id().empty()) return absl::OkStatus();
+  return ValidateJobId("job_id", request.job_id());
+}
+
+absl::Status ValidateRequest(const v1::GetWorkerOutputRequest& request, const DaemonLimits&) {
+  if (auto st = ValidateJobId("job_id", request.job_id()); !st.ok()) return st;
+  if (request.rank() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("rank must be >= 0, got ", request.rank()));
+  }
+  return CheckNotNegative("max_lines", request.max_lines());
+}
+
+absl::Status ValidateRequest(const v1::RendezvousRequest& request, const DaemonLimits&) {
+  if (auto st = CheckIdentity(request.who()); !st.ok()) return st;
+  return CheckNotNegative("after_generation", request.after_generation());
+}
+
+absl::Status ValidateRequest(const v1::KvSetRequest& request, const DaemonLimits& limits) {
+  if (auto st = CheckIdentity(request.who()); !st.ok()) return st;
+  if (auto st = CheckNotNegative("generation", request.generation()); !st.ok()) return st;
+  if (auto st = CheckKvKey("key", request.key(), limits); !st.ok()) return st;
+  if (request.value().size() > static_cast<size_t>(limits.max_kv_value_bytes)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("value of key '", absl::CEscape(request.key()), "' is ",
+                     request.value().size(), " bytes; the limit is ", limits.max_kv_value_bytes,
+                     " bytes (limits.max_kv_value_bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const v1::KvGetRequest& request, const DaemonLimits& limits) {
+  if (auto st = CheckIdentity(request.who()); !st.ok()) return st;
+  if (auto st = CheckNotNegative("generation", request.generation()); !st.ok()) return st;
+  if (request.keys_size() > limits.max_kv_keys_per_job) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "asked for ", request.keys_size(), " keys; a job holds at most ",
+        limits.max_kv_keys_per_job, " (limits.max_kv_keys_per_job)"));
+  }
+  for (int i = 0; i < request.keys_size(); ++i) {
+    if (auto st = CheckKvKey(absl::StrCat("keys[", i, "]"), request.keys(i), limits); !st.ok()) {
+      return st;
+    }
+  }
+  // 0 = the daemon's default wait.
+  return CheckSeconds("timeout_seconds", request.timeout_seconds(), false);
+}
+
+absl::Status ValidateRequest(const v1::WorkerMessage& request, const DaemonLimits&) {
+  switch (request.body_case()) {
+    case v1::WorkerMessage::kHello:
+      return CheckIdentity(request.hello());
+    case v1::WorkerMessage::kHeartbeat:
+      return CheckNotNegative("heartbeat.generation", request.heartbeat().generation());
+    case v1::WorkerMessage::kRendezvous:
+      return CheckNotNegative("rendezvous.after_generation",
+                              request.rendezvous().after_generation());
+    default:
+      return absl::InvalidArgumentError(
+          "an Attach message must be a hello, a heartbeat or a rendezvous (body is not set)");
+  }
+}
+
+absl::Status ValidateRequest(const v1::CommitReport& request, const DaemonLimits&) {
+  if (auto st = CheckIdentity(request.who()); !st.ok()) return st;
+  if (auto st = CheckNotNegative("generation", request.generation()); !st.ok()) return st;
+  return CheckNotNegative("commit", request.commit());
+}
+
+absl::Status ValidateRequest(const v1::FailureReport& request, const DaemonLimits&) {
+  if (auto st = CheckIdentity(request.who()); !st.ok()) return st;
+  if (auto st = CheckNotNegative("generation", request.generation()); !st.ok()) return st;
+  return CheckText("message", request.message(), kMaxFailureMessageBytes);
+}
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,153 @@
+#include "worker_runtime/engine/engine_fusion.h"
+
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker_runtime/gloo/gloo_ops.h"
+#include "worker_runtime/gloo/gloo_transfer.h"
+
+namespace horovodd::internal {
+namespace {
+
+// What requests must share to be fused into one collective.
+using FusionKey = std::tuple<RequestKind, DType, ReduceOp, double, double, int>;
+
+std::optional<FusionKey> KeyOf(const Request& r) {
+  if (r.kind == RequestKind::kAllreduce) {
+    return FusionKey{r.kind, r.tensors.front().dtype, r.options.op,
+                     r.options.prescale_factor, r.options.postscale_factor, 0};
+  }
+  // Broadcast moves bytes: any dtypes fuse, only the root must match.
+  if (r.kind == RequestKind::kBroadcast) {
+    return FusionKey{r.kind, DType::kUInt8, ReduceOp::kSum, 1.0, 1.0, r.root};
+  }
+  return std::nullopt;  // allgather and opaque requests run alone
+}
+
+// "a", or "a + 4 fused": the name of a fused collective in errors.
+std::string BatchName(const Batch& batch) {
+  const std::string& first = batch.requests.front()->name;
+  if (batch.requests.size() == 1) return first;
+  return absl::StrCat(first, " + ", batch.requests.size() - 1, " fused");
+}
+
+size_t TensorCount(const Batch& batch) {
+  size_t count = 0;
+  for (const Request* r : batch.requests) count += r->tensors.size();
+  return count;
+}
+
+size_t TotalBytes(const Batch& batch) {
+  size_t bytes = 0;
+  for (const Request* r : batch.requests) bytes += r->nbytes();
+  return bytes;
+}
+
+// Copies every tensor of the batch into `buffer`, back to back.
+void Pack(const Batch& batch, uint8_t* buffer) {
+  for (const Request* r : batch.requests) {
+    for (const TensorView& t : r->tensors) {
+      if (t.nbytes() > 0) std::memcpy(buffer, t.data, t.nbytes());
+      buffer += t.nbytes();
+    }
+  }
+}
+
+void Unpack(const Batch& batch, const uint8_t* buffer) {
+  for (const Request* r : batch.requests) {
+    for (const TensorView& t : r->tensors) {
+      if (t.nbytes() > 0) std::memcpy(t.data, buffer, t.nbytes());
+      buffer += t.nbytes();
+    }
+  }
+}
+
+absl::Status RunAllreduce(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion) {
+  const Request& first = *batch.requests.front();
+  AllreduceOptions options = first.options;
+  if (batch.requests.size() > 1) options.name = BatchName(batch);
+  if (TensorCount(batch) == 1) {  // in place, no copies
+    TensorView only = first.tensors.front();
+    return ring([&](gloo::Context& c) { return Allreduce(c, only, options); });
+  }
+  const size_t bytes = TotalBytes(batch);
+  const DType dtype = first.tensors.front().dtype;
+  uint8_t* buffer = fusion.Reserve(bytes);
+  Pack(batch, buffer);
+  TensorView fused{buffer, dtype, {static_cast<int64_t>(bytes / DTypeSize(dtype))}, Device{}};
+  HVDD_RETURN_IF_ERROR(ring([&](gloo::Context& c) { return Allreduce(c, fused, options); }));
+  Unpack(batch, buffer);
+  return absl::OkStatus();
+}
+
+absl::Status RunBroadcast(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion) {
+  const int root = batch.requests.front()->root;
+  if (TensorCount(batch) == 1) {
+    TensorView only = batch.requests.front()->tensors.front();
+    return ring([&](gloo::Context& c) { return Broadcast(c, only, root); });
+  }
+  const size_t bytes = TotalBytes(batch);
+  uint8_t* buffer = fusion.Reserve(bytes);
+  Pack(batch, buffer);
+  TensorView fused{buffer, DType::kUInt8, {static_cast<int64_t>(bytes)}, Device{}};
+  HVDD_RETURN_IF_ERROR(ring([&](gloo::Context& c) { return Broadcast(c, fused, root); }));
+  Unpack(batch, buffer);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+uint8_t* FusionBuffer::Reserve(size_t bytes) {
+  if (bytes_.size() < bytes) bytes_.resize(bytes);
+  return bytes_.data();
+}
+
+std::vector<Batch> PlanBatches(const std::vector<Request*>& ready, int64_t fusion_threshold) {
+  std::vector<Batch> batches;
+  // Fusion key -> the batch still taking requests of that key, and its size.
+  std::map<FusionKey, std::pair<size_t, int64_t>> open;
+  for (Request* request : ready) {
+    const int64_t bytes = static_cast<int64_t>(request->nbytes());
+    std::optional<FusionKey> key = KeyOf(*request);
+    if (key.has_value()) {
+      auto it = open.find(*key);
+      if (it != open.end() && it->second.second + bytes <= fusion_threshold) {
+        batches[it->second.first].requests.push_back(request);
+        it->second.second += bytes;
+        continue;
+      }
+      open[*key] = {batches.size(), bytes};
+    }
+    batches.push_back(Batch{request->kind, {request}});
+  }
+  return batches;
+}
+
+absl::Status RunBatch(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion,
+                      std::vector<std::optional<Tensor>>* outputs) {
+  switch (batch.kind) {
+    case RequestKind::kAllreduce:
+      return RunAllreduce(batch, ring, fusion);
+    case RequestKind::kBroadcast:
+      return RunBroadcast(batch, ring, fusion);
+    case RequestKind::kAllgather: {
+      const TensorView& input = batch.requests.front()->tensors.front();
+      absl::StatusOr<Tensor> result;
+      HVDD_RETURN_IF_ERROR(ring([&](gloo::Context& c) {
+        result = Allgather(c, input);
+        return result.status();
+      }));
+      outputs->assign(1, *std::move(result));
+      return absl::OkStatus();
+    }
+    case RequestKind::kOpaque:
+      outputs->resize(1);
+      return batch.requests.front()->run(&outputs->front());
+  }
+  return absl::InternalError("unknown request kind");
+}
+
+}  // namespace horovodd::internal

@@ -1,0 +1,47 @@
+// Turns the requests a negotiation found ready into collectives: ready
+// allreduces of the same dtype, op and scale factors (and broadcasts of the
+// same root) are packed into one fusion buffer up to the fusion threshold,
+// reduced (or broadcast) with one collective and unpacked. Every rank plans
+// from the same ready list and threshold, so all run the same collectives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include <gloo/context.h>
+
+#include "absl/status/status.h"
+#include "horovodd/tensor.h"
+#include "worker_runtime/engine/engine_request.h"
+#include "worker_runtime/gpu/gpu_backend.h"  // RingRunner: Runtime::RunCollective's shape
+
+namespace horovodd::internal {
+
+// Requests that run as one collective, in the order every rank uses.
+struct Batch {
+  RequestKind kind = RequestKind::kAllreduce;
+  std::vector<Request*> requests;
+};
+
+// `ready` in negotiated order. A request larger than the threshold (or a
+// group, which is never split) may make a batch larger than it.
+std::vector<Batch> PlanBatches(const std::vector<Request*>& ready, int64_t fusion_threshold);
+
+// The engine's reusable staging memory; grows to the largest batch seen.
+class FusionBuffer {
+ public:
+  uint8_t* Reserve(size_t bytes);
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+// Runs `batch`; the status applies to every request in it. For allgather,
+// (*outputs)[i] receives request i's result.
+absl::Status RunBatch(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion,
+                      std::vector<std::optional<Tensor>>* outputs);
+
+}  // namespace horovodd::internal

@@ -1,0 +1,153 @@
+// The engine: one background thread per runtime that owns the ring while it
+// runs. The training thread (and any other) enqueues named requests; a round
+// negotiates which are ready on every rank (engine_negotiation.h), runs them
+// fused (engine_fusion.h) and completes their handles.
+//
+// Who runs a round: one thread at a time, marked by in_round_. Usually the
+// engine thread; but a thread that waits without a deadline on a pending
+// handle (a synchronous call, Synchronize) runs the round itself when the
+// engine thread is not in one, so a blocking call costs no hand-off to the
+// engine thread and back (each a wake-up that, on a loaded machine, waits
+// for a core). Who owns what:
+//   - under mu_: the incoming queue, names pending, the ring to use, whether
+//     the engine is attached to a generation, options, in_round_;
+//   - the thread running the round (in_round_ set) only: requests taken
+//     into negotiation, the response cache, the predictor, the fusion
+//     buffer, last_round_*.
+//
+// Generations: Attach() hands the engine a generation's ring; Detach() ends
+// it: every pending handle fails with the given reason (ABORTED), the cache
+// is cleared, and Detach returns once the engine thread no longer touches
+// the ring. A collective that fails on the ring (lost peer, daemon abort)
+// fails its own handles with its error and every other pending one with
+// ABORTED; requests are refused with ABORTED until the next Attach.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "horovodd/async.h"
+#include "worker_runtime/engine/engine_fusion.h"
+#include "worker_runtime/engine/engine_negotiation.h"
+#include "worker_runtime/engine/engine_request.h"
+#include "worker_runtime/engine/engine_speculation.h"
+
+namespace horovodd::internal {
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions options);
+  // Fails whatever is still pending (ABORTED) and joins the thread. Call
+  // Detach first when a ring is attached, so a collective in flight can be
+  // aborted rather than waited out.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  EngineOptions options() const;
+  void set_options(const EngineOptions& options);
+
+  // Starts serving `generation` on `ring`. The engine must be detached.
+  void Attach(int64_t generation, RingRunner ring);
+  // Ends the current generation (see above). `abort_ring` (may be empty) is
+  // called when the engine thread is inside a collective, to wake it.
+  void Detach(const absl::Status& reason, const std::function<void()>& abort_ring);
+
+  // Queues a request whose fields (but not its handle) are set and checked.
+  // `urgent`: the caller waits on it at once (a synchronous call) and so runs
+  // the round itself (or, when it cannot, wakes the engine thread as it
+  // blocks): the engine thread is not woken for it. Errors:
+  // INVALID_ARGUMENT when its name is already pending on this rank; the
+  // engine's reason when it is not attached or its ring failed.
+  absl::StatusOr<Handle> Enqueue(Request request, bool urgent);
+
+  // Rounds whose speculative allreduce (engine_speculation.h) the
+  // negotiation confirmed, since the engine started.
+  int64_t confirmed_predictions() const { return confirmed_predictions_.load(); }
+
+ private:
+  // Shared with handles, so a waiter can hurry the engine even while the
+  // engine is being destroyed.
+  struct Signals {
+    std::mutex mu;
+    std::condition_variable wake;
+    bool urgent = false;  // a synchronous call was enqueued; guarded by mu
+    int waiters = 0;      // threads blocked on a pending handle; guarded by mu
+    // Guarded by mu; null once the engine is being destroyed. Lets a waiter
+    // drive rounds (Drive) for as long as the engine lives.
+    Engine* engine = nullptr;
+  };
+  struct Completion {
+    std::shared_ptr<HandleState> handle;
+    std::string error_prefix;
+    absl::Status status;
+    std::optional<Tensor> output;
+  };
+
+  // Runs rounds on the calling thread (which waits, without a deadline, on
+  // `handle`) until it completes, or until a round cannot start here now:
+  // another thread runs one, a detach or stop is pending, or nothing new
+  // happened since the last round (retries of requests that were not ready
+  // are the engine thread's, paced by the cycle time).
+  static void Drive(const std::shared_ptr<Signals>& signals, const HandleState& handle);
+  // Under `lock`: whether a waiter may start a round now (see Drive).
+  bool CanDriveRound() const;
+  // Takes the incoming requests into a round, runs it without the lock and
+  // relocks; in_round_ is set for its duration.
+  void RunRoundLocked(std::unique_lock<std::mutex>& lock);
+  void Loop();
+  // Waits (holding `lock`) until there is a round to run, a detach or a
+  // stop, and no waiter is running a round. Returns false to stop.
+  bool WaitForWork(std::unique_lock<std::mutex>& lock);
+  void RunRound(RingRunner ring, int64_t fusion_threshold);
+  // Runs the ready requests; returns the ring's failure, if any.
+  absl::Status RunReady(const std::vector<std::string>& ready, const RingRunner& ring,
+                        int64_t fusion_threshold, std::vector<Completion>& done);
+  void FailEverything(const absl::Status& reason, std::vector<Completion>& done);
+  // Releases the names, then completes the handles.
+  void Finish(std::vector<Completion>& done);
+  absl::Status RingFailure(const absl::Status& cause) const;
+
+  std::shared_ptr<Signals> signals_ = std::make_shared<Signals>();
+  std::mutex& mu_ = signals_->mu;
+
+  // Guarded by mu_.
+  EngineOptions options_;
+  bool stop_ = false;
+  bool detach_requested_ = false;
+  absl::Status detach_reason_;
+  std::condition_variable detached_;
+  bool in_round_ = false;
+  bool attached_ = false;
+  int64_t generation_ = 0;
+  RingRunner ring_;
+  absl::Status refusal_;  // why requests are refused now (OK: they are not)
+  std::vector<Request> incoming_;
+  absl::Time first_incoming_ = absl::InfinitePast();
+  std::unordered_set<std::string> pending_names_;  // incoming_ and taken_
+
+  // The thread running the round only (see above).
+  std::vector<Request> taken_;  // in negotiation, in enqueue order
+  ResponseCache cache_;
+  AllreducePredictor predictor_;  // engine_speculation.h
+  std::atomic<int64_t> confirmed_predictions_{0};  // any thread may read
+  FusionBuffer fusion_;
+  absl::Time last_round_ = absl::InfinitePast();
+  bool last_round_progressed_ = false;  // something completed in it
+
+  std::thread thread_;  // last: starts after everything above exists
+};
+
+}  // namespace horovodd::internal

@@ -1,0 +1,181 @@
+// Gloo contexts for the worker's rings: connecting one through a rendezvous
+// store, and aborting one while another thread is blocked in a collective.
+//
+// Why collectives here do not call Gloo's own algorithms (gloo::allreduce
+// and friends): with Gloo 2022-05 nothing public wakes a thread blocked in
+// one of them. Pair::close() and Context::closeConnections() only close the
+// socket and mark the pair closed; they do not fail the operations pending
+// on it, so the blocked thread sleeps in UnboundBuffer::waitRecv until its
+// timeout. The call that does fail pending operations
+// (tcp::Pair::signalExceptionExternal / tcp::Context::signalException) is
+// protected, and its headers do not even compile from the Debian package
+// (gloo/common/memory.h is not installed). So our collectives (gloo_ops.h)
+// post every send and receive on unbound buffers registered with the
+// GlooContext, and Abort() closes the pairs, then calls the public
+// abortWaitSend()/abortWaitRecv() on each registered buffer.
+//
+// A lost peer needs no abort in most cases: Gloo fails every operation
+// pending on a pair whose socket breaks, and a collective that fails closes
+// all its context's pairs, so the failure spreads to every rank at once.
+// The exception is a message Gloo is halfway through receiving or sending
+// when the socket breaks (it is no longer "pending"): a collective waiting
+// on exactly that message waits for its timeout, or for Abort().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+
+#include <gloo/context.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker_runtime/gloo/scratch_pool.h"
+
+namespace horovodd::internal {
+
+struct ConnectOptions {
+  int rank = 0;
+  int size = 1;
+  // Local address the context's sockets bind to (a name or an IP literal).
+  std::string bind_address = "127.0.0.1";
+  // Bounds connecting (each store wait and pair connect) and, end to end,
+  // each collective run on the context.
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+class GlooContext;
+class LoopWaker;
+
+// An unbound buffer that GlooContext::Abort() can wake. Unregisters itself
+// before the Gloo buffer is destroyed, so Abort() never touches a dead one.
+class RegisteredBuffer {
+ public:
+  RegisteredBuffer(const RegisteredBuffer&) = delete;
+  RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+  ~RegisteredBuffer();
+
+  gloo::transport::UnboundBuffer& get() { return *buffer_; }
+
+ private:
+  friend class GlooContext;
+  RegisteredBuffer(GlooContext& owner, std::unique_ptr<gloo::transport::UnboundBuffer> buffer)
+      : owner_(owner), buffer_(std::move(buffer)) {}
+
+  GlooContext& owner_;
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
+};
+
+// A full-mesh Gloo TCP context that remembers why it died and can be aborted.
+// One thread at a time runs collectives on it (the collective thread);
+// Abort() may come from any thread.
+class GlooContext final : public gloo::rendezvous::Context {
+ public:
+  GlooContext(int rank, int size, absl::Duration collective_timeout);
+  // Closes the pairs (waiting for a closing already started) and stops the
+  // device without waiting out its loop's 10 ms ticks (see LoopWaker in the
+  // .cc).
+  ~GlooContext() override;
+
+  absl::Duration collective_timeout() const { return collective_timeout_; }
+
+  // A fresh number per collective; every rank draws them in the same order,
+  // so consecutive collectives use distinct slots. Collective thread only.
+  uint64_t NextCollectiveSequence() { return next_sequence_++; }
+
+  // OK while usable. Otherwise the reason: ABORTED after Abort(), else the
+  // first failure passed to MarkFailed().
+  absl::Status health() const;
+  bool aborted() const;
+
+  // A buffer over [data, data + bytes) for this context's sends and receives;
+  // fails with health() once the context is dead.
+  absl::StatusOr<std::unique_ptr<RegisteredBuffer>> RegisterBuffer(void* data, size_t bytes);
+
+  // Where collectives on this context get their scratch memory.
+  ScratchPool& scratch_pool() { return scratch_pool_; }
+
+  // What a user of the context keeps on it from one collective to the next
+  // (the engine's negotiation rounds: the next round's receives, posted
+  // ahead, engine_negotiation.cc). Goes first when the context goes, while
+  // its pairs and device still exist. Collective thread only.
+  class Attachment {
+   public:
+    virtual ~Attachment() = default;
+  };
+  std::unique_ptr<Attachment>& attachment() { return attachment_; }
+
+  // Wakes every wait on a registered buffer (it fails ABORTED) and starts
+  // closing every pair in the background (peers see the connections drop).
+  // Idempotent. Waking before the pairs are closed is safe: a registered
+  // buffer's Gloo buffer, destroyed with it, waits for any transfer into it
+  // in flight, and the loop drops transfers for buffers that are gone.
+  void Abort();
+
+  // Gloo's connectFullMesh, but connecting every pair at once: one store
+  // wait for all peers' addresses instead of one per peer, then one thread
+  // per pair, so a ring of n ranks connects in about one connect's time
+  // rather than n - 1 of them in a row. Throws what Gloo throws.
+  void ConnectFullMeshInParallel(gloo::rendezvous::Store& store,
+                                 std::shared_ptr<gloo::transport::Device>& device);
+
+  // Records that a collective failed and starts closing every pair in the
+  // background: a failed context is never reused, and closing makes the
+  // peers still blocked on us fail now instead of at their timeout. Keeps
+  // the first failure.
+  void MarkFailed(const absl::Status& failure);
+
+ private:
+  friend class RegisteredBuffer;
+  void Unregister(gloo::transport::UnboundBuffer* buffer);
+  absl::Status HealthLocked() const;
+  // Once: closing the pairs waits for the device loop once per pair, which
+  // the failing collective and the rejoin after it need not wait for.
+  void StartClosingPairsLocked();
+  void ClosePairs();
+
+  const absl::Duration collective_timeout_;
+  uint64_t next_sequence_ = 0;  // collective thread only
+  ScratchPool scratch_pool_;
+  std::unique_ptr<Attachment> attachment_;  // collective thread only
+
+  // Set once connecting starts; makes closing pairs prompt.
+  std::unique_ptr<LoopWaker> waker_;
+
+  mutable std::mutex mu_;
+  bool aborted_ = false;                                          // guarded by mu_
+  absl::Status failure_;                                          // guarded by mu_
+  std::unordered_set<gloo::transport::UnboundBuffer*> buffers_;  // guarded by mu_
+  // Closes the pairs once the context failed or was aborted; joined by the
+  // destructor before anything it uses goes.
+  std::thread closer_;          // started under mu_
+  bool closed_inline_ = false;  // guarded by mu_; no thread could be started
+};
+
+// Builds a full-mesh Gloo TCP context through `store`, which the caller has
+// scoped to one rendezvous round (e.g. a gloo::rendezvous::PrefixStore).
+// The result's dynamic type is GlooContext. Bad options: INVALID_ARGUMENT;
+// a timeout: DEADLINE_EXCEEDED; other connect failures: UNAVAILABLE.
+absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(
+    gloo::rendezvous::Store& store, const ConnectOptions& options);
+
+// Makes collectives blocked on `context` in other threads return ABORTED
+// promptly, and every later one return ABORTED at once. Used when the daemon
+// says the generation is superseded. Safe from any thread, more than once.
+// A context not made by ConnectGlooContext only gets its pairs closed.
+void AbortGlooContext(gloo::Context& context);
+
+// True for the messages Gloo gives its timeouts ("Timed out waiting ...",
+// "Connect timeout", "Read timeout", "Wait timeout for key(s)"): Gloo
+// throws the same exception type for timeouts and for lost peers.
+bool IsGlooTimeoutMessage(const std::string& what);
+
+}  // namespace horovodd::internal

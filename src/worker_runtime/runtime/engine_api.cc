@@ -1,0 +1,262 @@
+#include "worker_runtime/runtime/engine_api.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "worker_runtime/engine/engine_loop.h"
+#include "worker_runtime/engine/engine_request.h"
+#include "worker_runtime/runtime/runtime.h"
+#include "worker_runtime/tensor/collective_args.h"
+
+namespace horovodd::internal {
+namespace {
+
+absl::Status CheckName(const char* operation, const std::string& name) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(operation, ": an asynchronous collective needs a non-empty name"));
+  }
+  return absl::OkStatus();
+}
+
+bool OnCuda(const TensorView& tensor) { return tensor.device.type == DeviceType::kCUDA; }
+
+constexpr char kSyncPrefix[] = "horovodd.sync.";
+
+absl::StatusOr<Handle> Submit(Runtime& runtime, Request request, bool urgent) {
+  request.descriptor = Describe(request).Encode();
+  if (!IsSyncName(request.name)) request.error_prefix = absl::StrCat("'", request.name, "': ");
+  return runtime.engine().Enqueue(std::move(request), urgent);
+}
+
+// CPU tensors are checked here, so a bad one fails on its own rank at once
+// instead of leaving its peers waiting in a collective it never joins; CUDA
+// tensors are the GPU collectives' to check.
+absl::Status CheckTensors(const std::string& label, const std::vector<TensorView>& tensors) {
+  if (tensors.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": no tensors"));
+  }
+  for (const TensorView& t : tensors) {
+    if (t.device.type != tensors.front().device.type || t.dtype != tensors.front().dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          label, ": a group's tensors must share one dtype and device; got ",
+          DTypeName(tensors.front().dtype), " and ", DTypeName(t.dtype)));
+    }
+    absl::Status s = OnCuda(t) ? CheckTensorLayout(label, t) : CheckTensor(label, t);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string SyncName(const char* operation, const std::string& user_name) {
+  return absl::StrCat(kSyncPrefix, operation, user_name.empty() ? "" : ".", user_name);
+}
+
+bool IsSyncName(const std::string& name) { return absl::StartsWith(name, kSyncPrefix); }
+
+absl::StatusOr<Handle> EnqueueAllreduce(Runtime& runtime, std::string name,
+                                        std::vector<TensorView> inouts,
+                                        const AllreduceOptions& options, bool urgent) {
+  const std::string label = absl::StrCat("allreduce '", name, "'");
+  if (absl::Status s = CheckName("allreduce", name); !s.ok()) return s;
+  if (absl::Status s = CheckTensors(label, inouts); !s.ok()) return s;
+  if (absl::Status s = CheckScaleFactor(label, "prescale_factor", options.prescale_factor);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckScaleFactor(label, "postscale_factor", options.postscale_factor);
+      !s.ok()) {
+    return s;
+  }
+  Request request;
+  request.name = std::move(name);
+  request.tensors = std::move(inouts);
+  request.options = options;
+  // Errors name the tensor: the request's name, or a synchronous call's own.
+  if (!IsSyncName(request.name)) request.options.name = request.name;
+  if (!OnCuda(request.tensors.front())) {
+    request.kind = RequestKind::kAllreduce;
+    return Submit(runtime, std::move(request), urgent);
+  }
+  request.kind = RequestKind::kOpaque;
+  request.opaque_operation = "allreduce";
+  request.run = [&runtime, tensors = request.tensors,
+                 options = request.options](std::optional<Tensor>*) {
+    for (const TensorView& t : tensors) {
+      if (absl::Status s = runtime.gpu().Allreduce(t, options); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  };
+  return Submit(runtime, std::move(request), urgent);
+}
+
+absl::StatusOr<Handle> EnqueueBroadcast(Runtime& runtime, std::string name, TensorView inout,
+                                        int root, bool urgent) {
+  const std::string label = absl::StrCat("broadcast '", name, "'");
+  if (absl::Status s = CheckName("broadcast", name); !s.ok()) return s;
+  if (absl::Status s = CheckTensors(label, {inout}); !s.ok()) return s;
+  const int size = runtime.assignment().size;
+  if (root < 0 || (size > 0 && root >= size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": root ", root, " is out of range for ", size, " ranks"));
+  }
+  Request request;
+  request.name = std::move(name);
+  request.tensors = {inout};
+  request.root = root;
+  request.kind = RequestKind::kBroadcast;
+  if (OnCuda(inout)) {
+    request.kind = RequestKind::kOpaque;
+    request.opaque_operation = "broadcast";
+    request.run = [&runtime, inout, root](std::optional<Tensor>*) {
+      return runtime.gpu().Broadcast(inout, root);
+    };
+  }
+  return Submit(runtime, std::move(request), urgent);
+}
+
+absl::StatusOr<Handle> EnqueueAllgather(Runtime& runtime, std::string name, TensorView input,
+                                        bool urgent) {
+  const std::string label = absl::StrCat("allgather '", name, "'");
+  if (absl::Status s = CheckName("allgather", name); !s.ok()) return s;
+  if (absl::Status s = CheckTensors(label, {input}); !s.ok()) return s;
+  if (absl::Status s = NeedsDimension(label, input); !s.ok()) return s;
+  Request request;
+  request.name = std::move(name);
+  request.tensors = {input};
+  request.kind = RequestKind::kAllgather;
+  request.produces_output = true;
+  if (OnCuda(input)) {
+    request.kind = RequestKind::kOpaque;
+    request.opaque_operation = "allgather";
+    request.run = [&runtime, input](std::optional<Tensor>* output) {
+      absl::StatusOr<Tensor> result = runtime.gpu().Allgather(input);
+      if (!result.ok()) return result.status();
+      *output = *std::move(result);
+      return absl::OkStatus();
+    };
+  }
+  return Submit(runtime, std::move(request), urgent);
+}
+
+absl::StatusOr<Handle> EnqueueOpaque(Runtime& runtime, std::string name, std::string operation,
+                                     std::vector<TensorView> tensors,
+                                     std::function<absl::Status(std::optional<Tensor>*)> run,
+                                     bool urgent) {
+  Request request;
+  request.name = std::move(name);
+  request.kind = RequestKind::kOpaque;
+  request.opaque_operation = std::move(operation);
+  request.tensors = std::move(tensors);
+  request.run = std::move(run);
+  return Submit(runtime, std::move(request), urgent);
+}
+
+}  // namespace horovodd::internal
+
+// ---------------------------------------------------------------------------
+// async.h
+// ---------------------------------------------------------------------------
+
+namespace horovodd {
+namespace {
+
+using internal::CurrentRuntime;
+using internal::Runtime;
+
+absl::Status NotInitialized(const char* what) {
+  return absl::FailedPreconditionError(absl::StrCat(what, " needs horovodd::Init() first"));
+}
+
+// A non-negative number from `name`, or `fallback` when it is unset.
+absl::StatusOr<double> NumberEnv(const char* name, double fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  double value = 0;
+  if (!absl::SimpleAtod(text, &value) || !(value >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be a non-negative number, got '", text, "'"));
+  }
+  return value;
+}
+
+absl::Status CheckEngineOptions(const EngineOptions& options) {
+  if (options.fusion_threshold_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the fusion threshold must not be negative, got ", options.fusion_threshold_bytes));
+  }
+  if (options.cycle_time <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the cycle time must be positive, got ", absl::FormatDuration(options.cycle_time)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<EngineOptions> EngineOptions::FromEnvironment() {
+  EngineOptions options;
+  absl::StatusOr<double> threshold =
+      NumberEnv("HOROVOD_FUSION_THRESHOLD", static_cast<double>(options.fusion_threshold_bytes));
+  if (!threshold.ok()) return threshold.status();
+  options.fusion_threshold_bytes = static_cast<int64_t>(*threshold);
+  absl::StatusOr<double> cycle_ms =
+      NumberEnv("HOROVOD_CYCLE_TIME", absl::ToDoubleMilliseconds(options.cycle_time));
+  if (!cycle_ms.ok()) return cycle_ms.status();
+  if (*cycle_ms <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HOROVOD_CYCLE_TIME must be positive (milliseconds), got ", *cycle_ms));
+  }
+  options.cycle_time = absl::Milliseconds(*cycle_ms);
+  return options;
+}
+
+absl::Status ConfigureEngine(const EngineOptions& options) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized("ConfigureEngine");
+  if (absl::Status s = CheckEngineOptions(options); !s.ok()) return s;
+  runtime->engine().set_options(options);
+  return absl::OkStatus();
+}
+
+EngineOptions CurrentEngineOptions() {
+  Runtime* runtime = CurrentRuntime();
+  return runtime == nullptr ? EngineOptions{} : runtime->engine().options();
+}
+
+absl::StatusOr<Handle> AllreduceAsync(std::string name, TensorView inout,
+                                      const AllreduceOptions& options) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized("AllreduceAsync");
+  return internal::EnqueueAllreduce(*runtime, std::move(name), {std::move(inout)}, options,
+                                    /*urgent=*/false);
+}
+
+absl::StatusOr<Handle> GroupedAllreduceAsync(std::string name, std::vector<TensorView> inouts,
+                                             const AllreduceOptions& options) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized("GroupedAllreduceAsync");
+  return internal::EnqueueAllreduce(*runtime, std::move(name), std::move(inouts), options,
+                                    /*urgent=*/false);
+}
+
+absl::StatusOr<Handle> BroadcastAsync(std::string name, TensorView inout, int root) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized("BroadcastAsync");
+  return internal::EnqueueBroadcast(*runtime, std::move(name), std::move(inout), root,
+                                    /*urgent=*/false);
+}
+
+absl::StatusOr<Handle> AllgatherAsync(std::string name, TensorView input) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized("AllgatherAsync");
+  return internal::EnqueueAllgather(*runtime, std::move(name), std::move(input),
+                                    /*urgent=*/false);
+}
+
+}  // namespace horovodd

@@ -1,0 +1,465 @@
+#include "worker_runtime/runtime/runtime.h"
+#include "common/network_interface.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "horovodd/async.h"
+#include "horovodd/horovodd.h"
+#include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/gloo/gloo_ops.h"
+#include "worker_runtime/gpu/unique_id_store.h"
+#include "worker_runtime/runtime/daemon_store.h"
+#include "worker_runtime/runtime/engine_api.h"
+
+namespace horovodd::internal {
+namespace {
+
+constexpr char kNotLaunched[] = "this process was not launched by horovodrun/horovodd";
+// How long a runtime that ends waits for its peers in the last barrier (SayGoodbye).
+constexpr absl::Duration kGoodbyeTimeout = absl::Seconds(3);
+
+absl::StatusOr<std::string> RequiredEnv(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    return absl::FailedPreconditionError(absl::StrCat(name, " is not set: ", kNotLaunched));
+  }
+  return std::string(value);
+}
+
+std::string OptionalEnv(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+// A positive number of `unit`s from `name`, or `fallback` when it is unset.
+absl::StatusOr<absl::Duration> DurationEnv(const char* name, absl::Duration unit,
+                                           absl::Duration fallback) {
+  const std::string text = OptionalEnv(name);
+  if (text.empty()) return fallback;
+  double value = 0;
+  if (!absl::SimpleAtod(text, &value) || !(value > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be a positive number, got '", text, "'"));
+  }
+  return value * unit;
+}
+
+Assignment ToAssignment(const v1::RendezvousResponse& response) {
+  Assignment a;
+  a.generation = response.generation();
+  a.rank = response.rank();
+  a.size = response.size();
+  a.local_rank = response.local_rank();
+  a.local_size = response.local_size();
+  a.cross_rank = response.cross_rank();
+  a.cross_size = response.cross_size();
+  a.shrink.from_generation = response.shrinks_generation();
+  a.shrink.excluded_ranks.assign(response.excluded_ranks().begin(),
+                                 response.excluded_ranks().end());
+  return a;
+}
+
+// A generation's key-value namespace in the daemon, where the ranks of an
+// NCCL communicator swap its unique id.
+class GenerationKvStore final : public UniqueIdStore {
+ public:
+  GenerationKvStore(DaemonClient& client, int64_t generation)
+      : client_(client), generation_(generation) {}
+
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    return client_.KvSet(generation_, key, value);
+  }
+
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
+    absl::StatusOr<std::vector<std::string>> values = client_.KvGet(generation_, {key}, timeout);
+    if (!values.ok()) return values.status();
+    return std::move(values->front());
+  }
+
+ private:
+  DaemonClient& client_;
+  const int64_t generation_;
+};
+
+absl::Status CheckAssignment(const v1::RendezvousResponse& response, int64_t after) {
+  if (response.generation() <= after || response.size() < 1 || response.rank() < 0 ||
+      response.rank() >= response.size()) {
+    return absl::InternalError(absl::StrCat(
+        "the daemon answered a rendezvous after generation ", after, " with generation ",
+        response.generation(), ", rank ", response.rank(), " of size ", response.size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
+  RuntimeOptions options;
+  absl::StatusOr<std::string> address = RequiredEnv("HOROVODD_DAEMON_ADDR");
+  if (!address.ok()) return address.status();
+  absl::StatusOr<std::string> job = RequiredEnv("HOROVODD_JOB_ID");
+  if (!job.ok()) return job.status();
+  absl::StatusOr<std::string> worker = RequiredEnv("HOROVODD_WORKER_ID");
+  if (!worker.ok()) return worker.status();
+  options.daemon.address = *address;
+  options.daemon.job_id = *job;
+  if (!absl::SimpleAtoi(*worker, &options.daemon.worker_id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HOROVODD_WORKER_ID must be an integer, got '", *worker, "'"));
+  }
+  options.daemon.token = OptionalEnv("HOROVODD_WORKER_TOKEN");
+  options.daemon.tls_ca_file = OptionalEnv("HOROVODD_TLS_CA");
+  options.daemon.tls_cert_file = OptionalEnv("HOROVODD_TLS_CERT");
+  options.daemon.tls_key_file = OptionalEnv("HOROVODD_TLS_KEY");
+  options.daemon.tls = OptionalEnv("HOROVODD_TLS") == "1" || !options.daemon.tls_ca_file.empty();
+
+  absl::StatusOr<absl::Duration> heartbeat = DurationEnv(
+      "HOROVODD_HEARTBEAT_MS", absl::Milliseconds(1), options.daemon.heartbeat_interval);
+  if (!heartbeat.ok()) return heartbeat.status();
+  options.daemon.heartbeat_interval = *heartbeat;
+  absl::StatusOr<absl::Duration> grace =
+      DurationEnv("HOROVODD_DAEMON_GRACE_S", absl::Seconds(1), options.daemon.daemon_grace);
+  if (!grace.ok()) return grace.status();
+  options.daemon.daemon_grace = *grace;
+  absl::StatusOr<absl::Duration> ring_timeout =
+      DurationEnv("HOROVODD_RING_TIMEOUT_S", absl::Seconds(1), options.ring_timeout);
+  if (!ring_timeout.ok()) return ring_timeout.status();
+  options.ring_timeout = *ring_timeout;
+  absl::StatusOr<GpuOperations> gpu_operations = GpuOperationsFromEnvironment();
+  if (!gpu_operations.ok()) return gpu_operations.status();
+  options.gpu_operations = *gpu_operations;
+  absl::StatusOr<EngineOptions> engine = EngineOptions::FromEnvironment();
+  if (!engine.ok()) return engine.status();
+  options.engine = *engine;
+  return options;
+}
+
+// ---------------------------------------------------------------------------
+// Runtime
+// ---------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options) {
+  // Debian's Abseil is built with Mutex deadlock detection on: it records
+  // every lock order in a global graph (gRPC locks absl::Mutex on each call),
+  // costly on every collective and RPC. It is a debugging aid; off.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  std::unique_ptr<Runtime> runtime(new Runtime(options.ring_timeout));
+  Runtime* self = runtime.get();
+  GpuCollectivesOptions gpu;
+  gpu.operations = options.gpu_operations;
+  gpu.timeout = options.ring_timeout;
+  gpu.ring = [self](const std::function<absl::Status(gloo::Context&)>& op) {
+    return self->RunCollective(op);
+  };
+  runtime->gpu_ = std::make_unique<GpuCollectives>(std::move(gpu));
+  DaemonClientOptions daemon = std::move(options.daemon);
+  daemon.on_message = [self](int64_t generation, bool abort) {
+    self->OnDaemonMessage(generation, abort);
+  };
+  absl::StatusOr<std::unique_ptr<DaemonClient>> client = DaemonClient::Create(std::move(daemon));
+  if (!client.ok()) return client.status();
+  runtime->client_ = *std::move(client);
+  runtime->engine_ = std::make_unique<Engine>(options.engine);
+  runtime->client_->StartAttach();
+  return runtime;
+}
+
+Runtime::~Runtime() {
+  SayGoodbye();
+  // The engine first: its thread runs collectives on the ring and the GPU.
+  DetachEngine(absl::AbortedError("the worker runtime is shutting down"));
+  engine_.reset();
+  // Then the client: its threads call back into this object.
+  if (client_ != nullptr) client_->Stop();
+  SetRing(nullptr, 0);
+}
+
+void Runtime::SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation) {
+  std::shared_ptr<gloo::Context> old;
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    old = std::move(ring_);
+    ring_ = std::move(ring);
+    ring_generation_ = generation;
+  }
+  reaper_.Retire(std::move(old));
+}
+
+// A rank that closes its ring while a peer still reads the last collective
+// they shared can break that read: a TCP connection closed with bytes still
+// unread on it (a peer announcing its next receive) is reset, and the reset
+// throws away what the peer had not read yet -- the peer's last collective
+// fails at the very end of the job. So a runtime that ends with a ring meets
+// its peers in one more barrier first; ranks ending together pass it at once,
+// and after it every rank's real work is done. A rank ending alone (its peers
+// train on, or are gone) gives up after kGoodbyeTimeout and closes as before;
+// the barrier's own failure changes nothing.
+void Runtime::SayGoodbye() {
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    if (ring_ == nullptr) return;
+  }
+  if (engine_ == nullptr) return;
+  absl::StatusOr<Handle> goodbye = EnqueueOpaque(
+      *this, SyncName("goodbye", ""), "goodbye", /*tensors=*/{},
+      [this](std::optional<Tensor>*) { return RunCollective(&internal::Barrier); },
+      /*urgent=*/true);
+  if (goodbye.ok()) goodbye->Wait(kGoodbyeTimeout).IgnoreError();
+}
+
+void Runtime::DetachEngine(const absl::Status& reason) {
+  if (engine_ == nullptr) return;
+  const int64_t generation = assignment_.generation;
+  engine_->Detach(reason, [this, generation] {
+    gpu_->Abort(generation + 1);
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    if (ring_ != nullptr) AbortGlooContext(*ring_);
+  });
+}
+
+absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
+  // Whatever is still pending belongs to the generation being left.
+  DetachEngine(absl::AbortedError(absl::StrCat(
+      "this worker is leaving generation ", assignment_.generation, " to rejoin the job")));
+  SetRing(nullptr, 0);  // a ring is never reused across generations
+  // nor an NCCL communicator, though the next generation may shrink it
+  gpu_->LeaveGeneration();
+  int64_t after = after_generation;
+  while (true) {
+    absl::StatusOr<v1::RendezvousResponse> response = client_->Rendezvous(after);
+    if (!response.ok()) return response.status();
+    if (response->removed()) return JoinOutcome::kRemoved;
+    if (absl::Status valid = CheckAssignment(*response, after); !valid.ok()) return valid;
+    Assignment next = ToAssignment(*response);
+    client_->set_current_generation(next.generation);
+
+    RingOptions ring_options;
+    ring_options.generation = next.generation;
+    ring_options.rank = next.rank;
+    ring_options.size = next.size;
+    ring_options.bind_address = response->bind_address().empty()
+                                    ? std::string("127.0.0.1")
+                                    : response->bind_address();
+    // --network-interface: bind to that interface's address on this host.
+    if (const std::string interface = OptionalEnv("HOROVODD_NETWORK_INTERFACE");
+        !interface.empty()) {
+      absl::StatusOr<std::string> address = InterfaceIPv4Address(interface);
+      if (!address.ok()) return address.status();
+      ring_options.bind_address = *address;
+    }
+    ring_options.timeout = ring_timeout_;
+    RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
+    if (result.ring.ok()) {
+      assignment_ = std::move(next);
+      SetRing(*std::move(result.ring), assignment_.generation);
+      gpu_->EnterGeneration(assignment_.generation, assignment_.rank, assignment_.size,
+                            assignment_.shrink,
+                            std::make_unique<GenerationKvStore>(*client_, assignment_.generation));
+      engine_->Attach(assignment_.generation,
+                      [this](const std::function<absl::Status(gloo::Context&)>& op) {
+                        return RunCollective(op);
+                      });
+      return JoinOutcome::kJoined;
+    }
+    // A ring of a superseded generation was bound to fail; anything else is
+    // news the daemon needs to plan the next generation.
+    if (!result.superseded && client_->newest_generation() <= next.generation) {
+      client_->ReportFailure(next.generation, result.ring.status().ToString());
+    }
+    after = next.generation;
+  }
+}
+
+absl::Status Runtime::SupersededError(const absl::Status& cause) const {
+  std::string message =
+      absl::StrCat("the daemon aborted generation ", generation(), " (generation ",
+                   aborted_generation_.load(), " replaces it)");
+  if (!cause.ok()) absl::StrAppend(&message, " (", cause.message(), ")");
+  return absl::AbortedError(message);
+}
+
+absl::Status Runtime::RunCollective(
+    const std::function<absl::Status(gloo::Context&)>& op) {
+  std::shared_ptr<gloo::Context> ring;
+  int64_t ring_generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    ring = ring_;
+    ring_generation = ring_generation_;
+  }
+  if (ring == nullptr) {
+    return absl::FailedPreconditionError(
+        "this worker has no ring: it is not a member of any generation yet");
+  }
+  if (aborted_generation_.load() > ring_generation) return SupersededError(absl::OkStatus());
+  absl::Status status = op(*ring);
+  if (status.ok()) return status;
+  if (aborted_generation_.load() > ring_generation) return SupersededError(status);
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::UnavailableError(
+        absl::StrCat("a peer stayed silent past the ring timeout: ", status.message()));
+  }
+  return status;
+}
+
+void Runtime::OnDaemonMessage(int64_t generation, bool abort) {
+  if (!abort) return;
+  int64_t aborted = aborted_generation_.load();
+  while (generation > aborted &&
+         !aborted_generation_.compare_exchange_weak(aborted, generation)) {
+  }
+  // Set before the ring is looked at: a collective that starts after this
+  // sees the abort in RunCollective, one already running is woken here.
+  // An NCCL op in flight sees it at its next poll.
+  gpu_->Abort(generation);
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  if (ring_ != nullptr && generation > ring_generation_) AbortGlooContext(*ring_);
+}
+
+void Runtime::ReportCommit(int64_t commits) {
+  client_->ReportCommit(generation(), commits);
+}
+
+void Runtime::ReportFailure(const absl::Status& failure) {
+  if (newest_generation() > generation()) return;
+  client_->ReportFailure(generation(), failure.ToString());
+}
+
+// ---------------------------------------------------------------------------
+// Process and thread bindings
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// Init() and Shutdown() hold g_process_mu; everything else only reads the
+// pointer (from the training thread, per horovodd.h's contract).
+std::mutex g_process_mu;
+std::unique_ptr<Runtime> g_process_owner;
+std::atomic<Runtime*> g_process_runtime{nullptr};
+thread_local Runtime* t_bound_runtime = nullptr;
+
+void ExportEnvironment(const Assignment& a) {
+  const std::pair<const char*, int> values[] = {
+      {"HOROVOD_RANK", a.rank},           {"HOROVOD_SIZE", a.size},
+      {"HOROVOD_LOCAL_RANK", a.local_rank}, {"HOROVOD_LOCAL_SIZE", a.local_size},
+      {"HOROVOD_CROSS_RANK", a.cross_rank}, {"HOROVOD_CROSS_SIZE", a.cross_size},
+  };
+  for (const auto& [name, value] : values) {
+    setenv(name, std::to_string(value).c_str(), /*overwrite=*/1);
+  }
+}
+
+[[noreturn]] void ExitAsRemoved() {
+  horovodd::Shutdown();
+  std::fprintf(stderr, "horovodd: worker removed from the job, exiting\n");
+  std::fflush(stderr);
+  std::exit(0);
+}
+
+}  // namespace
+
+Runtime* CurrentRuntime() {
+  return t_bound_runtime != nullptr ? t_bound_runtime : g_process_runtime.load();
+}
+
+ScopedThreadRuntime::ScopedThreadRuntime(Runtime& runtime) : previous_(t_bound_runtime) {
+  t_bound_runtime = &runtime;
+}
+
+ScopedThreadRuntime::~ScopedThreadRuntime() { t_bound_runtime = previous_; }
+
+absl::Status RejoinCurrentRuntime() {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) {
+    return absl::FailedPreconditionError("horovodd::Init() has not been called");
+  }
+  const bool is_process = runtime == g_process_runtime.load() && t_bound_runtime == nullptr;
+  absl::StatusOr<JoinOutcome> outcome = runtime->Join(runtime->generation());
+  if (!outcome.ok()) return outcome.status();
+  if (*outcome == JoinOutcome::kRemoved) {
+    if (is_process) ExitAsRemoved();
+    return absl::NotFoundError("the daemon removed this worker from the job");
+  }
+  if (is_process) ExportEnvironment(runtime->assignment());
+  return absl::OkStatus();
+}
+
+}  // namespace horovodd::internal
+
+// ---------------------------------------------------------------------------
+// The public API (horovodd.h): membership, over the current runtime. The
+// collectives are in engine_sync.cc (they go through the engine).
+// ---------------------------------------------------------------------------
+
+namespace horovodd {
+namespace {
+
+using internal::CurrentRuntime;
+using internal::Runtime;
+
+template <typename Pick>
+int AssignmentField(Pick pick, int when_not_initialized) {
+  Runtime* runtime = CurrentRuntime();
+  return runtime == nullptr ? when_not_initialized : pick(runtime->assignment());
+}
+
+}  // namespace
+
+absl::Status Init() {
+  std::unique_lock<std::mutex> lock(internal::g_process_mu);
+  if (internal::g_process_owner != nullptr) return absl::OkStatus();
+  absl::StatusOr<internal::RuntimeOptions> options =
+      internal::RuntimeOptions::FromEnvironment();
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(*std::move(options));
+  if (!runtime.ok()) return runtime.status();
+  absl::StatusOr<internal::JoinOutcome> outcome = (*runtime)->Join(0);
+  if (!outcome.ok()) return outcome.status();
+  if (*outcome == internal::JoinOutcome::kRemoved) {
+    runtime->reset();
+    lock.unlock();
+    internal::ExitAsRemoved();
+  }
+  internal::ExportEnvironment((*runtime)->assignment());
+  internal::g_process_owner = *std::move(runtime);
+  internal::g_process_runtime = internal::g_process_owner.get();
+  return absl::OkStatus();
+}
+
+void Shutdown() {
+  std::unique_ptr<Runtime> owned;
+  {
+    std::lock_guard<std::mutex> lock(internal::g_process_mu);
+    internal::g_process_runtime = nullptr;
+    owned = std::move(internal::g_process_owner);
+  }
+  // Destroyed outside the lock: it flushes reports and joins threads.
+}
+
+bool IsInitialized() { return CurrentRuntime() != nullptr; }
+
+int Rank() { return AssignmentField([](const internal::Assignment& a) { return a.rank; }, -1); }
+int Size() { return AssignmentField([](const internal::Assignment& a) { return a.size; }, 0); }
+int LocalRank() {
+  return AssignmentField([](const internal::Assignment& a) { return a.local_rank; }, -1);
+}
+int LocalSize() {
+  return AssignmentField([](const internal::Assignment& a) { return a.local_size; }, 0);
+}
+int CrossRank() {
+  return AssignmentField([](const internal::Assignment& a) { return a.cross_rank; }, -1);
+}
+int CrossSize() {
+  return AssignmentField([](const internal::Assignment& a) { return a.cross_size; }, 0);
+}
+int64_t Generation() {
+  Runtime* runtime = CurrentRuntime();
+  return runtime == nullptr ? 0 : runtime->generation();
+}
+
+}  // namespace horovodd

@@ -1,0 +1,166 @@
+// The worker runtime behind horovodd.h and elastic.h: one worker's membership
+// in its job (daemon connection, current assignment, current ring), plus the
+// thin process-wide layer that Init()/Shutdown() manage.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gloo/context.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "horovodd/async.h"
+#include "worker_runtime/engine/engine_loop.h"
+#include "worker_runtime/gloo/ring_reaper.h"
+#include "worker_runtime/gpu/gpu_operations.h"
+#include "worker_runtime/runtime/daemon_client.h"
+#include "worker_runtime/runtime/gpu_collectives.h"
+
+namespace horovodd::internal {
+
+struct RuntimeOptions {
+  DaemonClientOptions daemon;
+  // Bounds each key wait while connecting a ring, and the ring's operations.
+  absl::Duration ring_timeout = absl::Seconds(30);
+  // Where CUDA tensors' collectives run (HOROVOD_GPU_OPERATIONS).
+  GpuOperations gpu_operations = BuiltWithNccl() ? GpuOperations::kNccl : GpuOperations::kGloo;
+  // The collective engine's fusion threshold and cycle time.
+  EngineOptions engine;
+
+  // From the environment the daemon gives its workers: HOROVODD_DAEMON_ADDR,
+  // HOROVODD_JOB_ID, HOROVODD_WORKER_ID (required), HOROVODD_WORKER_TOKEN,
+  // HOROVODD_HEARTBEAT_MS (the interval until the daemon's first message
+  // names the job's own), HOROVODD_DAEMON_GRACE_S, HOROVODD_RING_TIMEOUT_S,
+  // and the user's HOROVOD_GPU_OPERATIONS, HOROVOD_FUSION_THRESHOLD and
+  // HOROVOD_CYCLE_TIME.
+  // FAILED_PRECONDITION naming the first missing variable; INVALID_ARGUMENT
+  // naming a variable whose value does not parse.
+  static absl::StatusOr<RuntimeOptions> FromEnvironment();
+};
+
+// This worker's place in one generation, as the daemon assigned it.
+struct Assignment {
+  int64_t generation = 0;
+  int rank = -1;
+  int size = 0;
+  int local_rank = -1;
+  int local_size = 0;
+  int cross_rank = -1;
+  int cross_size = 0;
+  // Whether this generation's NCCL communicator may be shrunk from an older one.
+  ShrinkPlan shrink;
+};
+
+enum class JoinOutcome { kJoined, kRemoved };
+
+// One worker's membership in its job. The training thread calls every method;
+// the attach thread only aborts the current ring (OnDaemonMessage); the
+// engine thread runs every collective (RunCollective, gpu()) while a
+// generation is joined.
+class Runtime {
+ public:
+  // Connects to the daemon and starts the Attach stream; joins nothing yet.
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(RuntimeOptions options);
+  ~Runtime();  // drops the ring, then stops the daemon connection
+
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Drops the current ring, rendezvouses for the first stable generation
+  // after `after_generation` and connects that generation's ring. A ring that
+  // fails to connect is reported (unless its generation was superseded) and
+  // the next generation is tried, until a ring is up or the daemon says this
+  // worker is removed. Errors: the daemon refused the rendezvous.
+  absl::StatusOr<JoinOutcome> Join(int64_t after_generation);
+
+  const Assignment& assignment() const { return assignment_; }
+  int64_t generation() const { return assignment_.generation; }
+  // The newest generation the daemon has announced to this worker.
+  int64_t newest_generation() const { return client_->newest_generation(); }
+
+  // Runs `op` on the current ring. ABORTED without running it when the daemon
+  // already aborted this generation, and ABORTED instead of op's own error
+  // when that abort is why op failed. A ring timeout becomes UNAVAILABLE (a
+  // peer that stays silent that long is lost), so collective failures are
+  // always UNAVAILABLE or ABORTED. FAILED_PRECONDITION without a ring.
+  absl::Status RunCollective(const std::function<absl::Status(gloo::Context&)>& op);
+
+  // Collectives on CUDA tensors: the current generation's NCCL communicator
+  // or staging onto the ring. Engine thread only (requests on CUDA tensors
+  // run there).
+  GpuCollectives& gpu() { return *gpu_; }
+
+  // The collective engine every collective goes through (async.h); Join
+  // detaches it from the old ring (failing what is pending with ABORTED)
+  // and attaches it to the new one.
+  Engine& engine() { return *engine_; }
+
+  // Asynchronous; never block the training thread. A failure is not
+  // reported when the daemon already announced a newer generation: then it
+  // is a consequence of that change, not news.
+  void ReportCommit(int64_t commits);
+  void ReportFailure(const absl::Status& failure);
+
+ private:
+  explicit Runtime(absl::Duration ring_timeout) : ring_timeout_(ring_timeout) {}
+  // Attach thread: aborts the ring of a generation the daemon superseded.
+  void OnDaemonMessage(int64_t generation, bool abort);
+  absl::Status SupersededError(const absl::Status& cause) const;
+  void SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation);
+  // Detaches the engine, aborting a collective it is still running on the
+  // current ring (which is about to be dropped).
+  void DetachEngine(const absl::Status& reason);
+  // Meets the other ranks in one last barrier (bounded) before the ring closes.
+  void SayGoodbye();
+
+  const absl::Duration ring_timeout_;
+  std::unique_ptr<DaemonClient> client_;
+  // Declared after client_ so it is destroyed first: its store refers to it.
+  std::unique_ptr<GpuCollectives> gpu_;
+  // Owned by the training thread.
+  Assignment assignment_;
+  // The newest generation the daemon aborted (written by the attach thread).
+  std::atomic<int64_t> aborted_generation_{0};
+  // Guards ring_ and ring_generation_: the training thread replaces them, the
+  // attach thread aborts the ring.
+  std::mutex ring_mu_;
+  std::shared_ptr<gloo::Context> ring_;
+  int64_t ring_generation_ = 0;
+  // Where replaced rings go to be torn down (ring_reaper.h).
+  RingReaper reaper_;
+  // Declared last, destroyed first: its thread runs collectives through
+  // everything above. The destructor detaches it before anything else.
+  std::unique_ptr<Engine> engine_;
+};
+
+// The runtime the calling thread's collectives use: the one bound to this
+// thread, else the process runtime (Init() .. Shutdown()), else null.
+Runtime* CurrentRuntime();
+
+// Binds `runtime` to the calling thread while the binding lives, so several
+// workers can run as threads of one process (in-process tests).
+class ScopedThreadRuntime {
+ public:
+  explicit ScopedThreadRuntime(Runtime& runtime);
+  ~ScopedThreadRuntime();
+  ScopedThreadRuntime(const ScopedThreadRuntime&) = delete;
+  ScopedThreadRuntime& operator=(const ScopedThreadRuntime&) = delete;
+
+ private:
+  Runtime* previous_;
+};
+
+// Joins the current runtime's next generation (after its current one). For
+// the process runtime: exports HOROVOD_RANK and friends, and exits the
+// process with status 0 if the daemon removed this worker. A thread-bound
+// runtime that is removed gets NOT_FOUND instead.
+absl::Status RejoinCurrentRuntime();
+
+}  // namespace horovodd::internal

@@ -1,0 +1,178 @@
+#include "worker_runtime/tensor/reduce_kernels.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "worker_runtime/tensor/float16.h"
+
+namespace horovodd::internal {
+namespace {
+
+// Applies fn(a, b) element-wise into `accumulator`; typed so loops vectorize.
+template <typename T, typename Fn>
+void Zip(void* accumulator, const void* incoming, size_t count, Fn fn) {
+  T* out = static_cast<T*>(accumulator);
+  const T* in = static_cast<const T*>(incoming);
+  for (size_t i = 0; i < count; ++i) out[i] = fn(out[i], in[i]);
+}
+
+template <typename T, typename Fn>
+void Map(void* data, size_t count, Fn fn) {
+  T* values = static_cast<T*>(data);
+  for (size_t i = 0; i < count; ++i) values[i] = fn(values[i]);
+}
+
+// Integer arithmetic in the unsigned type, so overflow wraps (defined) instead
+// of being undefined behaviour for signed types.
+template <typename T>
+T Add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+template <typename T>
+T Multiply(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    // uint8 promotes to int; widen to uint64 so the product cannot overflow int.
+    return static_cast<T>(static_cast<uint64_t>(static_cast<U>(a)) *
+                          static_cast<uint64_t>(static_cast<U>(b)));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename T>
+T Scale(T value, double factor) {
+  if constexpr (std::is_integral_v<T>) {
+    const double scaled = std::trunc(static_cast<double>(value) * factor);
+    if (std::isnan(scaled)) return 0;
+    if (scaled <= static_cast<double>(std::numeric_limits<T>::min())) {
+      return std::numeric_limits<T>::min();
+    }
+    // For int64, double(max) rounds up to 2^63, so >= catches every value
+    // that does not fit.
+    if (scaled >= static_cast<double>(std::numeric_limits<T>::max())) {
+      return std::numeric_limits<T>::max();
+    }
+    return static_cast<T>(scaled);
+  } else {
+    return static_cast<T>(static_cast<double>(value) * factor);
+  }
+}
+
+template <typename T>
+void ReduceTyped(ReduceOp op, void* accumulator, const void* incoming, size_t count) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+      Zip<T>(accumulator, incoming, count, [](T a, T b) { return Add(a, b); });
+      return;
+    case ReduceOp::kMin:
+      Zip<T>(accumulator, incoming, count, [](T a, T b) { return b < a ? b : a; });
+      return;
+    case ReduceOp::kMax:
+      Zip<T>(accumulator, incoming, count, [](T a, T b) { return a < b ? b : a; });
+      return;
+    case ReduceOp::kProduct:
+      Zip<T>(accumulator, incoming, count, [](T a, T b) { return Multiply(a, b); });
+      return;
+  }
+}
+
+void ReduceHalf(ReduceOp op, void* accumulator, const void* incoming, size_t count) {
+  auto through_float = [&](auto fn) {
+    Zip<uint16_t>(accumulator, incoming, count, [&](uint16_t a, uint16_t b) {
+      return FloatToHalf(fn(HalfToFloat(a), HalfToFloat(b)));
+    });
+  };
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+      through_float([](float a, float b) { return a + b; });
+      return;
+    case ReduceOp::kMin:
+      through_float([](float a, float b) { return b < a ? b : a; });
+      return;
+    case ReduceOp::kMax:
+      through_float([](float a, float b) { return a < b ? b : a; });
+      return;
+    case ReduceOp::kProduct:
+      through_float([](float a, float b) { return a * b; });
+      return;
+  }
+}
+
+template <typename T>
+void DivideTyped(void* data, size_t count, int ranks) {
+  if constexpr (std::is_integral_v<T>) {
+    // Divide in int64: `ranks` need not fit in T (uint8 with 256 ranks).
+    const int64_t divisor = ranks;
+    Map<T>(data, count, [divisor](T value) {
+      return static_cast<T>(static_cast<int64_t>(value) / divisor);
+    });
+  } else {
+    const T divisor = static_cast<T>(ranks);
+    Map<T>(data, count, [divisor](T value) { return value / divisor; });
+  }
+}
+
+}  // namespace
+
+void ReduceInto(DType dtype, ReduceOp op, void* accumulator, const void* incoming,
+                size_t count) {
+  switch (dtype) {
+    case DType::kUInt8: return ReduceTyped<uint8_t>(op, accumulator, incoming, count);
+    case DType::kInt32: return ReduceTyped<int32_t>(op, accumulator, incoming, count);
+    case DType::kInt64: return ReduceTyped<int64_t>(op, accumulator, incoming, count);
+    case DType::kFloat16: return ReduceHalf(op, accumulator, incoming, count);
+    case DType::kFloat32: return ReduceTyped<float>(op, accumulator, incoming, count);
+    case DType::kFloat64: return ReduceTyped<double>(op, accumulator, incoming, count);
+  }
+}
+
+void ScaleInPlace(DType dtype, void* data, size_t count, double factor) {
+  switch (dtype) {
+    case DType::kUInt8:
+      return Map<uint8_t>(data, count, [factor](uint8_t v) { return Scale(v, factor); });
+    case DType::kInt32:
+      return Map<int32_t>(data, count, [factor](int32_t v) { return Scale(v, factor); });
+    case DType::kInt64:
+      return Map<int64_t>(data, count, [factor](int64_t v) { return Scale(v, factor); });
+    case DType::kFloat16:
+      return Map<uint16_t>(data, count, [factor](uint16_t v) {
+        return FloatToHalf(static_cast<float>(HalfToFloat(v) * factor));
+      });
+    case DType::kFloat32:
+      return Map<float>(data, count, [factor](float v) { return Scale(v, factor); });
+    case DType::kFloat64:
+      return Map<double>(data, count, [factor](double v) { return Scale(v, factor); });
+  }
+}
+
+void FinishReduction(DType dtype, ReduceOp op, void* data, size_t count, int ranks,
+                     double postscale) {
+  if (op == ReduceOp::kAverage) {
+    switch (dtype) {
+      case DType::kUInt8: DivideTyped<uint8_t>(data, count, ranks); break;
+      case DType::kInt32: DivideTyped<int32_t>(data, count, ranks); break;
+      case DType::kInt64: DivideTyped<int64_t>(data, count, ranks); break;
+      case DType::kFloat16:
+        Map<uint16_t>(data, count, [ranks](uint16_t v) {
+          return FloatToHalf(HalfToFloat(v) / static_cast<float>(ranks));
+        });
+        break;
+      case DType::kFloat32: DivideTyped<float>(data, count, ranks); break;
+      case DType::kFloat64: DivideTyped<double>(data, count, ranks); break;
+    }
+  }
+  if (postscale != 1.0) ScaleInPlace(dtype, data, count, postscale);
+}
+
+}  // namespace horovodd::internal
