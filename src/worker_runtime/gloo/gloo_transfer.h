@@ -24,15 +24,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
 #include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/gloo/sigpipe_block.h"
-
-// Returns from the enclosing function when `expr` (an absl::Status) is not OK.
-#define HVDD_RETURN_IF_ERROR(expr)                          \
-  do {                                                      \
-    if (absl::Status hvdd_status = (expr); !hvdd_status.ok()) \
-      return hvdd_status;                                   \
-  } while (0)
 
 namespace horovodd::internal {
 
