@@ -46,3 +46,73 @@ TEST_CASE("a stopped loop drops later posts") {
   CHECK(loop.PostAfter(absl::Milliseconds(1), [&] { ran = true; }) == 0);
   CHECK_FALSE(ran);
 }
+
+// ---- on a simulated clock: timers fire when time is advanced past them, never before.
+
+namespace {
+
+using horovodd::daemon::SimulatedClock;
+
+// Waits (a generous real bound) for a closure the loop runs; true when it ran.
+bool Ran(std::promise<void>& ran) {
+  return ran.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+}
+
+}  // namespace
+
+TEST_CASE("on a simulated clock, a timer waits for time to be advanced past its deadline") {
+  SimulatedClock clock;
+  EventLoop loop(&clock);
+  CHECK(&loop.clock() == &clock);
+  std::vector<int> fired;  // touched on the loop thread only, read after a barrier
+  loop.PostAfter(absl::Seconds(1), [&] { fired.push_back(1); });
+  loop.PostAfter(absl::Seconds(3), [&] { fired.push_back(3); });
+  loop.PostAfter(absl::Seconds(60), [&] { fired.push_back(60); });
+
+  // A timer due now runs after every timer with an earlier deadline: a barrier.
+  auto barrier = [&] {
+    std::promise<void> ran;
+    loop.PostAt(clock.Now(), [&] { ran.set_value(); });
+    REQUIRE(Ran(ran));
+  };
+  barrier();
+  CHECK(fired.empty());
+
+  clock.Advance(absl::Seconds(5));
+  barrier();
+  CHECK(fired == std::vector<int>{1, 3});
+
+  clock.Advance(absl::Seconds(54));  // 59 s in: still short of 60
+  barrier();
+  CHECK(fired == std::vector<int>{1, 3});
+
+  clock.Advance(absl::Seconds(1));
+  barrier();
+  CHECK(fired == std::vector<int>{1, 3, 60});
+}
+
+TEST_CASE("on a simulated clock, posted closures run at once and cancelled timers never fire") {
+  SimulatedClock clock;
+  EventLoop loop(&clock);
+  bool cancelled_fired = false;
+  auto cancelled = loop.PostAfter(absl::Seconds(10), [&] { cancelled_fired = true; });
+  std::promise<void> posted;
+  loop.Post([&] { posted.set_value(); });
+  REQUIRE(Ran(posted));  // no time had to pass
+
+  loop.Cancel(cancelled);
+  std::promise<void> later;
+  loop.PostAfter(absl::Seconds(20), [&] { later.set_value(); });
+  clock.Advance(absl::Seconds(30));
+  REQUIRE(Ran(later));
+  CHECK_FALSE(cancelled_fired);
+}
+
+TEST_CASE("a simulated clock moves only when advanced") {
+  SimulatedClock clock(absl::FromUnixSeconds(1000));
+  CHECK(clock.Now() == absl::FromUnixSeconds(1000));
+  clock.Advance(absl::Milliseconds(1500));
+  CHECK(clock.Now() == absl::FromUnixSeconds(1000) + absl::Milliseconds(1500));
+  clock.Advance(absl::ZeroDuration());
+  CHECK(clock.Now() == absl::FromUnixSeconds(1000) + absl::Milliseconds(1500));
+}

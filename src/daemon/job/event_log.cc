@@ -10,7 +10,7 @@ uint64_t EventLog::Append(v1::JobEvent event) {
     seq = next_seq_++;
     event.set_seq(seq);
     if (event.time_unix() == 0) {
-      event.set_time_unix(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+      event.set_time_unix(absl::ToDoubleSeconds(clock_->Now() - absl::UnixEpoch()));
     }
     events_.push_back(event);
     while (events_.size() > capacity_) events_.pop_front();

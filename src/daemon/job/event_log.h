@@ -11,8 +11,8 @@
 #include <mutex>
 #include <vector>
 
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/job/clock.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {
@@ -22,8 +22,10 @@ class EventLog {
   // Called with each appended event, outside the log's lock, on the appending thread.
   using Sink = std::function<void(const v1::JobEvent&)>;
 
-  explicit EventLog(size_t capacity = 20000, Sink sink = nullptr)
-      : capacity_(capacity), sink_(std::move(sink)) {}
+  // Events are stamped with `clock`'s time; it outlives the log.
+  explicit EventLog(size_t capacity = 20000, Sink sink = nullptr,
+                    const Clock* clock = &RealClock())
+      : capacity_(capacity), sink_(std::move(sink)), clock_(clock) {}
 
   // Stamps seq and time, keeps it, wakes watchers. Returns the seq.
   uint64_t Append(v1::JobEvent event);
@@ -46,6 +48,7 @@ class EventLog {
  private:
   const size_t capacity_;
   const Sink sink_;
+  const Clock* const clock_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::deque<v1::JobEvent> events_;  // guarded by mu_

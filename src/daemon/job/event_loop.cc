@@ -1,10 +1,8 @@
 #include "daemon/job/event_loop.h"
 
-#include <chrono>
-
 namespace horovodd::daemon {
 
-EventLoop::EventLoop() : thread_([this] { Loop(); }) {}
+EventLoop::EventLoop(const Clock* clock) : clock_(clock), thread_([this] { Loop(); }) {}
 
 EventLoop::~EventLoop() {
   Stop();
@@ -18,30 +16,25 @@ EventLoop::~EventLoop() {
 }
 
 bool EventLoop::Post(std::function<void()> fn) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return false;
-    queue_.push_back(std::move(fn));
-  }
-  cv_.notify_one();
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return false;
+  queue_.push_back(std::move(fn));
+  cv_.Signal();
   return true;
 }
 
 EventLoop::TimerId EventLoop::PostAt(absl::Time when, std::function<void()> fn) {
-  TimerId id;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return 0;
-    id = next_timer_id_++;
-    timers_.emplace(std::make_pair(when, id), std::move(fn));
-    timer_deadlines_[id] = when;
-  }
-  cv_.notify_one();
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return 0;
+  const TimerId id = next_timer_id_++;
+  timers_.emplace(std::make_pair(when, id), std::move(fn));
+  timer_deadlines_[id] = when;
+  cv_.Signal();
   return id;
 }
 
 void EventLoop::Cancel(TimerId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = timer_deadlines_.find(id);
   if (it == timer_deadlines_.end()) return;
   timers_.erase(std::make_pair(it->second, id));
@@ -49,43 +42,41 @@ void EventLoop::Cancel(TimerId id) {
 }
 
 void EventLoop::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    queue_.clear();
-    timers_.clear();
-    timer_deadlines_.clear();
-  }
-  cv_.notify_all();
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  queue_.clear();
+  timers_.clear();
+  timer_deadlines_.clear();
+  cv_.SignalAll();
 }
 
 void EventLoop::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!stopping_) {
     if (!queue_.empty()) {
       std::vector<std::function<void()>> batch;
       batch.swap(queue_);
-      lock.unlock();
+      mu_.Unlock();
       for (auto& fn : batch) fn();
-      lock.lock();
+      mu_.Lock();
       continue;
     }
-    if (!timers_.empty()) {
-      auto first = timers_.begin();
-      absl::Time deadline = first->first.first;
-      if (deadline <= absl::Now()) {
-        auto fn = std::move(first->second);
-        timer_deadlines_.erase(first->first.second);
-        timers_.erase(first);
-        lock.unlock();
-        fn();
-        lock.lock();
-        continue;
-      }
-      cv_.wait_until(lock, absl::ToChronoTime(deadline));
-    } else {
-      cv_.wait(lock);
+    if (timers_.empty()) {
+      clock_->WaitUntil(absl::InfiniteFuture(), &mu_, &cv_);
+      continue;
     }
+    auto first = timers_.begin();
+    const absl::Time deadline = first->first.first;
+    if (deadline > clock_->Now()) {
+      clock_->WaitUntil(deadline, &mu_, &cv_);
+      continue;
+    }
+    auto fn = std::move(first->second);
+    timer_deadlines_.erase(first->first.second);
+    timers_.erase(first);
+    mu_.Unlock();
+    fn();
+    mu_.Lock();
   }
 }
 

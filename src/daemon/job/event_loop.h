@@ -1,20 +1,20 @@
 // One thread that runs posted closures in order, now or at a deadline. Each
 // job driver owns one: every field of the driver is touched only on its loop
 // thread, so the driver needs no locks and gRPC / launcher / discovery threads
-// talk to it only by posting.
+// talk to it only by posting. Deadlines are read on the loop's Clock.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/time/clock.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/job/clock.h"
 
 namespace horovodd::daemon {
 
@@ -22,7 +22,8 @@ class EventLoop {
  public:
   using TimerId = uint64_t;
 
-  EventLoop();
+  // `clock` outlives the loop.
+  explicit EventLoop(const Clock* clock = &RealClock());
   // Runs nothing more: pending closures are dropped, the thread is joined.
   ~EventLoop();
   EventLoop(const EventLoop&) = delete;
@@ -30,29 +31,31 @@ class EventLoop {
 
   // False (fn dropped) once the loop is stopping.
   bool Post(std::function<void()> fn);
-  // Runs fn at (or soon after) `when` unless cancelled first.
+  // Runs fn once the clock reads `when` (or soon after) unless cancelled first.
   TimerId PostAt(absl::Time when, std::function<void()> fn);
   TimerId PostAfter(absl::Duration delay, std::function<void()> fn) {
-    return PostAt(absl::Now() + delay, std::move(fn));
+    return PostAt(clock_->Now() + delay, std::move(fn));
   }
   void Cancel(TimerId id);
 
   // Stops the thread after the closure running now; later posts are dropped.
   void Stop();
   bool InLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  const Clock& clock() const { return *clock_; }
 
  private:
   void Loop();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;                      // guarded by mu_
-  std::vector<std::function<void()>> queue_;   // guarded by mu_
-  // (deadline, id) -> closure; guarded by mu_.
-  std::map<std::pair<absl::Time, TimerId>, std::function<void()>> timers_;
-  std::map<TimerId, absl::Time> timer_deadlines_;  // guarded by mu_
-  TimerId next_timer_id_ = 1;                      // guarded by mu_
-  std::thread thread_;
+  const Clock* const clock_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  // (deadline, id) -> closure.
+  std::map<std::pair<absl::Time, TimerId>, std::function<void()>> timers_ ABSL_GUARDED_BY(mu_);
+  std::map<TimerId, absl::Time> timer_deadlines_ ABSL_GUARDED_BY(mu_);
+  TimerId next_timer_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::thread thread_;  // last: starts once the fields above exist
 };
 
 }  // namespace horovodd::daemon

@@ -1,6 +1,6 @@
 // JobDriver: construction, the worker RPC entry points, status and job end.
-// Membership changes (planning, launching, exits, liveness) are in
-// job_membership.cc.
+// Membership changes (planning, exits, liveness) are in job_membership.cc,
+// launching workers in job_launch.cc.
 #include "daemon/job/job_driver.h"
 
 #include <csignal>
@@ -29,14 +29,21 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
 JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
     : context_(std::move(context)),
       spec_(std::move(spec)),
-      events_(20000,
-              [observer = context_.observer, id = context_.job_id](const v1::JobEvent& e) {
-                if (observer != nullptr) observer->OnJobEvent(id, e);
-              }),
+      clock_(*context_.clock),
+      events_(
+          20000,
+          [observer = context_.observer, id = context_.job_id](const v1::JobEvent& e) {
+            if (observer != nullptr) observer->OnJobEvent(id, e);
+          },
+          &clock_),
+      generations_(spec_.num_proc(), spec_.max_np()),
+      liveness_(spec_),
       hosts_(discovery::CooldownPolicy{
           absl::Seconds(spec_.blacklist_cooldown_min_seconds()),
           absl::Seconds(spec_.blacklist_cooldown_max_seconds())}),
-      kv_(context_.kv_limits) {}
+      kv_(context_.kv_limits),
+      created_(clock_.Now()),
+      loop_(&clock_) {}
 
 JobDriver::~JobDriver() {
   poller_.reset();
@@ -46,7 +53,7 @@ JobDriver::~JobDriver() {
 
 void JobDriver::Start() {
   loop_.Post([this] {
-    started_ = absl::Now();
+    started_ = Now();
     Event(v1::JobEvent::INFO,
           absl::StrCat("job ", context_.job_id, " submitted: ",
                        absl::StrJoin(spec_.argv(), " "), " (np ", spec_.num_proc(),
@@ -84,8 +91,8 @@ void JobDriver::Drain(const std::string& host) {
     if (Terminal()) return;
     hosts_.Drain(host);
     Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " drained by the operator"));
-    if (reset_detected_ == absl::InfinitePast()) reset_detected_ = absl::Now();
-    Replan(absl::StrCat("host ", host, " drained"), /*failure=*/false);
+    resets_.Detected(Now());
+    Replan(absl::StrCat("host ", host, " drained"), ReplanTrigger::kMembershipChange);
   });
 }
 
@@ -94,13 +101,13 @@ void JobDriver::Undrain(const std::string& host) {
     if (Terminal()) return;
     hosts_.Undrain(host);
     Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " undrained by the operator"));
-    Replan(absl::StrCat("host ", host, " undrained"), /*failure=*/false);
+    Replan(absl::StrCat("host ", host, " undrained"), ReplanTrigger::kMembershipChange);
   });
 }
 
 void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply reply) {
   loop_.Post([this, request, reply = std::move(reply)]() mutable {
-    Worker* w = FindWorker(request.who().worker_id());
+    Worker* w = workers_.Find(request.who().worker_id());
     if (w == nullptr) {
       reply(absl::NotFoundError(absl::StrCat("worker ", request.who().worker_id(),
                                              " is not part of job ", context_.job_id)));
@@ -110,28 +117,28 @@ void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply
       reply(absl::AbortedError(absl::StrCat("job ended: ", reason_)));
       return;
     }
-    w->last_seen = absl::Now();
-    if (w->waiting && w->reply) {
-      w->reply(absl::AbortedError("superseded by a newer rendezvous call"));
-    }
+    liveness_.Seen(w->id, Now());
+    w->Refuse(absl::AbortedError("superseded by a newer rendezvous call"));
     w->waiting = true;
     w->after_generation = request.after_generation();
     w->reply = std::move(reply);
-    if (w->state == v1::WORKER_REMOVED || !IsMember(w->id)) {
+    if (w->state == v1::WORKER_REMOVED || !generations_.IsMember(w->id)) {
       AnswerRemoved(*w);
       return;
     }
-    if (ready_generation_ == generation_ && w->after_generation < ready_generation_) {
+    const bool settled = !generations_.rendezvous_open();
+    if (settled && w->after_generation < generations_.ready_generation()) {
       AnswerReady(*w);
       return;
     }
-    if (ready_generation_ == generation_ && w->after_generation >= generation_) {
+    if (settled && w->after_generation >= generations_.generation()) {
       // Its ring broke in a generation we still think is fine: the daemon has
       // not seen the cause (yet), so start a new generation now rather than
       // leave the worker waiting.
-      if (reset_detected_ == absl::InfinitePast()) reset_detected_ = absl::Now();
-      Replan(absl::StrCat(Describe(*w), " lost its ring in generation ", generation_),
-             /*failure=*/true, /*force=*/true);
+      resets_.Detected(Now());
+      Replan(absl::StrCat(Describe(*w), " lost its ring in generation ",
+                          generations_.generation()),
+             ReplanTrigger::kBrokenRing);
     }
     NotifyOnceJoinersWait();
     TryCompleteRendezvous();
@@ -141,7 +148,7 @@ void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply
 void JobDriver::KvSet(const v1::KvSetRequest& request,
                       std::function<void(absl::Status)> reply) {
   loop_.Post([this, request, reply = std::move(reply)] {
-    if (FindWorker(request.who().worker_id()) == nullptr) {
+    if (workers_.Find(request.who().worker_id()) == nullptr) {
       reply(absl::NotFoundError("unknown worker"));
       return;
     }
@@ -151,14 +158,14 @@ void JobDriver::KvSet(const v1::KvSetRequest& request,
 
 void JobDriver::KvGet(const v1::KvGetRequest& request, KvGetReply reply) {
   loop_.Post([this, request, reply = std::move(reply)] {
-    if (FindWorker(request.who().worker_id()) == nullptr) {
+    if (workers_.Find(request.who().worker_id()) == nullptr) {
       reply(absl::NotFoundError("unknown worker"));
       return;
     }
     double timeout = request.timeout_seconds() > 0 ? request.timeout_seconds() : 30;
     std::vector<std::string> keys(request.keys().begin(), request.keys().end());
     kv_.Get(request.generation(), std::move(keys),
-            absl::Now() + absl::Seconds(std::min(timeout, 3600.0)),
+            Now() + absl::Seconds(std::min(timeout, 3600.0)),
             [reply](absl::StatusOr<std::vector<std::string>> values) {
               if (!values.ok()) {
                 reply(values.status());
@@ -179,33 +186,33 @@ void JobDriver::ScheduleKvExpiry() {
   if (next == absl::InfiniteFuture()) return;
   kv_timer_ = loop_.PostAt(next, [this] {
     kv_timer_ = 0;
-    kv_.ExpireWaiters(absl::Now());
+    kv_.ExpireWaiters(Now());
     ScheduleKvExpiry();
   });
 }
 
 void JobDriver::Attach(int64_t worker_id, std::shared_ptr<WorkerChannel> channel) {
   loop_.Post([this, worker_id, channel = std::move(channel)] {
-    Worker* w = FindWorker(worker_id);
+    Worker* w = workers_.Find(worker_id);
     if (w == nullptr) return;
     w->attached = true;
     w->channel = channel;
-    w->last_seen = absl::Now();
+    liveness_.Seen(worker_id, Now());
     v1::DaemonMessage hello;
-    hello.set_generation(generation_);
+    hello.set_generation(generations_.generation());
     channel->Send(hello);
   });
 }
 
 void JobDriver::Heartbeat(int64_t worker_id) {
   loop_.Post([this, worker_id] {
-    if (Worker* w = FindWorker(worker_id)) w->last_seen = absl::Now();
+    if (workers_.Find(worker_id) != nullptr) liveness_.Seen(worker_id, Now());
   });
 }
 
 void JobDriver::Detach(int64_t worker_id, const WorkerChannel* channel) {
   loop_.Post([this, worker_id, channel] {
-    Worker* w = FindWorker(worker_id);
+    Worker* w = workers_.Find(worker_id);
     if (w == nullptr || w->channel.get() != channel) return;
     w->attached = false;
     w->channel.reset();
@@ -214,25 +221,18 @@ void JobDriver::Detach(int64_t worker_id, const WorkerChannel* channel) {
 
 void JobDriver::ReportCommit(const v1::CommitReport& report) {
   loop_.Post([this, report] {
-    if (Worker* w = FindWorker(report.who().worker_id())) {
+    if (Worker* w = workers_.Find(report.who().worker_id())) {
       w->last_commit = std::max(w->last_commit, report.commit());
-      last_commit_ = std::max(last_commit_, report.commit());
-      // The first commit of a new generation: training resumed.
-      for (auto& record : reset_history_) {
-        if (record.generation() == report.generation() && record.resumed_unix() == 0 &&
-            record.ready_unix() != 0) {
-          record.set_resumed_unix(UnixSeconds(absl::Now()));
-        }
-      }
+      resets_.Committed(report.generation(), report.commit(), Now());
     }
   });
 }
 
 void JobDriver::ReportFailure(const v1::FailureReport& report) {
   loop_.Post([this, report] {
-    Worker* w = FindWorker(report.who().worker_id());
+    Worker* w = workers_.Find(report.who().worker_id());
     // Reports about a generation already replaced say nothing new.
-    if (w == nullptr || report.generation() < ready_generation_ ||
+    if (w == nullptr || report.generation() < generations_.ready_generation() ||
         w->reported_failure_generation >= report.generation()) {
       return;
     }
@@ -262,12 +262,12 @@ v1::JobStatus JobDriver::StatusNow() {
   *s.mutable_spec() = spec_;
   s.set_state(state_);
   s.set_reason(reason_);
-  s.set_generation(ready_generation_);
-  s.set_size(static_cast<int>(ready_members_.size()));
+  s.set_generation(generations_.ready_generation());
+  s.set_size(static_cast<int>(generations_.ready_members().size()));
   for (const auto& [id, w] : workers_) {
     auto* ws = s.add_workers();
     ws->set_worker_id(id);
-    ws->set_rank(RankOf(id));
+    ws->set_rank(generations_.RankOf(id));
     ws->set_host(w.host);
     ws->set_pid(w.pid);
     ws->set_state(w.state);
@@ -275,21 +275,21 @@ v1::JobStatus JobDriver::StatusNow() {
     ws->set_last_commit(w.last_commit);
     ws->set_resets(std::max(0, w.generations_joined - 1));
   }
-  for (const auto& h : hosts_.Hosts(absl::Now())) {
+  for (const auto& h : hosts_.Hosts(Now())) {
     auto* hs = s.add_hosts();
     hs->set_host(h.host);
     hs->set_slots(h.slots);
     hs->set_state(discovery::HostStateName(h.state));
     hs->set_cooldown_seconds_left(absl::ToDoubleSeconds(h.cooldown_left));
   }
-  s.set_resets(resets_);
-  s.set_last_commit(last_commit_);
+  s.set_resets(resets_.resets());
+  s.set_last_commit(resets_.last_commit());
   s.set_created_unix(UnixSeconds(created_));
   s.set_started_unix(UnixSeconds(started_));
   s.set_ended_unix(UnixSeconds(ended_at_));
   s.set_min_np(spec_.min_np());
   s.set_max_np(spec_.max_np());
-  for (const auto& record : reset_history_) *s.add_reset_history() = record;
+  for (const auto& record : resets_.records()) *s.add_reset_history() = record;
   for (auto& event : events_.RecentNonOutput(20)) *s.add_recent_events() = std::move(event);
   return s;
 }
@@ -298,7 +298,7 @@ void JobDriver::Finish(v1::JobState state, const std::string& reason) {
   if (Terminal()) return;
   reason_ = reason;
   SetState(state);
-  ended_at_ = absl::Now();
+  ended_at_ = Now();
   for (auto timer : {below_min_timer_, cooldown_timer_, liveness_timer_}) {
     if (timer != 0) loop_.Cancel(timer);
   }
@@ -307,26 +307,18 @@ void JobDriver::Finish(v1::JobState state, const std::string& reason) {
   // horovodrun prints the outcome from JOB_ENDED; this is for --verbose logs.
   Event(v1::JobEvent::INFO, absl::StrCat("job ", v1::JobState_Name(state), ": ", reason));
   for (auto& [id, w] : workers_) {
-    if (w.waiting && w.reply) {
-      w.reply(absl::AbortedError(absl::StrCat("job ended: ", reason)));
-      w.waiting = false;
-    }
+    w.Refuse(absl::AbortedError(absl::StrCat("job ended: ", reason)));
     if (w.handle != 0) context_.launcher->Signal(w.handle, SIGTERM).IgnoreError();
   }
   // Whoever ignores SIGTERM gets SIGKILL after a grace period.
-  loop_.PostAfter(absl::Seconds(5), [this] {
-    for (auto& [id, w] : workers_) {
-      if (w.handle != 0) context_.launcher->Signal(w.handle, SIGKILL).IgnoreError();
-    }
-  });
+  loop_.PostAfter(absl::Seconds(5),
+                  [this] { workers_.SignalAll(context_.launcher, SIGKILL); });
   MaybeCloseLog();
 }
 
 void JobDriver::MaybeCloseLog() {
   if (!Terminal() || ended_.load()) return;
-  for (const auto& [id, w] : workers_) {
-    if (!w.gone()) return;  // still being stopped (or started)
-  }
+  if (!workers_.AllGone()) return;  // still being stopped (or started)
   if (context_.observer != nullptr) {
     context_.observer->OnJobFinalStatus(context_.job_id, StatusNow());
   }
@@ -334,7 +326,7 @@ void JobDriver::MaybeCloseLog() {
   end.set_kind(v1::JobEvent::JOB_ENDED);
   end.set_state(state_);
   end.set_message(reason_);
-  end.set_generation(ready_generation_);
+  end.set_generation(generations_.ready_generation());
   events_.Append(std::move(end));
   events_.Close();
   ended_.store(true);
@@ -350,7 +342,7 @@ void JobDriver::SetState(v1::JobState state) {
   v1::JobEvent e;
   e.set_kind(v1::JobEvent::STATE);
   e.set_state(state);
-  e.set_generation(generation_);
+  e.set_generation(generations_.generation());
   e.set_message(absl::StrCat("job is ", v1::JobState_Name(state)));
   events_.Append(std::move(e));
 }
@@ -361,7 +353,7 @@ void JobDriver::Event(v1::JobEvent::Kind kind, const std::string& message,
   e.set_kind(kind);
   e.set_message(message);
   e.set_code(code);
-  e.set_generation(generation_);
+  e.set_generation(generations_.generation());
   events_.Append(std::move(e));
 }
 

@@ -80,11 +80,9 @@ std::map<std::string, std::string> JobDriver::WorkerEnvironment(const Worker& w,
 }
 
 void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
-  Worker w;
-  w.id = next_worker_id_++;
-  w.host = host;
-  w.launched_at = w.last_seen = absl::Now();
-  w.rank = std::make_shared<std::atomic<int>>(planned_rank);
+  Worker& w = workers_.Add(host, planned_rank);
+  const int64_t id = w.id;
+  liveness_.Launched(id, Now());
   WorkerLaunch launch;
   launch.host = host;
   launch.spec.argv.assign(spec_.argv().begin(), spec_.argv().end());
@@ -92,16 +90,7 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
   launch.spec.working_dir = spec_.working_dir();
   launch.ssh = SshOptionsOf(spec_.ssh());
   ProcessCallbacks callbacks;
-  callbacks.on_line = [events = &events_, rank = w.rank](OutputStream stream,
-                                                         std::string_view line) {
-    v1::JobEvent e;
-    e.set_kind(v1::JobEvent::OUTPUT);
-    e.set_rank(rank->load());
-    e.set_stream(stream == OutputStream::kStdout ? "stdout" : "stderr");
-    e.set_message(std::string(line));
-    events->Append(std::move(e));
-  };
-  const int64_t id = w.id;
+  callbacks.on_line = WorkerTable::OutputSink(w, &events_);
   callbacks.on_exit = [this, id](const ExitInfo& exit) {
     loop_.Post([this, id, exit] { OnWorkerExit(id, exit); });
   };
@@ -109,8 +98,7 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
     // A member from now on, as a local worker would be; the generation
     // waits for it as for any member that has not joined yet.
     w.launching = true;
-    workers_.emplace(id, std::move(w));
-    members_.push_back(id);
+    generations_.AddMember(id);
     launches_.Submit([this, id, launch = std::move(launch),
                       callbacks = std::move(callbacks)]() mutable {
       Launcher* launcher = context_.launcher;
@@ -125,6 +113,9 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
   }
   auto launched = context_.launcher->Launch(launch, std::move(callbacks));
   if (!launched.ok()) {
+    // Never started: as if it had never been planned.
+    liveness_.Forget(id);
+    workers_.Erase(id);
     const auto code = launched.status().code();
     if (code == absl::StatusCode::kNotFound || code == absl::StatusCode::kPermissionDenied ||
         code == absl::StatusCode::kInvalidArgument) {
@@ -135,28 +126,28 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
     OnHostLaunchFailure(host, launched.status());
     return;
   }
-  w.handle = launched->handle;
-  w.pid = launched->pid;
+  WorkerTable::Started(w, *launched);
   Event(v1::JobEvent::INFO, absl::StrCat("started worker ", id, " on ", host, " (pid ",
                                          w.pid, ")"));
-  workers_.emplace(id, std::move(w));
-  members_.push_back(id);
+  generations_.AddMember(id);
 }
 
 void JobDriver::OnHostLaunchFailure(const std::string& host, const absl::Status& status) {
   // The host is the problem (unreachable, refused): it sits out a cooldown
   // and the job goes on with the others.
   const std::string why(status.message());
-  hosts_.ReportFailure(host, why, absl::Now());
+  hosts_.ReportFailure(host, why, Now());
   Event(v1::JobEvent::WARNING,
         absl::StrCat("cannot start a worker on ", host, ": ", why, "; host in cooldown"),
         "launch_failed");
   ScheduleCooldownWakeup();
-  loop_.Post([this] { Replan("a worker could not be started", /*failure=*/false); });
+  loop_.Post([this] {
+    Replan("a worker could not be started", ReplanTrigger::kMembershipChange);
+  });
 }
 
 void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched) {
-  Worker* w = FindWorker(id);
+  Worker* w = workers_.Find(id);
   if (w == nullptr) return;
   if (!w->launching) {
     // It already exited (its on_exit overtook this): only the pid is news.
@@ -167,21 +158,23 @@ void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProces
   if (!launched.ok()) {
     // Never started: the job goes on as if it had never been planned.
     const std::string host = w->host;
-    members_.erase(std::remove(members_.begin(), members_.end(), id), members_.end());
-    rendezvous_scan_ = 0;
-    workers_.erase(id);
+    generations_.RemoveMember(id);
+    liveness_.Forget(id);
+    workers_.Erase(id);
     if (Terminal()) {
       MaybeCloseLog();
       return;
     }
     OnHostLaunchFailure(host, launched.status());
-    if (finishing_) MaybeFinishSucceeded(/*plain=*/ready_generation_ == 0);
+    if (finishing_) {
+      MaybeFinishSucceeded(generations_.ready_generation() == 0 ? Finishers::kPlannedMembers
+                                                                : Finishers::kReadyMembers);
+    }
     NotifyOnceJoinersWait();
     TryCompleteRendezvous();
     return;
   }
-  w->handle = launched->handle;
-  w->pid = launched->pid;
+  WorkerTable::Started(*w, *launched);
   Event(v1::JobEvent::INFO, absl::StrCat("started worker ", id, " on ", w->host, " (pid ",
                                          w->pid, ")"));
   // What happened to it while it was starting, the others already had.

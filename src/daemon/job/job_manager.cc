@@ -55,7 +55,7 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
     forgotten = ForgetOldEndedLocked();
   }
   forgotten.clear();  // outside the lock: destroying a driver joins its loop
-  if (observer_ != nullptr) observer_->OnJobSubmitted(id, spec, absl::Now());
+  if (observer_ != nullptr) observer_->OnJobSubmitted(id, spec, RealClock().Now());
   driver->Start();
   return id;
 }
@@ -186,10 +186,12 @@ void JobManager::Shutdown(const std::string& reason, absl::Duration grace) {
     for (const auto& [id, driver] : jobs_) jobs.push_back(driver);
   }
   for (auto& job : jobs) job->Cancel(reason);
-  // Drivers send SIGTERM, then SIGKILL after their own grace; wait for that.
-  const absl::Time deadline = absl::Now() + grace + absl::Seconds(10);
+  // Drivers send SIGTERM, then SIGKILL after their own grace; wait for that
+  // (the daemon's jobs run on the real clock).
+  const Clock& clock = RealClock();
+  const absl::Time deadline = clock.Now() + grace + absl::Seconds(10);
   for (auto& job : jobs) {
-    while (!job->Ended() && absl::Now() < deadline) {
+    while (!job->Ended() && clock.Now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }

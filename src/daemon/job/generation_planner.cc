@@ -1,0 +1,144 @@
+#include "daemon/job/generation_planner.h"
+
+#include <algorithm>
+
+#include "common/check.h"
+
+namespace horovodd::daemon {
+
+bool GenerationPlanner::IsMember(int64_t id) const {
+  return std::find(members_.begin(), members_.end(), id) != members_.end();
+}
+
+int GenerationPlanner::RankOf(int64_t id) const {
+  auto it = std::find(ready_members_.begin(), ready_members_.end(), id);
+  return it == ready_members_.end() ? -1 : static_cast<int>(it - ready_members_.begin());
+}
+
+bool GenerationPlanner::Told(int64_t id) const {
+  return !joiners_pending_ || std::find(joiners_.begin(), joiners_.end(), id) != joiners_.end();
+}
+
+Plan GenerationPlanner::Next(const WorkerTable& workers, const discovery::HostManager& hosts,
+                             absl::Time now) const {
+  PlanInput input;
+  for (int64_t id : members_) {
+    const Worker& w = workers.at(id);
+    input.current.push_back({id, w.host});
+    if (w.state == v1::WORKER_FAILED || w.gone()) input.lost.insert(id);
+  }
+  for (const auto& h : hosts.Hosts(now)) {
+    // Drained hosts keep no workers; hosts in cooldown keep the ones they have.
+    if (h.state == discovery::HostState::kUsable || h.state == discovery::HostState::kCooldown) {
+      input.discovered[h.host] = h.slots;
+    }
+  }
+  for (const auto& h : hosts.UsableHosts(now)) input.usable[h.host] = h.slots;
+  input.max_size =
+      generation_ == 0 ? std::min(num_proc_, max_np_ > 0 ? max_np_ : num_proc_) : max_np_;
+  return PlanGeneration(input);
+}
+
+void GenerationPlanner::Begin(const Plan& plan, absl::Time now) {
+  ++generation_;
+  planned_at_ = now;
+  members_.clear();
+  rendezvous_scan_ = 0;
+  for (const auto& m : plan.survivors) members_.push_back(m.worker_id);
+}
+
+void GenerationPlanner::RemoveMember(int64_t id) {
+  members_.erase(std::remove(members_.begin(), members_.end(), id), members_.end());
+  rendezvous_scan_ = 0;
+}
+
+void GenerationPlanner::ExpectJoiners(size_t first_new) {
+  HVDD_CHECK_LE(first_new, members_.size());
+  joiners_.insert(joiners_.end(), members_.begin() + static_cast<std::ptrdiff_t>(first_new),
+                  members_.end());
+  joiners_pending_ = true;
+}
+
+void GenerationPlanner::ForgetJoiners() {
+  joiners_pending_ = false;
+  joiners_.clear();
+}
+
+bool GenerationPlanner::JoinersWait(const WorkerTable& workers, absl::Time now) {
+  if (!joiners_pending_) return false;
+  for (int64_t id : joiners_) {
+    const Worker* w = workers.Find(id);
+    // One that left the plan (its launch failed) is not waited for.
+    if (w == nullptr || !IsMember(id)) continue;
+    if (!w->waiting || w->after_generation >= generation_) return false;
+  }
+  ForgetJoiners();
+  planned_at_ = now;
+  return true;
+}
+
+bool GenerationPlanner::AllWaiting(const WorkerTable& workers) {
+  auto waiting_for_this = [&](int64_t id) {
+    const Worker& w = workers.at(id);
+    return w.waiting && w.after_generation < generation_;
+  };
+  for (; rendezvous_scan_ < members_.size(); ++rendezvous_scan_) {
+    if (!waiting_for_this(members_[rendezvous_scan_])) return false;
+  }
+  // Once per complete scan: someone seen waiting may have exited since.
+  for (int64_t id : members_) {
+    if (!waiting_for_this(id)) {
+      rendezvous_scan_ = 0;
+      return false;
+    }
+  }
+  return true;
+}
+
+void GenerationPlanner::MarkReady(const WorkerTable& workers) {
+  // Only workers left since the last ready generation: they may shrink its
+  // communicators (a worker of it that missed some generations in between
+  // still has them).
+  std::optional<std::vector<int>> removed = RemovedRanks(ready_members_, members_);
+  shrinks_generation_ = removed.has_value() ? ready_generation_ : 0;
+  excluded_ranks_ = removed.value_or(std::vector<int>());
+  ready_generation_ = generation_;
+  ready_members_ = members_;
+  std::vector<std::string> hosts;
+  hosts.reserve(members_.size());
+  for (int64_t id : members_) hosts.push_back(workers.at(id).host);
+  rank_infos_ = AssignRanks(hosts);
+}
+
+v1::RendezvousResponse GenerationPlanner::ReadyAnswer(Worker& w, int rank) const {
+  const RankInfo& info = rank_infos_.at(rank);
+  v1::RendezvousResponse response;
+  response.set_generation(ready_generation_);
+  response.set_rank(info.rank);
+  response.set_size(info.size);
+  response.set_local_rank(info.local_rank);
+  response.set_local_size(info.local_size);
+  response.set_cross_rank(info.cross_rank);
+  response.set_cross_size(info.cross_size);
+  // O(removed workers), never O(size): the answers of one generation add up
+  // to O(size) (bench/README.md, daemon scale).
+  if (shrinks_generation_ != 0) {
+    response.set_shrinks_generation(shrinks_generation_);
+    response.mutable_excluded_ranks()->Add(excluded_ranks_.begin(), excluded_ranks_.end());
+  }
+  response.set_bind_address(BindAddressFor(w.host));
+  if (w.joined_generation != ready_generation_) w.generations_joined++;
+  w.joined_generation = ready_generation_;
+  w.state = v1::WORKER_RUNNING;
+  w.rank->store(rank);
+  return response;
+}
+
+v1::RendezvousResponse GenerationPlanner::RemovedAnswer() const {
+  v1::RendezvousResponse response;
+  response.set_generation(generation_);
+  response.set_removed(true);
+  return response;
+}
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,96 @@
+// The generations of one job: which workers each one has (in rank order),
+// which has formed (every member called Rendezvous for it: ready), the ranks
+// of its members, and, while a running job grows, the new workers
+// ("joiners") the others wait for before they hear of it. JobDriver decides
+// when to plan and what to tell whom; this class keeps the books and answers
+// the rendezvous calls.
+//
+// Threading: owned by one JobDriver and used only on its loop thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/job/membership.h"
+#include "daemon/job/worker_table.h"
+#include "discovery/host_manager.h"
+#include "horovodd.pb.h"
+
+namespace horovodd::daemon {
+
+class GenerationPlanner {
+ public:
+  // What a job may have: --num-proc workers at first, then up to --max-np
+  // (0: no limit).
+  GenerationPlanner(int num_proc, int max_np) : num_proc_(num_proc), max_np_(max_np) {}
+
+  int64_t generation() const { return generation_; }              // newest planned
+  int64_t ready_generation() const { return ready_generation_; }  // newest formed
+  bool rendezvous_open() const { return generation_ != ready_generation_; }
+  const std::vector<int64_t>& members() const { return members_; }  // of generation()
+  const std::vector<int64_t>& ready_members() const { return ready_members_; }
+  // When the members were told of generation() (its elastic timeout counts from here).
+  absl::Time planned_at() const { return planned_at_; }
+
+  bool IsMember(int64_t id) const;
+  // Rank in the ready generation; -1 when not in it.
+  int RankOf(int64_t id) const;
+  // Whether member `id` knows of generation() (or will at once: a joiner).
+  bool Told(int64_t id) const;
+
+  // The next generation for `workers` on `hosts` as they are at `now`.
+  Plan Next(const WorkerTable& workers, const discovery::HostManager& hosts,
+            absl::Time now) const;
+  // `plan` is generation() + 1 from `now` on: its survivors are the members
+  // (workers it starts join with AddMember).
+  void Begin(const Plan& plan, absl::Time now);
+  void AddMember(int64_t id) { members_.push_back(id); }
+  // A planned member that never started leaves the plan.
+  void RemoveMember(int64_t id);
+
+  // The members from `first_new` on join a running job: the others hear of
+  // the generation once every joiner waits for it (see JoinersWait).
+  void ExpectJoiners(size_t first_new);
+  void ForgetJoiners();
+  bool joiners_pending() const { return joiners_pending_; }
+  // True once every joiner still planned waits for generation(): the
+  // joiners are forgotten and the others are to be told from `now` on.
+  bool JoinersWait(const WorkerTable& workers, absl::Time now);
+
+  // Whether every member waits for generation() (O(N) per generation over
+  // all calls, not O(N^2): a scan resumes where the last one stopped).
+  bool AllWaiting(const WorkerTable& workers);
+  // generation() formed: it is the ready one, its members get ranks.
+  void MarkReady(const WorkerTable& workers);
+  // The answer to `w`'s rendezvous call for the ready generation, where `w`
+  // has `rank` there; sets what `w` learns from it.
+  v1::RendezvousResponse ReadyAnswer(Worker& w, int rank) const;
+  // The answer to a worker that is no longer part of the job.
+  v1::RendezvousResponse RemovedAnswer() const;
+
+ private:
+  const int num_proc_;
+  const int max_np_;
+  int64_t generation_ = 0;
+  int64_t ready_generation_ = 0;
+  std::vector<int64_t> members_;
+  // members_[0, rendezvous_scan_) were seen waiting for generation_; reset
+  // whenever members_ changes.
+  size_t rendezvous_scan_ = 0;
+  std::vector<int64_t> joiners_;
+  bool joiners_pending_ = false;
+  std::vector<int64_t> ready_members_;
+  std::vector<RankInfo> rank_infos_;  // of ready_members_
+  // ready_generation_ is generation shrinks_generation_ without the workers
+  // of excluded_ranks_ there (0: it is not); see RendezvousResponse.
+  int64_t shrinks_generation_ = 0;
+  std::vector<int> excluded_ranks_;
+  absl::Time planned_at_;
+};
+
+// The address a worker on `host` binds its rings to (job_launch.cc).
+std::string BindAddressFor(const std::string& host);
+
+}  // namespace horovodd::daemon

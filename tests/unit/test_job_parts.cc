@@ -1,0 +1,315 @@
+// The parts a JobDriver coordinates, each on its own: the reset history, the
+// worker table, the generation planner and the liveness monitor. No loop, no
+// threads: each test feeds a part facts and times and checks what the driver
+// would show a user (status fields, rendezvous answers, lost reasons).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/time/time.h"
+#include "daemon/job/generation_planner.h"
+#include "daemon/job/liveness_monitor.h"
+#include "daemon/job/reset_history.h"
+#include "daemon/job/worker_table.h"
+#include "discovery/host_manager.h"
+#include "job_spec_support.h"
+
+namespace horovodd::daemon {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+double Unix(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
+
+// ---- ResetHistory
+
+TEST_CASE("reset history: a reset counts from its first detection to its generation's ready",
+          "[job_parts]") {
+  ResetHistory history;
+  CHECK_FALSE(history.reset_running());
+  history.Detected(kT0);
+  history.Detected(kT0 + absl::Seconds(3));  // the same reset, seen again
+  CHECK(history.reset_running());
+  history.Began(2, "worker 1 exited", kT0 + absl::Seconds(4));
+  CHECK(history.resets() == 1);
+  REQUIRE(history.records().size() == 1);
+  CHECK(history.records()[0].generation() == 2);
+  CHECK(history.records()[0].cause() == "worker 1 exited");
+  CHECK(history.records()[0].detected_unix() == Unix(kT0));
+
+  // A commit before the generation formed is no resumption.
+  history.Committed(2, 5, kT0 + absl::Seconds(5));
+  CHECK(history.records()[0].resumed_unix() == 0);
+  CHECK(history.last_commit() == 5);
+
+  auto took = history.Ready(2, kT0 + absl::Seconds(10));
+  REQUIRE(took.has_value());
+  CHECK(*took == absl::Seconds(10));
+  CHECK_FALSE(history.reset_running());
+  CHECK(history.records()[0].ready_unix() == Unix(kT0 + absl::Seconds(10)));
+
+  history.Committed(2, 6, kT0 + absl::Seconds(12));
+  history.Committed(2, 7, kT0 + absl::Seconds(13));  // only the first one resumes
+  CHECK(history.records()[0].resumed_unix() == Unix(kT0 + absl::Seconds(12)));
+  CHECK(history.last_commit() == 7);
+  history.Committed(2, 3, kT0 + absl::Seconds(14));  // an older commit changes nothing
+  CHECK(history.last_commit() == 7);
+}
+
+TEST_CASE("reset history: a generation planned without a detected reset counts from its plan",
+          "[job_parts]") {
+  ResetHistory history;
+  history.Began(2, "hosts changed", kT0);
+  CHECK(history.records()[0].detected_unix() == Unix(kT0));
+  CHECK_FALSE(history.Ready(2, kT0 + absl::Seconds(1)).has_value());  // no reset was running
+}
+
+TEST_CASE("reset history: keeps the newest records only", "[job_parts]") {
+  ResetHistory history;
+  const int n = static_cast<int>(ResetHistory::kMaxRecords) + 20;
+  for (int g = 2; g < 2 + n; ++g) history.Began(g, "cause", kT0);
+  CHECK(history.resets() == n);
+  REQUIRE(history.records().size() == ResetHistory::kMaxRecords);
+  CHECK(history.records().front().generation() == 2 + 20);
+  CHECK(history.records().back().generation() == 2 + n - 1);
+}
+
+// ---- WorkerTable
+
+TEST_CASE("worker table: ids count up, an exit ends the process and refuses its pending call",
+          "[job_parts]") {
+  WorkerTable table;
+  Worker& a = table.Add("host-a", 0);
+  Worker& b = table.Add("host-b", 1);
+  CHECK(a.id == 1);
+  CHECK(b.id == 2);
+  CHECK(table.Find(3) == nullptr);
+  CHECK(table.AllGone());  // nothing started yet
+
+  WorkerTable::Started(a, LaunchedProcess{7, 4242});
+  CHECK(a.pid == 4242);
+  CHECK_FALSE(table.AllGone());
+
+  absl::Status answer;
+  a.waiting = true;
+  a.reply = [&](absl::StatusOr<v1::RendezvousResponse> r) { answer = r.status(); };
+  ExitInfo killed;
+  killed.signal = 9;
+  WorkerTable::Exited(a, killed);
+  CHECK(absl::IsAborted(answer));
+  CHECK_FALSE(a.waiting);
+  CHECK(a.exit_code == 128 + 9);
+  CHECK(a.gone());
+  CHECK(table.AllGone());
+
+  table.Erase(b.id);
+  CHECK(table.Find(2) == nullptr);
+  CHECK(table.Add("host-c", 0).id == 3);  // never reused
+}
+
+TEST_CASE("worker table: output lines carry the worker's rank at the time of the line",
+          "[job_parts]") {
+  WorkerTable table;
+  Worker& w = table.Add("host-a", 3);
+  EventLog events;
+  auto sink = WorkerTable::OutputSink(w, &events);
+  sink(OutputStream::kStdout, "planned");
+  w.rank->store(0);
+  sink(OutputStream::kStderr, "ranked");
+  auto lines = events.OutputOfRank(3, 10);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].message() == "planned");
+  CHECK(lines[0].stream() == "stdout");
+  lines = events.OutputOfRank(0, 10);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].message() == "ranked");
+  CHECK(lines[0].stream() == "stderr");
+}
+
+// ---- GenerationPlanner
+
+// A table of `n` started workers on `host`, all waiting for a generation
+// after `after`.
+void AddWaiting(WorkerTable& table, int n, const std::string& host, int64_t after = 0) {
+  for (int i = 0; i < n; ++i) {
+    Worker& w = table.Add(host, i);
+    WorkerTable::Started(w, LaunchedProcess{w.id, static_cast<int>(w.id)});
+    w.waiting = true;
+    w.after_generation = after;
+  }
+}
+
+discovery::HostManager Hosts(const discovery::HostSet& hosts) {
+  discovery::HostManager manager(discovery::CooldownPolicy{absl::Seconds(1), absl::Seconds(2)});
+  manager.UpdateDiscovered(hosts);
+  return manager;
+}
+
+TEST_CASE("generation planner: the first generation starts --num-proc workers on usable slots",
+          "[job_parts]") {
+  GenerationPlanner planner(/*num_proc=*/3, /*max_np=*/8);
+  WorkerTable table;
+  Plan plan = planner.Next(table, Hosts({{"a", 2}, {"b", 4}}), kT0);
+  CHECK(plan.new_hosts == std::vector<std::string>{"a", "a", "b"});
+  CHECK(plan.survivors.empty());
+}
+
+TEST_CASE("generation planner: forms a generation once every member waits, then answers ranks",
+          "[job_parts]") {
+  GenerationPlanner planner(2, 2);
+  WorkerTable table;
+  AddWaiting(table, 2, "a");
+  table.at(2).waiting = false;
+  planner.Begin(Plan{}, kT0);
+  planner.AddMember(1);
+  planner.AddMember(2);
+  CHECK(planner.generation() == 1);
+  CHECK(planner.rendezvous_open());
+  CHECK(planner.planned_at() == kT0);
+  CHECK_FALSE(planner.AllWaiting(table));
+
+  table.at(2).waiting = true;
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+  CHECK_FALSE(planner.rendezvous_open());
+  CHECK(planner.RankOf(2) == 1);
+  CHECK(planner.RankOf(99) == -1);
+
+  v1::RendezvousResponse answer = planner.ReadyAnswer(table.at(2), 1);
+  CHECK(answer.generation() == 1);
+  CHECK(answer.rank() == 1);
+  CHECK(answer.size() == 2);
+  CHECK(answer.local_rank() == 1);
+  CHECK(answer.local_size() == 2);
+  CHECK(answer.shrinks_generation() == 0);
+  CHECK(table.at(2).state == v1::WORKER_RUNNING);
+  CHECK(table.at(2).joined_generation == 1);
+  CHECK(table.at(2).rank->load() == 1);
+  CHECK(planner.RemovedAnswer().removed());
+}
+
+TEST_CASE("generation planner: a generation that only drops workers shrinks the last one",
+          "[job_parts]") {
+  GenerationPlanner planner(3, 3);
+  WorkerTable table;
+  AddWaiting(table, 3, "a");
+  planner.Begin(Plan{}, kT0);
+  for (int64_t id : {1, 2, 3}) planner.AddMember(id);
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+
+  // Worker 2 leaves: generation 2 is generation 1 without its rank 1.
+  Plan shrink;
+  shrink.survivors = {{1, "a"}, {3, "a"}};
+  planner.Begin(shrink, kT0 + absl::Seconds(1));
+  for (int64_t id : {1, 3}) table.at(id).after_generation = 1;
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+  v1::RendezvousResponse answer = planner.ReadyAnswer(table.at(3), 1);
+  CHECK(answer.generation() == 2);
+  CHECK(answer.size() == 2);
+  CHECK(answer.shrinks_generation() == 1);
+  CHECK(std::vector<int>(answer.excluded_ranks().begin(), answer.excluded_ranks().end()) ==
+        std::vector<int>{1});
+}
+
+TEST_CASE("generation planner: members of a growing job are told once every joiner waits",
+          "[job_parts]") {
+  GenerationPlanner planner(1, 2);
+  WorkerTable table;
+  AddWaiting(table, 1, "a");
+  planner.Begin(Plan{}, kT0);
+  planner.AddMember(1);
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+  table.at(1).waiting = false;  // training
+
+  Plan grow;
+  grow.survivors = {{1, "a"}};
+  planner.Begin(grow, kT0 + absl::Seconds(5));
+  Worker& joiner = table.Add("a", 1);
+  planner.AddMember(joiner.id);
+  planner.ExpectJoiners(1);
+  CHECK(planner.joiners_pending());
+  CHECK_FALSE(planner.Told(1));       // trains on, not told yet
+  CHECK(planner.Told(joiner.id));
+
+  CHECK_FALSE(planner.JoinersWait(table, kT0 + absl::Seconds(6)));
+  joiner.waiting = true;
+  CHECK(planner.JoinersWait(table, kT0 + absl::Seconds(9)));
+  CHECK_FALSE(planner.joiners_pending());
+  CHECK(planner.Told(1));
+  CHECK(planner.planned_at() == kT0 + absl::Seconds(9));  // its join timeout counts from here
+}
+
+// ---- LivenessMonitor
+
+struct LivenessCase {
+  LivenessCase() : spec(testing::OneLocalWorkerSpec({"train"})) {
+    spec.set_start_timeout_seconds(10);
+    spec.set_liveness_timeout_seconds(5);
+    spec.set_elastic_timeout_seconds(20);
+  }
+  v1::JobSpec spec;
+  WorkerTable table;
+  GenerationPlanner planner{1, 1};
+};
+
+std::vector<std::string> Reasons(const std::vector<LivenessMonitor::Lost>& lost) {
+  std::vector<std::string> reasons;
+  for (const auto& l : lost) reasons.push_back(std::to_string(l.worker_id) + ": " + l.reason);
+  return reasons;
+}
+
+TEST_CASE("liveness: a worker that never connects is lost after --start-timeout", "[job_parts]") {
+  LivenessCase c;
+  LivenessMonitor monitor(c.spec);
+  Worker& w = c.table.Add("a", 0);
+  WorkerTable::Started(w, LaunchedProcess{1, 1});
+  monitor.Launched(w.id, kT0);
+  CHECK(monitor.Check(kT0 + absl::Seconds(10), c.table, c.planner).empty());
+  CHECK(Reasons(monitor.Check(kT0 + absl::Seconds(11), c.table, c.planner)) ==
+        std::vector<std::string>{"1: did not connect within --start-timeout 10s"});
+  // Gone workers are nobody's concern.
+  WorkerTable::Exited(w, ExitInfo{});
+  CHECK(monitor.Check(kT0 + absl::Seconds(11), c.table, c.planner).empty());
+}
+
+TEST_CASE("liveness: a connected worker is lost once silent past --liveness-timeout",
+          "[job_parts]") {
+  LivenessCase c;
+  LivenessMonitor monitor(c.spec);
+  Worker& w = c.table.Add("a", 0);
+  WorkerTable::Started(w, LaunchedProcess{1, 1});
+  monitor.Launched(w.id, kT0);
+  monitor.Seen(w.id, kT0 + absl::Seconds(1));
+  w.waiting = true;  // so the join timeout does not apply
+  CHECK(monitor.Check(kT0 + absl::Seconds(6), c.table, c.planner).empty());
+  CHECK(Reasons(monitor.Check(kT0 + absl::Milliseconds(6500), c.table, c.planner)) ==
+        std::vector<std::string>{"1: silent for 5500 ms (--liveness-timeout 5s)"});
+  monitor.Seen(w.id, kT0 + absl::Seconds(6));
+  CHECK(monitor.Check(kT0 + absl::Milliseconds(6500), c.table, c.planner).empty());
+  CHECK(monitor.period() == absl::Seconds(1));  // a quarter of the timeout, at most 1 s
+}
+
+TEST_CASE("liveness: a member told of a generation must join it within --elastic-timeout",
+          "[job_parts]") {
+  LivenessCase c;
+  LivenessMonitor monitor(c.spec);
+  Worker& w = c.table.Add("a", 0);
+  WorkerTable::Started(w, LaunchedProcess{1, 1});
+  monitor.Launched(w.id, kT0);
+  c.planner.Begin(Plan{}, kT0);
+  c.planner.AddMember(w.id);
+  // It heartbeats but never calls Rendezvous.
+  monitor.Seen(w.id, kT0 + absl::Seconds(20));
+  CHECK(monitor.Check(kT0 + absl::Seconds(20), c.table, c.planner).empty());
+  monitor.Seen(w.id, kT0 + absl::Seconds(21));
+  CHECK(Reasons(monitor.Check(kT0 + absl::Seconds(21), c.table, c.planner)) ==
+        std::vector<std::string>{"1: did not join generation 1 within --elastic-timeout 20s"});
+}
+
+}  // namespace
+}  // namespace horovodd::daemon
