@@ -3,6 +3,8 @@
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/support/method_handler.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "common/status_macros.h"
@@ -57,12 +59,24 @@ struct JobServiceHandlers {
   template <auto kMethod, typename Request, typename Response>
   static constexpr JobServiceMethod RowOf(UnaryMethod<Request, Response>, const char* name,
                                           Access access, JobServiceLimit limit) {
-    return {name, access, limit, /*server_stream=*/false, &Unary<kMethod, Request, Response>};
+    return {name,
+            access,
+            limit,
+            /*server_stream=*/false,
+            &Request::descriptor,
+            &Response::descriptor,
+            &Unary<kMethod, Request, Response>};
   }
   template <auto kMethod, typename Request, typename Response>
   static constexpr JobServiceMethod RowOf(StreamMethod<Request, Response>, const char* name,
                                           Access access, JobServiceLimit limit) {
-    return {name, access, limit, /*server_stream=*/true, &ServerStream<kMethod, Request, Response>};
+    return {name,
+            access,
+            limit,
+            /*server_stream=*/true,
+            &Request::descriptor,
+            &Response::descriptor,
+            &ServerStream<kMethod, Request, Response>};
   }
 };
 
@@ -116,16 +130,27 @@ GuardedJobService::GuardedJobService(v1::JobService::Service* inner, const JobMa
     HVDD_CHECK(method != nullptr) << "no RPC " << row.name << " in " << service.full_name();
     HVDD_CHECK(!method->client_streaming()) << row.name;
     HVDD_CHECK_EQ(method->server_streaming(), row.server_stream) << row.name;
+    HVDD_CHECK(method->input_type() == row.request_type()) << row.name << " takes "
+                                                           << method->input_type()->full_name();
+    HVDD_CHECK(method->output_type() == row.response_type())
+        << row.name << " answers " << method->output_type()->full_name();
     HVDD_CHECK(row.limit != JobServiceLimit::kUnfinishedJobs ||
                method->input_type() == v1::SubmitJobRequest::descriptor())
         << row.name << ": limits.max_jobs counts job submissions";
-    paths_.push_back(absl::StrCat("/", service.full_name(), "/", row.name));
+    std::string path = absl::StrCat("/", service.full_name(), "/", row.name);
+    HVDD_CHECK(std::find(paths_.begin(), paths_.end(), path) == paths_.end())
+        << "two rows for " << row.name;
+    paths_.push_back(std::move(path));
     AddMethod(new grpc::internal::RpcServiceMethod(
         paths_.back().c_str(),
         row.server_stream ? grpc::internal::RpcMethod::SERVER_STREAMING
                           : grpc::internal::RpcMethod::NORMAL_RPC,
         row.make_handler(this, row)));
   }
+  // Rows name distinct RPCs of the proto, so equal counts mean every RPC has
+  // its row: one without would answer UNIMPLEMENTED to every client.
+  HVDD_CHECK_EQ(paths_.size(), static_cast<size_t>(service.method_count()))
+      << "JobService RPCs without a row in JobServiceMethods()";
 }
 
 template <typename Request, typename Call>

@@ -46,6 +46,10 @@ struct JobServiceMethod {
   Access access;          // the token it needs
   JobServiceLimit limit;  // checked after the request's validation
   bool server_stream;     // answers with a stream (from the method's signature)
+  // The method's request and response messages (from its signature too), to
+  // hold `name` to the proto's RPC of that name.
+  const google::protobuf::Descriptor* (*request_type)();
+  const google::protobuf::Descriptor* (*response_type)();
 
   // Makes the gRPC handler that runs the checks, then the method; the row's
   // request and response types live in it. For GuardedJobService alone.
@@ -60,8 +64,9 @@ absl::Span<const JobServiceMethod> JobServiceMethods();
 class GuardedJobService final : public grpc::Service {
  public:
   // `inner`, `jobs` and `policy` outlive this service. Checks (HVDD_CHECK)
-  // that the table matches the proto: names, request and response types,
-  // streaming.
+  // that the table matches the proto: one row per RPC, each with the RPC's
+  // request and response types and streaming. (DrainHost and UndrainHost
+  // share their types: their rows are told apart by the tests alone.)
   GuardedJobService(v1::JobService::Service* inner, const JobManager* jobs, AccessPolicy* policy,
                     DaemonLimits limits);
 
