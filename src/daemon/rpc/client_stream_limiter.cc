@@ -16,7 +16,7 @@ ClientStreamLimiter::Slot& ClientStreamLimiter::Slot::operator=(Slot&& other) no
 
 void ClientStreamLimiter::Slot::Release() {
   if (!counts_) return;
-  std::lock_guard<std::mutex> lock(counts_->mu);
+  absl::MutexLock lock(&counts_->mu);
   auto it = counts_->open.find(client_);
   if (it != counts_->open.end() && --it->second <= 0) counts_->open.erase(it);
   counts_.reset();
@@ -37,7 +37,7 @@ std::string ClientStreamLimiter::ClientOf(absl::string_view peer) {
 
 absl::StatusOr<ClientStreamLimiter::Slot> ClientStreamLimiter::Acquire(absl::string_view peer) {
   std::string client = ClientOf(peer);
-  std::lock_guard<std::mutex> lock(counts_->mu);
+  absl::MutexLock lock(&counts_->mu);
   int& open = counts_->open[client];
   if (open >= max_) {
     return absl::ResourceExhaustedError(
@@ -50,7 +50,7 @@ absl::StatusOr<ClientStreamLimiter::Slot> ClientStreamLimiter::Acquire(absl::str
 }
 
 int ClientStreamLimiter::OpenStreams(absl::string_view peer) const {
-  std::lock_guard<std::mutex> lock(counts_->mu);
+  absl::MutexLock lock(&counts_->mu);
   auto it = counts_->open.find(ClientOf(peer));
   return it == counts_->open.end() ? 0 : it->second;
 }

@@ -9,19 +9,21 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 
 namespace horovodd::daemon {
 
 class ClientStreamLimiter {
  private:
+  // Shared with every Slot, so a slot may outlive its limiter.
   struct Counts {
-    std::mutex mu;
-    std::map<std::string, int> open;  // by client; guarded by mu; no zeros kept
+    absl::Mutex mu;
+    std::map<std::string, int> open ABSL_GUARDED_BY(mu);  // by client; no zeros kept
   };
 
  public:

@@ -1,6 +1,7 @@
 #include "daemon/rpc/job_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "daemon/rpc/grpc_status.h"
 
 namespace horovodd::daemon {
@@ -14,17 +15,14 @@ grpc::Status NoSuchJob(const std::string& id) {
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
                                        v1::SubmitJobResponse* response) {
-  auto id = jobs_->Submit(request->spec());
-  if (!id.ok()) return ToGrpcStatus(id.status());
-  response->set_job_id(*id);
+  HVDD_ASSIGN_OR_RETURN(std::string id, jobs_->Submit(request->spec()), ToGrpcStatus(_));
+  response->set_job_id(std::move(id));
   return grpc::Status::OK;
 }
 
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
                                     v1::JobStatus* response) {
-  auto status = jobs_->Status(request->job_id());
-  if (!status.ok()) return ToGrpcStatus(status.status());
-  *response = std::move(*status);
+  HVDD_ASSIGN_OR_RETURN(*response, jobs_->Status(request->job_id()), ToGrpcStatus(_));
   return grpc::Status::OK;
 }
 
@@ -67,9 +65,10 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*, const v1::CancelJob
 namespace {
 grpc::Status Drain(JobManager* jobs, const v1::DrainHostRequest* request,
                    v1::DrainHostResponse* response, bool drained) {
-  auto ids = jobs->SetDrained(request->host(), request->job_id(), drained);
-  if (!ids.ok()) return ToGrpcStatus(ids.status());
-  for (auto& id : *ids) response->add_job_ids(id);
+  HVDD_ASSIGN_OR_RETURN(std::vector<std::string> ids,
+                        jobs->SetDrained(request->host(), request->job_id(), drained),
+                        ToGrpcStatus(_));
+  for (auto& id : ids) response->add_job_ids(std::move(id));
   return grpc::Status::OK;
 }
 }  // namespace

@@ -20,7 +20,7 @@
 #include "common/loopback.h"
 #include "daemon/auth/tls_credentials.h"
 #include "daemon/metrics/metrics_interceptor.h"
-#include "daemon/rpc/auth_job_service.h"
+#include "daemon/rpc/guarded_job_service.h"
 #include "daemon/rpc/job_limits.h"
 #include "daemon/rpc/job_service.h"
 #include "daemon/rpc/worker_service.h"
@@ -114,10 +114,8 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
                  listen);
   }
   job_service_ = std::make_unique<JobServiceImpl>(jobs_.get());
-  limited_job_service_ =
-      std::make_unique<LimitedJobService>(job_service_.get(), jobs_.get(), options.limits);
-  authorized_job_service_ =
-      std::make_unique<AuthorizingJobService>(limited_job_service_.get(), access_.get());
+  guarded_job_service_ = std::make_unique<GuardedJobService>(job_service_.get(), jobs_.get(),
+                                                             access_.get(), options.limits);
   worker_service_ = std::make_unique<WorkerServiceImpl>(jobs_.get(), access_.get());
   worker_service_->set_limits(options.limits);
   worker_service_->set_heartbeat_schedule(heartbeats_.get());
@@ -126,7 +124,7 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, *credentials, &port);
-  builder.RegisterService(authorized_job_service_.get());
+  builder.RegisterService(guarded_job_service_.get());
   builder.RegisterService(worker_service_.get());
   ConfigureWorkerServer(builder, options.limits);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counters;

@@ -28,10 +28,9 @@ class Server;
 
 namespace horovodd::daemon {
 
-class AuthorizingJobService;
+class GuardedJobService;
 class HeartbeatSchedule;
 class JobServiceImpl;
-class LimitedJobService;
 class WorkerServiceImpl;
 
 // The usual soft limit on open files (1,024) stops a daemon at a few hundred
@@ -108,8 +107,7 @@ class DaemonServer {
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<AccessPolicy> access_;
   std::unique_ptr<JobServiceImpl> job_service_;
-  std::unique_ptr<LimitedJobService> limited_job_service_;
-  std::unique_ptr<AuthorizingJobService> authorized_job_service_;  // the one registered
+  std::unique_ptr<GuardedJobService> guarded_job_service_;  // the one registered, over job_service_
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;  // null when not served
