@@ -117,7 +117,7 @@ absl::Status AccessPolicy::Refuse(const grpc::ServerContextBase& context, absl::
                                   absl::StatusCode code, const std::string& reason,
                                   const std::string& message) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++failures_[reason];
   }
   if (std::optional<uint64_t> left_out = refusal_log_.Admit(reason, absl::Now())) {
@@ -133,7 +133,7 @@ std::string AccessPolicy::RenderMetrics() const {
   std::string out =
       "# HELP horovodd_auth_failures_total Calls refused for their credentials, by reason.\n"
       "# TYPE horovodd_auth_failures_total counter\n";
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const auto& [reason, count] : failures_) {
     absl::StrAppend(&out, "horovodd_auth_failures_total{reason=\"", reason, "\"} ", count, "\n");
   }

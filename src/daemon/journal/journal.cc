@@ -319,7 +319,7 @@ void Journal::NoteWrite(const absl::Status& status, const std::string& what) {
 
 void Journal::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
                              absl::Time created) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Status status = statements_->insert_job->BindText(1, job_id)
                             .BindText(2, spec.name())
                             .BindBlob(3, spec.SerializeAsString())
@@ -339,7 +339,7 @@ void Journal::OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& s
   tables.set_last_commit(status.last_commit());
   // A cooldown's time left means nothing once the job is over.
   for (auto& host : *tables.mutable_hosts()) host.set_cooldown_seconds_left(0);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   NoteWrite(statements_->set_final_status->BindText(1, job_id)
                 .BindBlob(2, tables.SerializeAsString())
                 .Run(),
@@ -349,8 +349,10 @@ void Journal::OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& s
 void Journal::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
   // Output is the bulk of a job's events and only worth having while it runs.
   if (event.kind() == v1::JobEvent::OUTPUT) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  NoteWrite(InTransaction([&] { return RecordEvent(job_id, event); }),
+  absl::MutexLock lock(&mu_);
+  NoteWrite(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+              return RecordEvent(job_id, event);
+            }),
             absl::StrCat("event ", event.seq(), " of ", job_id));
 }
 
@@ -434,15 +436,19 @@ absl::Status Journal::MarkStopped(const std::string& job_id, int64_t generation)
 }
 
 absl::StatusOr<std::vector<ArchivedJob>> Journal::Recover() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::pair<std::string, int64_t>> unfinished;
   auto status = ForEachRow(*statements_->unfinished_jobs, [&](SqliteStatement& row) {
     unfinished.emplace_back(row.Text(0), row.Int(1));
     return absl::OkStatus();
   });
-  for (const auto& [job_id, generation] : unfinished) {
+  for (const auto& [id, stopped_generation] : unfinished) {
     if (!status.ok()) break;
-    status = InTransaction([&] { return MarkStopped(job_id, generation); });
+    // Named copies: a lambda cannot capture structured bindings in C++17.
+    const std::string& job_id = id;
+    const int64_t generation = stopped_generation;
+    status = InTransaction(
+        [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return MarkStopped(job_id, generation); });
     if (status.ok())
       spdlog::warn("journal: {} was running when horovodd stopped; recorded as FAILED", job_id);
   }

@@ -27,7 +27,7 @@ absl::StatusOr<LaunchedProcess> HostRouter::Launch(const WorkerLaunch& launch,
   }
   auto remote = remote_->Launch(launch, std::move(callbacks));
   if (!remote.ok()) return remote.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const int64_t handle = next_remote_handle_--;
   remote_handles_[handle] = remote->handle;
   return LaunchedProcess{handle, remote->pid};
@@ -37,7 +37,7 @@ absl::Status HostRouter::Signal(int64_t handle, int sig) {
   if (handle > 0) return local_->Signal(static_cast<pid_t>(handle), sig);
   int64_t remote_handle;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = remote_handles_.find(handle);
     if (it == remote_handles_.end()) return absl::NotFoundError("no such process");
     remote_handle = it->second;

@@ -194,7 +194,9 @@ void LocalLauncher::TerminateAll(absl::Duration grace) {
   const std::set<uint64_t> targets = unfinished_;
   const auto all_finished = [this, &targets]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return std::none_of(targets.begin(), targets.end(),
-                        [this](uint64_t id) { return unfinished_.count(id) != 0; });
+                        [this](uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                          return unfinished_.count(id) != 0;
+                        });
   };
   SignalGroups(targets, SIGTERM);
   if (mu_.AwaitWithDeadline(absl::Condition(&all_finished), absl::Now() + grace)) return;
