@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/loopback.h"
+#include "common/status_macros.h"
 #include "daemon/auth/auth_token.h"
 
 namespace horovodd::daemon {
@@ -37,14 +38,13 @@ absl::StatusOr<std::unique_ptr<AccessPolicy>> AccessPolicy::Create(const AuthSet
     policy->admin_token_ = std::move(*token);
     policy->admin_token_path_ = path;
   } else {
-    auto token = GenerateToken();
-    if (!token.ok()) return token.status();
-    policy->admin_token_ = std::move(*token);
+    HVDD_ASSIGN_OR_RETURN(auto token, GenerateToken());
+    policy->admin_token_ = std::move(token);
   }
   if (!settings.viewer_token_file.empty()) {
-    auto token = ReadPrivateTokenFile(settings.viewer_token_file, "auth.viewer_token_file");
-    if (!token.ok()) return token.status();
-    policy->viewer_token_ = std::move(*token);
+    HVDD_ASSIGN_OR_RETURN(auto token,
+                          ReadPrivateTokenFile(settings.viewer_token_file, "auth.viewer_token_file"));
+    policy->viewer_token_ = std::move(token);
   }
   return policy;
 }

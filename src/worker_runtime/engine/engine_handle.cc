@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace horovodd::internal {
 
@@ -65,7 +66,7 @@ absl::StatusOr<Tensor> HandleState::TakeOutput() {
     return absl::FailedPreconditionError(
         absl::StrCat("'", name_, "' works in place: it has no output to take"));
   }
-  if (absl::Status status = Wait(absl::InfiniteDuration()); !status.ok()) return status;
+  HVDD_RETURN_IF_ERROR(Wait(absl::InfiniteDuration()));
   absl::MutexLock lock(&mu_);
   if (output_taken_ || !output_.has_value()) {
     return absl::FailedPreconditionError(
