@@ -7,8 +7,8 @@
 # .pb.h files) come from the main build. Fails if any unit has a
 # thread-safety warning or does not compile with clang.
 #
-#   scripts/thread_safety.sh              every unit of src/, $JOBS (2) at a time
-#   scripts/thread_safety.sh src/daemon   only the units under src/daemon
+#   scripts/thread_safety.sh                    every unit of src/, $JOBS (2) at a time
+#   scripts/thread_safety.sh src/daemon a.cc    only these units, or those under these folders
 #
 # $CLANGXX overrides the compiler (default clang++-14, else clang++).
 set -euo pipefail
@@ -36,15 +36,14 @@ if [[ ! -f "$compile_commands" ]]; then
   exit 1
 fi
 
-under="$repo_root/${1:-src}"
-under="${under%/}/"
+[[ $# -gt 0 ]] || set -- src
 
 # The recorded commands are gcc's. Only what decides how a unit parses
 # (include paths, macros, language standard, -pthread, a few -f options)
 # goes to clang; optimisation, debug info, output and every -W flag are
 # dropped, so a gcc-only warning flag or option never reaches clang and the
 # only warnings that fail the check are the thread-safety ones.
-exec python3 - "$compile_commands" "$under" "$clangxx" "$jobs" <<'PY'
+exec python3 - "$compile_commands" "$repo_root" "$clangxx" "$jobs" "$@" <<'PY'
 import concurrent.futures
 import json
 import os
@@ -53,7 +52,13 @@ import subprocess
 import sys
 import time
 
-compile_commands, under, clangxx, jobs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+compile_commands, repo_root, clangxx, jobs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+wanted = [os.path.realpath(os.path.join(repo_root, p)) for p in sys.argv[5:]]
+
+
+def is_wanted(path):
+    return any(path == w or path.startswith(w.rstrip("/") + "/") for w in wanted)
+
 
 # Options that take their value as the next argument and are kept.
 KEPT_WITH_VALUE = {"-I", "-isystem", "-iquote", "-idirafter", "-D", "-U", "-include"}
@@ -95,10 +100,10 @@ with open(compile_commands) as f:
 units = {}
 for entry in entries:
     path = os.path.realpath(os.path.join(entry.get("directory", ""), entry["file"]))
-    if path.startswith(os.path.realpath(under.rstrip("/")) + "/") and path.endswith((".cc", ".cpp")):
+    if is_wanted(path) and path.endswith((".cc", ".cpp")):
         units[path] = (entry.get("directory") or ".", clang_arguments(entry))
 if not units:
-    sys.exit(f"thread_safety.sh: no translation units under {under} in {compile_commands}")
+    sys.exit(f"thread_safety.sh: no translation units of {' '.join(sys.argv[5:])} in {compile_commands}")
 
 
 def check(path):
