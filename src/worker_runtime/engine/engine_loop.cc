@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 
 namespace horovodd::internal {
 namespace {
@@ -272,7 +273,11 @@ void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
     if (confirmed) {
       Request& r = taken_[*confirmed];
       done.push_back(Completion{r.handle, r.error_prefix, absl::OkStatus(), std::nullopt});
-      round->ready.erase(std::find(round->ready.begin(), round->ready.end(), r.name));
+      auto in_ready = std::find(round->ready.begin(), round->ready.end(), r.name);
+      // A confirmed prediction is one the round found ready on every rank.
+      HVDD_CHECK(in_ready != round->ready.end())
+          << "the confirmed prediction '" << r.name << "' is not in the round's ready list";
+      round->ready.erase(in_ready);
       taken_.erase(taken_.begin() + static_cast<std::ptrdiff_t>(*confirmed));
       ++confirmed_predictions_;
     }
