@@ -27,15 +27,12 @@ absl::StatusOr<std::unique_ptr<AccessPolicy>> AccessPolicy::Create(const AuthSet
   std::unique_ptr<AccessPolicy> policy(new AccessPolicy());
   policy->open_read_only_ = settings.open_read_only;
   if (!settings.admin_token_file.empty()) {
-    auto token = ReadPrivateTokenFile(settings.admin_token_file, "auth.admin_token_file");
-    if (!token.ok()) return token.status();
-    policy->admin_token_ = std::move(*token);
+    HVDD_ASSIGN_OR_RETURN(policy->admin_token_,
+                          ReadPrivateTokenFile(settings.admin_token_file, "auth.admin_token_file"));
     policy->admin_token_path_ = settings.admin_token_file;
   } else if (!state_dir.empty()) {
     const std::string path = (std::filesystem::path(state_dir) / "admin.token").string();
-    auto token = LoadOrCreateTokenFile(path);
-    if (!token.ok()) return token.status();
-    policy->admin_token_ = std::move(*token);
+    HVDD_ASSIGN_OR_RETURN(policy->admin_token_, LoadOrCreateTokenFile(path));
     policy->admin_token_path_ = path;
   } else {
     HVDD_ASSIGN_OR_RETURN(auto token, GenerateToken());
