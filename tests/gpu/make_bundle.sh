@@ -47,8 +47,8 @@ rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/lib-cxx"
 binaries=(
   "$build_dir/tests/gpu/test_gpu_check"
-  "$build_dir/tests/test_nccl"
-  "$build_dir/tests/test_nccl_gpu"
+  "$build_dir/tests/unit/test_nccl"
+  "$build_dir/tests/unit/test_nccl_gpu"
   "$build_dir/bin/horovodrun"
   "$build_dir/examples/elastic_train"
 )

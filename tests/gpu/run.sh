@@ -173,8 +173,8 @@ else
     -DHVDD_WITH_NCCL=ON -DCUDAToolkit_ROOT="$cuda_root" -DHVDD_CUDA_ARCHITECTURES=90 || exit 1
   run_step "build" 420 cmake --build "$build_dir" -j "$jobs" \
     --target test_gpu_check test_nccl test_nccl_gpu elastic_train horovodrun || exit 1
-  test_nccl="$build_dir/tests/test_nccl"
-  test_nccl_gpu="$build_dir/tests/test_nccl_gpu"
+  test_nccl="$build_dir/tests/unit/test_nccl"
+  test_nccl_gpu="$build_dir/tests/unit/test_nccl_gpu"
   gpu_check="$build_dir/tests/gpu/test_gpu_check"
   horovodrun="$build_dir/bin/horovodrun"
   elastic_train="$build_dir/examples/elastic_train"
