@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything CI runs: installs missing packages, builds build/ (incrementally),
 # runs the unit tests with ctest, then the integration tests with pytest, then
-# a short fuzz run of the libFuzzer targets (scripts/fuzz.sh, clang).
+# a short fuzz run of the libFuzzer targets (scripts/fuzz.sh, clang), then
+# clang's lock analysis over src/ (scripts/thread_safety.sh).
 # Every stage runs even when an earlier one fails; exits non-zero if any failed.
 # $BUILD_DIR overrides the build directory (exported as HVDD_BUILD_DIR for the
 # integration tests).
@@ -49,6 +50,11 @@ echo "== fuzz (scripts/fuzz.sh: clang build in build-fuzz, ${FUZZ_SECONDS:-15}s 
 # Short on purpose (CI); tests/fuzz/README.md says how to run longer.
 if ! FUZZ_SECONDS="${FUZZ_SECONDS:-15}" "$repo_root/scripts/fuzz.sh"; then
   failed+=("fuzz")
+fi
+
+echo "== thread safety (scripts/thread_safety.sh: clang -Wthread-safety over src/)"
+if ! "$repo_root/scripts/thread_safety.sh"; then
+  failed+=("thread safety")
 fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then

@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace horovodd::cli {
 namespace {
@@ -35,9 +36,8 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const std::st
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& origin) {
-  auto content = ReadWholeFile(path, origin);
-  if (!content.ok()) return content.status();
-  std::string token(absl::StripAsciiWhitespace(*content));
+  HVDD_ASSIGN_OR_RETURN(auto content, ReadWholeFile(path, origin));
+  std::string token(absl::StripAsciiWhitespace(content));
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": token file ", path, " is empty"));
   }
@@ -115,9 +115,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ResolveChannelCredenti
        {std::pair{&ca, &options.pem_root_certs}, std::pair{&cert, &options.pem_cert_chain},
         std::pair{&key, &options.pem_private_key}}) {
     if (file->path.empty()) continue;
-    auto content = ReadWholeFile(file->path, file->origin);
-    if (!content.ok()) return content.status();
-    *field = std::move(*content);
+    HVDD_ASSIGN_OR_RETURN(auto content, ReadWholeFile(file->path, file->origin));
+    *field = std::move(content);
   }
   return grpc::SslCredentials(options);
 }
@@ -133,11 +132,9 @@ std::shared_ptr<grpc::Channel> CreateDaemonChannel(
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectToDaemon(const std::string& address,
                                                                const ClientSecurity& security) {
-  auto token = ResolveToken(security);
-  if (!token.ok()) return token.status();
-  auto credentials = ResolveChannelCredentials(security);
-  if (!credentials.ok()) return credentials.status();
-  return CreateDaemonChannel(address, std::move(*credentials), *token);
+  HVDD_ASSIGN_OR_RETURN(auto token, ResolveToken(security));
+  HVDD_ASSIGN_OR_RETURN(auto credentials, ResolveChannelCredentials(security));
+  return CreateDaemonChannel(address, std::move(credentials), token);
 }
 
 }  // namespace horovodd::cli

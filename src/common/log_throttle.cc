@@ -3,7 +3,7 @@
 namespace horovodd::daemon {
 
 std::optional<uint64_t> LogThrottle::Admit(const std::string& key, absl::Time now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   KeyState& state = keys_[key];
   if (now - state.last_logged < interval_) {
     ++state.left_out;

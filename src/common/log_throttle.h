@@ -5,10 +5,10 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace horovodd::daemon {
@@ -20,7 +20,7 @@ class LogThrottle {
   // Whether a line for `key` may be logged at `now`: the number of lines for
   // it left out since the last one logged (0 for the first), or nullopt to
   // leave this one out too.
-  std::optional<uint64_t> Admit(const std::string& key, absl::Time now);
+  std::optional<uint64_t> Admit(const std::string& key, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct KeyState {
@@ -28,8 +28,8 @@ class LogThrottle {
     uint64_t left_out = 0;
   };
   const absl::Duration interval_;
-  std::mutex mu_;
-  std::map<std::string, KeyState> keys_;  // guarded by mu_; one per refusal reason
+  absl::Mutex mu_;
+  std::map<std::string, KeyState> keys_ ABSL_GUARDED_BY(mu_);  // one per refusal reason
 };
 
 }  // namespace horovodd::daemon

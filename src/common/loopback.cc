@@ -3,24 +3,21 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/synchronization/mutex.h"
 
 namespace horovodd::daemon {
 namespace {
 
-std::mutex& TunnelMutex() {
-  static std::mutex mu;
-  return mu;
-}
+ABSL_CONST_INIT absl::Mutex tunnel_mu(absl::kConstInit);
 
 // Port -> open tunnel connections on it (counted, so that a close never
 // forgets a port registered twice). Never destroyed: used until exit.
-std::unordered_map<int, int>& TunnelPorts() {
+std::unordered_map<int, int>& TunnelPorts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tunnel_mu) {
   static auto* ports = new std::unordered_map<int, int>();
   return *ports;
 }
@@ -49,12 +46,12 @@ bool IsLoopbackPeer(absl::string_view peer) {
 }
 
 void AddTunnelPeerPort(int local_port) {
-  std::lock_guard<std::mutex> lock(TunnelMutex());
+  absl::MutexLock lock(&tunnel_mu);
   ++TunnelPorts()[local_port];
 }
 
 void RemoveTunnelPeerPort(int local_port) {
-  std::lock_guard<std::mutex> lock(TunnelMutex());
+  absl::MutexLock lock(&tunnel_mu);
   auto it = TunnelPorts().find(local_port);
   if (it != TunnelPorts().end() && --it->second == 0) TunnelPorts().erase(it);
 }
@@ -66,7 +63,7 @@ bool IsTunnelPeer(absl::string_view peer) {
   if (colon == absl::string_view::npos || !absl::SimpleAtoi(peer.substr(colon + 1), &port)) {
     return false;
   }
-  std::lock_guard<std::mutex> lock(TunnelMutex());
+  absl::MutexLock lock(&tunnel_mu);
   return TunnelPorts().count(port) != 0;
 }
 

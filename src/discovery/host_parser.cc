@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 
 namespace horovodd::discovery {
 namespace {
@@ -91,7 +92,7 @@ absl::StatusOr<HostSlots> ParseHostEntry(absl::string_view entry, int default_sl
     if (!slots.ok()) return slots.status();
     result.slots = *slots;
   }
-  if (absl::Status s = CheckHostName(host); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckHostName(host));
   result.host = std::string(host);
   return result;
 }
@@ -141,7 +142,7 @@ absl::StatusOr<HostSlots> ParseHostfileLine(absl::string_view line, int default_
   if (host.find(':') != absl::string_view::npos) {
     return absl::InvalidArgumentError("slots given both as \":N\" and after the host name");
   }
-  if (absl::Status s = CheckHostName(host); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckHostName(host));
 
   // "slots=4" or "slots = 4".
   std::string rest;
@@ -153,9 +154,8 @@ absl::StatusOr<HostSlots> ParseHostfileLine(absl::string_view line, int default_
     return absl::InvalidArgumentError(absl::StrCat(
         "expected \"slots=N\" after the host name, got ", Quote(line.substr(space + 1))));
   }
-  absl::StatusOr<int> slots = ParseSlots(value);
-  if (!slots.ok()) return slots.status();
-  return HostSlots{std::string(host), *slots};
+  HVDD_ASSIGN_OR_RETURN(int slots, ParseSlots(value));
+  return HostSlots{std::string(host), slots};
 }
 
 // Shared loop of the line-oriented formats.
@@ -180,12 +180,12 @@ absl::StatusOr<HostSet> ParseLines(absl::string_view text, int default_slots,
 }  // namespace
 
 absl::StatusOr<HostSet> ParseHostLines(std::string_view text, int default_slots) {
-  if (absl::Status s = CheckSlotRange(default_slots, "default slots"); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckSlotRange(default_slots, "default slots"));
   return ParseLines(ToAbsl(text), default_slots, ParseHostEntry);
 }
 
 absl::StatusOr<HostSet> ParseHostList(std::string_view list_view, int default_slots) {
-  if (absl::Status s = CheckSlotRange(default_slots, "default slots"); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckSlotRange(default_slots, "default slots"));
   const absl::string_view list = ToAbsl(list_view);
   if (absl::StripAsciiWhitespace(list).empty()) {
     return absl::InvalidArgumentError("host list is empty");
@@ -205,7 +205,7 @@ absl::StatusOr<HostSet> ParseHostList(std::string_view list_view, int default_sl
 }
 
 absl::StatusOr<HostSet> ParseHostfile(std::string_view contents, int default_slots) {
-  if (absl::Status s = CheckSlotRange(default_slots, "default slots"); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckSlotRange(default_slots, "default slots"));
   absl::StatusOr<HostSet> hosts = ParseLines(ToAbsl(contents), default_slots, ParseHostfileLine);
   if (hosts.ok() && hosts->empty()) {
     return absl::InvalidArgumentError("hostfile lists no hosts");

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "discovery/host_parser.h"
 #include "discovery/script_runner.h"
 
@@ -23,9 +24,8 @@ class ScriptHostSource : public HostSource {
       : path_(std::move(path)), default_slots_(default_slots), timeout_(timeout) {}
 
   absl::StatusOr<HostSet> Discover() override {
-    absl::StatusOr<std::string> output = RunDiscoveryScript(path_, timeout_);
-    if (!output.ok()) return output.status();
-    absl::StatusOr<HostSet> hosts = ParseHostLines(*output, default_slots_);
+    HVDD_ASSIGN_OR_RETURN(std::string output, RunDiscoveryScript(path_, timeout_));
+    absl::StatusOr<HostSet> hosts = ParseHostLines(output, default_slots_);
     if (!hosts.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "discovery script ", path_, " printed bad output: ", hosts.status().message()));

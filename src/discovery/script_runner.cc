@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace horovodd::discovery {
 namespace {
@@ -308,33 +309,30 @@ absl::StatusOr<std::string> RunDiscoveryScript(const std::string& path,
     return absl::InvalidArgumentError(
         errors.Message("timeout ", absl::FormatDuration(timeout), " is not positive"));
   }
-  if (absl::Status s = CheckExecutable(path, errors); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckExecutable(path, errors));
 
-  absl::StatusOr<Pipe> out = MakePipe(errors);
-  if (!out.ok()) return out.status();
-  absl::StatusOr<Pipe> err = MakePipe(errors);
-  if (!err.ok()) return err.status();
+  HVDD_ASSIGN_OR_RETURN(Pipe out, MakePipe(errors));
+  HVDD_ASSIGN_OR_RETURN(Pipe err, MakePipe(errors));
 
   const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<pid_t> pid = Spawn(path, out->write_end.get(), err->write_end.get(), errors);
-  if (!pid.ok()) return pid.status();
+  HVDD_ASSIGN_OR_RETURN(pid_t pid, Spawn(path, out.write_end.get(), err.write_end.get(), errors));
   // Only the script holds the write ends now, so its exit is our end of file.
-  out->write_end.Reset();
-  err->write_end.Reset();
+  out.write_end.Reset();
+  err.write_end.Reset();
 
   // A pidfd turns "the script exited" into a readable descriptor we can poll with the pipes.
   // (The raw syscall: glibc 2.36's <sys/pidfd.h> lacks extern "C" and cannot be used from C++.)
-  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, *pid, 0)));
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   if (!pidfd.valid()) {
     const int pidfd_errno = errno;
-    KillGroupAndReap(*pid);
+    KillGroupAndReap(pid);
     return absl::InternalError(errors.Message("pidfd_open failed: ", ErrnoText(pidfd_errno)));
   }
 
   Capture capture;
-  absl::Status collected = Collect(*pid, pidfd.get(), std::move(out->read_end),
-                                   std::move(err->read_end), deadline, capture, errors);
-  if (!capture.exited) KillGroupAndReap(*pid);
+  absl::Status collected = Collect(pid, pidfd.get(), std::move(out.read_end),
+                                   std::move(err.read_end), deadline, capture, errors);
+  if (!capture.exited) KillGroupAndReap(pid);
   if (!collected.ok()) return collected;
   return Outcome(std::move(capture), timeout, errors);
 }

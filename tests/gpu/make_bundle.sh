@@ -4,7 +4,7 @@
 # runs, with NCCL, in $BUILD_DIR (default build-nccl/), then copies them
 # (without debug info) and every shared library they load into
 # $BUILD_DIR/gpu-bundle/:
-#   bin/      test_gpu_check, test_nccl, horovodrun, elastic_train
+#   bin/      test_gpu_check, test_nccl, test_nccl_gpu, horovodrun, elastic_train
 #   lib/      gRPC, protobuf, Abseil, Gloo, ... as found here
 #   lib-cxx/  this machine's libstdc++ and libgcc_s, used only if the GPU
 #             machine's own are too old
@@ -37,7 +37,7 @@ fi
 
 build_dir="${BUILD_DIR:-$repo_root/build-nccl}"
 jobs="${JOBS:-$(nproc)}"
-targets=(test_gpu_check test_nccl horovodrun elastic_train)
+targets=(test_gpu_check test_nccl test_nccl_gpu horovodrun elastic_train)
 
 cmake -S "$repo_root" -B "$build_dir" -DHVDD_WITH_NCCL=ON
 cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
@@ -47,7 +47,8 @@ rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/lib-cxx"
 binaries=(
   "$build_dir/tests/gpu/test_gpu_check"
-  "$build_dir/tests/test_nccl"
+  "$build_dir/tests/unit/test_nccl"
+  "$build_dir/tests/unit/test_nccl_gpu"
   "$build_dir/bin/horovodrun"
   "$build_dir/examples/elastic_train"
 )

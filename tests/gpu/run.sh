@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check of the NCCL backend (issue 8), for a machine with one GPU.
 # Runs, each step under its own time limit, and prints a summary table:
-#   1. the unit tests of the GPU path (test_nccl; its GPU cases run here);
+#   1. the unit tests of the GPU path (test_nccl, and test_nccl_gpu: its cases
+#      need the GPU, and it exits 77 without one);
 #   2. every collective and dtype on one-rank NCCL against CPU-computed values,
 #      errors, and the runtime's dispatch (NCCL and staging through Gloo);
 #   3. $CYCLES create/allreduce/abort cycles of a communicator, and as many
@@ -153,6 +154,7 @@ if [[ -x "$bundle/bin/test_gpu_check" ]]; then
   fi
   rows+=("binaries|PASS|0|prebuilt bundle")
   test_nccl="$bin/test_nccl"
+  test_nccl_gpu="$bin/test_nccl_gpu"
   gpu_check="$bin/test_gpu_check"
   horovodrun="$bin/horovodrun"
   elastic_train="$bin/elastic_train"
@@ -170,14 +172,16 @@ else
   run_step "configure" 120 cmake -S "$repo_root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
     -DHVDD_WITH_NCCL=ON -DCUDAToolkit_ROOT="$cuda_root" -DHVDD_CUDA_ARCHITECTURES=90 || exit 1
   run_step "build" 420 cmake --build "$build_dir" -j "$jobs" \
-    --target test_gpu_check test_nccl elastic_train horovodrun || exit 1
-  test_nccl="$build_dir/tests/test_nccl"
+    --target test_gpu_check test_nccl test_nccl_gpu elastic_train horovodrun || exit 1
+  test_nccl="$build_dir/tests/unit/test_nccl"
+  test_nccl_gpu="$build_dir/tests/unit/test_nccl_gpu"
   gpu_check="$build_dir/tests/gpu/test_gpu_check"
   horovodrun="$build_dir/bin/horovodrun"
   elastic_train="$build_dir/examples/elastic_train"
 fi
 
 run_step "unit tests (test_nccl)" 90 "$test_nccl"
+run_step "unit tests on the GPU (test_nccl_gpu)" 90 "$test_nccl_gpu"
 run_step "collectives (all ops, dtypes)" 90 "$gpu_check" collectives
 if grep -q '^SKIP' "$log_dir/last.log"; then
   say "no GPU here: nothing else to check"

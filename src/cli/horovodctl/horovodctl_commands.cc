@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/horovodctl/horovodctl_json.h"
+#include "common/status_macros.h"
 
 namespace horovodd::cli {
 namespace {
@@ -22,63 +23,58 @@ void Emit(const CommandContext& ctx, const std::string& text) {
 }  // namespace
 
 absl::Status ListJobs(const CommandContext& ctx) {
-  auto jobs = ctx.client->ListJobs();
-  if (!jobs.ok()) return jobs.status();
+  HVDD_ASSIGN_OR_RETURN(auto jobs, ctx.client->ListJobs());
   // Oldest first; the daemon's order is by id as text (job-10 before job-2).
-  std::stable_sort(jobs->begin(), jobs->end(), [](const auto& a, const auto& b) {
+  std::stable_sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) {
     return a.created_unix() < b.created_unix();
   });
   if (Json(ctx)) {
     v1::ListJobsResponse response;
-    for (auto& job : *jobs) *response.add_jobs() = std::move(job);
+    for (auto& job : jobs) *response.add_jobs() = std::move(job);
     Emit(ctx, MessageToJson(response));
   } else {
-    Emit(ctx, FormatJobTable(*jobs, absl::Now()));
+    Emit(ctx, FormatJobTable(jobs, absl::Now()));
   }
   return absl::OkStatus();
 }
 
 absl::Status ShowJob(const CommandContext& ctx, const std::string& job_id) {
-  auto job = ctx.client->GetJob(job_id);
-  if (!job.ok()) return job.status();
-  Emit(ctx, Json(ctx) ? MessageToJson(*job) : FormatJobDetails(*job, absl::Now(), ctx.zone));
+  HVDD_ASSIGN_OR_RETURN(auto job, ctx.client->GetJob(job_id));
+  Emit(ctx, Json(ctx) ? MessageToJson(job) : FormatJobDetails(job, absl::Now(), ctx.zone));
   return absl::OkStatus();
 }
 
 absl::Status ShowHosts(const CommandContext& ctx) {
-  auto jobs = ctx.client->ListJobs();
-  if (!jobs.ok()) return jobs.status();
-  const std::vector<HostRow> rows = HostsOfRunningJobs(*jobs);
+  HVDD_ASSIGN_OR_RETURN(auto jobs, ctx.client->ListJobs());
+  const std::vector<HostRow> rows = HostsOfRunningJobs(jobs);
   Emit(ctx, Json(ctx) ? HostRowsToJson(rows) : FormatHostTable(rows));
   return absl::OkStatus();
 }
 
 absl::Status ShowLogs(const CommandContext& ctx, const std::string& job_id, int rank,
                       int max_lines) {
-  auto lines = ctx.client->WorkerOutput(job_id, rank, max_lines);
-  if (!lines.ok()) return lines.status();
+  HVDD_ASSIGN_OR_RETURN(auto lines, ctx.client->WorkerOutput(job_id, rank, max_lines));
   if (Json(ctx)) {
     v1::GetWorkerOutputResponse response;
-    for (auto& line : *lines) *response.add_lines() = std::move(line);
+    for (auto& line : lines) *response.add_lines() = std::move(line);
     Emit(ctx, MessageToJson(response));
     return absl::OkStatus();
   }
   // The lines as the worker wrote them, stdout and stderr in their order.
-  for (const auto& line : *lines) *ctx.out << line.message() << '\n';
+  for (const auto& line : lines) *ctx.out << line.message() << '\n';
   ctx.out->flush();
   return absl::OkStatus();
 }
 
 absl::Status CancelJob(const CommandContext& ctx, const CancelOptions& options) {
-  auto before = ctx.client->GetJob(options.job_id);
-  if (!before.ok()) return before.status();
-  if (IsTerminal(before->state())) {
-    Emit(ctx, Json(ctx) ? MessageToJson(*before)
+  HVDD_ASSIGN_OR_RETURN(auto before, ctx.client->GetJob(options.job_id));
+  if (IsTerminal(before.state())) {
+    Emit(ctx, Json(ctx) ? MessageToJson(before)
                         : absl::StrCat(options.job_id,
-                                       " had already ended: ", v1::JobState_Name(before->state())));
+                                       " had already ended: ", v1::JobState_Name(before.state())));
     return absl::OkStatus();
   }
-  if (auto st = ctx.client->CancelJob(options.job_id, options.reason); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(ctx.client->CancelJob(options.job_id, options.reason));
   if (options.wait) {
     bool ended = false;
     auto st = ctx.client->Watch(options.job_id, 0, [&ended](const v1::JobEvent& e) {
@@ -96,30 +92,28 @@ absl::Status CancelJob(const CommandContext& ctx, const CancelOptions& options) 
     Emit(ctx, absl::StrCat(options.job_id, " is being cancelled"));
     return absl::OkStatus();
   }
-  auto after = ctx.client->GetJob(options.job_id);
-  if (!after.ok()) return after.status();
-  Emit(ctx, absl::StrCat(options.job_id, " ended ", v1::JobState_Name(after->state()), ": ",
-                         after->reason()));
+  HVDD_ASSIGN_OR_RETURN(auto after, ctx.client->GetJob(options.job_id));
+  Emit(ctx, absl::StrCat(options.job_id, " ended ", v1::JobState_Name(after.state()), ": ",
+                         after.reason()));
   return absl::OkStatus();
 }
 
 absl::Status SetDrained(const CommandContext& ctx, const std::string& host,
                         const std::string& job_id, bool drained) {
-  auto jobs = ctx.client->SetDrained(host, job_id, drained);
-  if (!jobs.ok()) return jobs.status();
+  HVDD_ASSIGN_OR_RETURN(auto jobs, ctx.client->SetDrained(host, job_id, drained));
   if (Json(ctx)) {
     std::vector<std::string> quoted;
-    for (const auto& id : *jobs) quoted.push_back(JsonQuote(id));
+    for (const auto& id : jobs) quoted.push_back(JsonQuote(id));
     Emit(ctx, absl::StrCat("{\n  \"host\": ", JsonQuote(host),
                            ",\n  \"drained\": ", drained ? "true" : "false", ",\n  \"job_ids\": [",
                            absl::StrJoin(quoted, ", "), "]\n}"));
     return absl::OkStatus();
   }
   const char* verb = drained ? "drained" : "undrained";
-  if (jobs->empty()) {
+  if (jobs.empty()) {
     Emit(ctx, absl::StrCat("host ", host, " ", verb, " in no job: no job is running"));
   } else {
-    Emit(ctx, absl::StrCat("host ", host, " ", verb, " in ", absl::StrJoin(*jobs, ", ")));
+    Emit(ctx, absl::StrCat("host ", host, " ", verb, " in ", absl::StrJoin(jobs, ", ")));
   }
   return absl::OkStatus();
 }

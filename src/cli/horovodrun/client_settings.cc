@@ -4,16 +4,13 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace horovodd::cli {
 
 absl::Status ReadLauncherSettings(const RawSettings& settings, RunOptions* options) {
-  absl::StatusOr<bool> verbose = ReadBool(settings, "verbose");
-  if (!verbose.ok()) return verbose.status();
-  options->verbose = *verbose;
-  absl::StatusOr<bool> detach = ReadBool(settings, "detach");
-  if (!detach.ok()) return detach.status();
-  options->detach = *detach;
+  HVDD_ASSIGN_OR_RETURN(options->verbose, ReadBool(settings, "verbose"));
+  HVDD_ASSIGN_OR_RETURN(options->detach, ReadBool(settings, "detach"));
   if (const RawSetting* level = FindSetting(settings, "log_level")) {
     const std::string text = absl::AsciiStrToLower(level->values.front());
     if (text != "trace" && text != "debug" && text != "info" && text != "warning" &&

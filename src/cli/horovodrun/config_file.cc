@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
 namespace horovodd::cli {
@@ -97,28 +98,24 @@ absl::StatusOr<std::vector<std::string>> ValuesOf(const std::string& path, const
                                                   const fs::path& config_dir) {
   switch (key.shape) {
     case Shape::kScalar: {
-      absl::StatusOr<std::string> value = ScalarOf(where, key.key, node);
-      if (!value.ok()) return value.status();
-      return std::vector<std::string>{*value};
+      HVDD_ASSIGN_OR_RETURN(std::string value, ScalarOf(where, key.key, node));
+      return std::vector<std::string>{value};
     }
     case Shape::kPath: {
-      absl::StatusOr<std::string> value = ScalarOf(where, key.key, node);
-      if (!value.ok()) return value.status();
-      fs::path resolved(*value);
+      HVDD_ASSIGN_OR_RETURN(std::string value, ScalarOf(where, key.key, node));
+      fs::path resolved(value);
       if (resolved.is_relative()) resolved = (config_dir / resolved).lexically_normal();
       return std::vector<std::string>{resolved.string()};
     }
     case Shape::kHostList: {
       if (!node.IsSequence()) {
-        absl::StatusOr<std::string> value = ScalarOf(where, key.key, node);
-        if (!value.ok()) return value.status();
-        return std::vector<std::string>{*value};
+        HVDD_ASSIGN_OR_RETURN(std::string value, ScalarOf(where, key.key, node));
+        return std::vector<std::string>{value};
       }
       std::vector<std::string> hosts;
       for (const YAML::Node& item : node) {
-        absl::StatusOr<std::string> host = ScalarOf(where, "each entry of hosts", item);
-        if (!host.ok()) return host.status();
-        hosts.push_back(*host);
+        HVDD_ASSIGN_OR_RETURN(std::string host, ScalarOf(where, "each entry of hosts", item));
+        hosts.push_back(host);
       }
       return std::vector<std::string>{absl::StrJoin(hosts, ",")};
     }
@@ -129,9 +126,8 @@ absl::StatusOr<std::vector<std::string>> ValuesOf(const std::string& path, const
       }
       std::vector<std::string> pair;
       for (const YAML::Node& item : node) {
-        absl::StatusOr<std::string> value = ScalarOf(where, key.key, item);
-        if (!value.ok()) return value.status();
-        pair.push_back(*value);
+        HVDD_ASSIGN_OR_RETURN(std::string value, ScalarOf(where, key.key, item));
+        pair.push_back(value);
       }
       return pair;
     }
@@ -142,12 +138,11 @@ absl::StatusOr<std::vector<std::string>> ValuesOf(const std::string& path, const
       }
       std::vector<std::string> assignments;
       for (const auto& entry : node) {
-        absl::StatusOr<std::string> name = ScalarOf(where, "a name in env", entry.first);
-        if (!name.ok()) return name.status();
+        HVDD_ASSIGN_OR_RETURN(std::string name, ScalarOf(where, "a name in env", entry.first));
         absl::StatusOr<std::string> value =
-            ScalarOf(Where(path, entry.first), absl::StrCat("env ", *name), entry.second);
+            ScalarOf(Where(path, entry.first), absl::StrCat("env ", name), entry.second);
         if (!value.ok()) return value.status();
-        assignments.push_back(absl::StrCat(*name, "=", *value));
+        assignments.push_back(absl::StrCat(name, "=", *value));
       }
       return assignments;
     }
@@ -180,33 +175,31 @@ absl::StatusOr<RawSettings> LoadConfigFile(const std::string& path) {
   }
   std::stringstream text;
   text << in.rdbuf();
-  absl::StatusOr<YAML::Node> root = ParseYaml(path, text.str());
-  if (!root.ok()) return root.status();
+  HVDD_ASSIGN_OR_RETURN(YAML::Node root, ParseYaml(path, text.str()));
 
   RawSettings settings;
-  if (root->IsNull()) return settings;  // an empty file sets nothing
-  if (!root->IsMap()) {
+  if (root.IsNull()) return settings;  // an empty file sets nothing
+  if (!root.IsMap()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(Where(path, *root), "the top level must be a map of settings (key: value)"));
+        absl::StrCat(Where(path, root), "the top level must be a map of settings (key: value)"));
   }
   const fs::path config_dir = fs::absolute(fs::path(path)).parent_path();
   try {
-    for (const auto& entry : *root) {
+    for (const auto& entry : root) {
       const std::string where = Where(path, entry.first);
-      absl::StatusOr<std::string> key = ScalarOf(where, "a key", entry.first);
-      if (!key.ok()) return key.status();
-      const KeyShape* shape = FindKey(*key);
+      HVDD_ASSIGN_OR_RETURN(std::string key, ScalarOf(where, "a key", entry.first));
+      const KeyShape* shape = FindKey(key);
       if (shape == nullptr) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, "unknown key '", *key, "' (known keys: ", KnownKeys(), ")"));
+            absl::StrCat(where, "unknown key '", key, "' (known keys: ", KnownKeys(), ")"));
       }
-      if (settings.count(*key) != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "duplicate key '", *key, "'"));
+      if (settings.count(key) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "duplicate key '", key, "'"));
       }
       absl::StatusOr<std::vector<std::string>> values =
           ValuesOf(path, where, *shape, entry.second, config_dir);
       if (!values.ok()) return values.status();
-      settings[*key] = RawSetting{absl::StrCat(where, *key), std::move(*values)};
+      settings[key] = RawSetting{absl::StrCat(where, key), std::move(*values)};
     }
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));

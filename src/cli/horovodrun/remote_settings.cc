@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace horovodd::cli {
 namespace {
@@ -49,13 +50,12 @@ absl::StatusOr<std::string> ReadableFile(const RawSetting& setting) {
 }
 
 absl::Status ReadSsh(const RawSettings& settings, v1::SshSpec* ssh) {
-  absl::StatusOr<std::optional<int>> port = ReadInt(settings, "ssh_port", 1);
-  if (!port.ok()) return port.status();
-  if (port->value_or(22) > kMaxPort) {
+  HVDD_ASSIGN_OR_RETURN(std::optional<int> port, ReadInt(settings, "ssh_port", 1));
+  if (port.value_or(22) > kMaxPort) {
     return InvalidSetting(*FindSetting(settings, "ssh_port"),
-                          absl::StrCat(**port, " is not a port (1-", kMaxPort, ")"));
+                          absl::StrCat(*port, " is not a port (1-", kMaxPort, ")"));
   }
-  ssh->set_port(port->value_or(22));
+  ssh->set_port(port.value_or(22));
 
   ssh->set_user(CurrentUserName());
   if (const RawSetting* user = FindSetting(settings, "ssh_user")) {
@@ -63,9 +63,8 @@ absl::Status ReadSsh(const RawSettings& settings, v1::SshSpec* ssh) {
     ssh->set_user(user->values.front());
   }
   if (const RawSetting* identity = FindSetting(settings, "ssh_identity_file")) {
-    absl::StatusOr<std::string> path = ReadableFile(*identity);
-    if (!path.ok()) return path.status();
-    ssh->set_identity_file(*path);
+    HVDD_ASSIGN_OR_RETURN(std::string path, ReadableFile(*identity));
+    ssh->set_identity_file(path);
   }
 
   ssh->set_host_key_checking(kDefaultHostKeyChecking);
@@ -98,7 +97,7 @@ absl::Status ReadSsh(const RawSettings& settings, v1::SshSpec* ssh) {
 }  // namespace
 
 absl::Status ReadRemoteSettings(const RawSettings& settings, v1::JobSpec* spec) {
-  if (absl::Status s = ReadSsh(settings, spec->mutable_ssh()); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(ReadSsh(settings, spec->mutable_ssh()));
   if (const RawSetting* interface = FindSetting(settings, "network_interface")) {
     const std::string& name = interface->values.front();
     const bool valid = !name.empty() && name.size() < IFNAMSIZ &&

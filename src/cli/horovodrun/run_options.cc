@@ -23,6 +23,7 @@
 #include "cli/horovodrun/client_settings.h"
 #include "cli/horovodrun/config_file.h"
 #include "cli/horovodrun/remote_settings.h"
+#include "common/status_macros.h"
 #include "discovery/host_parser.h"
 
 namespace horovodd::cli {
@@ -347,9 +348,8 @@ absl::StatusOr<std::optional<HostSet>> ReadHostSource(const RawSettings& setting
     first = source;
   }
   if (script != nullptr) {
-    absl::StatusOr<std::string> path = ReadExecutable(*script);
-    if (!path.ok()) return path.status();
-    spec->mutable_discovery()->set_script(*path);
+    HVDD_ASSIGN_OR_RETURN(std::string path, ReadExecutable(*script));
+    spec->mutable_discovery()->set_script(path);
     return std::nullopt;
   }
   if (file != nullptr) return ReadHostfile(*file, slots_per_host);
@@ -366,16 +366,14 @@ absl::Status ReadCooldown(const RawSettings& settings, v1::JobSpec* spec) {
   double high = kDefaultCooldownHigh;
   if (const RawSetting* range = FindSetting(settings, "blacklist_cooldown_range")) {
     if (range->values.size() != 2) return InvalidSetting(*range, "needs two values, LO HI");
-    absl::StatusOr<double> lo = ParseSeconds(*range, range->values[0], /*zero_allowed=*/true);
-    if (!lo.ok()) return lo.status();
-    absl::StatusOr<double> hi = ParseSeconds(*range, range->values[1], /*zero_allowed=*/true);
-    if (!hi.ok()) return hi.status();
-    if (*lo > *hi) {
+    HVDD_ASSIGN_OR_RETURN(double lo, ParseSeconds(*range, range->values[0], /*zero_allowed=*/true));
+    HVDD_ASSIGN_OR_RETURN(double hi, ParseSeconds(*range, range->values[1], /*zero_allowed=*/true));
+    if (lo > hi) {
       return InvalidSetting(
           *range, absl::StrCat("LO ", range->values[0], " is greater than HI ", range->values[1]));
     }
-    low = *lo;
-    high = *hi;
+    low = lo;
+    high = hi;
   }
   spec->set_blacklist_cooldown_min_seconds(low);
   spec->set_blacklist_cooldown_max_seconds(high);
@@ -401,9 +399,8 @@ absl::Status ReadTimeouts(const RawSettings& settings, v1::JobSpec* spec) {
        [](v1::JobSpec* s, double v) { s->set_liveness_timeout_seconds(v); }},
   };
   for (const Timeout& t : timeouts) {
-    absl::StatusOr<double> seconds = ReadSeconds(settings, t.key, t.fallback);
-    if (!seconds.ok()) return seconds.status();
-    t.store(spec, *seconds);
+    HVDD_ASSIGN_OR_RETURN(double seconds, ReadSeconds(settings, t.key, t.fallback));
+    t.store(spec, seconds);
   }
   return ReadCooldown(settings, spec);
 }
@@ -417,23 +414,20 @@ std::string Named(const RawSettings& settings, const std::string& key, int value
 // np, min-np and max-np, with Horovod's defaults; `hosts` are the fixed hosts, if any.
 absl::Status ReadJobSize(const RawSettings& settings, const std::optional<HostSet>& hosts,
                          v1::JobSpec* spec) {
-  absl::StatusOr<std::optional<int>> np = ReadInt(settings, "num_proc", 1);
-  if (!np.ok()) return np.status();
-  absl::StatusOr<std::optional<int>> min_np = ReadInt(settings, "min_np", 1);
-  if (!min_np.ok()) return min_np.status();
-  absl::StatusOr<std::optional<int>> max_np = ReadInt(settings, "max_np", 0);
-  if (!max_np.ok()) return max_np.status();
+  HVDD_ASSIGN_OR_RETURN(std::optional<int> np, ReadInt(settings, "num_proc", 1));
+  HVDD_ASSIGN_OR_RETURN(std::optional<int> min_np, ReadInt(settings, "min_np", 1));
+  HVDD_ASSIGN_OR_RETURN(std::optional<int> max_np, ReadInt(settings, "max_np", 0));
   const int total_slots = hosts ? discovery::TotalSlots(*hosts) : 0;
   const RawSetting* host_source = FindSetting(settings, "hosts")
                                       ? FindSetting(settings, "hosts")
                                       : FindSetting(settings, "hostfile");
 
   if (!spec->elastic()) {
-    if (!*np && !hosts) {
+    if (!np && !hosts) {
       return absl::InvalidArgumentError(
           "-np/--num-proc is required when no hosts are given (-H/--hostfile)");
     }
-    const int n = np->value_or(total_slots);
+    const int n = np.value_or(total_slots);
     if (hosts && n > total_slots) {
       return absl::InvalidArgumentError(absl::StrCat(Named(settings, "num_proc", n),
                                                      " is more than the ", total_slots,
@@ -445,12 +439,12 @@ absl::Status ReadJobSize(const RawSettings& settings, const std::optional<HostSe
     return absl::OkStatus();
   }
 
-  if (!*np && !*min_np) {
+  if (!np && !min_np) {
     return absl::InvalidArgumentError("an elastic job needs -np/--num-proc or --min-np");
   }
-  const int n = np->value_or(**min_np);
-  const int lo = min_np->value_or(n);
-  const int hi = max_np->value_or(0);  // 0: no upper limit
+  const int n = np.value_or(*min_np);
+  const int lo = min_np.value_or(n);
+  const int hi = max_np.value_or(0);  // 0: no upper limit
   if (hi > 0 && lo > hi) {
     return absl::InvalidArgumentError(absl::StrCat(
         Named(settings, "min_np", lo), " is greater than ", Named(settings, "max_np", hi)));
@@ -498,9 +492,8 @@ absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSet
   v1::JobSpec& spec = options.spec;
   for (std::string& arg : command) spec.add_argv(std::move(arg));
 
-  absl::StatusOr<std::optional<int>> slots = ReadInt(settings, "slots_per_host", 1);
-  if (!slots.ok()) return slots.status();
-  const int slots_per_host = slots->value_or(kDefaultSlotsPerHost);
+  HVDD_ASSIGN_OR_RETURN(std::optional<int> slots, ReadInt(settings, "slots_per_host", 1));
+  const int slots_per_host = slots.value_or(kDefaultSlotsPerHost);
   if (slots_per_host > discovery::kMaxSlotsPerHost) {
     return InvalidSetting(*FindSetting(settings, "slots_per_host"),
                           absl::StrCat(slots_per_host, " is more than the most a host may have, ",
@@ -510,11 +503,11 @@ absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSet
 
   spec.set_elastic(FindSetting(settings, "host_discovery_script") ||
                    FindSetting(settings, "min_np") || FindSetting(settings, "max_np"));
-  absl::StatusOr<std::optional<HostSet>> hosts = ReadHostSource(settings, slots_per_host, &spec);
-  if (!hosts.ok()) return hosts.status();
-  if (absl::Status s = ReadJobSize(settings, *hosts, &spec); !s.ok()) return s;
-  if (*hosts) {
-    for (const discovery::HostSlots& host : **hosts) {
+  HVDD_ASSIGN_OR_RETURN(std::optional<HostSet> hosts,
+                        ReadHostSource(settings, slots_per_host, &spec));
+  HVDD_RETURN_IF_ERROR(ReadJobSize(settings, hosts, &spec));
+  if (hosts) {
+    for (const discovery::HostSlots& host : *hosts) {
       v1::HostSlots* out = spec.mutable_discovery()->add_hosts();
       out->set_host(host.host);
       out->set_slots(host.slots);
@@ -525,17 +518,16 @@ absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSet
     local->set_slots(spec.num_proc());
   }
 
-  absl::StatusOr<std::optional<int>> reset_limit = ReadInt(settings, "reset_limit", 0);
-  if (!reset_limit.ok()) return reset_limit.status();
-  spec.set_reset_limit(reset_limit->value_or(0));
-  if (absl::Status s = ReadTimeouts(settings, &spec); !s.ok()) return s;
-  if (absl::Status s = ReadWorkingDir(settings, &spec); !s.ok()) return s;
-  if (absl::Status s = ReadRemoteSettings(settings, &spec); !s.ok()) return s;
+  HVDD_ASSIGN_OR_RETURN(std::optional<int> reset_limit, ReadInt(settings, "reset_limit", 0));
+  spec.set_reset_limit(reset_limit.value_or(0));
+  HVDD_RETURN_IF_ERROR(ReadTimeouts(settings, &spec));
+  HVDD_RETURN_IF_ERROR(ReadWorkingDir(settings, &spec));
+  HVDD_RETURN_IF_ERROR(ReadRemoteSettings(settings, &spec));
   // The file's variables first: the command line's win where the names are the same.
-  if (absl::Status s = ReadEnv(file, &spec); !s.ok()) return s;
-  if (absl::Status s = ReadEnv(command_line, &spec); !s.ok()) return s;
-  if (absl::Status s = ReadLauncherSettings(settings, &options); !s.ok()) return s;
-  if (absl::Status s = ReadClientSecurity(settings, &options.security); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(ReadEnv(file, &spec));
+  HVDD_RETURN_IF_ERROR(ReadEnv(command_line, &spec));
+  HVDD_RETURN_IF_ERROR(ReadLauncherSettings(settings, &options));
+  HVDD_RETURN_IF_ERROR(ReadClientSecurity(settings, &options.security));
   return options;
 }
 

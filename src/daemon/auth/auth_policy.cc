@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/loopback.h"
+#include "common/status_macros.h"
 #include "daemon/auth/auth_token.h"
 
 namespace horovodd::daemon {
@@ -26,25 +27,21 @@ absl::StatusOr<std::unique_ptr<AccessPolicy>> AccessPolicy::Create(const AuthSet
   std::unique_ptr<AccessPolicy> policy(new AccessPolicy());
   policy->open_read_only_ = settings.open_read_only;
   if (!settings.admin_token_file.empty()) {
-    auto token = ReadPrivateTokenFile(settings.admin_token_file, "auth.admin_token_file");
-    if (!token.ok()) return token.status();
-    policy->admin_token_ = std::move(*token);
+    HVDD_ASSIGN_OR_RETURN(policy->admin_token_,
+                          ReadPrivateTokenFile(settings.admin_token_file, "auth.admin_token_file"));
     policy->admin_token_path_ = settings.admin_token_file;
   } else if (!state_dir.empty()) {
     const std::string path = (std::filesystem::path(state_dir) / "admin.token").string();
-    auto token = LoadOrCreateTokenFile(path);
-    if (!token.ok()) return token.status();
-    policy->admin_token_ = std::move(*token);
+    HVDD_ASSIGN_OR_RETURN(policy->admin_token_, LoadOrCreateTokenFile(path));
     policy->admin_token_path_ = path;
   } else {
-    auto token = GenerateToken();
-    if (!token.ok()) return token.status();
-    policy->admin_token_ = std::move(*token);
+    HVDD_ASSIGN_OR_RETURN(auto token, GenerateToken());
+    policy->admin_token_ = std::move(token);
   }
   if (!settings.viewer_token_file.empty()) {
-    auto token = ReadPrivateTokenFile(settings.viewer_token_file, "auth.viewer_token_file");
-    if (!token.ok()) return token.status();
-    policy->viewer_token_ = std::move(*token);
+    HVDD_ASSIGN_OR_RETURN(auto token,
+                          ReadPrivateTokenFile(settings.viewer_token_file, "auth.viewer_token_file"));
+    policy->viewer_token_ = std::move(token);
   }
   return policy;
 }
@@ -117,7 +114,7 @@ absl::Status AccessPolicy::Refuse(const grpc::ServerContextBase& context, absl::
                                   absl::StatusCode code, const std::string& reason,
                                   const std::string& message) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++failures_[reason];
   }
   if (std::optional<uint64_t> left_out = refusal_log_.Admit(reason, absl::Now())) {
@@ -133,7 +130,7 @@ std::string AccessPolicy::RenderMetrics() const {
   std::string out =
       "# HELP horovodd_auth_failures_total Calls refused for their credentials, by reason.\n"
       "# TYPE horovodd_auth_failures_total counter\n";
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const auto& [reason, count] : failures_) {
     absl::StrAppend(&out, "horovodd_auth_failures_total{reason=\"", reason, "\"} ", count, "\n");
   }

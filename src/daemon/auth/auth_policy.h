@@ -14,12 +14,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "common/log_throttle.h"
 #include "daemon/config/auth_settings.h"
 
@@ -74,8 +74,8 @@ class AccessPolicy {
   ReadOnlyAccess open_read_only_ = ReadOnlyAccess::kTokenRequired;
   std::function<bool(absl::string_view)> is_worker_token_;
 
-  mutable std::mutex mu_;
-  std::map<std::string, uint64_t> failures_;  // by reason; guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<std::string, uint64_t> failures_ ABSL_GUARDED_BY(mu_);  // by reason
   // One log line per refusal reason and second at most; the count is exact.
   LogThrottle refusal_log_{absl::Seconds(1)};
 };

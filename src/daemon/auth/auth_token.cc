@@ -17,6 +17,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -86,15 +87,14 @@ absl::StatusOr<std::string> ReadPrivateTokenFile(const std::string& path,
 
 absl::StatusOr<std::string> LoadOrCreateTokenFile(const std::string& path) {
   if (access(path.c_str(), F_OK) == 0) return ReadPrivateTokenFile(path, "admin token");
-  absl::StatusOr<std::string> token = GenerateToken();
-  if (!token.ok()) return token.status();
+  HVDD_ASSIGN_OR_RETURN(std::string token, GenerateToken());
   const std::string temporary = absl::StrCat(path, ".tmp.", getpid());
   const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create admin token file ", temporary, ": ", std::strerror(errno)));
   }
-  const std::string line = *token + "\n";
+  const std::string line = token + "\n";
   const bool written =
       write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && fsync(fd) == 0;
   close(fd);

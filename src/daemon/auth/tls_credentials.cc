@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/loopback.h"
+#include "common/status_macros.h"
 
 namespace horovodd::daemon {
 
@@ -52,16 +53,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
         "tls.client_ca_file (mutual TLS) needs tls.worker_cert_file and tls.worker_key_file: "
         "the certificate the daemon's workers present to it");
   }
-  auto cert = ReadPemFile(settings.cert_file, "tls.cert_file");
-  if (!cert.ok()) return cert.status();
-  auto key = ReadPemFile(settings.key_file, "tls.key_file");
-  if (!key.ok()) return key.status();
+  HVDD_ASSIGN_OR_RETURN(auto cert, ReadPemFile(settings.cert_file, "tls.cert_file"));
+  HVDD_ASSIGN_OR_RETURN(auto key, ReadPemFile(settings.key_file, "tls.key_file"));
   grpc::SslServerCredentialsOptions options(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  options.pem_key_cert_pairs.push_back({*key, *cert});
+  options.pem_key_cert_pairs.push_back({key, cert});
   if (!settings.client_ca_file.empty()) {
-    auto ca = ReadPemFile(settings.client_ca_file, "tls.client_ca_file");
-    if (!ca.ok()) return ca.status();
-    options.pem_root_certs = *ca;
+    HVDD_ASSIGN_OR_RETURN(auto ca, ReadPemFile(settings.client_ca_file, "tls.client_ca_file"));
+    options.pem_root_certs = ca;
     options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(options);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/host_port.h"
+#include "common/status_macros.h"
 #include "daemon/config/auth_config.h"
 #include "yaml-cpp/yaml.h"
 
@@ -34,7 +35,7 @@ absl::Status CheckHostPort(const std::string& origin, const std::string& value) 
 }
 
 absl::Status SetListen(const std::string& origin, const std::string& value, DaemonConfig& c) {
-  if (auto st = CheckHostPort(origin, value); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CheckHostPort(origin, value));
   c.listen = value;
   return absl::OkStatus();
 }
@@ -50,7 +51,7 @@ absl::Status SetStateDir(const std::string& origin, const std::string& value, Da
 absl::Status SetMetricsListen(const std::string& origin, const std::string& value,
                               DaemonConfig& c) {
   if (!value.empty()) {
-    if (auto st = CheckHostPort(origin, value); !st.ok()) return st;
+    HVDD_RETURN_IF_ERROR(CheckHostPort(origin, value));
   }
   c.metrics_listen = value;
   return absl::OkStatus();
@@ -213,7 +214,7 @@ class FileReader {
           return absl::InvalidArgumentError(
               absl::StrCat(Where(key_node), name, ": must be a map of ", KeysIn(name)));
         }
-        if (auto st = ReadMap(value, name, config); !st.ok()) return st;
+        HVDD_RETURN_IF_ERROR(ReadMap(value, name, config));
         continue;
       }
       const Key* key = FindKey(name);
@@ -232,7 +233,7 @@ class FileReader {
         return absl::InvalidArgumentError(
             absl::StrCat(origin, ": ", value.IsNull() ? "has no value" : "must be a single value"));
       }
-      if (auto st = key->set(origin, text, config); !st.ok()) return st;
+      HVDD_RETURN_IF_ERROR(key->set(origin, text, config));
     }
     return absl::OkStatus();
   }
@@ -269,7 +270,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(const std::string& text, const st
                                                      ": the file must be a map of settings (",
                                                      KeysIn(""), ")"));
     }
-    if (auto st = FileReader(name).ReadMap(root, "", config); !st.ok()) return st;
+    HVDD_RETURN_IF_ERROR(FileReader(name).ReadMap(root, "", config));
   } catch (const YAML::ParserException& e) {
     return absl::InvalidArgumentError(absl::StrCat(name, ":", e.mark.line + 1, ":",
                                                    e.mark.column + 1, ": malformed YAML: ", e.msg));
@@ -277,7 +278,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(const std::string& text, const st
     return absl::InvalidArgumentError(
         absl::StrCat(name, ":", e.mark.line + 1, ": cannot read: ", e.msg));
   }
-  if (auto st = CheckLimitsAgree(name, config.limits); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CheckLimitsAgree(name, config.limits));
   return config;
 }
 
@@ -304,10 +305,10 @@ absl::Status ApplyDaemonFlags(const DaemonFlags& flags, DaemonConfig& config) {
   };
   for (const Flag& flag : kFlags) {
     if (!flag.value.has_value()) continue;
-    if (auto st = flag.set(flag.name, *flag.value, config); !st.ok()) return st;
+    HVDD_RETURN_IF_ERROR(flag.set(flag.name, *flag.value, config));
   }
   for (const auto& [flag, value] : flags.security) {
-    if (auto st = ApplySecurityFlag(flag, value, config); !st.ok()) return st;
+    HVDD_RETURN_IF_ERROR(ApplySecurityFlag(flag, value, config));
   }
   return absl::OkStatus();
 }

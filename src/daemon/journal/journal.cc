@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "daemon/journal/journal_sqlite.h"
 
 namespace horovodd::daemon {
@@ -132,10 +133,9 @@ absl::Status CreateDatabaseFile(const std::string& path) {
 
 // An existing database's schema version, if this horovodd reads it.
 absl::StatusOr<int64_t> CheckVersion(SqliteDb& db) {
-  auto query = db.Prepare("SELECT version FROM schema_version");
-  if (!query.ok()) return query.status();
+  HVDD_ASSIGN_OR_RETURN(auto query, db.Prepare("SELECT version FROM schema_version"));
   int64_t version = 0;
-  auto status = ForEachRow(**query, [&](SqliteStatement& row) {
+  auto status = ForEachRow(*query, [&](SqliteStatement& row) {
     version = row.Int(0);
     return absl::OkStatus();
   });
@@ -166,7 +166,7 @@ absl::Status Upgrade(SqliteDb& db, int64_t version) {
 
 // Creates the tables in a new database, or checks an existing one's version.
 absl::Status EnsureSchema(SqliteDb& db) {
-  if (auto st = db.Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
   auto has_schema = db.Prepare(
       "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
   absl::Status status = has_schema.status();
@@ -254,9 +254,8 @@ struct Journal::Statements {
          " FROM events WHERE job_id = ?1 ORDER BY seq"},
     };
     for (const auto& [slot, sql] : all) {
-      auto statement = db.Prepare(sql);
-      if (!statement.ok()) return statement.status();
-      *slot = std::move(*statement);
+      HVDD_ASSIGN_OR_RETURN(auto statement, db.Prepare(sql));
+      *slot = std::move(statement);
     }
     return absl::OkStatus();
   }
@@ -269,11 +268,11 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& state_
         absl::StrCat("journal limits must be at least 1 (events per job ",
                      limits.max_events_per_job, ", finished jobs ", limits.max_finished_jobs, ")"));
   }
-  if (auto st = CheckStateDir(state_dir); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CheckStateDir(state_dir));
   std::string path = state_dir;
   if (path.back() != '/') path += '/';
   path += kFileName;
-  if (auto st = CreateDatabaseFile(path); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CreateDatabaseFile(path));
   auto db = SqliteDb::Open(path);
   if (!db.ok()) return OpenError(db.status());
   auto statements = std::make_unique<Statements>();
@@ -298,7 +297,7 @@ Journal::~Journal() = default;
 
 template <typename Body>
 absl::Status Journal::InTransaction(Body body) {
-  if (auto st = statements_->begin->Run(); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(statements_->begin->Run());
   absl::Status status = body();
   if (status.ok()) status = statements_->commit->Run();
   if (!status.ok()) statements_->rollback->Run().IgnoreError();
@@ -319,7 +318,7 @@ void Journal::NoteWrite(const absl::Status& status, const std::string& what) {
 
 void Journal::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
                              absl::Time created) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Status status = statements_->insert_job->BindText(1, job_id)
                             .BindText(2, spec.name())
                             .BindBlob(3, spec.SerializeAsString())
@@ -339,7 +338,7 @@ void Journal::OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& s
   tables.set_last_commit(status.last_commit());
   // A cooldown's time left means nothing once the job is over.
   for (auto& host : *tables.mutable_hosts()) host.set_cooldown_seconds_left(0);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   NoteWrite(statements_->set_final_status->BindText(1, job_id)
                 .BindBlob(2, tables.SerializeAsString())
                 .Run(),
@@ -349,8 +348,10 @@ void Journal::OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& s
 void Journal::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
   // Output is the bulk of a job's events and only worth having while it runs.
   if (event.kind() == v1::JobEvent::OUTPUT) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  NoteWrite(InTransaction([&] { return RecordEvent(job_id, event); }),
+  absl::MutexLock lock(&mu_);
+  NoteWrite(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+              return RecordEvent(job_id, event);
+            }),
             absl::StrCat("event ", event.seq(), " of ", job_id));
 }
 
@@ -434,15 +435,19 @@ absl::Status Journal::MarkStopped(const std::string& job_id, int64_t generation)
 }
 
 absl::StatusOr<std::vector<ArchivedJob>> Journal::Recover() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::pair<std::string, int64_t>> unfinished;
   auto status = ForEachRow(*statements_->unfinished_jobs, [&](SqliteStatement& row) {
     unfinished.emplace_back(row.Text(0), row.Int(1));
     return absl::OkStatus();
   });
-  for (const auto& [job_id, generation] : unfinished) {
+  for (const auto& [id, stopped_generation] : unfinished) {
     if (!status.ok()) break;
-    status = InTransaction([&] { return MarkStopped(job_id, generation); });
+    // Named copies: a lambda cannot capture structured bindings in C++17.
+    const std::string& job_id = id;
+    const int64_t generation = stopped_generation;
+    status = InTransaction(
+        [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return MarkStopped(job_id, generation); });
     if (status.ok())
       spdlog::warn("journal: {} was running when horovodd stopped; recorded as FAILED", job_id);
   }

@@ -11,12 +11,12 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/job/job_observer.h"
 #include "horovodd.pb.h"
@@ -58,14 +58,16 @@ class Journal final : public JobObserver {
 
   // Jobs an earlier run recorded, oldest first. Jobs that had not ended are
   // returned (and re-recorded) as FAILED with kStoppedReason.
-  absl::StatusOr<std::vector<ArchivedJob>> Recover();
+  absl::StatusOr<std::vector<ArchivedJob>> Recover() ABSL_LOCKS_EXCLUDED(mu_);
 
   void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                      absl::Time created) override;
+                      absl::Time created) override ABSL_LOCKS_EXCLUDED(mu_);
   // Records every event but OUTPUT; keeps the job's row current.
-  void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override;
+  void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Keeps its worker, host and reset tables, for the status of the archived job.
-  void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) override;
+  void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& path() const { return path_; }
 
@@ -75,23 +77,28 @@ class Journal final : public JobObserver {
   Journal(std::string path, JournalLimits limits, std::unique_ptr<SqliteDb> db,
           std::unique_ptr<Statements> statements);
 
-  // Each runs with mu_ held, inside a transaction the caller owns.
-  absl::Status RecordEvent(const std::string& job_id, const v1::JobEvent& event);
-  absl::Status MarkStopped(const std::string& job_id, int64_t generation);
-  absl::StatusOr<std::vector<ArchivedJob>> ReadAll();
+  // Each runs inside a transaction the caller owns.
+  absl::Status RecordEvent(const std::string& job_id, const v1::JobEvent& event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status MarkStopped(const std::string& job_id, int64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<ArchivedJob>> ReadAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `body` in a transaction: committed if it succeeds, rolled back if not.
   template <typename Body>
-  absl::Status InTransaction(Body body);
+  absl::Status InTransaction(Body body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Logs a failed write: the first of a run of failures, and the recovery.
-  void NoteWrite(const absl::Status& status, const std::string& what);
+  void NoteWrite(const absl::Status& status, const std::string& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
   const JournalLimits limits_;
-  std::mutex mu_;
-  std::unique_ptr<SqliteDb> db_;                  // guarded by mu_
-  std::unique_ptr<Statements> statements_;        // guarded by mu_; finalised before db_ closes
-  std::map<std::string, int64_t> stored_events_;  // running jobs' event rows; guarded by mu_
-  bool writes_failing_ = false;                   // guarded by mu_
+  absl::Mutex mu_;  // serialises all use of the connection
+  std::unique_ptr<SqliteDb> db_ ABSL_GUARDED_BY(mu_);
+  // Finalised before db_ closes.
+  std::unique_ptr<Statements> statements_ ABSL_GUARDED_BY(mu_);
+  // Running jobs' event rows.
+  std::map<std::string, int64_t> stored_events_ ABSL_GUARDED_BY(mu_);
+  bool writes_failing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace horovodd::daemon

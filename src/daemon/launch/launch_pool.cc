@@ -10,7 +10,7 @@ LaunchPool::~LaunchPool() { Shutdown(); }
 void LaunchPool::Shutdown() {
   std::list<Runner> runners;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     queue_.clear();
     runners.swap(runners_);
@@ -22,7 +22,7 @@ void LaunchPool::Submit(std::function<void()> task) {
   std::list<Runner> finished;
   bool inline_run = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return;
     for (auto it = runners_.begin(); it != runners_.end();) {
       auto next = std::next(it);
@@ -51,13 +51,13 @@ void LaunchPool::Submit(std::function<void()> task) {
 }
 
 void LaunchPool::Drain(Runner* self) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!queue_.empty()) {
     std::function<void()> task = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    mu_.Unlock();
     task();
-    lock.lock();
+    mu_.Lock();
   }
   self->done = true;
 }

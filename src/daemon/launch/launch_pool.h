@@ -13,8 +13,9 @@
 #include <deque>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <thread>
+
+#include "absl/synchronization/mutex.h"
 
 namespace horovodd::daemon {
 
@@ -28,23 +29,23 @@ class LaunchPool {
 
   // Runs `task` on a pool thread, or on the calling thread when no thread
   // can be started and none is running. Dropped once the pool is going.
-  void Submit(std::function<void()> task);
+  void Submit(std::function<void()> task) ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for the tasks running; queued ones and later ones never run.
   // Idempotent; Submit may race with it.
-  void Shutdown();
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Runner {
     std::thread thread;
-    bool done = false;  // guarded by mu_; the thread is about to return
+    bool done = false;  // guarded by the pool's mu_; the thread is about to return
   };
-  void Drain(Runner* self);
+  void Drain(Runner* self) ABSL_LOCKS_EXCLUDED(mu_);
 
   const size_t max_threads_;
-  std::mutex mu_;
-  bool stopping_ = false;                     // guarded by mu_
-  std::deque<std::function<void()>> queue_;   // guarded by mu_
-  std::list<Runner> runners_;                 // guarded by mu_; joined once done
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  std::list<Runner> runners_ ABSL_GUARDED_BY(mu_);  // joined once done
 };
 
 }  // namespace horovodd::daemon

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "daemon/launch/local_launcher.h"
 
 namespace horovodd::daemon {
@@ -17,27 +18,25 @@ bool IsLocalHost(const std::string& host) {
 absl::StatusOr<LaunchedProcess> HostRouter::Launch(const WorkerLaunch& launch,
                                                    ProcessCallbacks callbacks) {
   if (IsLocalHost(launch.host)) {
-    auto pid = local_->Launch(launch.spec, std::move(callbacks));
-    if (!pid.ok()) return pid.status();
-    return LaunchedProcess{*pid, *pid};
+    HVDD_ASSIGN_OR_RETURN(auto pid, local_->Launch(launch.spec, std::move(callbacks)));
+    return LaunchedProcess{pid, pid};
   }
   if (remote_ == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "host '", launch.host, "' is not this machine, and this daemon cannot launch remotely"));
   }
-  auto remote = remote_->Launch(launch, std::move(callbacks));
-  if (!remote.ok()) return remote.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  HVDD_ASSIGN_OR_RETURN(auto remote, remote_->Launch(launch, std::move(callbacks)));
+  absl::MutexLock lock(&mu_);
   const int64_t handle = next_remote_handle_--;
-  remote_handles_[handle] = remote->handle;
-  return LaunchedProcess{handle, remote->pid};
+  remote_handles_[handle] = remote.handle;
+  return LaunchedProcess{handle, remote.pid};
 }
 
 absl::Status HostRouter::Signal(int64_t handle, int sig) {
   if (handle > 0) return local_->Signal(static_cast<pid_t>(handle), sig);
   int64_t remote_handle;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = remote_handles_.find(handle);
     if (it == remote_handles_.end()) return absl::NotFoundError("no such process");
     remote_handle = it->second;

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/launch/process_types.h"
 
 namespace horovodd::daemon {
@@ -70,10 +70,10 @@ class HostRouter final : public Launcher {
   LocalLauncher* const local_;
   Launcher* const remote_;
   // Our handles: local ones are the pid; remote ones are mapped to the remote
-  // launcher's handle. Guarded by mu_.
-  std::mutex mu_;
-  std::map<int64_t, int64_t> remote_handles_;
-  int64_t next_remote_handle_ = -1;  // negative: never collides with a pid
+  // launcher's handle.
+  absl::Mutex mu_;
+  std::map<int64_t, int64_t> remote_handles_ ABSL_GUARDED_BY(mu_);
+  int64_t next_remote_handle_ ABSL_GUARDED_BY(mu_) = -1;  // negative: never collides with a pid
 };
 
 }  // namespace horovodd::daemon

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "daemon/launch/line_splitter.h"
 #include "daemon/launch/spawn_process.h"
 
@@ -57,9 +58,8 @@ absl::StatusOr<Pipe> MakePipe() {
   UniqueFd write(fds[1]);
   // The child's end must block: programs do not expect EAGAIN on stdout.
   if (fcntl(write.get(), F_SETFL, 0) != 0) return ErrnoStatus("cannot make a pipe blocking");
-  absl::StatusOr<UniqueFd> moved = MoveAboveStdio(std::move(write));
-  if (!moved.ok()) return moved.status();
-  pipe.write = std::move(*moved);
+  HVDD_ASSIGN_OR_RETURN(UniqueFd moved, MoveAboveStdio(std::move(write)));
+  pipe.write = std::move(moved);
   return pipe;
 }
 
@@ -122,11 +122,10 @@ absl::StatusOr<std::unique_ptr<LocalLauncher>> LocalLauncher::Create(
   if (!wake_fd.valid()) return ErrnoStatus("cannot create an eventfd");
   UniqueFd opened(open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!opened.valid()) return ErrnoStatus("cannot open /dev/null");
-  absl::StatusOr<UniqueFd> dev_null = MoveAboveStdio(std::move(opened));
-  if (!dev_null.ok()) return dev_null.status();
+  HVDD_ASSIGN_OR_RETURN(UniqueFd dev_null, MoveAboveStdio(std::move(opened)));
 
   std::unique_ptr<LocalLauncher> launcher(new LocalLauncher(
-      options, std::move(epoll_fd), std::move(wake_fd), std::move(*dev_null)));
+      options, std::move(epoll_fd), std::move(wake_fd), std::move(dev_null)));
   if (absl::Status watched = launcher->Watch(launcher->wake_fd_.get(), kWakeKey); !watched.ok()) {
     return watched;
   }
@@ -162,12 +161,11 @@ LocalLauncher::~LocalLauncher() {
 }
 
 absl::StatusOr<pid_t> LocalLauncher::Launch(const LaunchSpec& spec, ProcessCallbacks callbacks) {
-  absl::StatusOr<ExecPlan> plan = ExecPlan::Create(spec);
-  if (!plan.ok()) return plan.status();
+  HVDD_ASSIGN_OR_RETURN(ExecPlan plan, ExecPlan::Create(spec));
   if (std::this_thread::get_id() == io_thread_.get_id()) {
-    return StartChild(*plan, std::move(callbacks));  // from a callback
+    return StartChild(plan, std::move(callbacks));  // from a callback
   }
-  LaunchRequest request{&*plan, std::move(callbacks), {}};
+  LaunchRequest request{&plan, std::move(callbacks), {}};
   std::future<absl::StatusOr<pid_t>> result = request.result.get_future();
   {
     absl::MutexLock lock(&mu_);
@@ -194,7 +192,9 @@ void LocalLauncher::TerminateAll(absl::Duration grace) {
   const std::set<uint64_t> targets = unfinished_;
   const auto all_finished = [this, &targets]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return std::none_of(targets.begin(), targets.end(),
-                        [this](uint64_t id) { return unfinished_.count(id) != 0; });
+                        [this](uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                          return unfinished_.count(id) != 0;
+                        });
   };
   SignalGroups(targets, SIGTERM);
   if (mu_.AwaitWithDeadline(absl::Condition(&all_finished), absl::Now() + grace)) return;
@@ -283,24 +283,22 @@ absl::StatusOr<pid_t> LocalLauncher::StartChild(const ExecPlan& plan,
           absl::StrCat("the launcher is shutting down: not starting '", plan.argv[0], "'"));
     }
   }
-  absl::StatusOr<Pipe> out = MakePipe();
-  if (!out.ok()) return out.status();
-  absl::StatusOr<Pipe> err = MakePipe();
-  if (!err.ok()) return err.status();
+  HVDD_ASSIGN_OR_RETURN(Pipe out, MakePipe());
+  HVDD_ASSIGN_OR_RETURN(Pipe err, MakePipe());
   ChildStdio stdio;
   stdio.stdin_fd = dev_null_.get();
-  stdio.stdout_fd = out->write.get();
-  stdio.stderr_fd = err->write.get();
+  stdio.stdout_fd = out.write.get();
+  stdio.stderr_fd = err.write.get();
   absl::StatusOr<pid_t> pid = SpawnProcess(plan, stdio);
   if (!pid.ok()) return pid.status();
   // Only the child may hold the write ends, so EOF means it (and its group) closed them.
-  out->write.Reset();
-  err->write.Reset();
+  out.write.Reset();
+  err.write.Reset();
 
   auto child = std::make_unique<Child>();
   child->pid = *pid;
-  child->stdout_fd = std::move(out->read);
-  child->stderr_fd = std::move(err->read);
+  child->stdout_fd = std::move(out.read);
+  child->stderr_fd = std::move(err.read);
   child->callbacks = std::move(callbacks);
   child->pidfd.Reset(static_cast<int>(syscall(SYS_pidfd_open, *pid, 0)));
   const uint64_t id = next_id_++;

@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -198,8 +199,7 @@ absl::StatusOr<pid_t> SpawnProcess(const ExecPlan& plan, const ChildStdio& stdio
                                      "': ", ErrnoText(errno)));
   }
   UniqueFd report_read(report[0]);
-  absl::StatusOr<UniqueFd> report_write = MoveAboveStdio(UniqueFd(report[1]));
-  if (!report_write.ok()) return report_write.status();
+  HVDD_ASSIGN_OR_RETURN(UniqueFd report_write, MoveAboveStdio(UniqueFd(report[1])));
 
   const std::vector<char*> argv = NullTerminated(plan.argv);
   const std::vector<char*> envp = NullTerminated(plan.env);
@@ -208,7 +208,7 @@ absl::StatusOr<pid_t> SpawnProcess(const ExecPlan& plan, const ChildStdio& stdio
   getrlimit(RLIMIT_NOFILE, &files);
   ChildArgs args;
   args.parent_pid = getpid();
-  args.report_fd = report_write->get();
+  args.report_fd = report_write.get();
   args.max_fd = static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 20));
   args.stdio = stdio;
   args.working_dir = plan.working_dir.empty() ? nullptr : plan.working_dir.c_str();
@@ -223,7 +223,7 @@ absl::StatusOr<pid_t> SpawnProcess(const ExecPlan& plan, const ChildStdio& stdio
   }
   if (pid == 0) RunChild(args);
 
-  report_write->Reset();
+  report_write.Reset();
   ChildFailure failure = {};
   ssize_t got;
   do {

@@ -41,18 +41,18 @@ void Metrics::SetState(Job& job, v1::JobState state) {
 }
 
 void Metrics::OnJobSubmitted(const std::string& job_id, const v1::JobSpec&, absl::Time) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   jobs_[job_id] = Job{};
 }
 
 void Metrics::AddRecoveredJob(const std::string& job_id, v1::JobState state) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   SetState(jobs_[job_id], state);
 }
 
 void Metrics::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
   if (event.kind() == v1::JobEvent::OUTPUT) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Job& job = jobs_[job_id];
   switch (event.kind()) {
     case v1::JobEvent::STATE:
@@ -86,13 +86,13 @@ void Metrics::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
 void Metrics::CountRpc(const std::string& method) {
   // gRPC names methods "/package.Service/Method"; the label drops the slash.
   std::string name = method.empty() || method[0] != '/' ? method : method.substr(1);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (rpcs_.count(name) == 0 && rpcs_.size() >= kMaxRpcMethods) name = "other";
   ++rpcs_[name];
 }
 
 std::string Metrics::Render() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::string out;
 
   Header(out, "horovodd_jobs", "gauge", "Jobs the daemon knows, by state.");

@@ -6,9 +6,9 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "daemon/job/job_observer.h"
 #include "horovodd.pb.h"
 
@@ -40,17 +40,17 @@ class Metrics final : public JobObserver {
     v1::JobState state = v1::PENDING;
     int workers = 0;  // size of its newest ready generation while it runs
   };
-  void SetState(Job& job, v1::JobState state);  // needs mu_
+  void SetState(Job& job, v1::JobState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
-  std::map<std::string, Job> jobs_;                                    // guarded by mu_
-  uint64_t resets_ = 0;                                                // guarded by mu_
-  uint64_t discovery_failures_ = 0;                                    // guarded by mu_
-  uint64_t worker_failures_ = 0;                                       // guarded by mu_
-  std::array<uint64_t, kResetLatencyBuckets.size()> reset_buckets_{};  // guarded by mu_
-  uint64_t reset_count_ = 0;                                           // guarded by mu_
-  double reset_seconds_sum_ = 0;                                       // guarded by mu_
-  std::map<std::string, uint64_t> rpcs_;                               // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  uint64_t resets_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t discovery_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t worker_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  std::array<uint64_t, kResetLatencyBuckets.size()> reset_buckets_ ABSL_GUARDED_BY(mu_) = {};
+  uint64_t reset_count_ ABSL_GUARDED_BY(mu_) = 0;
+  double reset_seconds_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, uint64_t> rpcs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace horovodd::daemon

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/host_port.h"
 #include "common/loopback.h"
+#include "common/status_macros.h"
 #include "daemon/auth/tls_credentials.h"
 #include "daemon/metrics/metrics_interceptor.h"
 #include "daemon/rpc/guarded_job_service.h"
@@ -47,22 +48,19 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<DaemonServer> daemon(new DaemonServer());
   if (!options.state_dir.empty()) {
-    if (auto st = daemon->OpenJournal(options.state_dir); !st.ok()) return st;
+    HVDD_RETURN_IF_ERROR(daemon->OpenJournal(options.state_dir));
   }
-  auto access = AccessPolicy::Create(options.auth, options.state_dir);
-  if (!access.ok()) return access.status();
-  daemon->access_ = std::move(*access);
+  HVDD_ASSIGN_OR_RETURN(auto access, AccessPolicy::Create(options.auth, options.state_dir));
+  daemon->access_ = std::move(access);
   daemon->observers_.Add(&daemon->metrics_);
   daemon->heartbeats_ = std::make_unique<HeartbeatSchedule>();
   daemon->observers_.Add(daemon->heartbeats_.get());
   if (options.log_job_events) daemon->observers_.Add(&daemon->job_logger_);
 
-  auto launcher = LocalLauncher::Create();
-  if (!launcher.ok()) return launcher.status();
-  daemon->launcher_ = std::move(*launcher);
-  auto ssh_launcher = SshLauncher::Create();
-  if (!ssh_launcher.ok()) return ssh_launcher.status();
-  daemon->ssh_launcher_ = std::move(*ssh_launcher);
+  HVDD_ASSIGN_OR_RETURN(auto launcher, LocalLauncher::Create());
+  daemon->launcher_ = std::move(launcher);
+  HVDD_ASSIGN_OR_RETURN(auto ssh_launcher, SshLauncher::Create());
+  daemon->ssh_launcher_ = std::move(ssh_launcher);
   daemon->router_ =
       std::make_unique<HostRouter>(daemon->launcher_.get(), daemon->ssh_launcher_.get());
   daemon->jobs_ = std::make_unique<JobManager>(daemon->router_.get(), &daemon->observers_);
@@ -71,15 +69,14 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   daemon->access_->set_worker_token_check(
       [jobs = daemon->jobs_.get()](absl::string_view token) { return jobs->IsWorkerToken(token); });
   if (daemon->journal_) {
-    auto recovered = daemon->journal_->Recover();
-    if (!recovered.ok()) return recovered.status();
-    for (const ArchivedJob& job : *recovered) {
+    HVDD_ASSIGN_OR_RETURN(auto recovered, daemon->journal_->Recover());
+    for (const ArchivedJob& job : recovered) {
       daemon->metrics_.AddRecoveredJob(job.status.job_id(), job.status.state());
     }
-    daemon->recovered_jobs_ = recovered->size();
-    daemon->jobs_->AddArchived(std::move(*recovered));
+    daemon->recovered_jobs_ = recovered.size();
+    daemon->jobs_->AddArchived(std::move(recovered));
   }
-  if (auto st = daemon->Serve(options); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(daemon->Serve(options));
   return daemon;
 }
 
@@ -90,9 +87,8 @@ absl::Status DaemonServer::OpenJournal(const std::string& state_dir) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create state dir ", state_dir, ": ", error.message()));
   }
-  auto journal = Journal::Open(state_dir);
-  if (!journal.ok()) return journal.status();
-  journal_ = std::move(*journal);
+  HVDD_ASSIGN_OR_RETURN(auto journal, Journal::Open(state_dir));
+  journal_ = std::move(journal);
   // Recorded before the others see an event, so the record is never behind
   // what an operator was shown.
   observers_.Add(journal_.get());
@@ -106,8 +102,7 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("listen address ", address.status().message()));
   }
-  auto credentials = MakeServerCredentials(options.tls, address->host);
-  if (!credentials.ok()) return credentials.status();
+  HVDD_ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(options.tls, address->host));
   if (!options.tls.enabled() && !IsLoopbackHost(address->host)) {
     spdlog::warn("listening on {} without TLS (tls.allow_insecure): tokens and job specs cross "
                  "the network in the clear",
@@ -123,7 +118,7 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
   EnableHealthAndReflection();
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, *credentials, &port);
+  builder.AddListeningPort(listen, credentials, &port);
   builder.RegisterService(guarded_job_service_.get());
   builder.RegisterService(worker_service_.get());
   ConfigureWorkerServer(builder, options.limits);

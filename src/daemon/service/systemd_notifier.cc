@@ -41,10 +41,9 @@ bool SystemdNotifier::Requested() { return std::getenv("NOTIFY_SOCKET") != nullp
 
 SystemdNotifier::~SystemdNotifier() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
 }
 
@@ -62,13 +61,13 @@ void SystemdNotifier::Stopping(const std::string& status) {
 }
 
 void SystemdNotifier::Watchdog(std::chrono::microseconds interval, std::function<void()> probe) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!stop_) {
-    lock.unlock();
+    mu_.Unlock();
     if (probe) probe();
     Notify("WATCHDOG=1");
-    lock.lock();
-    cv_.wait_for(lock, interval / 2, [this] { return stop_; });
+    mu_.Lock();
+    mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::FromChrono(interval / 2));
   }
 }
 

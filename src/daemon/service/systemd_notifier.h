@@ -6,11 +6,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
+
+#include "absl/synchronization/mutex.h"
 
 namespace horovodd::daemon {
 
@@ -34,11 +34,11 @@ class SystemdNotifier {
   void Stopping(const std::string& status);
 
  private:
-  void Watchdog(std::chrono::microseconds interval, std::function<void()> probe);
+  void Watchdog(std::chrono::microseconds interval, std::function<void()> probe)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;  // the watchdog Awaits it
   std::thread watchdog_;
 };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -62,7 +63,7 @@ absl::Status CheckSeconds(absl::string_view field, double seconds, bool positive
 }
 
 absl::Status CheckIdentity(const v1::WorkerIdentity& who) {
-  if (auto st = ValidateJobId("who.job_id", who.job_id()); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(ValidateJobId("who.job_id", who.job_id()));
   if (who.worker_id() < 1) {
     return Invalid("who.worker_id", absl::StrCat("must be >= 1, got ", who.worker_id()));
   }
@@ -144,7 +145,7 @@ absl::Status CheckDiscovery(const v1::DiscoverySpec& d) {
     return absl::InvalidArgumentError(
         "a discovery script and a static host list are mutually exclusive");
   }
-  if (auto st = CheckText("discovery.script", d.script(), kMaxPathBytes); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CheckText("discovery.script", d.script(), kMaxPathBytes));
   for (int i = 0; i < d.hosts_size(); ++i) {
     const auto& h = d.hosts(i);
     const std::string field = absl::StrCat("discovery.hosts[", i, "]");
@@ -153,7 +154,7 @@ absl::Status CheckDiscovery(const v1::DiscoverySpec& d) {
           absl::StrCat(field, ": host '", absl::CEscape(h.host()),
                        "' needs a name and at least 1 slot"));
     }
-    if (auto st = ValidateHostName(absl::StrCat(field, ".host"), h.host()); !st.ok()) return st;
+    HVDD_RETURN_IF_ERROR(ValidateHostName(absl::StrCat(field, ".host"), h.host()));
   }
   if (d.default_slots() < 0) {
     return Invalid("discovery.default_slots", absl::StrCat("must be >= 0, got ", d.default_slots()));
@@ -171,12 +172,12 @@ absl::Status CheckTimeouts(const v1::JobSpec& spec) {
       {"liveness_timeout_seconds", spec.liveness_timeout_seconds()},
   };
   for (const auto& [field, seconds] : kPositive) {
-    if (auto st = CheckSeconds(field, seconds, true); !st.ok()) return st;
+    HVDD_RETURN_IF_ERROR(CheckSeconds(field, seconds, true));
   }
   const double lo = spec.blacklist_cooldown_min_seconds();
   const double hi = spec.blacklist_cooldown_max_seconds();
-  if (auto st = CheckSeconds("blacklist_cooldown_min_seconds", lo, false); !st.ok()) return st;
-  if (auto st = CheckSeconds("blacklist_cooldown_max_seconds", hi, false); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CheckSeconds("blacklist_cooldown_min_seconds", lo, false));
+  HVDD_RETURN_IF_ERROR(CheckSeconds("blacklist_cooldown_max_seconds", hi, false));
   if (lo > hi) {
     return absl::InvalidArgumentError(absl::StrCat(
         "blacklist cooldown range must satisfy 0 <= LO <= HI, got LO ", lo, " and HI ", hi));
@@ -188,7 +189,7 @@ absl::Status CheckSsh(const v1::SshSpec& ssh) {
   if (ssh.port() < 0 || ssh.port() > 65535) {
     return Invalid("ssh.port", absl::StrCat("must be 0 (= 22) to 65535, got ", ssh.port()));
   }
-  if (auto st = CheckText("ssh.user", ssh.user(), kMaxNameBytes); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CheckText("ssh.user", ssh.user(), kMaxNameBytes));
   if (absl::StartsWith(ssh.user(), "-")) return Invalid("ssh.user", "may not start with '-'");
   if (auto st = CheckText("ssh.identity_file", ssh.identity_file(), kMaxPathBytes); !st.ok()) {
     return st;
@@ -291,7 +292,7 @@ absl::Status ValidateRequest(const v1::SubmitJobRequest& request, const DaemonLi
         absl::StrCat("the job spec is ", bytes, " bytes (argv, env, hosts...); the limit is ",
                      limits.max_job_spec_bytes, " bytes (limits.max_job_spec_bytes)"));
   }
-  if (auto st = ValidateJobSpecFields(spec); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(ValidateJobSpecFields(spec));
   const int most = limits.max_workers_per_job;
   for (const auto& [field, value] : {std::pair<const char*, int>{"num_proc", spec.num_proc()},
                                      std::pair<const char*, int>{"max_np", spec.max_np()}}) {
@@ -325,20 +326,20 @@ absl::Status ValidateRequest(const v1::WatchJobRequest& request, const DaemonLim
 }
 
 absl::Status ValidateRequest(const v1::CancelJobRequest& request, const DaemonLimits&) {
-  if (auto st = ValidateJobId("job_id", request.job_id()); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(ValidateJobId("job_id", request.job_id()));
   return CheckText("reason", request.reason(), kMaxReasonBytes);
 }
 
 absl::Status ValidateRequest(const v1::DrainHostRequest& request, const DaemonLimits&) {
   if (request.host().empty()) return absl::InvalidArgumentError("no host given");
-  if (auto st = ValidateHostName("host", request.host()); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(ValidateHostName("host", request.host()));
   // No job id: every job of the daemon.
   if (request.job_id().empty()) return absl::OkStatus();
   return ValidateJobId("job_id", request.job_id());
 }
 
 absl::Status ValidateRequest(const v1::GetWorkerOutputRequest& request, const DaemonLimits&) {
-  if (auto st = ValidateJobId("job_id", request.job_id()); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(ValidateJobId("job_id", request.job_id()));
   if (request.rank() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("rank must be >= 0, got ", request.rank()));
   }
@@ -346,14 +347,14 @@ absl::Status ValidateRequest(const v1::GetWorkerOutputRequest& request, const Da
 }
 
 absl::Status ValidateRequest(const v1::RendezvousRequest& request, const DaemonLimits&) {
-  if (auto st = CheckIdentity(request.who()); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CheckIdentity(request.who()));
   return CheckNotNegative("after_generation", request.after_generation());
 }
 
 absl::Status ValidateRequest(const v1::KvSetRequest& request, const DaemonLimits& limits) {
-  if (auto st = CheckIdentity(request.who()); !st.ok()) return st;
-  if (auto st = CheckNotNegative("generation", request.generation()); !st.ok()) return st;
-  if (auto st = CheckKvKey("key", request.key(), limits); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CheckIdentity(request.who()));
+  HVDD_RETURN_IF_ERROR(CheckNotNegative("generation", request.generation()));
+  HVDD_RETURN_IF_ERROR(CheckKvKey("key", request.key(), limits));
   if (request.value().size() > static_cast<size_t>(limits.max_kv_value_bytes)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("value of key '", absl::CEscape(request.key()), "' is ",
@@ -364,8 +365,8 @@ absl::Status ValidateRequest(const v1::KvSetRequest& request, const DaemonLimits
 }
 
 absl::Status ValidateRequest(const v1::KvGetRequest& request, const DaemonLimits& limits) {
-  if (auto st = CheckIdentity(request.who()); !st.ok()) return st;
-  if (auto st = CheckNotNegative("generation", request.generation()); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CheckIdentity(request.who()));
+  HVDD_RETURN_IF_ERROR(CheckNotNegative("generation", request.generation()));
   if (request.keys_size() > limits.max_kv_keys_per_job) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "asked for ", request.keys_size(), " keys; a job holds at most ",
@@ -396,14 +397,14 @@ absl::Status ValidateRequest(const v1::WorkerMessage& request, const DaemonLimit
 }
 
 absl::Status ValidateRequest(const v1::CommitReport& request, const DaemonLimits&) {
-  if (auto st = CheckIdentity(request.who()); !st.ok()) return st;
-  if (auto st = CheckNotNegative("generation", request.generation()); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CheckIdentity(request.who()));
+  HVDD_RETURN_IF_ERROR(CheckNotNegative("generation", request.generation()));
   return CheckNotNegative("commit", request.commit());
 }
 
 absl::Status ValidateRequest(const v1::FailureReport& request, const DaemonLimits&) {
-  if (auto st = CheckIdentity(request.who()); !st.ok()) return st;
-  if (auto st = CheckNotNegative("generation", request.generation()); !st.ok()) return st;
+  HVDD_RETURN_IF_ERROR(CheckIdentity(request.who()));
+  HVDD_RETURN_IF_ERROR(CheckNotNegative("generation", request.generation()));
   return CheckText("message", request.message(), kMaxFailureMessageBytes);
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "horovodd/horovodd.h"
 #include "worker_runtime/runtime/runtime.h"
 
@@ -34,11 +35,10 @@ bool IsCollectiveFailure(const absl::Status& status) {
 
 absl::StatusOr<int64_t> State::SyncFromNewest(int64_t commits) {
   std::vector<int64_t> mine = {commits};
-  absl::StatusOr<Tensor> all = Allgather(ViewOf(mine));
-  if (!all.ok()) return all.status();
-  const int64_t* each = all->data_as<int64_t>();
-  const int64_t* newest = std::max_element(each, each + all->numel());
-  if (absl::Status synced = Sync(static_cast<int>(newest - each)); !synced.ok()) return synced;
+  HVDD_ASSIGN_OR_RETURN(Tensor all, Allgather(ViewOf(mine)));
+  const int64_t* each = all.data_as<int64_t>();
+  const int64_t* newest = std::max_element(each, each + all.numel());
+  HVDD_RETURN_IF_ERROR(Sync(static_cast<int>(newest - each)));
   return *newest;
 }
 
@@ -73,7 +73,7 @@ absl::Status State::CheckHostUpdates() {
   AllreduceOptions options;
   options.op = ReduceOp::kMax;
   options.name = "elastic.check_host_updates";
-  if (absl::Status status = Allreduce(ViewOf(newest), options); !status.ok()) return status;
+  HVDD_RETURN_IF_ERROR(Allreduce(ViewOf(newest), options));
   if (newest[0] > runtime->generation()) {
     return HostsUpdatedError(runtime->generation(), newest[0]);
   }
@@ -93,7 +93,7 @@ absl::Status Run(State& state, const std::function<absl::Status(State&)>& train)
   bool after_reset = false;
   while (true) {
     if (after_reset) {
-      if (absl::Status joined = internal::RejoinCurrentRuntime(); !joined.ok()) return joined;
+      HVDD_RETURN_IF_ERROR(internal::RejoinCurrentRuntime());
     }
     // Every rank syncs, every time (a per-rank choice to skip it deadlocks:
     // Horovod issue 3494). Saving afterwards makes the synced state the

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "horovodd/elastic.h"
 #include "horovodd/horovodd.h"
 
@@ -57,7 +58,7 @@ absl::Status MinMaxAcrossRanks(const std::vector<int64_t>& values, std::vector<i
   AllreduceOptions options;
   options.op = ReduceOp::kMax;
   options.name = "elastic.state_layout";
-  if (absl::Status status = Allreduce(ViewOf(both), options); !status.ok()) return status;
+  HVDD_RETURN_IF_ERROR(Allreduce(ViewOf(both), options));
   const size_t n = values.size();
   max->assign(both.begin(), both.begin() + n);
   min->clear();
@@ -132,11 +133,11 @@ absl::StatusOr<int64_t> BufferState::SyncFromNewest(int64_t commits) {
   constexpr int64_t kRanks = int64_t{1} << kRankBits;
   if (Size() > kRanks) return State::SyncFromNewest(commits);
   const int64_t counted = std::clamp<int64_t>(commits, 0, (int64_t{1} << (62 - kRankBits)) - 1);
-  absl::StatusOr<int64_t> newest = CheckLayout((counted << kRankBits) | (kRanks - 1 - Rank()));
-  if (!newest.ok()) return newest.status();
-  const int root = static_cast<int>(kRanks - 1 - (*newest & (kRanks - 1)));
-  if (absl::Status synced = BroadcastFrom(root); !synced.ok()) return synced;
-  return *newest >> kRankBits;
+  HVDD_ASSIGN_OR_RETURN(int64_t newest,
+                        CheckLayout((counted << kRankBits) | (kRanks - 1 - Rank())));
+  const int root = static_cast<int>(kRanks - 1 - (newest & (kRanks - 1)));
+  HVDD_RETURN_IF_ERROR(BroadcastFrom(root));
+  return newest >> kRankBits;
 }
 
 absl::StatusOr<int64_t> BufferState::CheckLayout(int64_t extra) {
@@ -159,13 +160,13 @@ absl::StatusOr<int64_t> BufferState::CheckLayout(int64_t extra) {
   std::vector<int64_t> min, max;
   const std::vector<int64_t> shape = {static_cast<int64_t>(names.size()), HashNames(names),
                                       HashLengths(lengths), extra};
-  if (absl::Status status = MinMaxAcrossRanks(shape, &min, &max); !status.ok()) return status;
+  HVDD_RETURN_IF_ERROR(MinMaxAcrossRanks(shape, &min, &max));
   if (min[0] != max[0] || min[1] != max[1]) {
     return absl::InvalidArgumentError(
         "elastic state differs across ranks: they registered different buffer or value names");
   }
   if (min[2] != max[2]) {
-    if (absl::Status status = MinMaxAcrossRanks(lengths, &min, &max); !status.ok()) return status;
+    HVDD_RETURN_IF_ERROR(MinMaxAcrossRanks(lengths, &min, &max));
     for (size_t i = 0; i < lengths.size(); ++i) {
       if (min[i] != max[i]) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -185,10 +186,10 @@ absl::Status BufferState::BroadcastFrom(int root) {
   CollectSmall(float_buffers_, &small, &large_floats);
   CollectSmall(double_buffers_, &small, &large_doubles);
   for (std::vector<float>* buffer : large_floats) {
-    if (absl::Status status = Broadcast(ViewOf(*buffer), root); !status.ok()) return status;
+    HVDD_RETURN_IF_ERROR(Broadcast(ViewOf(*buffer), root));
   }
   for (std::vector<double>* buffer : large_doubles) {
-    if (absl::Status status = Broadcast(ViewOf(*buffer), root); !status.ok()) return status;
+    HVDD_RETURN_IF_ERROR(Broadcast(ViewOf(*buffer), root));
   }
   for (const auto& [name, value] : values_) small.emplace_back(value, sizeof(int64_t));
   size_t total = 0;
@@ -200,7 +201,7 @@ absl::Status BufferState::BroadcastFrom(int root) {
     std::memcpy(packed.data() + offset, data, bytes);
     offset += bytes;
   }
-  if (absl::Status status = Broadcast(ViewOf(packed), root); !status.ok()) return status;
+  HVDD_RETURN_IF_ERROR(Broadcast(ViewOf(packed), root));
   offset = 0;
   for (const auto& [data, bytes] : small) {
     std::memcpy(data, packed.data() + offset, bytes);

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace horovodd::internal {
 
@@ -15,43 +16,41 @@ HandleState::HandleState(std::string name, bool produces_output,
       drive_(std::move(drive)) {}
 
 bool HandleState::done() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return done_;
 }
 
 bool HandleState::Complete(absl::Status status, std::optional<Tensor> output) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (done_) return false;
     done_ = true;
     status_ = std::move(status);
     output_ = std::move(output);
   }
-  completed_.notify_all();
   return true;
 }
 
 absl::Status HandleState::Wait(absl::Duration timeout) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (done_) return status_;
   }
   // Only without a deadline: a round may block in a collective until the
   // peers join it, which a caller with a deadline must not be made to do.
   if (drive_ && timeout == absl::InfiniteDuration()) {
     drive_(*this);
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (done_) return status_;
   }
   if (on_wait_) on_wait_(true);
   absl::Status result;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (timeout == absl::InfiniteDuration()) {
-      completed_.wait(lock, [this] { return done_; });
+      mu_.Await(absl::Condition(&done_));
       result = status_;
-    } else if (completed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                                   [this] { return done_; })) {
+    } else if (mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
       result = status_;
     } else {
       result = absl::DeadlineExceededError(absl::StrCat(
@@ -67,8 +66,8 @@ absl::StatusOr<Tensor> HandleState::TakeOutput() {
     return absl::FailedPreconditionError(
         absl::StrCat("'", name_, "' works in place: it has no output to take"));
   }
-  if (absl::Status status = Wait(absl::InfiniteDuration()); !status.ok()) return status;
-  std::lock_guard<std::mutex> lock(mu_);
+  HVDD_RETURN_IF_ERROR(Wait(absl::InfiniteDuration()));
+  absl::MutexLock lock(&mu_);
   if (output_taken_ || !output_.has_value()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the output of '", name_, "' was already taken"));

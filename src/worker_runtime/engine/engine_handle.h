@@ -4,15 +4,14 @@
 // any number of threads (c10d's Work, in small).
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "horovodd/async.h"
 #include "horovodd/tensor.h"
@@ -36,14 +35,15 @@ class HandleState {
   }
 
   const std::string& name() const { return name_; }
-  bool done() const;
+  bool done() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Completes the request. Only the first call counts (the engine may race a
   // reset against a finishing collective); returns whether it was this one.
-  bool Complete(absl::Status status, std::optional<Tensor> output = std::nullopt);
+  bool Complete(absl::Status status, std::optional<Tensor> output = std::nullopt)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::Status Wait(absl::Duration timeout);
-  absl::StatusOr<Tensor> TakeOutput();
+  absl::Status Wait(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<Tensor> TakeOutput() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const std::string name_;
@@ -51,12 +51,12 @@ class HandleState {
   const std::function<void(bool)> on_wait_;
   const std::function<void(const HandleState&)> drive_;
 
-  mutable std::mutex mu_;
-  std::condition_variable completed_;
-  bool done_ = false;           // guarded by mu_
-  absl::Status status_;         // guarded by mu_
-  std::optional<Tensor> output_;  // guarded by mu_
-  bool output_taken_ = false;   // guarded by mu_
+  // Waiters Await done_, which wakes them when Complete releases mu_.
+  mutable absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::optional<Tensor> output_ ABSL_GUARDED_BY(mu_);
+  bool output_taken_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace horovodd::internal

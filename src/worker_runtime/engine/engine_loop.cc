@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 
 namespace horovodd::internal {
 namespace {
@@ -25,61 +26,65 @@ absl::Status ForRequest(const Request& request, const absl::Status& status) {
 }  // namespace
 
 Engine::Engine(EngineOptions options) : options_(std::move(options)), refusal_(NotAMember()) {
-  signals_->engine = this;
+  {
+    absl::MutexLock lock(&mu());
+    signals_->engine = this;
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
 Engine::~Engine() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu());
     stop_ = true;
     signals_->engine = nullptr;  // no waiter starts a round from now on
   }
-  signals_->wake.notify_all();
+  signals_->wake.SignalAll();
   thread_.join();
 }
 
 EngineOptions Engine::options() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu());
   return options_;
 }
 
 void Engine::set_options(const EngineOptions& options) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu());
     options_ = options;
   }
-  signals_->wake.notify_all();
+  signals_->wake.SignalAll();
 }
 
 void Engine::Attach(int64_t generation, RingRunner ring) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu());
     attached_ = true;
     generation_ = generation;
     ring_ = std::move(ring);
     refusal_ = absl::OkStatus();
   }
-  signals_->wake.notify_all();
+  signals_->wake.SignalAll();
 }
 
 void Engine::Detach(const absl::Status& reason, const std::function<void()>& abort_ring) {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu().Lock();
   detach_requested_ = true;
   detach_reason_ = reason;
-  signals_->wake.notify_all();
+  signals_->wake.SignalAll();
   // The engine thread starts no round once detach_requested_ is set, so
   // only a round already running needs waking.
   if (in_round_ && abort_ring) {
-    lock.unlock();
+    mu().Unlock();
     abort_ring();
-    lock.lock();
+    mu().Lock();
   }
-  detached_.wait(lock, [this] { return !detach_requested_; });
+  while (detach_requested_) detached_.Wait(&mu());
+  mu().Unlock();
 }
 
 absl::StatusOr<Handle> Engine::Enqueue(Request request, bool urgent) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::ReleasableMutexLock lock(&mu());
   if (!refusal_.ok()) return ForRequest(request, refusal_);
   if (!pending_names_.insert(request.name).second) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -92,10 +97,10 @@ absl::StatusOr<Handle> Engine::Enqueue(Request request, bool urgent) {
       [signals](bool waiting) {
         if (std::shared_ptr<Signals> s = signals.lock()) {
           {
-            std::lock_guard<std::mutex> lock(s->mu);
+            absl::MutexLock lock(&s->mu);
             s->waiters += waiting ? 1 : -1;
           }
-          if (waiting) s->wake.notify_all();
+          if (waiting) s->wake.SignalAll();
         }
       },
       [signals](const HandleState& state) {
@@ -115,19 +120,20 @@ absl::StatusOr<Handle> Engine::Enqueue(Request request, bool urgent) {
   // next ones (a backward pass enqueues one per gradient) need not wake it,
   // unless someone already waits and it should start at once.
   const bool wake = first || signals_->waiters > 0;
-  lock.unlock();
-  if (wake) signals_->wake.notify_all();
+  lock.Release();
+  if (wake) signals_->wake.SignalAll();
   return handle;
 }
 
 void Engine::Drive(const std::shared_ptr<Signals>& signals, const HandleState& handle) {
-  std::unique_lock<std::mutex> lock(signals->mu);
+  absl::MutexLock lock(&signals->mu);
   // signals->engine is re-read under the lock each time: once the destructor
   // cleared it, the engine may be gone as soon as in_round_ is clear.
   while (signals->engine != nullptr && !handle.done()) {
     Engine& engine = *signals->engine;
+    engine.mu().AssertHeld();  // it is signals->mu, by another name
     if (!engine.CanDriveRound()) return;
-    engine.RunRoundLocked(lock);
+    engine.RunRoundLocked();
   }
 }
 
@@ -136,7 +142,7 @@ bool Engine::CanDriveRound() const {
   return !incoming_.empty() || last_round_progressed_;
 }
 
-void Engine::RunRoundLocked(std::unique_lock<std::mutex>& lock) {
+void Engine::RunRoundLocked() {
   for (Request& r : incoming_) taken_.push_back(std::move(r));
   incoming_.clear();
   signals_->urgent = false;
@@ -144,9 +150,9 @@ void Engine::RunRoundLocked(std::unique_lock<std::mutex>& lock) {
   RingRunner ring = ring_;
   const int64_t threshold = options_.fusion_threshold_bytes;
   last_round_ = absl::Now();
-  lock.unlock();
+  mu().Unlock();
   RunRound(std::move(ring), threshold);
-  lock.lock();
+  mu().Lock();
   in_round_ = false;
   // The engine thread slept through the round. Wake it when it has
   // something to do: a stop or detach waiting for the round to end,
@@ -155,21 +161,21 @@ void Engine::RunRoundLocked(std::unique_lock<std::mutex>& lock) {
   // synchronous call that completed leaves none of these: no wake-up.
   if (stop_ || detach_requested_ || !incoming_.empty() || !taken_.empty() ||
       signals_->waiters > 0) {
-    signals_->wake.notify_all();
+    signals_->wake.SignalAll();
   }
 }
 
-bool Engine::WaitForWork(std::unique_lock<std::mutex>& lock) {
+bool Engine::WaitForWork() {
   while (true) {
     if (in_round_) {  // a waiter runs a round (Drive); it wakes us if needed
-      signals_->wake.wait(lock);
+      signals_->wake.Wait(&mu());
       continue;
     }
     if (stop_) return false;
     if (detach_requested_) return true;
     const bool has_work = !incoming_.empty() || !taken_.empty();
     if (!attached_ || !refusal_.ok() || !has_work) {
-      signals_->wake.wait(lock);
+      signals_->wake.Wait(&mu());
       continue;
     }
     // Someone waits, and there is news (new requests, or the last round
@@ -182,13 +188,13 @@ bool Engine::WaitForWork(std::unique_lock<std::mutex>& lock) {
     if (!incoming_.empty()) due = std::max(due, first_incoming_ + options_.cycle_time);
     const absl::Time now = absl::Now();
     if (now >= due) return true;
-    signals_->wake.wait_for(lock, absl::ToChronoNanoseconds(due - now));
+    signals_->wake.WaitWithTimeout(&mu(), due - now);
   }
 }
 
 void Engine::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (WaitForWork(lock)) {
+  mu().Lock();
+  while (WaitForWork()) {
     if (detach_requested_) {
       std::vector<Request> incoming = std::move(incoming_);
       incoming_.clear();
@@ -196,25 +202,25 @@ void Engine::Loop() {
       ring_ = nullptr;
       refusal_ = detach_reason_;
       const absl::Status reason = detach_reason_;
-      lock.unlock();
+      mu().Unlock();
       for (Request& r : incoming) taken_.push_back(std::move(r));
       std::vector<Completion> done;
       FailEverything(reason, done);
       cache_.Clear();
       predictor_.Reset();
       Finish(done);
-      lock.lock();
+      mu().Lock();
       detach_requested_ = false;
-      detached_.notify_all();
+      detached_.SignalAll();
       continue;
     }
-    RunRoundLocked(lock);
+    RunRoundLocked();
   }
   // Stopping: nothing may be left waiting.
   for (Request& r : incoming_) taken_.push_back(std::move(r));
   incoming_.clear();
   refusal_ = absl::AbortedError("the worker runtime is shutting down");
-  lock.unlock();
+  mu().Unlock();
   std::vector<Completion> done;
   FailEverything(absl::AbortedError("the worker runtime is shutting down"), done);
   Finish(done);
@@ -267,7 +273,11 @@ void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
     if (confirmed) {
       Request& r = taken_[*confirmed];
       done.push_back(Completion{r.handle, r.error_prefix, absl::OkStatus(), std::nullopt});
-      round->ready.erase(std::find(round->ready.begin(), round->ready.end(), r.name));
+      auto in_ready = std::find(round->ready.begin(), round->ready.end(), r.name);
+      // A confirmed prediction is one the round found ready on every rank.
+      HVDD_CHECK(in_ready != round->ready.end())
+          << "the confirmed prediction '" << r.name << "' is not in the round's ready list";
+      round->ready.erase(in_ready);
       taken_.erase(taken_.begin() + static_cast<std::ptrdiff_t>(*confirmed));
       ++confirmed_predictions_;
     }
@@ -330,7 +340,7 @@ absl::Status Engine::RunReady(const std::vector<std::string>& ready, const RingR
 }
 
 absl::Status Engine::RingFailure(const absl::Status& cause) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu());
   // Detach aborted the ring to wake us: its reason is the news, not the abort.
   if (detach_requested_) return detach_reason_;
   return absl::AbortedError(absl::StrCat("the ring of generation ", generation_,
@@ -339,7 +349,7 @@ absl::Status Engine::RingFailure(const absl::Status& cause) const {
 
 void Engine::FailEverything(const absl::Status& reason, std::vector<Completion>& done) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu());
     if (refusal_.ok()) refusal_ = reason;
     for (Request& r : incoming_) taken_.push_back(std::move(r));
     incoming_.clear();
@@ -351,7 +361,7 @@ void Engine::FailEverything(const absl::Status& reason, std::vector<Completion>&
 void Engine::Finish(std::vector<Completion>& done) {
   if (done.empty()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu());
     for (const Completion& c : done) pending_names_.erase(c.handle->name());
   }
   for (Completion& c : done) {

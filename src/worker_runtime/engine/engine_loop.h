@@ -9,8 +9,9 @@
 // engine thread is not in one, so a blocking call costs no hand-off to the
 // engine thread and back (each a wake-up that, on a loaded machine, waits
 // for a core). Who owns what:
-//   - under mu_: the incoming queue, names pending, the ring to use, whether
-//     the engine is attached to a generation, options, in_round_;
+//   - under mu() (the Signals' mutex, shared with handles): the incoming
+//     queue, names pending, the ring to use, whether the engine is attached
+//     to a generation, options, in_round_;
 //   - the thread running the round (in_round_ set) only: requests taken
 //     into negotiation, the response cache, the predictor, the fusion
 //     buffer, last_round_*.
@@ -24,11 +25,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -37,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "horovodd/async.h"
 #include "worker_runtime/engine/engine_fusion.h"
@@ -56,14 +56,15 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  EngineOptions options() const;
-  void set_options(const EngineOptions& options);
+  EngineOptions options() const ABSL_LOCKS_EXCLUDED(mu());
+  void set_options(const EngineOptions& options) ABSL_LOCKS_EXCLUDED(mu());
 
   // Starts serving `generation` on `ring`. The engine must be detached.
-  void Attach(int64_t generation, RingRunner ring);
+  void Attach(int64_t generation, RingRunner ring) ABSL_LOCKS_EXCLUDED(mu());
   // Ends the current generation (see above). `abort_ring` (may be empty) is
   // called when the engine thread is inside a collective, to wake it.
-  void Detach(const absl::Status& reason, const std::function<void()>& abort_ring);
+  void Detach(const absl::Status& reason, const std::function<void()>& abort_ring)
+      ABSL_LOCKS_EXCLUDED(mu());
 
   // Queues a request whose fields (but not its handle) are set and checked.
   // `urgent`: the caller waits on it at once (a synchronous call) and so runs
@@ -71,7 +72,7 @@ class Engine {
   // blocks): the engine thread is not woken for it. Errors:
   // INVALID_ARGUMENT when its name is already pending on this rank; the
   // engine's reason when it is not attached or its ring failed.
-  absl::StatusOr<Handle> Enqueue(Request request, bool urgent);
+  absl::StatusOr<Handle> Enqueue(Request request, bool urgent) ABSL_LOCKS_EXCLUDED(mu());
 
   // Rounds whose speculative allreduce (engine_speculation.h) the
   // negotiation confirmed, since the engine started.
@@ -81,13 +82,13 @@ class Engine {
   // Shared with handles, so a waiter can hurry the engine even while the
   // engine is being destroyed.
   struct Signals {
-    std::mutex mu;
-    std::condition_variable wake;
-    bool urgent = false;  // a synchronous call was enqueued; guarded by mu
-    int waiters = 0;      // threads blocked on a pending handle; guarded by mu
-    // Guarded by mu; null once the engine is being destroyed. Lets a waiter
-    // drive rounds (Drive) for as long as the engine lives.
-    Engine* engine = nullptr;
+    absl::Mutex mu;
+    absl::CondVar wake;
+    bool urgent ABSL_GUARDED_BY(mu) = false;  // a synchronous call was enqueued
+    int waiters ABSL_GUARDED_BY(mu) = 0;      // threads blocked on a pending handle
+    // Null once the engine is being destroyed. Lets a waiter drive rounds
+    // (Drive) for as long as the engine lives.
+    Engine* engine ABSL_GUARDED_BY(mu) = nullptr;
   };
   struct Completion {
     std::shared_ptr<HandleState> handle;
@@ -102,41 +103,46 @@ class Engine {
   // happened since the last round (retries of requests that were not ready
   // are the engine thread's, paced by the cycle time).
   static void Drive(const std::shared_ptr<Signals>& signals, const HandleState& handle);
-  // Under `lock`: whether a waiter may start a round now (see Drive).
-  bool CanDriveRound() const;
-  // Takes the incoming requests into a round, runs it without the lock and
-  // relocks; in_round_ is set for its duration.
-  void RunRoundLocked(std::unique_lock<std::mutex>& lock);
-  void Loop();
-  // Waits (holding `lock`) until there is a round to run, a detach or a
+  // Whether a waiter may start a round now (see Drive).
+  bool CanDriveRound() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu());
+  // Takes the incoming requests into a round, runs it with mu() released
+  // and relocks; in_round_ is set for its duration.
+  void RunRoundLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu());
+  void Loop() ABSL_LOCKS_EXCLUDED(mu());
+  // Waits (holding mu()) until there is a round to run, a detach or a
   // stop, and no waiter is running a round. Returns false to stop.
-  bool WaitForWork(std::unique_lock<std::mutex>& lock);
-  void RunRound(RingRunner ring, int64_t fusion_threshold);
+  bool WaitForWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu());
+  void RunRound(RingRunner ring, int64_t fusion_threshold) ABSL_LOCKS_EXCLUDED(mu());
   // Runs the ready requests; returns the ring's failure, if any.
   absl::Status RunReady(const std::vector<std::string>& ready, const RingRunner& ring,
                         int64_t fusion_threshold, std::vector<Completion>& done);
-  void FailEverything(const absl::Status& reason, std::vector<Completion>& done);
+  void FailEverything(const absl::Status& reason, std::vector<Completion>& done)
+      ABSL_LOCKS_EXCLUDED(mu());
   // Releases the names, then completes the handles.
-  void Finish(std::vector<Completion>& done);
-  absl::Status RingFailure(const absl::Status& cause) const;
+  void Finish(std::vector<Completion>& done) ABSL_LOCKS_EXCLUDED(mu());
+  absl::Status RingFailure(const absl::Status& cause) const ABSL_LOCKS_EXCLUDED(mu());
 
-  std::shared_ptr<Signals> signals_ = std::make_shared<Signals>();
-  std::mutex& mu_ = signals_->mu;
+  // The engine's lock is the Signals' mutex, so that handles can reach it
+  // after the engine is gone.
+  absl::Mutex& mu() const ABSL_LOCK_RETURNED(signals_->mu) { return signals_->mu; }
 
-  // Guarded by mu_.
-  EngineOptions options_;
-  bool stop_ = false;
-  bool detach_requested_ = false;
-  absl::Status detach_reason_;
-  std::condition_variable detached_;
-  bool in_round_ = false;
-  bool attached_ = false;
-  int64_t generation_ = 0;
-  RingRunner ring_;
-  absl::Status refusal_;  // why requests are refused now (OK: they are not)
-  std::vector<Request> incoming_;
-  absl::Time first_incoming_ = absl::InfinitePast();
-  std::unordered_set<std::string> pending_names_;  // incoming_ and taken_
+  const std::shared_ptr<Signals> signals_ = std::make_shared<Signals>();
+
+  EngineOptions options_ ABSL_GUARDED_BY(signals_->mu);
+  bool stop_ ABSL_GUARDED_BY(signals_->mu) = false;
+  bool detach_requested_ ABSL_GUARDED_BY(signals_->mu) = false;
+  absl::Status detach_reason_ ABSL_GUARDED_BY(signals_->mu);
+  absl::CondVar detached_;  // signalled when detach_requested_ clears
+  bool in_round_ ABSL_GUARDED_BY(signals_->mu) = false;
+  bool attached_ ABSL_GUARDED_BY(signals_->mu) = false;
+  int64_t generation_ ABSL_GUARDED_BY(signals_->mu) = 0;
+  RingRunner ring_ ABSL_GUARDED_BY(signals_->mu);
+  // Why requests are refused now (OK: they are not).
+  absl::Status refusal_ ABSL_GUARDED_BY(signals_->mu);
+  std::vector<Request> incoming_ ABSL_GUARDED_BY(signals_->mu);
+  absl::Time first_incoming_ ABSL_GUARDED_BY(signals_->mu) = absl::InfinitePast();
+  // incoming_ and taken_.
+  std::unordered_set<std::string> pending_names_ ABSL_GUARDED_BY(signals_->mu);
 
   // The thread running the round only (see above).
   std::vector<Request> taken_;  // in negotiation, in enqueue order

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/gloo/gloo_transfer.h"
 
@@ -340,21 +341,20 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
     blob_total += static_cast<size_t>(bytes);
   }
   if (blob_total > 0) {
-    absl::StatusOr<CollectiveScope::Scratch> received = scope.RegisterScratch(blob_total);
-    if (!received.ok()) return received.status();
+    HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch received, scope.RegisterScratch(blob_total));
     if (blobs[self].bytes > 0) {
-      std::memcpy(received->data + blobs[self].offset, state.announcements.data(),
+      std::memcpy(received.data + blobs[self].offset, state.announcements.data(),
                   state.announcements.size());
     }
     if (n > 1) {
       std::vector<PeerRegion> to(n, blobs[self]);
-      HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(received->buffer, to, received->buffer, blobs,
+      HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(received.buffer, to, received.buffer, blobs,
                                                  Channel::kData));
     }
     for (int p = 0; p < n; ++p) {
       if (Inline(data.headers[p].announcement_bytes)) continue;
       absl::StatusOr<std::vector<Announcement>> parsed =
-          ParseAnnouncements(received->data + blobs[p].offset, blobs[p].bytes, p);
+          ParseAnnouncements(received.data + blobs[p].offset, blobs[p].bytes, p);
       if (!parsed.ok()) return parsed.status();
       data.announced[p] = *std::move(parsed);
     }

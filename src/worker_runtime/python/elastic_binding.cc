@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/status_macros.h"
 #include "horovodd/elastic.h"
 #include "horovodd/horovodd.h"
 #include "worker_runtime/python/bindings.h"
@@ -32,7 +33,7 @@ absl::Status CheckHostUpdates(internal::Runtime& runtime) {
   AllreduceOptions options;
   options.op = ReduceOp::kMax;
   options.name = "elastic.check_host_updates";
-  if (absl::Status status = Allreduce(ViewOf(newest), options); !status.ok()) return status;
+  HVDD_RETURN_IF_ERROR(Allreduce(ViewOf(newest), options));
   if (newest[0] > runtime.generation()) {
     return elastic::HostsUpdatedError(runtime.generation(), newest[0]);
   }

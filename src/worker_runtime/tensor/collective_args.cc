@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace horovodd::internal {
 namespace {
@@ -131,7 +132,7 @@ absl::StatusOr<std::vector<int64_t>> ResolveSplits(const std::string& label,
                                                    const TensorView& input,
                                                    const std::vector<int64_t>& splits,
                                                    int ranks) {
-  if (absl::Status dimension = NeedsDimension(label, input); !dimension.ok()) return dimension;
+  HVDD_RETURN_IF_ERROR(NeedsDimension(label, input));
   const int64_t rows = input.shape[0];
   if (splits.empty()) {
     if (rows % ranks != 0) {

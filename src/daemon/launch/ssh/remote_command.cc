@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -85,7 +86,7 @@ std::string ShellQuote(std::string_view text) {
 }
 
 absl::StatusOr<std::string> RemoteLaunchCommand(const LaunchSpec& spec) {
-  if (absl::Status valid = CheckSpec(spec); !valid.ok()) return valid;
+  HVDD_RETURN_IF_ERROR(CheckSpec(spec));
   std::string command;
   if (!spec.working_dir.empty()) {
     absl::StrAppend(&command, "cd -- ", ShellQuote(spec.working_dir), " && ");

@@ -183,7 +183,9 @@ void SshLauncher::TerminateAll(absl::Duration grace) {
 bool SshLauncher::AwaitFinished(const std::set<int64_t>& handles, absl::Time deadline) {
   const auto all_finished = [this, &handles]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return std::none_of(handles.begin(), handles.end(),
-                        [this](int64_t handle) { return unfinished_.count(handle) != 0; });
+                        [this](int64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                          return unfinished_.count(handle) != 0;
+                        });
   };
   return mu_.AwaitWithDeadline(absl::Condition(&all_finished), deadline);
 }

@@ -94,7 +94,6 @@ class SshLauncher final : public Launcher {
 
   SshLauncher(const SshLauncherOptions& options, UniqueFd wake_fd, ssh_event_struct* event);
 
-  struct Process;
   // Everything below runs on the I/O thread.
   void Loop();
   void AdoptNewProcesses();
