@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Configures (RelWithDebInfo) and builds the whole project, incrementally, in
-# $BUILD_DIR (default: build/ at the repository root). Parallel jobs: $JOBS,
-# default the number of CPUs. compile_commands.json is written for
+# Configures (RelWithDebInfo) and builds, incrementally, in $BUILD_DIR
+# (default: build/ at the repository root): the whole project, or with
+# arguments only those targets and what they need (scripts/demo.sh builds
+# `horovodrun elastic_train`, not the tests and benchmarks). Parallel jobs:
+# $JOBS, default the number of CPUs. compile_commands.json is written for
 # scripts/thread_safety.sh.
+#   scripts/build.sh                          everything (scripts/test.sh)
+#   scripts/build.sh horovodrun elastic_train  just those
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,4 +14,8 @@ build_dir="${BUILD_DIR:-$repo_root/build}"
 jobs="${JOBS:-$(nproc)}"
 
 cmake -S "$repo_root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
-cmake --build "$build_dir" -j "$jobs"
+if [[ $# -eq 0 ]]; then
+  cmake --build "$build_dir" -j "$jobs"
+else
+  cmake --build "$build_dir" -j "$jobs" --target "$@"
+fi

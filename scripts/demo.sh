@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The elastic demo, end to end on this machine: builds horovodd, starts an
+# The elastic demo, end to end on this machine: builds horovodrun and the
+# example (only those, not the tests and benchmarks), starts an
 # elastic job of 2 workers (examples/elastic_train under horovodrun, hosts from
 # examples/discover_hosts.sh), grows it to 4 by editing the hosts file,
 # SIGKILLs one worker, and waits for training to finish anyway. Prints the
@@ -20,9 +21,9 @@ fail() {
   exit 1
 }
 
-say "installing missing packages and building $BUILD_DIR"
+say "installing missing packages and building horovodrun and elastic_train in $BUILD_DIR"
 "$repo_root/scripts/install_deps.sh"
-"$repo_root/scripts/build.sh"
+"$repo_root/scripts/build.sh" horovodrun elastic_train
 
 horovodrun="$BUILD_DIR/bin/horovodrun"
 elastic_train="$BUILD_DIR/examples/elastic_train"
