@@ -289,12 +289,10 @@ absl::Status CheckAllreduce(const CollectiveScope& scope, const std::string& lab
 // Every entry point's prologue: its scope, the checks, nothing to do for an
 // empty tensor; then body(scope, algorithm, label) does the rest.
 template <typename Body>
-absl::Status RunAllreduce(gloo::Context& context, const AllreduceOptions& options,
+absl::Status RunAllreduce(GlooContext& context, const AllreduceOptions& options,
                           const TensorView& tensor, Body body) {
   const std::string label = Label("allreduce", options.name);
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(CheckAllreduce(scope, label, tensor, options));
   if (tensor.numel() == 0) return absl::OkStatus();
   return body(scope, Choose(tensor, scope.size()), label);
@@ -302,7 +300,7 @@ absl::Status RunAllreduce(gloo::Context& context, const AllreduceOptions& option
 
 }  // namespace
 
-absl::Status Allreduce(gloo::Context& context, TensorView inout,
+absl::Status Allreduce(GlooContext& context, TensorView inout,
                        const AllreduceOptions& options) {
   return RunAllreduce(context, options, inout,
                       [&](CollectiveScope& scope, Algorithm algorithm,
@@ -333,7 +331,7 @@ bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
   return options.prescale_factor == 1.0 && Choose(tensor, ranks) == Algorithm::kPairwise;
 }
 
-absl::StatusOr<bool> AllreduceIfAllReady(gloo::Context& context, TensorView tensor, bool ready,
+absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,
                                          const AllreduceOptions& options) {
   bool all_ready = false;
   absl::Status status = RunAllreduce(context, options, tensor,

@@ -66,12 +66,10 @@ std::vector<PeerRegion> RowBlocks(const std::vector<int64_t>& rows, size_t row_b
 
 }  // namespace
 
-absl::StatusOr<Tensor> Allgather(gloo::Context& context, const TensorView& input) {
+absl::StatusOr<Tensor> Allgather(GlooContext& context, const TensorView& input) {
   const std::string label = "allgather";
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
   Tensor output;
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   absl::Status own_error = CheckTensor(label, input);
   if (own_error.ok()) own_error = NeedsDimension(label, input);
@@ -106,11 +104,9 @@ absl::StatusOr<Tensor> Allgather(gloo::Context& context, const TensorView& input
   return output;
 }
 
-absl::Status Broadcast(gloo::Context& context, TensorView inout, int root) {
+absl::Status Broadcast(GlooContext& context, TensorView inout, int root) {
   const std::string label = "broadcast";
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   HVDD_RETURN_IF_ERROR(CheckTensor(label, inout));
   const int n = scope.size();
@@ -145,14 +141,12 @@ absl::Status Broadcast(gloo::Context& context, TensorView inout, int root) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> Alltoall(gloo::Context& context, const TensorView& input,
+absl::StatusOr<Tensor> Alltoall(GlooContext& context, const TensorView& input,
                                 const std::vector<int64_t>& splits,
                                 std::vector<int64_t>* received_splits) {
   const std::string label = "alltoall";
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
   Tensor output;
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   const int n = scope.size();
   absl::Status own_error = CheckTensor(label, input);
@@ -211,14 +205,12 @@ absl::StatusOr<Tensor> Alltoall(gloo::Context& context, const TensorView& input,
   return output;
 }
 
-absl::StatusOr<Tensor> Reducescatter(gloo::Context& context, const TensorView& input,
+absl::StatusOr<Tensor> Reducescatter(GlooContext& context, const TensorView& input,
                                      ReduceOp op, double prescale_factor,
                                      double postscale_factor) {
   const std::string label = "reducescatter";
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
   Tensor output;
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   absl::Status own_error = CheckTensor(label, input);
   if (own_error.ok()) own_error = NeedsDimension(label, input);
@@ -258,11 +250,9 @@ absl::StatusOr<Tensor> Reducescatter(gloo::Context& context, const TensorView& i
   return output;
 }
 
-absl::Status Barrier(gloo::Context& context) {
+absl::Status Barrier(GlooContext& context) {
   const std::string label = "barrier";
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   const int n = scope.size();
   if (n == 1) return absl::OkStatus();

@@ -38,7 +38,7 @@ absl::Status WaitFor(const absl::StatusOr<Handle>& handle) {
 // may send different first dimensions).
 template <typename Result>
 absl::Status RunAlone(Runtime& runtime, const char* operation, const TensorView* tensor,
-                      std::function<Result(gloo::Context&)> on_ring,
+                      std::function<Result(internal::GlooContext&)> on_ring,
                       std::function<Result(internal::GpuCollectives&)> on_gpu, Result* result) {
   const bool cuda = tensor != nullptr && tensor->device.type == DeviceType::kCUDA;
   auto run = [&runtime, cuda, &on_ring, &on_gpu, result](std::optional<Tensor>*) {
@@ -46,7 +46,7 @@ absl::Status RunAlone(Runtime& runtime, const char* operation, const TensorView*
       *result = on_gpu(runtime.gpu());
       return StatusOf(*result);
     }
-    return runtime.RunCollective([&](gloo::Context& ring) {
+    return runtime.RunCollective([&](internal::GlooContext& ring) {
       *result = on_ring(ring);
       return StatusOf(*result);
     });
@@ -87,7 +87,7 @@ absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64
   absl::StatusOr<Tensor> result = absl::UnknownError("alltoall did not run");
   absl::Status status = RunAlone<absl::StatusOr<Tensor>>(
       *runtime, "alltoall", &input,
-      [&](gloo::Context& ring) {
+      [&](internal::GlooContext& ring) {
         return internal::Alltoall(ring, input, splits, received_splits);
       },
       [&](internal::GpuCollectives& gpu) { return gpu.Alltoall(input, splits, received_splits); },
@@ -102,7 +102,7 @@ absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op) {
   absl::StatusOr<Tensor> result = absl::UnknownError("reducescatter did not run");
   absl::Status status = RunAlone<absl::StatusOr<Tensor>>(
       *runtime, "reducescatter", &input,
-      [&](gloo::Context& ring) { return internal::Reducescatter(ring, input, op); },
+      [&](internal::GlooContext& ring) { return internal::Reducescatter(ring, input, op); },
       [&](internal::GpuCollectives& gpu) { return gpu.Reducescatter(input, op); }, &result);
   if (!status.ok()) return status;
   return result;
@@ -113,7 +113,8 @@ absl::Status Barrier() {
   if (runtime == nullptr) return NotInitialized("Barrier");
   absl::Status result;
   return RunAlone<absl::Status>(
-      *runtime, "barrier", nullptr, [](gloo::Context& ring) { return internal::Barrier(ring); },
+      *runtime, "barrier", nullptr,
+      [](internal::GlooContext& ring) { return internal::Barrier(ring); },
       [](internal::GpuCollectives&) { return absl::OkStatus(); }, &result);
 }
 

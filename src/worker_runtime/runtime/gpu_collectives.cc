@@ -16,7 +16,7 @@ GpuCollectives::~GpuCollectives() { LeaveGeneration(); }
 
 std::unique_ptr<GpuBackend> GpuCollectives::MakeBackend(int64_t generation, int rank, int size,
                                                         ShrinkPlan shrink,
-                                                        std::unique_ptr<UniqueIdStore> store) {
+                                                        std::unique_ptr<KvStore> store) {
 #if HVDD_HAVE_NCCL
   if (options_.operations == GpuOperations::kNccl) {
     NcclBackendOptions nccl;
@@ -39,7 +39,7 @@ std::unique_ptr<GpuBackend> GpuCollectives::MakeBackend(int64_t generation, int 
 
 void GpuCollectives::EnterGeneration(int64_t generation, int rank, int size,
                                      ShrinkPlan shrink,
-                                     std::unique_ptr<UniqueIdStore> store) {
+                                     std::unique_ptr<KvStore> store) {
   LeaveGeneration();
   generation_ = generation;
   backend_ = MakeBackend(generation, rank, size, std::move(shrink), std::move(store));
