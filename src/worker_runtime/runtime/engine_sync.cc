@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "horovodd/async.h"
 #include "horovodd/horovodd.h"
 #include "worker_runtime/gloo/gloo_ops.h"
@@ -67,10 +68,10 @@ absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) {
 absl::StatusOr<Tensor> Allgather(const TensorView& input) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("Allgather");
-  absl::StatusOr<Handle> handle =
-      internal::EnqueueAllgather(*runtime, SyncName("allgather", ""), input, /*urgent=*/true);
-  if (!handle.ok()) return handle.status();
-  return handle->TakeOutput();
+  HVDD_ASSIGN_OR_RETURN(
+      Handle handle,
+      internal::EnqueueAllgather(*runtime, SyncName("allgather", ""), input, /*urgent=*/true));
+  return handle.TakeOutput();
 }
 
 absl::Status Broadcast(TensorView inout, int root) {
@@ -100,11 +101,10 @@ absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("Reducescatter");
   absl::StatusOr<Tensor> result = absl::UnknownError("reducescatter did not run");
-  absl::Status status = RunAlone<absl::StatusOr<Tensor>>(
+  HVDD_RETURN_IF_ERROR(RunAlone<absl::StatusOr<Tensor>>(
       *runtime, "reducescatter", &input,
       [&](internal::GlooContext& ring) { return internal::Reducescatter(ring, input, op); },
-      [&](internal::GpuCollectives& gpu) { return gpu.Reducescatter(input, op); }, &result);
-  if (!status.ok()) return status;
+      [&](internal::GpuCollectives& gpu) { return gpu.Reducescatter(input, op); }, &result));
   return result;
 }
 
