@@ -106,14 +106,13 @@ class InProcessDaemon {
       if (stopped_) return absl::CancelledError("the connection was stopped");
       v1::RendezvousResponse response;
       response.set_generation(daemon_.generation_);
-      const std::vector<int64_t>& members = daemon_.members_;
-      auto it = std::find(members.begin(), members.end(), worker_);
-      if (it == members.end()) {
+      auto it = std::find(daemon_.members_.begin(), daemon_.members_.end(), worker_);
+      if (it == daemon_.members_.end()) {
         response.set_removed(true);
         return response;
       }
-      const int rank = static_cast<int>(it - members.begin());
-      const int size = static_cast<int>(members.size());
+      const int rank = static_cast<int>(it - daemon_.members_.begin());
+      const int size = static_cast<int>(daemon_.members_.size());
       response.set_rank(rank);
       response.set_size(size);
       response.set_local_rank(rank);
