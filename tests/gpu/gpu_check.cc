@@ -38,6 +38,7 @@
 #include "worker_runtime/nccl/nccl_comm.h"
 #include "worker_runtime/nccl/nccl_ops.h"
 #include "worker_runtime/runtime/gpu_collectives.h"
+#include "worker_runtime/store/in_memory_kv_store.h"
 #include "worker_runtime/tensor/collective_args.h"
 #include "worker_runtime/tensor/float16.h"
 #include "worker_runtime/tensor/reduce_kernels.h"
@@ -64,24 +65,8 @@ int Summary(const char* section) {
   return g_failed == 0 ? 0 : 1;
 }
 
-class MapStore final : public UniqueIdStore {
- public:
-  absl::Status Set(const std::string& key, const std::string& value) override {
-    values_[key] = value;
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration) override {
-    auto it = values_.find(key);
-    if (it == values_.end()) return absl::NotFoundError(key);
-    return it->second;
-  }
-
- private:
-  std::map<std::string, std::string> values_;
-};
-
 absl::StatusOr<std::unique_ptr<NcclComm>> OneRankComm(std::function<bool()> should_abort = {}) {
-  MapStore store;
+  InMemoryKvStore store;
   NcclCommOptions options;
   options.timeout = absl::Seconds(60);
   options.should_abort = std::move(should_abort);
@@ -227,7 +212,7 @@ void CheckNcclErrors(NcclComm& comm) {
 // Gloo ring, with results back in host memory.
 void CheckDispatch() {
   gloo::rendezvous::HashStore hash_store;
-  absl::StatusOr<std::shared_ptr<gloo::Context>> ring = ConnectGlooContext(hash_store, {});
+  absl::StatusOr<std::shared_ptr<GlooContext>> ring = ConnectGlooContext(hash_store, {});
   if (!ring.ok()) {
     Report("one-rank Gloo ring for staging", ring.status());
     return;
@@ -236,11 +221,11 @@ void CheckDispatch() {
     const std::string via = absl::StrCat("dispatch via ", GpuOperationsName(operations), ": ");
     GpuCollectivesOptions options;
     options.operations = operations;
-    options.ring = [&](const std::function<absl::Status(gloo::Context&)>& op) {
+    options.ring = [&](const RingOp& op) {
       return op(**ring);
     };
     GpuCollectives gpu(options);
-    gpu.EnterGeneration(1, 0, 1, ShrinkPlan(), std::make_unique<MapStore>());
+    gpu.EnterGeneration(1, 0, 1, ShrinkPlan(), std::make_unique<InMemoryKvStore>());
     const Tensor input = Pattern(DType::kFloat64, {4, 2});
     absl::StatusOr<DeviceTensor> tensor = DeviceTensor::FromHost(Tensor(input).view(), 0);
     AllreduceOptions sum;

@@ -17,10 +17,10 @@
 
 namespace horovodd::testing {
 
-std::vector<absl::StatusOr<std::shared_ptr<gloo::Context>>> ConnectGroup(
+std::vector<absl::StatusOr<std::shared_ptr<internal::GlooContext>>> ConnectGroup(
     gloo::rendezvous::Store& store, const std::string& prefix, int size,
     absl::Duration timeout) {
-  return OnEveryRank<absl::StatusOr<std::shared_ptr<gloo::Context>>>(size, [&](int rank) {
+  return OnEveryRank<absl::StatusOr<std::shared_ptr<internal::GlooContext>>>(size, [&](int rank) {
     gloo::rendezvous::PrefixStore scoped(prefix, store);
     internal::ConnectOptions options;
     options.rank = rank;

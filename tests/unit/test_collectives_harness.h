@@ -14,13 +14,13 @@
 #include <thread>
 #include <vector>
 
-#include <gloo/context.h>
 #include <gloo/rendezvous/store.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "horovodd/tensor.h"
+#include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::testing {
 
@@ -57,7 +57,7 @@ std::vector<Result> OnEveryRank(int size, const std::function<Result(int rank)>&
 }
 
 // Connects `size` contexts concurrently through `store` under `prefix`.
-std::vector<absl::StatusOr<std::shared_ptr<gloo::Context>>> ConnectGroup(
+std::vector<absl::StatusOr<std::shared_ptr<internal::GlooContext>>> ConnectGroup(
     gloo::rendezvous::Store& store, const std::string& prefix, int size,
     absl::Duration timeout = kCollectiveTimeout);
 
@@ -67,11 +67,11 @@ class RankGroup {
   RankGroup(gloo::rendezvous::Store& store, const std::string& prefix, int size,
             absl::Duration timeout = kCollectiveTimeout);
   int size() const { return static_cast<int>(contexts_.size()); }
-  gloo::Context& context(int rank) { return *contexts_[rank]; }
-  std::shared_ptr<gloo::Context>& shared(int rank) { return contexts_[rank]; }
+  internal::GlooContext& context(int rank) { return *contexts_[rank]; }
+  std::shared_ptr<internal::GlooContext>& shared(int rank) { return contexts_[rank]; }
 
  private:
-  std::vector<std::shared_ptr<gloo::Context>> contexts_;
+  std::vector<std::shared_ptr<internal::GlooContext>> contexts_;
 };
 
 // Element access through double, for every dtype (float16 via float).

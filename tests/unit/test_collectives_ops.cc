@@ -193,7 +193,7 @@ TEST_CASE("allreduce if all ready: every rank ready gets Allreduce's bits",
   };
   std::vector<std::string> problems = OnEveryRank<std::string>(3, [&](int rank) {
     std::vector<float> tensor = input_of(rank), whole = input_of(rank);
-    gloo::Context& context = group.context(rank);
+    internal::GlooContext& context = group.context(rank);
     if (!internal::AllreduceConfirmsItself(ViewOf(tensor), 3, options)) {
       return std::string("does not confirm itself");
     }
@@ -490,7 +490,7 @@ TEST_CASE("consecutive collectives of every kind never mix", "[collectives]") {
   gloo::rendezvous::HashStore store;
   RankGroup group(store, "mixed", 3);
   auto results = OnEveryRank<std::string>(3, [&](int rank) -> std::string {
-    gloo::Context& context = group.context(rank);
+    internal::GlooContext& context = group.context(rank);
     for (int round = 0; round < 25; ++round) {
       Tensor sum = MakeTensor(DType::kInt32, {9}, [&](int64_t i) { return round * rank + i; });
       AllreduceOptions options;

@@ -169,7 +169,7 @@ enum class Disturbance {
 
 absl::Status Disturb(Disturbance disturbance, FakeDaemon& daemon, Runtime& runtime) {
   if (disturbance == Disturbance::kLostPeer) {
-    return runtime.RunCollective([](gloo::Context& ring) {
+    return runtime.RunCollective([](internal::GlooContext& ring) {
       internal::AbortGlooContext(ring);
       return absl::OkStatus();
     });

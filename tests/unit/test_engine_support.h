@@ -66,20 +66,19 @@ class EngineGroup {
 
   int size() const { return size_; }
   internal::Engine& engine(int rank) { return *engines_[rank]; }
-  gloo::Context& context(int rank) { return ring_->context(rank); }
+  internal::GlooContext& context(int rank) { return ring_->context(rank); }
 
   // A new ring (a new "generation") for every engine, which must be detached.
   void Connect() {
     ring_ = std::make_unique<RankGroup>(store_, "ring" + std::to_string(++rings_), size_);
     for (int r = 0; r < size_; ++r) {
-      std::shared_ptr<gloo::Context> context = ring_->shared(r);
-      engines_[r]->Attach(rings_, [context](const std::function<absl::Status(gloo::Context&)>& op) {
-        return op(*context);
-      });
+      std::shared_ptr<internal::GlooContext> context = ring_->shared(r);
+      engines_[r]->Attach(rings_,
+                          [context](const internal::RingOp& op) { return op(*context); });
     }
   }
   void Detach(int rank) {
-    std::shared_ptr<gloo::Context> context = ring_->shared(rank);
+    std::shared_ptr<internal::GlooContext> context = ring_->shared(rank);
     engines_[rank]->Detach(absl::AbortedError("the test detached the engine"),
                            [context] { internal::AbortGlooContext(*context); });
   }

@@ -53,15 +53,20 @@ TEST_CASE("CUDA errors map to codes and keep CUDA's name for the error") {
 }
 
 // A store nothing may touch: bad arguments are caught before the exchange.
-class UntouchableStore final : public UniqueIdStore {
+class UntouchableStore final : public KvStore {
  public:
-  absl::Status Set(const std::string& key, const std::string&) override {
+  absl::Status Set(const std::string& key, std::string) override {
     FAIL("Set(" << key << ") called");
     return absl::OkStatus();
   }
-  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration) override {
-    FAIL("Get(" << key << ") called");
-    return std::string();
+  absl::StatusOr<std::vector<std::string>> Get(const std::vector<std::string>& keys,
+                                               absl::Duration) override {
+    FAIL("Get(" << keys.front() << ") called");
+    return std::vector<std::string>();
+  }
+  absl::Status Wait(const std::vector<std::string>& keys, absl::Duration) override {
+    FAIL("Wait(" << keys.front() << ") called");
+    return absl::OkStatus();
   }
 };
 

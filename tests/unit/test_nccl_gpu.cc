@@ -16,25 +16,13 @@
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/nccl/nccl_comm.h"
 #include "worker_runtime/nccl/nccl_ops.h"
+#include "worker_runtime/store/in_memory_kv_store.h"
 
 namespace horovodd::internal {
 namespace {
 
-class MapStore final : public UniqueIdStore {
- public:
-  absl::Status Set(const std::string& key, const std::string& value) override {
-    values[key] = value;
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration) override {
-    auto it = values.find(key);
-    if (it == values.end()) return absl::NotFoundError(key);
-    return it->second;
-  }
-  std::map<std::string, std::string> values;
-};
-
-std::unique_ptr<NcclComm> OneRankComm(MapStore& store, std::function<bool()> should_abort = {}) {
+std::unique_ptr<NcclComm> OneRankComm(InMemoryKvStore& store,
+                                      std::function<bool()> should_abort = {}) {
   NcclCommOptions options;
   options.timeout = absl::Seconds(60);
   options.should_abort = std::move(should_abort);
@@ -52,9 +40,11 @@ std::vector<T> Read(const DeviceTensor& tensor) {
 }
 
 TEST_CASE("one-rank NCCL allreduce scales and reduces on the GPU") {
-  MapStore store;
+  InMemoryKvStore store;
   std::unique_ptr<NcclComm> comm = OneRankComm(store);
-  CHECK(store.values.at(std::string(kNcclUniqueIdKey)).size() == NCCL_UNIQUE_ID_BYTES);
+  absl::StatusOr<std::string> id = GetKey(store, kNcclUniqueIdKey, absl::ZeroDuration());
+  REQUIRE(id.ok());
+  CHECK(id->size() == NCCL_UNIQUE_ID_BYTES);
 
   std::vector<float> values{1, -2, 3.5f};
   absl::StatusOr<DeviceTensor> tensor = DeviceTensor::FromHost(ViewOf(values), 0);
@@ -77,7 +67,7 @@ TEST_CASE("one-rank NCCL allreduce scales and reduces on the GPU") {
 }
 
 TEST_CASE("one-rank NCCL ops that size their output") {
-  MapStore store;
+  InMemoryKvStore store;
   std::unique_ptr<NcclComm> comm = OneRankComm(store);
   std::vector<double> values{1, 2, 3, 4, 5, 6};
   absl::StatusOr<DeviceTensor> input = DeviceTensor::FromHost(ViewOf(values), 0);
@@ -107,7 +97,7 @@ TEST_CASE("one-rank NCCL ops that size their output") {
 }
 
 TEST_CASE("an abort request makes the next NCCL op ABORTED, and every one after it") {
-  MapStore store;
+  InMemoryKvStore store;
   bool abort = false;
   std::unique_ptr<NcclComm> comm = OneRankComm(store, [&abort] { return abort; });
   std::vector<float> values{1};

@@ -13,7 +13,7 @@
 #include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/gpu/gpu_operations.h"
-#include "worker_runtime/gpu/unique_id_store.h"
+#include "worker_runtime/store/kv_store.h"
 #include "worker_runtime/runtime/gpu_collectives.h"
 #include "worker_runtime/runtime/runtime.h"
 
@@ -93,14 +93,19 @@ TEST_CASE("the runtime's options read HOROVOD_GPU_OPERATIONS") {
 }
 
 // Records whether anything touched the generation's key-value namespace.
-class CountingStore final : public UniqueIdStore {
+class CountingStore final : public KvStore {
  public:
   explicit CountingStore(int* calls) : calls_(calls) {}
-  absl::Status Set(const std::string&, const std::string&) override {
+  absl::Status Set(const std::string&, std::string) override {
     ++*calls_;
     return absl::OkStatus();
   }
-  absl::StatusOr<std::string> Get(const std::string&, absl::Duration) override {
+  absl::StatusOr<std::vector<std::string>> Get(const std::vector<std::string>&,
+                                               absl::Duration) override {
+    ++*calls_;
+    return absl::NotFoundError("empty");
+  }
+  absl::Status Wait(const std::vector<std::string>&, absl::Duration) override {
     ++*calls_;
     return absl::NotFoundError("empty");
   }
@@ -115,12 +120,12 @@ class OneRankRing {
   OneRankRing() {
     ConnectOptions options;
     options.timeout = absl::Seconds(30);
-    absl::StatusOr<std::shared_ptr<gloo::Context>> ring = ConnectGlooContext(store_, options);
+    absl::StatusOr<std::shared_ptr<GlooContext>> ring = ConnectGlooContext(store_, options);
     REQUIRE(ring.ok());
     ring_ = *std::move(ring);
   }
   RingRunner runner() {
-    return [this](const std::function<absl::Status(gloo::Context&)>& op) {
+    return [this](const RingOp& op) {
       ++ops;
       return op(*ring_);
     };
@@ -129,7 +134,7 @@ class OneRankRing {
 
  private:
   gloo::rendezvous::HashStore store_;
-  std::shared_ptr<gloo::Context> ring_;
+  std::shared_ptr<GlooContext> ring_;
 };
 
 TensorView CudaView(std::vector<float>& values) {

@@ -1,62 +1,61 @@
 // The NCCL unique-id exchange through a generation's key-value namespace,
-// against a fake store (no daemon, no NCCL, no GPU).
+// over the in-process store (no daemon, no NCCL, no GPU).
 #include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
-#include "worker_runtime/gpu/unique_id_store.h"
+#include "absl/strings/str_join.h"
+#include "worker_runtime/gpu/unique_id_exchange.h"
+#include "worker_runtime/store/in_memory_kv_store.h"
 
 namespace horovodd::internal {
 namespace {
 
 constexpr size_t kIdBytes = 128;
 
-// Keys in a map; Get waits (up to its timeout) for a key another thread sets,
-// like the daemon's KvGet. Records every call. `fail_get`/`fail_set` make the
-// next call fail with that status.
-class FakeStore final : public UniqueIdStore {
+// The in-process store (InMemoryKvStore: Get waits for a key another thread
+// sets, like the daemon's KvGet), recording every call. `fail_set` makes the
+// next Set fail with that status.
+class RecordingStore final : public KvStore {
  public:
-  absl::Status Set(const std::string& key, const std::string& value) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    calls.push_back("set " + key);
+  absl::Status Set(const std::string& key, std::string value) override {
+    Record("set " + key);
     if (!fail_set.ok()) return fail_set;
-    values_[key] = value;
-    cv_.notify_all();
-    return absl::OkStatus();
+    return store.Set(key, std::move(value));
   }
-
-  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    calls.push_back("get " + key);
-    timeouts.push_back(timeout);
-    if (!fail_get.ok()) return fail_get;
-    if (!cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
-                      [&] { return values_.count(key) > 0; })) {
-      return absl::DeadlineExceededError("key '" + key + "' did not appear");
-    }
-    return values_.at(key);
+  absl::StatusOr<std::vector<std::string>> Get(const std::vector<std::string>& keys,
+                                               absl::Duration timeout) override {
+    Record("get " + absl::StrJoin(keys, ","), timeout);
+    return store.Get(keys, timeout);
+  }
+  absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) override {
+    Record("wait " + absl::StrJoin(keys, ","), timeout);
+    return store.Wait(keys, timeout);
   }
 
   void Put(const std::string& key, const std::string& value) {
-    std::lock_guard<std::mutex> lock(mu_);
-    values_[key] = value;
+    REQUIRE(store.Set(key, value).ok());
   }
 
+  InMemoryKvStore store;
   std::vector<std::string> calls;
   std::vector<absl::Duration> timeouts;
-  absl::Status fail_get;
   absl::Status fail_set;
 
  private:
+  void Record(std::string call, std::optional<absl::Duration> timeout = std::nullopt) {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls.push_back(std::move(call));
+    if (timeout.has_value()) timeouts.push_back(*timeout);
+  }
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::string> values_;
 };
 
 UniqueIdExchange ForRank(int rank, int* made) {
@@ -72,7 +71,7 @@ UniqueIdExchange ForRank(int rank, int* made) {
 }
 
 TEST_CASE("rank 0 makes the id once and publishes it under nccl/unique_id") {
-  FakeStore store;
+  RecordingStore store;
   int made = 0;
   absl::StatusOr<std::string> id = ExchangeUniqueId(store, ForRank(0, &made));
   REQUIRE(id.ok());
@@ -82,7 +81,7 @@ TEST_CASE("rank 0 makes the id once and publishes it under nccl/unique_id") {
 }
 
 TEST_CASE("other ranks read rank 0's id and never make one") {
-  FakeStore store;
+  RecordingStore store;
   store.Put("nccl/unique_id", std::string(kIdBytes, 'r'));
   int made = 0;
   absl::StatusOr<std::string> id = ExchangeUniqueId(store, ForRank(3, &made));
@@ -94,7 +93,7 @@ TEST_CASE("other ranks read rank 0's id and never make one") {
 }
 
 TEST_CASE("ranks started in any order all end with rank 0's id") {
-  FakeStore store;
+  RecordingStore store;
   int made = 0;
   std::vector<absl::StatusOr<std::string>> ids(4, absl::UnknownError("not run"));
   std::vector<std::thread> ranks;
@@ -112,7 +111,7 @@ TEST_CASE("ranks started in any order all end with rank 0's id") {
 }
 
 TEST_CASE("an id of the wrong size is an internal error naming the sizes") {
-  FakeStore store;
+  RecordingStore store;
   store.Put("nccl/unique_id", "short");
   int made = 0;
   absl::StatusOr<std::string> id = ExchangeUniqueId(store, ForRank(1, &made));
@@ -123,10 +122,10 @@ TEST_CASE("an id of the wrong size is an internal error naming the sizes") {
 }
 
 TEST_CASE("store failures keep their code and say which rank waited for what") {
-  FakeStore store;
+  RecordingStore store;
   int made = 0;
   SECTION("a superseded generation stays ABORTED") {
-    store.fail_get = absl::AbortedError("generation 4 was superseded by generation 5");
+    store.store.Abort("generation 4 was superseded by generation 5");
     absl::StatusOr<std::string> id = ExchangeUniqueId(store, ForRank(2, &made));
     REQUIRE(id.status().code() == absl::StatusCode::kAborted);
     CHECK_THAT(std::string(id.status().message()),
@@ -149,7 +148,7 @@ TEST_CASE("store failures keep their code and say which rank waited for what") {
 }
 
 TEST_CASE("rank 0 failing to make the id publishes nothing") {
-  FakeStore store;
+  RecordingStore store;
   UniqueIdExchange exchange;
   exchange.rank = 0;
   exchange.id_bytes = kIdBytes;

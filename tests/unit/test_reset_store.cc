@@ -1,5 +1,6 @@
-// The reset path's ring bootstrap: DaemonStore reads every peer's address in
-// one KvGet (not one per peer), and Gloo contexts tear down cleanly, also
+// The reset path's ring bootstrap: Gloo's store over the daemon's keys
+// (GlooKvStore over DaemonKvStore) reads every peer's address in one KvGet
+// (not one per peer), and Gloo contexts tear down cleanly, also
 // when their connect failed. Runs against KvDaemon, an in-test key-value
 // WorkerService on a loopback port that counts the calls it serves.
 #include <atomic>
@@ -20,7 +21,8 @@
 #include "horovodd.grpc.pb.h"
 #include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/runtime/daemon_client.h"
-#include "worker_runtime/runtime/daemon_store.h"
+#include "worker_runtime/runtime/daemon_kv_store.h"
+#include "worker_runtime/store/gloo_kv_store.h"
 
 namespace horovodd {
 namespace {
@@ -96,11 +98,14 @@ class KvDaemon final : public v1::WorkerService::Service {
   std::map<int64_t, std::map<std::string, std::string>> kv_;
 };
 
-TEST_CASE("DaemonStore answers gets of keys its wait already read without asking again") {
+TEST_CASE("The daemon-backed Gloo store answers gets of keys its wait already read without "
+          "asking again") {
   KvDaemon daemon;
   auto client = daemon.Client(0);
-  internal::DaemonStore writer(*client, 1, absl::Seconds(60));
-  internal::DaemonStore reader(*client, 1, absl::Seconds(60));
+  internal::DaemonKvStore writer_keys(*client, 1);
+  internal::DaemonKvStore reader_keys(*client, 1);
+  internal::GlooKvStore writer(writer_keys, absl::Seconds(60));
+  internal::GlooKvStore reader(reader_keys, absl::Seconds(60));
   writer.set("a", {'1'});
   writer.set("b", {'\0', '2'});
 
@@ -155,9 +160,7 @@ TEST_CASE("A ring connects through the daemon with one key write and one key rea
   // Aborting one and dropping all (with their devices) neither hangs nor
   // touches a freed handler; an aborted context says so.
   internal::AbortGlooContext(**results[0].ring);
-  auto* ours = dynamic_cast<internal::GlooContext*>(results[0].ring->get());
-  REQUIRE(ours != nullptr);
-  CHECK(ours->health().code() == absl::StatusCode::kAborted);
+  CHECK((*results[0].ring)->health().code() == absl::StatusCode::kAborted);
   for (auto& result : results) result.ring->reset();
 }
 

@@ -13,7 +13,8 @@
 #include "fake_daemon.h"
 #include "horovodd/horovodd.h"
 #include "worker_runtime/runtime/daemon_client.h"
-#include "worker_runtime/runtime/daemon_store.h"
+#include "worker_runtime/runtime/daemon_kv_store.h"
+#include "worker_runtime/store/gloo_kv_store.h"
 #include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd {
@@ -52,12 +53,13 @@ TEST_CASE("Init outside a horovodd job names the missing variable") {
 }
 
 
-TEST_CASE("DaemonStore sets, waits for and gets keys through the daemon") {
+TEST_CASE("The daemon-backed Gloo store sets, waits for and gets keys through the daemon") {
   testing::FakeDaemon daemon(1);
   auto client = internal::DaemonClient::Create(daemon.ClientOptions(0));
   REQUIRE(client.ok());
-  internal::DaemonStore writer(**client, 1, absl::Seconds(60));
-  internal::DaemonStore reader(**client, 1, absl::Seconds(60));
+  internal::DaemonKvStore keys(**client, 1);
+  internal::GlooKvStore writer(keys, absl::Seconds(60));
+  internal::GlooKvStore reader(keys, absl::Seconds(60));
 
   std::thread late_writer([&] { writer.set("late", {'o', 'k'}); });
   reader.wait({"late"});
@@ -68,7 +70,7 @@ TEST_CASE("DaemonStore sets, waits for and gets keys through the daemon") {
   CHECK(reader.get("addr") == std::vector<char>{'\0', 'x'});
 
   SECTION("a key that never comes times out with an I/O error naming it") {
-    internal::DaemonStore impatient(**client, 1, absl::Milliseconds(200));
+    internal::GlooKvStore impatient(keys, absl::Milliseconds(200));
     try {
       impatient.wait({"never"}, std::chrono::milliseconds(200));
       FAIL("wait returned without the key");

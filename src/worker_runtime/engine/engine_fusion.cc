@@ -71,14 +71,14 @@ absl::Status RunAllreduce(const Batch& batch, const RingRunner& ring, FusionBuff
   if (batch.requests.size() > 1) options.name = BatchName(batch);
   if (TensorCount(batch) == 1) {  // in place, no copies
     TensorView only = first.tensors.front();
-    return ring([&](gloo::Context& c) { return Allreduce(c, only, options); });
+    return ring([&](GlooContext& c) { return Allreduce(c, only, options); });
   }
   const size_t bytes = TotalBytes(batch);
   const DType dtype = first.tensors.front().dtype;
   uint8_t* buffer = fusion.Reserve(bytes);
   Pack(batch, buffer);
   TensorView fused{buffer, dtype, {static_cast<int64_t>(bytes / DTypeSize(dtype))}, Device{}};
-  HVDD_RETURN_IF_ERROR(ring([&](gloo::Context& c) { return Allreduce(c, fused, options); }));
+  HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) { return Allreduce(c, fused, options); }));
   Unpack(batch, buffer);
   return absl::OkStatus();
 }
@@ -87,13 +87,13 @@ absl::Status RunBroadcast(const Batch& batch, const RingRunner& ring, FusionBuff
   const int root = batch.requests.front()->root;
   if (TensorCount(batch) == 1) {
     TensorView only = batch.requests.front()->tensors.front();
-    return ring([&](gloo::Context& c) { return Broadcast(c, only, root); });
+    return ring([&](GlooContext& c) { return Broadcast(c, only, root); });
   }
   const size_t bytes = TotalBytes(batch);
   uint8_t* buffer = fusion.Reserve(bytes);
   Pack(batch, buffer);
   TensorView fused{buffer, DType::kUInt8, {static_cast<int64_t>(bytes)}, Device{}};
-  HVDD_RETURN_IF_ERROR(ring([&](gloo::Context& c) { return Broadcast(c, fused, root); }));
+  HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) { return Broadcast(c, fused, root); }));
   Unpack(batch, buffer);
   return absl::OkStatus();
 }
@@ -136,7 +136,7 @@ absl::Status RunBatch(const Batch& batch, const RingRunner& ring, FusionBuffer& 
     case RequestKind::kAllgather: {
       const TensorView& input = batch.requests.front()->tensors.front();
       absl::StatusOr<Tensor> result;
-      HVDD_RETURN_IF_ERROR(ring([&](gloo::Context& c) {
+      HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) {
         result = Allgather(c, input);
         return result.status();
       }));

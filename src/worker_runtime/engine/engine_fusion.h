@@ -11,11 +11,10 @@
 #include <optional>
 #include <vector>
 
-#include <gloo/context.h>
-
 #include "absl/status/status.h"
 #include "horovodd/tensor.h"
 #include "worker_runtime/engine/engine_request.h"
+#include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/gpu/gpu_backend.h"  // RingRunner: Runtime::RunCollective's shape
 
 namespace horovodd::internal {

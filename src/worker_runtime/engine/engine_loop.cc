@@ -235,7 +235,7 @@ void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
   const std::optional<PredictedAllreduce> predicted = predictor_.prediction();
   std::optional<size_t> confirmed;  // index in taken_ of the predicted request, completed
   bool confirmed_in_band = false;   // with no negotiation this round
-  absl::Status status = ring([&](gloo::Context& context) -> absl::Status {
+  absl::Status status = ring([&](GlooContext& context) -> absl::Status {
     const Speculation how =
         predicted ? ChooseSpeculation(context, *predicted) : Speculation::kNone;
     if (how == Speculation::kInBand) {

@@ -251,23 +251,18 @@ NegotiationInFlight::NegotiationInFlight(std::unique_ptr<State> state)
 NegotiationInFlight::~NegotiationInFlight() = default;
 
 absl::StatusOr<std::unique_ptr<NegotiationInFlight>> NegotiationInFlight::Start(
-    gloo::Context& context, const std::vector<const Request*>& pending,
+    GlooContext& context, const std::vector<const Request*>& pending,
     int64_t fusion_threshold, const ResponseCache& cache) {
-  auto* ours = dynamic_cast<GlooContext*>(&context);
-  if (ours == nullptr) {
-    return absl::InvalidArgumentError(
-        "negotiation: the gloo context was not made by ConnectGlooContext");
-  }
   const int n = context.size;
   const int self = context.rank;
   const size_t bitset_bytes = BitsetBytes(cache.size());
   const size_t round_bytes = RoundBytes(cache);
-  NegotiationMailbox& mailbox = NegotiationMailbox::Of(*ours);
-  auto state = std::make_unique<State>(*ours, mailbox);
+  NegotiationMailbox& mailbox = NegotiationMailbox::Of(context);
+  auto state = std::make_unique<State>(context, mailbox);
   CollectiveScope& scope = state->scope;
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   if (!mailbox.posted()) {
-    HVDD_RETURN_IF_ERROR(mailbox.PostReceives(*ours, scope, round_bytes));
+    HVDD_RETURN_IF_ERROR(mailbox.PostReceives(context, scope, round_bytes));
   } else if (mailbox.round_bytes() != round_bytes) {
     // Peers size their messages from their caches too: ours no longer
     // matches what the last round left, so theirs may not either.
@@ -366,7 +361,7 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
   return result;
 }
 
-absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,
+absl::StatusOr<NegotiationResult> Negotiate(GlooContext& context,
                                             const std::vector<const Request*>& pending,
                                             int64_t fusion_threshold, ResponseCache& cache) {
   absl::StatusOr<std::unique_ptr<NegotiationInFlight>> round =

@@ -21,10 +21,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include <gloo/context.h>
-
 #include "absl/status/statusor.h"
 #include "worker_runtime/engine/engine_request.h"
+#include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::internal {
 
@@ -70,7 +69,7 @@ struct NegotiationResult {
 // Runs one round on `context` (made by ConnectGlooContext) with this rank's
 // pending requests and fusion threshold. Errors are the ring's (the context
 // is dead afterwards), or DATA_LOSS for a peer's message that does not parse.
-absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,
+absl::StatusOr<NegotiationResult> Negotiate(GlooContext& context,
                                             const std::vector<const Request*>& pending,
                                             int64_t fusion_threshold, ResponseCache& cache);
 
@@ -83,7 +82,7 @@ absl::StatusOr<NegotiationResult> Negotiate(gloo::Context& context,
 class NegotiationInFlight {
  public:
   static absl::StatusOr<std::unique_ptr<NegotiationInFlight>> Start(
-      gloo::Context& context, const std::vector<const Request*>& pending,
+      GlooContext& context, const std::vector<const Request*>& pending,
       int64_t fusion_threshold, const ResponseCache& cache);
   ~NegotiationInFlight();
   NegotiationInFlight(const NegotiationInFlight&) = delete;

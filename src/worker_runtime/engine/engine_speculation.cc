@@ -69,7 +69,7 @@ void AllreducePredictor::Reset() {
   prediction_.reset();
 }
 
-Speculation ChooseSpeculation(const gloo::Context& context, const PredictedAllreduce& predicted) {
+Speculation ChooseSpeculation(const GlooContext& context, const PredictedAllreduce& predicted) {
   const size_t on_copy_bytes =
       context.size == 2 ? kMaxSpeculativeBytesAtTwoRanks : kMaxCopiedSpeculativeBytes;
   if (predicted.nbytes() <= on_copy_bytes) return Speculation::kOnCopy;
@@ -78,7 +78,7 @@ Speculation ChooseSpeculation(const gloo::Context& context, const PredictedAllre
                                                                          : Speculation::kNone;
 }
 
-absl::Status StartPredictedOnCopy(gloo::Context& context, const PredictedAllreduce& predicted,
+absl::Status StartPredictedOnCopy(GlooContext& context, const PredictedAllreduce& predicted,
                                   const std::vector<Request>& taken, FusionBuffer& fusion) {
   TensorView work = WorkIn(fusion, predicted);
   if (const Request* mine = FindPending(taken, predicted.name, predicted.descriptor)) {
@@ -104,7 +104,7 @@ std::optional<size_t> FinishPredictedOnCopy(const PredictedAllreduce& predicted,
   return static_cast<size_t>(mine - taken.data());
 }
 
-absl::StatusOr<std::optional<size_t>> RunPredictedInBand(gloo::Context& context,
+absl::StatusOr<std::optional<size_t>> RunPredictedInBand(GlooContext& context,
                                                          const PredictedAllreduce& predicted,
                                                          const std::vector<Request>& taken,
                                                          FusionBuffer& fusion) {

@@ -42,14 +42,13 @@
 #include <string>
 #include <vector>
 
-#include <gloo/context.h>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "horovodd/tensor.h"
 #include "worker_runtime/engine/engine_fusion.h"
 #include "worker_runtime/engine/engine_negotiation.h"
 #include "worker_runtime/engine/engine_request.h"
+#include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::internal {
 
@@ -98,12 +97,12 @@ class AllreducePredictor {
 // How a round on `context` speculates on `predicted` (the same answer on
 // every rank: it depends on the size and the number of ranks only).
 enum class Speculation { kNone, kOnCopy, kInBand };
-Speculation ChooseSpeculation(const gloo::Context& context, const PredictedAllreduce& predicted);
+Speculation ChooseSpeculation(const GlooContext& context, const PredictedAllreduce& predicted);
 
 // kOnCopy, while the round's negotiation is in flight: reduces `predicted`
 // into `fusion`, from this rank's tensor when `taken` holds the request with
 // the predicted descriptor (the tensor is only read), from zeros when not.
-absl::Status StartPredictedOnCopy(gloo::Context& context, const PredictedAllreduce& predicted,
+absl::Status StartPredictedOnCopy(GlooContext& context, const PredictedAllreduce& predicted,
                                   const std::vector<Request>& taken, FusionBuffer& fusion);
 
 // After StartPredictedOnCopy and the round's negotiation, on every rank: when
@@ -121,7 +120,7 @@ std::optional<size_t> FinishPredictedOnCopy(const PredictedAllreduce& predicted,
 // zeros in `fusion`. When every rank was ready the request is done: returns
 // its index in `taken`. Else nothing was written, on every rank, and the
 // round negotiates as usual.
-absl::StatusOr<std::optional<size_t>> RunPredictedInBand(gloo::Context& context,
+absl::StatusOr<std::optional<size_t>> RunPredictedInBand(GlooContext& context,
                                                          const PredictedAllreduce& predicted,
                                                          const std::vector<Request>& taken,
                                                          FusionBuffer& fusion);

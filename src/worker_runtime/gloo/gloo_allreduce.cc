@@ -70,21 +70,20 @@ absl::Status DirectAllreduce(CollectiveScope& scope, const void* input, TensorVi
                              const AllreduceOptions& options) {
   const int n = scope.size();
   const size_t bytes = result.nbytes();
-  absl::StatusOr<CollectiveScope::Scratch> all = scope.RegisterScratch(n * bytes);
-  if (!all.ok()) return all.status();
-  uint8_t* own = all->data + scope.rank() * bytes;
+  HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch all, scope.RegisterScratch(n * bytes));
+  uint8_t* own = all.data + scope.rank() * bytes;
   std::memcpy(own, input, bytes);
   if (options.prescale_factor != 1.0) {
     ScaleInPlace(result.dtype, own, result.numel(), options.prescale_factor);
   }
   std::vector<PeerRegion> from(n);
   for (int p = 0; p < n; ++p) from[p] = PeerRegion{p * bytes, bytes};
-  HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(all->buffer,
+  HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(all.buffer,
                                              std::vector<PeerRegion>(n, from[scope.rank()]),
-                                             all->buffer, from, Channel::kData));
-  std::memcpy(result.data, all->data, bytes);
+                                             all.buffer, from, Channel::kData));
+  std::memcpy(result.data, all.data, bytes);
   for (int p = 1; p < n; ++p) {
-    ReduceInto(result.dtype, options.op, result.data, all->data + p * bytes, result.numel());
+    ReduceInto(result.dtype, options.op, result.data, all.data + p * bytes, result.numel());
   }
   FinishReduction(result.dtype, options.op, result.data, result.numel(), n,
                   options.postscale_factor);
@@ -128,23 +127,20 @@ absl::StatusOr<PostedReduceScatter> PostReduceScatter(CollectiveScope& scope,
   PostedReduceScatter posted;
   posted.chunks = Chunks(input, n);
   const size_t own_bytes = posted.chunks[rank].bytes;
-  absl::StatusOr<gloo::transport::UnboundBuffer*> buffer =
-      scope.Register(input.data, input.nbytes());
-  if (!buffer.ok()) return buffer.status();
-  posted.input = *buffer;
+  HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* buffer,
+                        scope.Register(input.data, input.nbytes()));
+  posted.input = buffer;
   // Our own slot stays free for our own part, when FinishReduceScatter's
   // fold would overwrite it first.
-  absl::StatusOr<CollectiveScope::Scratch> parts = scope.RegisterScratch(n * own_bytes);
-  if (!parts.ok()) return parts.status();
-  posted.parts = parts->data;
+  HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch parts, scope.RegisterScratch(n * own_bytes));
+  posted.parts = parts.data;
   posted.slots.assign(n, nullptr);
   for (int p = 0; p < n && own_bytes > 0; ++p) {
     if (p == rank) continue;
-    absl::StatusOr<gloo::transport::UnboundBuffer*> slot =
-        scope.Register(posted.parts + p * own_bytes, own_bytes);
-    if (!slot.ok()) return slot.status();
-    posted.slots[p] = *slot;
-    HVDD_RETURN_IF_ERROR(scope.Recv(**slot, p, 0, own_bytes, Channel::kData));
+    HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* slot,
+                          scope.Register(posted.parts + p * own_bytes, own_bytes));
+    posted.slots[p] = slot;
+    HVDD_RETURN_IF_ERROR(scope.Recv(*slot, p, 0, own_bytes, Channel::kData));
   }
   for (int p = 0; p < n; ++p) {
     if (p == rank || posted.chunks[p].bytes == 0) continue;
@@ -216,9 +212,8 @@ absl::Status FinishReduceScatter(CollectiveScope& scope, const PostedReduceScatt
 // The whole reduce-scatter half: reduces the own chunk into `result`.
 absl::Status PairwiseReduceScatter(CollectiveScope& scope, const TensorView& input,
                                    uint8_t* result, const AllreduceOptions& options) {
-  absl::StatusOr<PostedReduceScatter> posted = PostReduceScatter(scope, input);
-  if (!posted.ok()) return posted.status();
-  return FinishReduceScatter(scope, *posted, input, result, options);
+  HVDD_ASSIGN_OR_RETURN(PostedReduceScatter posted, PostReduceScatter(scope, input));
+  return FinishReduceScatter(scope, posted, input, result, options);
 }
 
 // The allgather half's receives: every peer's chunk of the result into
@@ -232,10 +227,9 @@ absl::Status PairwiseReduceScatter(CollectiveScope& scope, const TensorView& inp
 absl::StatusOr<CollectiveScope::PostedExchange> PostAllgatherReceives(CollectiveScope& scope,
                                                                      TensorView output) {
   const int n = scope.size();
-  absl::StatusOr<gloo::transport::UnboundBuffer*> buffer =
-      scope.Register(output.data, output.nbytes());
-  if (!buffer.ok()) return buffer.status();
-  return scope.PostExchange(nullptr, std::vector<PeerRegion>(n), *buffer, Chunks(output, n),
+  HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* buffer,
+                        scope.Register(output.data, output.nbytes()));
+  return scope.PostExchange(nullptr, std::vector<PeerRegion>(n), buffer, Chunks(output, n),
                             Channel::kResult);
 }
 
@@ -248,12 +242,11 @@ absl::Status FinishAllgather(CollectiveScope& scope,
   const PeerRegion own = Chunks(output, n)[scope.rank()];
   uint8_t* own_place = Bytes(output.data) + own.offset;
   if (own_place != own_result && own.bytes > 0) std::memcpy(own_place, own_result, own.bytes);
-  absl::StatusOr<CollectiveScope::PostedExchange> sends = scope.PostExchange(
-      receives.recv, std::vector<PeerRegion>(n, own), nullptr, std::vector<PeerRegion>(n),
-      Channel::kResult);
-  if (!sends.ok()) return sends.status();
+  HVDD_ASSIGN_OR_RETURN(CollectiveScope::PostedExchange sends,
+                        scope.PostExchange(receives.recv, std::vector<PeerRegion>(n, own), nullptr,
+                                           std::vector<PeerRegion>(n), Channel::kResult));
   HVDD_RETURN_IF_ERROR(scope.WaitExchange(receives));
-  return scope.WaitExchange(*sends);
+  return scope.WaitExchange(sends);
 }
 
 // Gloo's ring, in place.
@@ -263,18 +256,17 @@ absl::Status RingAllreduce(CollectiveScope& scope, TensorView inout,
   if (options.prescale_factor != 1.0) {
     ScaleInPlace(inout.dtype, inout.data, count, options.prescale_factor);
   }
-  absl::StatusOr<gloo::transport::UnboundBuffer*> buffer =
-      scope.Register(inout.data, inout.nbytes());
-  if (!buffer.ok()) return buffer.status();
+  HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* buffer,
+                        scope.Register(inout.data, inout.nbytes()));
   const RingLayout layout(inout.dtype, EvenSplit(count, scope.size()));
-  HVDD_RETURN_IF_ERROR(RingReduceScatter(scope, **buffer, layout, options.op));
+  HVDD_RETURN_IF_ERROR(RingReduceScatter(scope, *buffer, layout, options.op));
   // Finish our chunk before sharing it, so every rank ends with the owner's
   // bits and the division runs once per element, not once per rank.
   const ElementRange mine = layout.chunk(scope.rank());
   FinishReduction(inout.dtype, options.op,
                   Bytes(inout.data) + mine.offset * layout.element_size(), mine.count,
                   scope.size(), options.postscale_factor);
-  return RingAllgather(scope, **buffer, layout);
+  return RingAllgather(scope, *buffer, layout);
 }
 
 // What every allreduce entry point checks before its transfers.
@@ -289,12 +281,10 @@ absl::Status CheckAllreduce(const CollectiveScope& scope, const std::string& lab
 // Every entry point's prologue: its scope, the checks, nothing to do for an
 // empty tensor; then body(scope, algorithm, label) does the rest.
 template <typename Body>
-absl::Status RunAllreduce(gloo::Context& context, const AllreduceOptions& options,
+absl::Status RunAllreduce(GlooContext& context, const AllreduceOptions& options,
                           const TensorView& tensor, Body body) {
   const std::string label = Label("allreduce", options.name);
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(CheckAllreduce(scope, label, tensor, options));
   if (tensor.numel() == 0) return absl::OkStatus();
   return body(scope, Choose(tensor, scope.size()), label);
@@ -302,7 +292,7 @@ absl::Status RunAllreduce(gloo::Context& context, const AllreduceOptions& option
 
 }  // namespace
 
-absl::Status Allreduce(gloo::Context& context, TensorView inout,
+absl::Status Allreduce(GlooContext& context, TensorView inout,
                        const AllreduceOptions& options) {
   return RunAllreduce(context, options, inout,
                       [&](CollectiveScope& scope, Algorithm algorithm,
@@ -314,12 +304,11 @@ absl::Status Allreduce(gloo::Context& context, TensorView inout,
         if (options.prescale_factor != 1.0) {
           ScaleInPlace(inout.dtype, inout.data, inout.numel(), options.prescale_factor);
         }
-        absl::StatusOr<CollectiveScope::PostedExchange> results =
-            PostAllgatherReceives(scope, inout);
-        if (!results.ok()) return results.status();
+        HVDD_ASSIGN_OR_RETURN(CollectiveScope::PostedExchange results,
+                              PostAllgatherReceives(scope, inout));
         uint8_t* own = Bytes(inout.data) + Chunks(inout, scope.size())[scope.rank()].offset;
         HVDD_RETURN_IF_ERROR(PairwiseReduceScatter(scope, inout, own, options));
-        return FinishAllgather(scope, *results, own, inout);
+        return FinishAllgather(scope, results, own, inout);
       }
       case Algorithm::kRing:
         return RingAllreduce(scope, inout, options);
@@ -333,7 +322,7 @@ bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
   return options.prescale_factor == 1.0 && Choose(tensor, ranks) == Algorithm::kPairwise;
 }
 
-absl::StatusOr<bool> AllreduceIfAllReady(gloo::Context& context, TensorView tensor, bool ready,
+absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,
                                          const AllreduceOptions& options) {
   bool all_ready = false;
   absl::Status status = RunAllreduce(context, options, tensor,
@@ -348,25 +337,23 @@ absl::StatusOr<bool> AllreduceIfAllReady(gloo::Context& context, TensorView tens
     // Every rank's word, to every peer, ahead of its parts: the parts are
     // in flight while the words cross, and no rank writes anything (the
     // reduction, the allgather) before it has heard every word.
-    absl::StatusOr<CollectiveScope::Scratch> words = scope.RegisterScratch(n);
-    if (!words.ok()) return words.status();
-    words->data[rank] = ready ? 1 : 0;
+    HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch words, scope.RegisterScratch(n));
+    words.data[rank] = ready ? 1 : 0;
     std::vector<PeerRegion> each_word(n);
     for (int p = 0; p < n; ++p) each_word[p] = PeerRegion{static_cast<size_t>(p), 1};
-    absl::StatusOr<CollectiveScope::PostedExchange> word_exchange =
-        scope.PostExchange(words->buffer, std::vector<PeerRegion>(n, each_word[rank]),
-                           words->buffer, each_word, Channel::kMetadata);
-    if (!word_exchange.ok()) return word_exchange.status();
-    absl::StatusOr<PostedReduceScatter> parts = PostReduceScatter(scope, tensor);
-    if (!parts.ok()) return parts.status();
-    HVDD_RETURN_IF_ERROR(scope.WaitExchange(*word_exchange));
-    all_ready = std::all_of(words->data, words->data + n, [](uint8_t w) { return w == 1; });
-    if (!all_ready) return FinishReduceScatter(scope, *parts, tensor, nullptr, options);
-    absl::StatusOr<CollectiveScope::PostedExchange> results = PostAllgatherReceives(scope, tensor);
-    if (!results.ok()) return results.status();
-    uint8_t* own = Bytes(tensor.data) + parts->chunks[rank].offset;
-    HVDD_RETURN_IF_ERROR(FinishReduceScatter(scope, *parts, tensor, own, options));
-    return FinishAllgather(scope, *results, own, tensor);
+    HVDD_ASSIGN_OR_RETURN(
+        CollectiveScope::PostedExchange word_exchange,
+        scope.PostExchange(words.buffer, std::vector<PeerRegion>(n, each_word[rank]), words.buffer,
+                           each_word, Channel::kMetadata));
+    HVDD_ASSIGN_OR_RETURN(PostedReduceScatter parts, PostReduceScatter(scope, tensor));
+    HVDD_RETURN_IF_ERROR(scope.WaitExchange(word_exchange));
+    all_ready = std::all_of(words.data, words.data + n, [](uint8_t w) { return w == 1; });
+    if (!all_ready) return FinishReduceScatter(scope, parts, tensor, nullptr, options);
+    HVDD_ASSIGN_OR_RETURN(CollectiveScope::PostedExchange results,
+                          PostAllgatherReceives(scope, tensor));
+    uint8_t* own = Bytes(tensor.data) + parts.chunks[rank].offset;
+    HVDD_RETURN_IF_ERROR(FinishReduceScatter(scope, parts, tensor, own, options));
+    return FinishAllgather(scope, results, own, tensor);
   });
   if (!status.ok()) return status;
   return all_ready;

@@ -19,6 +19,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_runtime/gloo/sigpipe_block.h"
 
 namespace horovodd::internal {
@@ -54,13 +55,13 @@ class LoopWaker final : public gloo::transport::tcp::Handler {
 
   // Holds (counted, so that nested holds are harmless).
   void Hold() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (holders_++ > 0) return;
     const uint64_t one = 1;
     [[maybe_unused]] ssize_t n = write(fd_, &one, sizeof(one));
   }
   void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (--holders_ > 0) return;
     uint64_t count = 0;
     [[maybe_unused]] ssize_t n = read(fd_, &count, sizeof(count));
@@ -75,8 +76,8 @@ class LoopWaker final : public gloo::transport::tcp::Handler {
   explicit LoopWaker(int fd) : fd_(fd) {}
 
   const int fd_;
-  std::mutex mu_;
-  int holders_ = 0;  // guarded by mu_
+  absl::Mutex mu_;
+  int holders_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 namespace {
@@ -104,7 +105,12 @@ GlooContext::GlooContext(int rank, int size, absl::Duration collective_timeout)
     : gloo::rendezvous::Context(rank, size), collective_timeout_(collective_timeout) {}
 
 GlooContext::~GlooContext() {
-  if (closer_.joinable()) closer_.join();
+  std::thread closer;
+  {
+    absl::MutexLock lock(&mu_);
+    closer = std::move(closer_);
+  }
+  if (closer.joinable()) closer.join();
   // Its buffers hold the transport context: they go before it does.
   attachment_.reset();
   if (waker_ == nullptr) return;
@@ -122,7 +128,7 @@ GlooContext::~GlooContext() {
 }
 
 absl::Status GlooContext::health() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return HealthLocked();
 }
 
@@ -134,7 +140,7 @@ absl::Status GlooContext::HealthLocked() const {
 }
 
 bool GlooContext::aborted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return aborted_;
 }
 
@@ -142,14 +148,14 @@ absl::StatusOr<std::unique_ptr<RegisteredBuffer>> GlooContext::RegisterBuffer(vo
                                                                               size_t bytes) {
   // Created outside the lock: Gloo takes its own locks here.
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer = createUnboundBuffer(data, bytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (aborted_ || !failure_.ok()) return HealthLocked();
   buffers_.insert(buffer.get());
   return std::unique_ptr<RegisteredBuffer>(new RegisteredBuffer(*this, std::move(buffer)));
 }
 
 void GlooContext::Unregister(gloo::transport::UnboundBuffer* buffer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   buffers_.erase(buffer);
 }
 
@@ -182,7 +188,7 @@ void GlooContext::ClosePairs() {
 }
 
 void GlooContext::Abort() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   aborted_ = true;
   for (gloo::transport::UnboundBuffer* buffer : buffers_) {
     buffer->abortWaitRecv();
@@ -191,8 +197,21 @@ void GlooContext::Abort() {
   StartClosingPairsLocked();
 }
 
-void GlooContext::ConnectFullMeshInParallel(gloo::rendezvous::Store& store,
-                                            std::shared_ptr<gloo::transport::Device>& device) {
+absl::Status GlooContext::ConnectFullMeshInParallel(
+    gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device>& device) {
+  try {
+    ConnectOrThrow(store, device);
+  } catch (const std::exception& e) {
+    std::string message = absl::StrCat("connecting gloo context (rank ", rank, " of ", size,
+                                       ") failed: ", e.what());
+    if (IsGlooTimeoutMessage(e.what())) return absl::DeadlineExceededError(message);
+    return absl::UnavailableError(message);
+  }
+  return absl::OkStatus();
+}
+
+void GlooContext::ConnectOrThrow(gloo::rendezvous::Store& store,
+                                 std::shared_ptr<gloo::transport::Device>& device) {
   std::shared_ptr<gloo::transport::Context> transport = device->createContext(rank, size);
   transport->setTimeout(getTimeout());
   // Owned from the start, so that the destructor also tears down (promptly,
@@ -239,12 +258,12 @@ void GlooContext::ConnectFullMeshInParallel(gloo::rendezvous::Store& store,
 }
 
 void GlooContext::MarkFailed(const absl::Status& failure) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (failure_.ok()) failure_ = failure;
   StartClosingPairsLocked();
 }
 
-absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(
+absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(
     gloo::rendezvous::Store& store, const ConnectOptions& options) {
   if (options.size < 1) {
     return absl::InvalidArgumentError(
@@ -276,24 +295,11 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(
 
   auto context = std::make_shared<GlooContext>(options.rank, options.size, options.timeout);
   context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
-  try {
-    context->ConnectFullMeshInParallel(store, device);
-  } catch (const std::exception& e) {
-    std::string message = absl::StrCat("connecting gloo context (rank ", options.rank, " of ",
-                                       options.size, ") failed: ", e.what());
-    if (IsGlooTimeoutMessage(e.what())) return absl::DeadlineExceededError(message);
-    return absl::UnavailableError(message);
-  }
-  return std::shared_ptr<gloo::Context>(std::move(context));
+  HVDD_RETURN_IF_ERROR(context->ConnectFullMeshInParallel(store, device));
+  return context;
 }
 
-void AbortGlooContext(gloo::Context& context) {
-  if (auto* ours = dynamic_cast<GlooContext*>(&context)) {
-    ours->Abort();
-    return;
-  }
-  context.closeConnections();
-}
+void AbortGlooContext(GlooContext& context) { context.Abort(); }
 
 bool IsGlooTimeoutMessage(const std::string& what) {
   const std::string lower = absl::AsciiStrToLower(what);

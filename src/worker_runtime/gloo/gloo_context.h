@@ -25,7 +25,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -35,8 +34,10 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "worker_runtime/gloo/scratch_pool.h"
 
@@ -123,9 +124,10 @@ class GlooContext final : public gloo::rendezvous::Context {
   // Gloo's connectFullMesh, but connecting every pair at once: one store
   // wait for all peers' addresses instead of one per peer, then one thread
   // per pair, so a ring of n ranks connects in about one connect's time
-  // rather than n - 1 of them in a row. Throws what Gloo throws.
-  void ConnectFullMeshInParallel(gloo::rendezvous::Store& store,
-                                 std::shared_ptr<gloo::transport::Device>& device);
+  // rather than n - 1 of them in a row. What Gloo (or the store) throws stops
+  // here: a timeout is DEADLINE_EXCEEDED, any other failure UNAVAILABLE.
+  absl::Status ConnectFullMeshInParallel(gloo::rendezvous::Store& store,
+                                         std::shared_ptr<gloo::transport::Device>& device);
 
   // Records that a collective failed and starts closing every pair in the
   // background: a failed context is never reused, and closing makes the
@@ -135,11 +137,14 @@ class GlooContext final : public gloo::rendezvous::Context {
 
  private:
   friend class RegisteredBuffer;
-  void Unregister(gloo::transport::UnboundBuffer* buffer);
-  absl::Status HealthLocked() const;
+  void Unregister(gloo::transport::UnboundBuffer* buffer) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status HealthLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Once: closing the pairs waits for the device loop once per pair, which
   // the failing collective and the rejoin after it need not wait for.
-  void StartClosingPairsLocked();
+  void StartClosingPairsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Connecting, with Gloo's exceptions still flying.
+  void ConnectOrThrow(gloo::rendezvous::Store& store,
+                      std::shared_ptr<gloo::transport::Device>& device);
   void ClosePairs();
 
   const absl::Duration collective_timeout_;
@@ -150,28 +155,29 @@ class GlooContext final : public gloo::rendezvous::Context {
   // Set once connecting starts; makes closing pairs prompt.
   std::unique_ptr<LoopWaker> waker_;
 
-  mutable std::mutex mu_;
-  bool aborted_ = false;                                          // guarded by mu_
-  absl::Status failure_;                                          // guarded by mu_
-  std::unordered_set<gloo::transport::UnboundBuffer*> buffers_;  // guarded by mu_
-  // Closes the pairs once the context failed or was aborted; joined by the
-  // destructor before anything it uses goes.
-  std::thread closer_;          // started under mu_
-  bool closed_inline_ = false;  // guarded by mu_; no thread could be started
+  // Abort() and MarkFailed() come from any thread; collectives read health.
+  mutable absl::Mutex mu_;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  std::unordered_set<gloo::transport::UnboundBuffer*> buffers_ ABSL_GUARDED_BY(mu_);
+  // Closes the pairs once the context failed or was aborted; started under
+  // mu_, joined by the destructor (alone by then) before anything it uses goes.
+  std::thread closer_ ABSL_GUARDED_BY(mu_);
+  bool closed_inline_ ABSL_GUARDED_BY(mu_) = false;  // no thread could be started
 };
 
 // Builds a full-mesh Gloo TCP context through `store`, which the caller has
 // scoped to one rendezvous round (e.g. a gloo::rendezvous::PrefixStore).
-// The result's dynamic type is GlooContext. Bad options: INVALID_ARGUMENT;
-// a timeout: DEADLINE_EXCEEDED; other connect failures: UNAVAILABLE.
-absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGlooContext(
+// Bad options: INVALID_ARGUMENT; a timeout: DEADLINE_EXCEEDED; other connect
+// failures: UNAVAILABLE.
+absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(
     gloo::rendezvous::Store& store, const ConnectOptions& options);
 
 // Makes collectives blocked on `context` in other threads return ABORTED
 // promptly, and every later one return ABORTED at once. Used when the daemon
 // says the generation is superseded. Safe from any thread, more than once.
-// A context not made by ConnectGlooContext only gets its pairs closed.
-void AbortGlooContext(gloo::Context& context);
+// The same as context.Abort().
+void AbortGlooContext(GlooContext& context);
 
 // True for the messages Gloo gives its timeouts ("Timed out waiting ...",
 // "Connect timeout", "Read timeout", "Wait timeout for key(s)"): Gloo

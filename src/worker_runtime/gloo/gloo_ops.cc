@@ -26,27 +26,25 @@ absl::StatusOr<std::vector<ArgumentHeader>> ExchangeHeaders(
     CollectiveScope& scope, const std::vector<ArgumentHeader>& to_each) {
   const int n = scope.size();
   constexpr size_t kBytes = ArgumentHeader::kWords * sizeof(int64_t);
-  absl::StatusOr<CollectiveScope::Scratch> outgoing = scope.RegisterScratch(n * kBytes);
-  if (!outgoing.ok()) return outgoing.status();
-  absl::StatusOr<CollectiveScope::Scratch> incoming = scope.RegisterScratch(n * kBytes);
-  if (!incoming.ok()) return incoming.status();
+  HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch outgoing, scope.RegisterScratch(n * kBytes));
+  HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch incoming, scope.RegisterScratch(n * kBytes));
 
   std::vector<PeerRegion> regions(n);
   std::array<int64_t, ArgumentHeader::kWords> words;
   for (int peer = 0; peer < n; ++peer) {
     regions[peer] = PeerRegion{peer * kBytes, kBytes};
     to_each[peer].Encode(words.data());
-    std::memcpy(outgoing->data + peer * kBytes, words.data(), kBytes);
+    std::memcpy(outgoing.data + peer * kBytes, words.data(), kBytes);
   }
-  HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(outgoing->buffer, regions, incoming->buffer,
-                                             regions, Channel::kMetadata));
+  HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(outgoing.buffer, regions, incoming.buffer, regions,
+                                             Channel::kMetadata));
   std::vector<ArgumentHeader> from_each(n);
   for (int peer = 0; peer < n; ++peer) {
     if (peer == scope.rank()) {
       from_each[peer] = to_each[peer];
       continue;
     }
-    std::memcpy(words.data(), incoming->data + peer * kBytes, kBytes);
+    std::memcpy(words.data(), incoming.data + peer * kBytes, kBytes);
     from_each[peer] = ArgumentHeader::Decode(words.data());
   }
   return from_each;
@@ -66,27 +64,25 @@ std::vector<PeerRegion> RowBlocks(const std::vector<int64_t>& rows, size_t row_b
 
 }  // namespace
 
-absl::StatusOr<Tensor> Allgather(gloo::Context& context, const TensorView& input) {
+absl::StatusOr<Tensor> Allgather(GlooContext& context, const TensorView& input) {
   const std::string label = "allgather";
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
   Tensor output;
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   absl::Status own_error = CheckTensor(label, input);
   if (own_error.ok()) own_error = NeedsDimension(label, input);
 
   const int n = scope.size();
-  absl::StatusOr<std::vector<ArgumentHeader>> headers = ExchangeHeaders(
-      scope, std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok())));
-  if (!headers.ok()) return headers.status();
-  HVDD_RETURN_IF_ERROR(
-      CheckAgreement(label, *headers, own_error, ShapeRule::kSameTrailingDims));
+  HVDD_ASSIGN_OR_RETURN(
+      std::vector<ArgumentHeader> headers,
+      ExchangeHeaders(
+          scope, std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok()))));
+  HVDD_RETURN_IF_ERROR(CheckAgreement(label, headers, own_error, ShapeRule::kSameTrailingDims));
 
   std::vector<int64_t> rows(n);
   int64_t total_rows = 0;
   for (int r = 0; r < n; ++r) {
-    rows[r] = (*headers)[r].shape[0];
+    rows[r] = headers[r].shape[0];
     total_rows += rows[r];
   }
   std::vector<int64_t> shape = input.shape;
@@ -98,19 +94,16 @@ absl::StatusOr<Tensor> Allgather(gloo::Context& context, const TensorView& input
       RowBlocks(rows, static_cast<size_t>(input.row_numel()) * DTypeSize(input.dtype));
   const PeerRegion& mine = blocks[scope.rank()];
   if (mine.bytes > 0) std::memcpy(Bytes(output.data()) + mine.offset, input.data, mine.bytes);
-  absl::StatusOr<gloo::transport::UnboundBuffer*> buffer =
-      scope.Register(output.data(), output.nbytes());
-  if (!buffer.ok()) return buffer.status();
-  HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(*buffer, std::vector<PeerRegion>(n, mine), *buffer,
+  HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* buffer,
+                        scope.Register(output.data(), output.nbytes()));
+  HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(buffer, std::vector<PeerRegion>(n, mine), buffer,
                                              blocks, Channel::kData));
   return output;
 }
 
-absl::Status Broadcast(gloo::Context& context, TensorView inout, int root) {
+absl::Status Broadcast(GlooContext& context, TensorView inout, int root) {
   const std::string label = "broadcast";
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   HVDD_RETURN_IF_ERROR(CheckTensor(label, inout));
   const int n = scope.size();
@@ -121,8 +114,7 @@ absl::Status Broadcast(gloo::Context& context, TensorView inout, int root) {
   const size_t bytes = inout.nbytes();
   if (bytes == 0 || n == 1) return absl::OkStatus();
 
-  absl::StatusOr<gloo::transport::UnboundBuffer*> buffer = scope.Register(inout.data, bytes);
-  if (!buffer.ok()) return buffer.status();
+  HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* buffer, scope.Register(inout.data, bytes));
   // Binomial tree over ranks relative to root: receive from the parent
   // (clear our lowest set bit), then send to children, largest subtree first.
   const int relative = (scope.rank() - root + n) % n;
@@ -130,29 +122,27 @@ absl::Status Broadcast(gloo::Context& context, TensorView inout, int root) {
   for (; mask < n; mask <<= 1) {
     if ((relative & mask) == 0) continue;
     const int parent = (relative - mask + root) % n;
-    HVDD_RETURN_IF_ERROR(scope.Recv(**buffer, parent, 0, bytes, Channel::kData));
-    HVDD_RETURN_IF_ERROR(scope.WaitRecv(**buffer));
+    HVDD_RETURN_IF_ERROR(scope.Recv(*buffer, parent, 0, bytes, Channel::kData));
+    HVDD_RETURN_IF_ERROR(scope.WaitRecv(*buffer));
     break;
   }
   int sends = 0;
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (relative + mask >= n) continue;
     HVDD_RETURN_IF_ERROR(
-        scope.Send(**buffer, (relative + mask + root) % n, 0, bytes, Channel::kData));
+        scope.Send(*buffer, (relative + mask + root) % n, 0, bytes, Channel::kData));
     ++sends;
   }
-  for (int i = 0; i < sends; ++i) HVDD_RETURN_IF_ERROR(scope.WaitSend(**buffer));
+  for (int i = 0; i < sends; ++i) HVDD_RETURN_IF_ERROR(scope.WaitSend(*buffer));
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> Alltoall(gloo::Context& context, const TensorView& input,
+absl::StatusOr<Tensor> Alltoall(GlooContext& context, const TensorView& input,
                                 const std::vector<int64_t>& splits,
                                 std::vector<int64_t>* received_splits) {
   const std::string label = "alltoall";
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
   Tensor output;
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   const int n = scope.size();
   absl::Status own_error = CheckTensor(label, input);
@@ -168,15 +158,13 @@ absl::StatusOr<Tensor> Alltoall(gloo::Context& context, const TensorView& input,
 
   std::vector<ArgumentHeader> to_each(n, ArgumentHeader::Describe(input, own_error.ok()));
   for (int peer = 0; peer < n; ++peer) to_each[peer].extra = send_rows[peer];
-  absl::StatusOr<std::vector<ArgumentHeader>> headers = ExchangeHeaders(scope, to_each);
-  if (!headers.ok()) return headers.status();
-  HVDD_RETURN_IF_ERROR(
-      CheckAgreement(label, *headers, own_error, ShapeRule::kSameTrailingDims));
+  HVDD_ASSIGN_OR_RETURN(std::vector<ArgumentHeader> headers, ExchangeHeaders(scope, to_each));
+  HVDD_RETURN_IF_ERROR(CheckAgreement(label, headers, own_error, ShapeRule::kSameTrailingDims));
 
   std::vector<int64_t> recv_rows(n);
   int64_t total_rows = 0;
   for (int r = 0; r < n; ++r) {
-    recv_rows[r] = (*headers)[r].extra;
+    recv_rows[r] = headers[r].extra;
     total_rows += recv_rows[r];
   }
   std::vector<int64_t> shape = input.shape;
@@ -195,30 +183,26 @@ absl::StatusOr<Tensor> Alltoall(gloo::Context& context, const TensorView& input,
   gloo::transport::UnboundBuffer* recv_buffer = nullptr;
   if (input.nbytes() > 0) {
     // Gloo only reads from a buffer it sends.
-    absl::StatusOr<gloo::transport::UnboundBuffer*> registered =
-        scope.Register(const_cast<void*>(input.data), input.nbytes());
-    if (!registered.ok()) return registered.status();
-    send_buffer = *registered;
+    HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* registered,
+                          scope.Register(const_cast<void*>(input.data), input.nbytes()));
+    send_buffer = registered;
   }
   if (output.nbytes() > 0) {
-    absl::StatusOr<gloo::transport::UnboundBuffer*> registered =
-        scope.Register(output.data(), output.nbytes());
-    if (!registered.ok()) return registered.status();
-    recv_buffer = *registered;
+    HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* registered,
+                          scope.Register(output.data(), output.nbytes()));
+    recv_buffer = registered;
   }
   HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(send_buffer, to, recv_buffer, from, Channel::kData));
   if (received_splits != nullptr) *received_splits = std::move(recv_rows);
   return output;
 }
 
-absl::StatusOr<Tensor> Reducescatter(gloo::Context& context, const TensorView& input,
+absl::StatusOr<Tensor> Reducescatter(GlooContext& context, const TensorView& input,
                                      ReduceOp op, double prescale_factor,
                                      double postscale_factor) {
   const std::string label = "reducescatter";
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
   Tensor output;
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   absl::Status own_error = CheckTensor(label, input);
   if (own_error.ok()) own_error = NeedsDimension(label, input);
@@ -226,10 +210,11 @@ absl::StatusOr<Tensor> Reducescatter(gloo::Context& context, const TensorView& i
   if (own_error.ok()) own_error = CheckScaleFactor(label, "postscale_factor", postscale_factor);
 
   const int n = scope.size();
-  absl::StatusOr<std::vector<ArgumentHeader>> headers = ExchangeHeaders(
-      scope, std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok())));
-  if (!headers.ok()) return headers.status();
-  HVDD_RETURN_IF_ERROR(CheckAgreement(label, *headers, own_error, ShapeRule::kSameShape));
+  HVDD_ASSIGN_OR_RETURN(
+      std::vector<ArgumentHeader> headers,
+      ExchangeHeaders(
+          scope, std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok()))));
+  HVDD_RETURN_IF_ERROR(CheckAgreement(label, headers, own_error, ShapeRule::kSameShape));
 
   const std::vector<int64_t> rows = EvenSplit(input.shape[0], n);
   std::vector<int64_t> shape = input.shape;
@@ -238,46 +223,42 @@ absl::StatusOr<Tensor> Reducescatter(gloo::Context& context, const TensorView& i
   if (input.nbytes() == 0) return output;
 
   // The ring reduces in place, and the input is the caller's: work on a copy.
-  absl::StatusOr<CollectiveScope::Scratch> work = scope.RegisterScratch(input.nbytes());
-  if (!work.ok()) return work.status();
-  std::memcpy(work->data, input.data, input.nbytes());
+  HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch work, scope.RegisterScratch(input.nbytes()));
+  std::memcpy(work.data, input.data, input.nbytes());
   if (prescale_factor != 1.0) {
-    ScaleInPlace(input.dtype, work->data, input.numel(), prescale_factor);
+    ScaleInPlace(input.dtype, work.data, input.numel(), prescale_factor);
   }
   std::vector<int64_t> elements(n);
   for (int r = 0; r < n; ++r) elements[r] = rows[r] * input.row_numel();
   const RingLayout layout(input.dtype, std::move(elements));
-  HVDD_RETURN_IF_ERROR(RingReduceScatter(scope, *work->buffer, layout, op));
+  HVDD_RETURN_IF_ERROR(RingReduceScatter(scope, *work.buffer, layout, op));
 
   const ElementRange mine = layout.chunk(scope.rank());
   if (mine.count > 0) {
-    std::memcpy(output.data(), work->data + mine.offset * layout.element_size(),
+    std::memcpy(output.data(), work.data + mine.offset * layout.element_size(),
                 mine.count * layout.element_size());
     FinishReduction(input.dtype, op, output.data(), mine.count, n, postscale_factor);
   }
   return output;
 }
 
-absl::Status Barrier(gloo::Context& context) {
+absl::Status Barrier(GlooContext& context) {
   const std::string label = "barrier";
-  absl::StatusOr<GlooContext*> ours = OurContext(context, label);
-  if (!ours.ok()) return ours.status();
-  CollectiveScope scope(**ours, label);
+  CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   const int n = scope.size();
   if (n == 1) return absl::OkStatus();
   // Dissemination barrier: in round k, signal rank+2^k and hear from
   // rank-2^k; after ceil(log2 n) rounds everyone has heard from everyone.
-  absl::StatusOr<CollectiveScope::Scratch> tokens = scope.RegisterScratch(2);
-  if (!tokens.ok()) return tokens.status();
-  tokens->data[0] = 1;  // what is sent (any byte would do)
+  HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch tokens, scope.RegisterScratch(2));
+  tokens.data[0] = 1;  // what is sent (any byte would do)
   for (int distance = 1; distance < n; distance <<= 1) {
-    HVDD_RETURN_IF_ERROR(scope.Recv(*tokens->buffer, (scope.rank() - distance + n) % n, 1, 1,
-                                    Channel::kData));
     HVDD_RETURN_IF_ERROR(
-        scope.Send(*tokens->buffer, (scope.rank() + distance) % n, 0, 1, Channel::kData));
-    HVDD_RETURN_IF_ERROR(scope.WaitRecv(*tokens->buffer));
-    HVDD_RETURN_IF_ERROR(scope.WaitSend(*tokens->buffer));
+        scope.Recv(*tokens.buffer, (scope.rank() - distance + n) % n, 1, 1, Channel::kData));
+    HVDD_RETURN_IF_ERROR(
+        scope.Send(*tokens.buffer, (scope.rank() + distance) % n, 0, 1, Channel::kData));
+    HVDD_RETURN_IF_ERROR(scope.WaitRecv(*tokens.buffer));
+    HVDD_RETURN_IF_ERROR(scope.WaitSend(*tokens.buffer));
   }
   return absl::OkStatus();
 }

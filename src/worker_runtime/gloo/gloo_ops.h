@@ -27,18 +27,17 @@
 #include <cstdint>
 #include <vector>
 
-#include <gloo/context.h>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "horovodd/tensor.h"
+#include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::internal {
 
 // In place: every rank ends with op over all ranks' (prescaled) inout, then
 // postscaled. Average divides the sum by the size (integers truncate) before
 // the postscale.
-absl::Status Allreduce(gloo::Context& context, TensorView inout,
+absl::Status Allreduce(GlooContext& context, TensorView inout,
                        const AllreduceOptions& options);
 
 // An allreduce that confirms itself, for a caller that runs it before it
@@ -52,32 +51,32 @@ absl::Status Allreduce(gloo::Context& context, TensorView inout,
 // FAILED_PRECONDITION.
 bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
                              const AllreduceOptions& options);
-absl::StatusOr<bool> AllreduceIfAllReady(gloo::Context& context, TensorView tensor, bool ready,
+absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,
                                          const AllreduceOptions& options);
 
 // Ranks may contribute different first dimensions; the other dimensions and
 // the dtype must match. Result: the inputs concatenated in rank order.
-absl::StatusOr<Tensor> Allgather(gloo::Context& context, const TensorView& input);
+absl::StatusOr<Tensor> Allgather(GlooContext& context, const TensorView& input);
 
 // In place: every rank ends with root's inout.
-absl::Status Broadcast(gloo::Context& context, TensorView inout, int root);
+absl::Status Broadcast(GlooContext& context, TensorView inout, int root);
 
 // splits[i] first-dimension rows go to rank i (empty splits: an equal split,
 // the first dimension must divide by the size). The result holds the rows
 // received, from rank 0 up; received_splits (optional) says how many came
 // from each rank.
-absl::StatusOr<Tensor> Alltoall(gloo::Context& context, const TensorView& input,
+absl::StatusOr<Tensor> Alltoall(GlooContext& context, const TensorView& input,
                                 const std::vector<int64_t>& splits,
                                 std::vector<int64_t>* received_splits);
 
 // Reduces inputs of equal shape across ranks, then rank r keeps rows
 // [offset_r, offset_r + count_r) of the first dimension: counts as even as
 // possible, the first (rows % size) ranks get one more (Horovod's rule).
-absl::StatusOr<Tensor> Reducescatter(gloo::Context& context, const TensorView& input,
+absl::StatusOr<Tensor> Reducescatter(GlooContext& context, const TensorView& input,
                                      ReduceOp op, double prescale_factor = 1.0,
                                      double postscale_factor = 1.0);
 
 // Returns once every rank has entered it.
-absl::Status Barrier(gloo::Context& context);
+absl::Status Barrier(GlooContext& context);
 
 }  // namespace horovodd::internal

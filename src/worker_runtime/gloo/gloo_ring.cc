@@ -85,8 +85,7 @@ absl::Status RingReduceScatter(CollectiveScope& scope, gloo::transport::UnboundB
   if (n == 1 || slot_bytes == 0) return absl::OkStatus();
 
   // Two receive slots: one being filled while the other is reduced.
-  absl::StatusOr<CollectiveScope::Scratch> incoming = scope.RegisterScratch(2 * slot_bytes);
-  if (!incoming.ok()) return incoming.status();
+  HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch incoming, scope.RegisterScratch(2 * slot_bytes));
   auto* data = static_cast<uint8_t*>(buffer.ptr);
 
   // Step k sends chunk rank-k-1 (holding k+1 contributions) and receives
@@ -100,9 +99,8 @@ absl::Status RingReduceScatter(CollectiveScope& scope, gloo::transport::UnboundB
   auto post = [&](int64_t index) -> absl::Status {
     const StepRanges step = ranges(index);
     if (step.recv.count > 0) {
-      HVDD_RETURN_IF_ERROR(scope.Recv(*incoming->buffer, Mod(rank - 1, n),
-                                      (index % 2) * slot_bytes, step.recv.count * element_size,
-                                      Channel::kData));
+      HVDD_RETURN_IF_ERROR(scope.Recv(*incoming.buffer, Mod(rank - 1, n), (index % 2) * slot_bytes,
+                                      step.recv.count * element_size, Channel::kData));
     }
     if (step.send.count > 0) {
       HVDD_RETURN_IF_ERROR(scope.Send(buffer, Mod(rank + 1, n), step.send.offset * element_size,
@@ -113,9 +111,9 @@ absl::Status RingReduceScatter(CollectiveScope& scope, gloo::transport::UnboundB
   auto complete = [&](int64_t index) -> absl::Status {
     const StepRanges step = ranges(index);
     if (step.recv.count > 0) {
-      HVDD_RETURN_IF_ERROR(scope.WaitRecv(*incoming->buffer));
+      HVDD_RETURN_IF_ERROR(scope.WaitRecv(*incoming.buffer));
       ReduceInto(layout.dtype(), op, data + step.recv.offset * element_size,
-                 incoming->data + (index % 2) * slot_bytes, step.recv.count);
+                 incoming.data + (index % 2) * slot_bytes, step.recv.count);
     }
     if (step.send.count > 0) HVDD_RETURN_IF_ERROR(scope.WaitSend(buffer));
     return absl::OkStatus();

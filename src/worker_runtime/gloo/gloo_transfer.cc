@@ -55,9 +55,8 @@ absl::StatusOr<gloo::transport::UnboundBuffer*> CollectiveScope::Register(void* 
 absl::StatusOr<CollectiveScope::Scratch> CollectiveScope::RegisterScratch(size_t bytes) {
   scratch_.push_back(context_.scratch_pool().Take(bytes));
   uint8_t* data = scratch_.back().data.get();
-  absl::StatusOr<gloo::transport::UnboundBuffer*> buffer = Register(data, bytes);
-  if (!buffer.ok()) return buffer.status();
-  return Scratch{data, *buffer};
+  HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* buffer, Register(data, bytes));
+  return Scratch{data, buffer};
 }
 
 uint64_t CollectiveScope::SlotFor(Channel channel) const {
@@ -139,9 +138,8 @@ absl::Status CollectiveScope::ExchangeWithAll(gloo::transport::UnboundBuffer* se
                                               gloo::transport::UnboundBuffer* recv,
                                               const std::vector<PeerRegion>& from,
                                               Channel channel) {
-  absl::StatusOr<PostedExchange> posted = PostExchange(send, to, recv, from, channel);
-  if (!posted.ok()) return posted.status();
-  return WaitExchange(*posted);
+  HVDD_ASSIGN_OR_RETURN(PostedExchange posted, PostExchange(send, to, recv, from, channel));
+  return WaitExchange(posted);
 }
 
 absl::StatusOr<CollectiveScope::PostedExchange> CollectiveScope::PostExchange(

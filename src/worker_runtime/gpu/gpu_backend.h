@@ -12,11 +12,10 @@
 #include <memory>
 #include <vector>
 
-#include <gloo/context.h>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "horovodd/tensor.h"
+#include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::internal {
 
@@ -54,7 +53,7 @@ class GpuBackend {
 // Runs a Gloo collective on the current generation's ring (for the worker
 // runtime: Runtime::RunCollective, which also maps a superseded generation to
 // ABORTED).
-using RingRunner =
-    std::function<absl::Status(const std::function<absl::Status(gloo::Context&)>&)>;
+using RingOp = std::function<absl::Status(GlooContext& ring)>;
+using RingRunner = std::function<absl::Status(const RingOp& op)>;
 
 }  // namespace horovodd::internal

@@ -37,7 +37,7 @@ class StagedBackend final : public GpuBackend {
   absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) override {
     absl::StatusOr<Staged> staged = Stage(OpLabel("allreduce", options.name), inout);
     if (!staged.ok()) return staged.status();
-    absl::Status status = ring_([&](gloo::Context& ring) {
+    absl::Status status = ring_([&](GlooContext& ring) {
       return internal::Allreduce(ring, staged->host.view(), options);
     });
     return status.ok() ? staged->CopyBack() : status;
@@ -47,7 +47,7 @@ class StagedBackend final : public GpuBackend {
     absl::StatusOr<Staged> staged = Stage("allgather", input);
     if (!staged.ok()) return staged.status();
     absl::StatusOr<Tensor> result;
-    absl::Status status = ring_([&](gloo::Context& ring) {
+    absl::Status status = ring_([&](GlooContext& ring) {
       result = internal::Allgather(ring, staged->host.view());
       return result.status();
     });
@@ -58,7 +58,7 @@ class StagedBackend final : public GpuBackend {
   absl::Status Broadcast(TensorView inout, int root) override {
     absl::StatusOr<Staged> staged = Stage("broadcast", inout);
     if (!staged.ok()) return staged.status();
-    absl::Status status = ring_([&](gloo::Context& ring) {
+    absl::Status status = ring_([&](GlooContext& ring) {
       return internal::Broadcast(ring, staged->host.view(), root);
     });
     return status.ok() ? staged->CopyBack() : status;
@@ -69,7 +69,7 @@ class StagedBackend final : public GpuBackend {
     absl::StatusOr<Staged> staged = Stage("alltoall", input);
     if (!staged.ok()) return staged.status();
     absl::StatusOr<Tensor> result;
-    absl::Status status = ring_([&](gloo::Context& ring) {
+    absl::Status status = ring_([&](GlooContext& ring) {
       result = internal::Alltoall(ring, staged->host.view(), splits, received_splits);
       return result.status();
     });
@@ -81,7 +81,7 @@ class StagedBackend final : public GpuBackend {
     absl::StatusOr<Staged> staged = Stage("reducescatter", input);
     if (!staged.ok()) return staged.status();
     absl::StatusOr<Tensor> result;
-    absl::Status status = ring_([&](gloo::Context& ring) {
+    absl::Status status = ring_([&](GlooContext& ring) {
       result = internal::Reducescatter(ring, staged->host.view(), op);
       return result.status();
     });

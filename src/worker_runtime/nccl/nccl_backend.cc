@@ -125,7 +125,7 @@ class NcclBackend final : public GpuBackend {
     min.op = ReduceOp::kMin;
     min.name = "agree on shrinking the NCCL communicator";
     absl::Status agreed = options_.ring(
-        [&](gloo::Context& ring) { return internal::Allreduce(ring, flag, min); });
+        [&](GlooContext& ring) { return internal::Allreduce(ring, flag, min); });
     if (!agreed.ok()) return agreed;
     if (can_shrink == 0) return nullptr;
     absl::StatusOr<std::unique_ptr<NcclComm>> child =

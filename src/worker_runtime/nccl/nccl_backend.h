@@ -14,7 +14,7 @@
 
 #include "absl/time/time.h"
 #include "worker_runtime/gpu/gpu_backend.h"
-#include "worker_runtime/gpu/unique_id_store.h"
+#include "worker_runtime/gpu/unique_id_exchange.h"
 
 namespace horovodd::internal {
 
@@ -24,7 +24,7 @@ struct NcclBackendOptions {
   int size = 1;
   absl::Duration timeout = absl::Seconds(30);
   // The generation's key-value namespace, for the unique id.
-  std::unique_ptr<UniqueIdStore> store;
+  std::unique_ptr<KvStore> store;
   // True once the daemon superseded the generation (see NcclCommOptions).
   std::function<bool()> should_abort;
   // Whether this generation may shrink an older one's communicator.

@@ -56,7 +56,7 @@ absl::Status CheckOptions(const NcclCommOptions& options) {
 NcclComm::NcclComm(NcclCommOptions options) : options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(NcclCommOptions options,
-                                                           UniqueIdStore& store) {
+                                                           KvStore& store) {
   if (absl::Status valid = CheckOptions(options); !valid.ok()) return valid;
   ScopedCudaDevice on(options.device);
   if (!on.status().ok()) return on.status();

@@ -35,7 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "worker_runtime/gpu/unique_id_store.h"
+#include "worker_runtime/gpu/unique_id_exchange.h"
 
 // ncclCommShrink appeared in NCCL 2.27.
 #define HVDD_NCCL_HAS_SHRINK (NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 3))
@@ -67,7 +67,7 @@ class NcclComm {
   // DEADLINE_EXCEEDED: a wait ran out; UNAVAILABLE: a peer or the network
   // failed; INTERNAL: CUDA or NCCL failed otherwise.
   static absl::StatusOr<std::unique_ptr<NcclComm>> Create(NcclCommOptions options,
-                                                          UniqueIdStore& store);
+                                                          KvStore& store);
   // Aborts the communicator (ncclCommAbort, never ncclCommDestroy: that may
   // wait for peers that are gone) and frees the stream and events.
   ~NcclComm();

@@ -1,7 +1,5 @@
 #include "worker_runtime/runtime/daemon_client.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -14,6 +12,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker_runtime/runtime/process_exit.h"
 
 namespace horovodd::internal {
 namespace {
@@ -61,8 +61,7 @@ void ExitForLostDaemon(const DaemonClientOptions& options) {
   std::fprintf(stderr, "horovodd: lost the daemon at %s for %s, exiting\n",
                options.address.c_str(),
                absl::FormatDuration(options.daemon_grace).c_str());
-  std::fflush(stderr);
-  _exit(1);
+  ExitProcess(ExitReason::kDaemonLost);
 }
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, const char* variable) {
@@ -85,9 +84,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
         std::tuple{&options.tls_cert_file, "HOROVODD_TLS_CERT", &ssl.pem_cert_chain},
         std::tuple{&options.tls_key_file, "HOROVODD_TLS_KEY", &ssl.pem_private_key}}) {
     if (path->empty()) continue;
-    absl::StatusOr<std::string> pem = ReadPem(*path, variable);
-    if (!pem.ok()) return pem.status();
-    *field = std::move(*pem);
+    HVDD_ASSIGN_OR_RETURN(*field, ReadPem(*path, variable));
   }
   return grpc::SslCredentials(ssl);
 }
@@ -115,9 +112,9 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
   // workers on one daemon.
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  auto credentials = ChannelCredentialsFor(options);
-  if (!credentials.ok()) return credentials.status();
-  auto channel = grpc::CreateCustomChannel(options.address, *credentials, args);
+  HVDD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                        ChannelCredentialsFor(options));
+  auto channel = grpc::CreateCustomChannel(options.address, credentials, args);
   return std::unique_ptr<DaemonClient>(new DaemonClient(std::move(options), channel));
 }
 
@@ -142,7 +139,7 @@ void DaemonClient::StartAttach() {
   if (started_ || stopping_) return;
   started_ = true;
   {
-    std::lock_guard<std::mutex> lock(contact_mu_);
+    absl::MutexLock lock(&contact_mu_);
     last_contact_ = absl::Now();
   }
   attach_thread_ = std::thread([this] { AttachLoop(); });
@@ -154,25 +151,26 @@ void DaemonClient::Stop() {
   if (started_) {
     // Reports first, while the stream still counts as contact.
     {
-      std::lock_guard<std::mutex> lock(report_mu_);
+      absl::MutexLock lock(&report_mu_);
       reporter_done_ = true;
       flush_deadline_ = absl::Now() + kReportDeadline;
+      report_cv_.SignalAll();
     }
-    report_cv_.notify_all();
     reporter_thread_.join();
   }
   {
-    std::lock_guard<std::mutex> lock(contact_mu_);
+    absl::MutexLock lock(&contact_mu_);
     stopping_ = true;
+    stop_cv_.SignalAll();
   }
-  stop_cv_.notify_all();
   {
-    // Taken so a Rendezvous between its check and its wait cannot miss this.
-    std::lock_guard<std::mutex> lock(rendezvous_mu_);
+    // Under the mutex, so a Rendezvous between its check and its wait cannot
+    // miss this.
+    absl::MutexLock lock(&rendezvous_mu_);
+    rendezvous_cv_.SignalAll();
   }
-  rendezvous_cv_.notify_all();
   {
-    std::lock_guard<std::mutex> lock(context_mu_);
+    absl::MutexLock lock(&context_mu_);
     if (stream_context_ != nullptr) stream_context_->TryCancel();
   }
   if (started_) {
@@ -183,24 +181,27 @@ void DaemonClient::Stop() {
 }
 
 bool DaemonClient::SleepUnlessStopping(absl::Duration d) {
-  std::unique_lock<std::mutex> lock(contact_mu_);
-  return !stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(d),
-                            [this] { return stopping_.load(); });
+  const absl::Time deadline = absl::Now() + d;
+  absl::MutexLock lock(&contact_mu_);
+  while (!stopping_) {
+    if (stop_cv_.WaitWithDeadline(&contact_mu_, deadline)) return !stopping_;
+  }
+  return false;
 }
 
 bool DaemonClient::SleepUntilNextHeartbeat(absl::Time last) {
-  std::unique_lock<std::mutex> lock(contact_mu_);
+  absl::MutexLock lock(&contact_mu_);
   while (!stopping_) {
-    // Read again on every wake-up: FollowHeartbeatInterval notifies.
-    const absl::Duration left = last + heartbeat_interval() - absl::Now();
-    if (left <= absl::ZeroDuration()) return true;
-    stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(left));
+    // Read again on every wake-up: FollowHeartbeatInterval signals.
+    const absl::Time next = last + heartbeat_interval();
+    if (absl::Now() >= next) return true;
+    stop_cv_.WaitWithDeadline(&contact_mu_, next);
   }
   return false;
 }
 
 void DaemonClient::MarkContact() {
-  std::lock_guard<std::mutex> lock(contact_mu_);
+  absl::MutexLock lock(&contact_mu_);
   last_contact_ = absl::Now();
 }
 
@@ -215,7 +216,7 @@ absl::StatusOr<v1::RendezvousResponse> DaemonClient::Rendezvous(
         "rendezvous before StartAttach: it is asked on the Attach stream");
   }
   {
-    std::lock_guard<std::mutex> lock(rendezvous_mu_);
+    absl::MutexLock lock(&rendezvous_mu_);
     v1::StreamRendezvous ask;
     ask.set_id(++rendezvous_id_);
     ask.set_after_generation(after_generation);
@@ -224,11 +225,11 @@ absl::StatusOr<v1::RendezvousResponse> DaemonClient::Rendezvous(
   }
   {
     // Without a stream now, the attach thread asks once it has one.
-    std::lock_guard<std::mutex> lock(write_mu_);
+    absl::MutexLock lock(&write_mu_);
     if (stream_ != nullptr) AskPendingRendezvousLocked();
   }
-  std::unique_lock<std::mutex> lock(rendezvous_mu_);
-  rendezvous_cv_.wait(lock, [this] { return stopping_ || rendezvous_answer_.has_value(); });
+  absl::MutexLock lock(&rendezvous_mu_);
+  while (!stopping_ && !rendezvous_answer_.has_value()) rendezvous_cv_.Wait(&rendezvous_mu_);
   if (!rendezvous_answer_.has_value()) {
     rendezvous_ask_.reset();
     return absl::CancelledError(absl::StrCat("rendezvous with the daemon at ", options_.address,
@@ -248,7 +249,7 @@ absl::StatusOr<v1::RendezvousResponse> DaemonClient::Rendezvous(
 void DaemonClient::AskPendingRendezvousLocked() {
   v1::WorkerMessage message;
   {
-    std::lock_guard<std::mutex> lock(rendezvous_mu_);
+    absl::MutexLock lock(&rendezvous_mu_);
     // Twice on one stream would make the daemon refuse the first as superseded.
     if (!rendezvous_ask_.has_value() || rendezvous_ask_->id() == asked_on_stream_) return;
     *message.mutable_rendezvous() = *rendezvous_ask_;
@@ -259,15 +260,13 @@ void DaemonClient::AskPendingRendezvousLocked() {
 }
 
 void DaemonClient::DeliverRendezvous(const v1::StreamRendezvousAnswer& answer, bool any_id) {
-  {
-    std::lock_guard<std::mutex> lock(rendezvous_mu_);
-    if (!rendezvous_ask_.has_value()) return;
-    // An answer to an earlier request (from before a reconnect) is stale.
-    if (!any_id && rendezvous_ask_->id() != answer.id()) return;
-    rendezvous_ask_.reset();
-    rendezvous_answer_ = answer;
-  }
-  rendezvous_cv_.notify_all();
+  absl::MutexLock lock(&rendezvous_mu_);
+  if (!rendezvous_ask_.has_value()) return;
+  // An answer to an earlier request (from before a reconnect) is stale.
+  if (!any_id && rendezvous_ask_->id() != answer.id()) return;
+  rendezvous_ask_.reset();
+  rendezvous_answer_ = answer;
+  rendezvous_cv_.SignalAll();
 }
 
 absl::Status DaemonClient::KvSet(int64_t generation, const std::string& key,
@@ -322,42 +321,38 @@ void DaemonClient::ReportCommit(int64_t generation, int64_t commit) {
   *report.mutable_who() = Identity();
   report.set_generation(generation);
   report.set_commit(commit);
-  {
-    std::lock_guard<std::mutex> lock(report_mu_);
-    pending_commit_ = std::move(report);
-  }
-  report_cv_.notify_one();
+  absl::MutexLock lock(&report_mu_);
+  pending_commit_ = std::move(report);
+  report_cv_.Signal();
 }
 
 void DaemonClient::ReportFailure(int64_t generation, std::string message) {
-  {
-    std::lock_guard<std::mutex> lock(report_mu_);
-    if (pending_failures_.size() >= kMaxPendingFailures) pending_failures_.pop_front();
-    pending_failures_.push_back({generation, std::move(message)});
-  }
-  report_cv_.notify_one();
+  absl::MutexLock lock(&report_mu_);
+  if (pending_failures_.size() >= kMaxPendingFailures) pending_failures_.pop_front();
+  pending_failures_.push_back({generation, std::move(message)});
+  report_cv_.Signal();
 }
 
 void DaemonClient::ReporterLoop() {
-  std::unique_lock<std::mutex> lock(report_mu_);
+  absl::MutexLock lock(&report_mu_);
   while (true) {
-    report_cv_.wait(lock, [this] {
-      return reporter_done_ || pending_commit_.has_value() || !pending_failures_.empty();
-    });
+    while (!reporter_done_ && !pending_commit_.has_value() && pending_failures_.empty()) {
+      report_cv_.Wait(&report_mu_);
+    }
     const absl::Time deadline = std::min(absl::Now() + kReportDeadline, flush_deadline_);
     // Failures first: they start the daemon's recovery.
     if (!pending_failures_.empty()) {
       PendingFailure failure = std::move(pending_failures_.front());
       pending_failures_.pop_front();
-      lock.unlock();
+      report_mu_.Unlock();
       SendFailure(failure, deadline);
-      lock.lock();
+      report_mu_.Lock();
     } else if (pending_commit_.has_value()) {
       v1::CommitReport report = std::move(*pending_commit_);
       pending_commit_.reset();
-      lock.unlock();
+      report_mu_.Unlock();
       SendCommit(report, deadline);
-      lock.lock();
+      report_mu_.Lock();
     } else {
       return;  // done and drained
     }
@@ -399,7 +394,7 @@ void DaemonClient::AttachLoop() {
 bool DaemonClient::RunOneStream() {
   grpc::ClientContext context;
   {
-    std::lock_guard<std::mutex> lock(context_mu_);
+    absl::MutexLock lock(&context_mu_);
     if (stopping_) return false;
     stream_context_ = &context;  // from here on Stop() can cancel it
   }
@@ -410,7 +405,7 @@ bool DaemonClient::RunOneStream() {
   bool read_to_end = false;
   if (stream->Write(hello)) {
     {
-      std::lock_guard<std::mutex> lock(write_mu_);
+      absl::MutexLock lock(&write_mu_);
       stream_ = stream.get();
       asked_on_stream_ = 0;
       AskPendingRendezvousLocked();
@@ -438,11 +433,11 @@ bool DaemonClient::RunOneStream() {
   // blocked on it and makes Finish return even if the daemon holds it open.
   if (!read_to_end) context.TryCancel();
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    absl::MutexLock lock(&write_mu_);
     stream_ = nullptr;
   }
   {
-    std::lock_guard<std::mutex> lock(context_mu_);
+    absl::MutexLock lock(&context_mu_);
     stream_context_ = nullptr;
   }
   const grpc::Status status = stream->Finish();
@@ -464,12 +459,10 @@ void DaemonClient::FollowHeartbeatInterval(int64_t interval_ms) {
                                                     absl::Milliseconds(1)));
   const int64_t interval_us = absl::ToInt64Microseconds(interval);
   if (heartbeat_interval_us_.load() == interval_us) return;
-  {
-    // Under the sleeper's mutex, so the heartbeat thread cannot miss it.
-    std::lock_guard<std::mutex> lock(contact_mu_);
-    heartbeat_interval_us_.store(interval_us);
-  }
-  stop_cv_.notify_all();
+  // Under the sleeper's mutex, so the heartbeat thread cannot miss it.
+  absl::MutexLock lock(&contact_mu_);
+  heartbeat_interval_us_.store(interval_us);
+  stop_cv_.SignalAll();
 }
 
 void DaemonClient::HeartbeatLoop() {
@@ -480,7 +473,7 @@ void DaemonClient::HeartbeatLoop() {
     last = absl::Now();
     bool sent = false;
     {
-      std::lock_guard<std::mutex> lock(write_mu_);
+      absl::MutexLock lock(&write_mu_);
       if (stream_ != nullptr) {
         v1::WorkerMessage message;
         message.mutable_heartbeat()->set_generation(current_generation_.load());
@@ -492,7 +485,7 @@ void DaemonClient::HeartbeatLoop() {
     if (sent && channel_->GetState(false) == GRPC_CHANNEL_READY) MarkContact();
     absl::Time last_contact;
     {
-      std::lock_guard<std::mutex> lock(contact_mu_);
+      absl::MutexLock lock(&contact_mu_);
       last_contact = last_contact_;
     }
     if (absl::Now() - last_contact > options_.daemon_grace) {

@@ -14,21 +14,22 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "horovodd.grpc.pb.h"
+#include "worker_runtime/runtime/daemon_connection.h"
 
 namespace horovodd::internal {
 
@@ -57,24 +58,25 @@ struct DaemonClientOptions {
   std::function<void(int64_t generation, bool abort)> on_message;
   // Runs once on the heartbeat thread when the daemon was out of reach for
   // daemon_grace. Unset: print "lost the daemon at ADDR for 30s, exiting" and
-  // _exit(1), so a worker never outlives its daemon.
+  // ExitProcess(ExitReason::kDaemonLost) (process_exit.h: _exit(1) unless a
+  // test replaced the hook), so a worker never outlives its daemon.
   std::function<void()> on_daemon_lost;
 };
 
-class DaemonClient {
+class DaemonClient final : public DaemonConnection {
  public:
   // Creates the channel (connecting lazily); starts no thread.
   static absl::StatusOr<std::unique_ptr<DaemonClient>> Create(DaemonClientOptions options);
-  ~DaemonClient();  // Stop()
+  ~DaemonClient() override;  // Stop()
 
   DaemonClient(const DaemonClient&) = delete;
   DaemonClient& operator=(const DaemonClient&) = delete;
 
   // Opens the Attach stream (hello first) and starts the background threads.
-  void StartAttach();
+  void StartAttach() override;
   // Sends what the reporter still holds (for 5 s at most), closes the stream
   // and joins the threads. Idempotent.
-  void Stop();
+  void Stop() override;
 
   // Waits as long as it takes for the first stable generation newer than
   // after_generation, asking on the Attach stream (StartAttach first): asks
@@ -82,23 +84,25 @@ class DaemonClient {
   // watchdog bounds that). Errors come back as the daemon sent them, a
   // refused Attach stream's too; CANCELLED once Stop() is called. One
   // caller at a time.
-  absl::StatusOr<v1::RendezvousResponse> Rendezvous(int64_t after_generation);
+  absl::StatusOr<v1::RendezvousResponse> Rendezvous(int64_t after_generation) override;
 
-  absl::Status KvSet(int64_t generation, const std::string& key, std::string value);
+  absl::Status KvSet(int64_t generation, const std::string& key, std::string value) override;
   // The values of all keys once all exist; DEADLINE_EXCEEDED if they do not
   // within `timeout`, ABORTED if the generation is superseded meanwhile.
   absl::StatusOr<std::vector<std::string>> KvGet(int64_t generation,
                                                  const std::vector<std::string>& keys,
-                                                 absl::Duration timeout);
+                                                 absl::Duration timeout) override;
 
   // Queued for the reporter thread; a newer commit replaces an unsent one.
-  void ReportCommit(int64_t generation, int64_t commit);
-  void ReportFailure(int64_t generation, std::string message);
+  void ReportCommit(int64_t generation, int64_t commit) override;
+  void ReportFailure(int64_t generation, std::string message) override;
 
   // The generation heartbeats carry (this worker's current one).
-  void set_current_generation(int64_t generation) { current_generation_ = generation; }
+  void set_current_generation(int64_t generation) override {
+    current_generation_ = generation;
+  }
   // The newest generation any DaemonMessage announced (0 before any).
-  int64_t newest_generation() const { return newest_generation_; }
+  int64_t newest_generation() const override { return newest_generation_; }
   // How often heartbeats go out now (see DaemonClientOptions::heartbeat_interval).
   absl::Duration heartbeat_interval() const {
     return absl::Microseconds(heartbeat_interval_us_.load());
@@ -118,22 +122,24 @@ class DaemonClient {
   void ReporterLoop();
   // One Attach stream from hello to its end; true if the daemon sent anything.
   bool RunOneStream();
-  // Writes the unanswered rendezvous request, if any, on stream_ (write_mu_
-  // held): each stream is asked once.
-  void AskPendingRendezvousLocked();
+  // Writes the unanswered rendezvous request, if any, on stream_: each
+  // stream is asked once.
+  void AskPendingRendezvousLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_)
+      ABSL_LOCKS_EXCLUDED(rendezvous_mu_);
   // Hands an answer read from the stream to the waiting Rendezvous call
   // (`any_id`: whatever request it waits for, e.g. the stream's refusal).
-  void DeliverRendezvous(const v1::StreamRendezvousAnswer& answer, bool any_id = false);
+  void DeliverRendezvous(const v1::StreamRendezvousAnswer& answer, bool any_id = false)
+      ABSL_LOCKS_EXCLUDED(rendezvous_mu_);
   void SendCommit(const v1::CommitReport& report, absl::Time deadline);
   void SendFailure(const PendingFailure& failure, absl::Time deadline);
-  void MarkContact();
+  void MarkContact() ABSL_LOCKS_EXCLUDED(contact_mu_);
   // Follows the interval a DaemonMessage names (0: it names none).
-  void FollowHeartbeatInterval(int64_t interval_ms);
+  void FollowHeartbeatInterval(int64_t interval_ms) ABSL_LOCKS_EXCLUDED(contact_mu_);
   // Sleeps up to `d` unless Stop() is called; false once stopping.
-  bool SleepUnlessStopping(absl::Duration d);
+  bool SleepUnlessStopping(absl::Duration d) ABSL_LOCKS_EXCLUDED(contact_mu_);
   // Sleeps until the current heartbeat interval has passed since `last`
   // (the interval may change meanwhile); false once stopping.
-  bool SleepUntilNextHeartbeat(absl::Time last);
+  bool SleepUntilNextHeartbeat(absl::Time last) ABSL_LOCKS_EXCLUDED(contact_mu_);
 
   const DaemonClientOptions options_;
   const std::shared_ptr<grpc::Channel> channel_;
@@ -145,36 +151,37 @@ class DaemonClient {
   std::atomic<bool> stopping_{false};
   bool started_ = false;  // owned by the caller of StartAttach/Stop
 
-  // The live stream: stream_ is set once the hello went out and is guarded
-  // by write_mu_ (held across a Write, which cancelling the context ends);
-  // stream_context_ is guarded by context_mu_ (held briefly) so Stop() can
-  // cancel the stream. The attach thread owns both objects.
-  std::mutex write_mu_;
-  AttachStream* stream_ = nullptr;
-  int64_t asked_on_stream_ = 0;  // the rendezvous id stream_ was asked; guarded by write_mu_
-  std::mutex context_mu_;
-  grpc::ClientContext* stream_context_ = nullptr;
+  // The live stream: stream_ is set once the hello went out; write_mu_ is
+  // held across a Write (which cancelling the context ends). stream_context_
+  // is under context_mu_ (held briefly) so Stop() can cancel the stream. The
+  // attach thread owns both objects. Order: write_mu_ before rendezvous_mu_.
+  absl::Mutex write_mu_;
+  AttachStream* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;
+  int64_t asked_on_stream_ ABSL_GUARDED_BY(write_mu_) = 0;  // the rendezvous id stream_ was asked
+  absl::Mutex context_mu_;
+  grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(context_mu_) = nullptr;
 
   // The rendezvous waiting for its answer: asked on every stream until
-  // answered (see Rendezvous).
-  std::mutex rendezvous_mu_;
-  std::condition_variable rendezvous_cv_;
-  int64_t rendezvous_id_ = 0;  // the latest request's; guarded by rendezvous_mu_
-  std::optional<v1::StreamRendezvous> rendezvous_ask_;  // guarded by rendezvous_mu_
-  std::optional<v1::StreamRendezvousAnswer> rendezvous_answer_;  // guarded by rendezvous_mu_
+  // answered (see Rendezvous). Stop() signals the CondVar under the mutex.
+  absl::Mutex rendezvous_mu_;
+  absl::CondVar rendezvous_cv_;
+  int64_t rendezvous_id_ ABSL_GUARDED_BY(rendezvous_mu_) = 0;  // the latest request's
+  std::optional<v1::StreamRendezvous> rendezvous_ask_ ABSL_GUARDED_BY(rendezvous_mu_);
+  std::optional<v1::StreamRendezvousAnswer> rendezvous_answer_ ABSL_GUARDED_BY(rendezvous_mu_);
 
-  // Guards last_contact_ and the stop/sleep condition; stopping_ is set under it.
-  std::mutex contact_mu_;
-  std::condition_variable stop_cv_;
-  absl::Time last_contact_;
+  // The stop/sleep condition: stopping_ is set, and the heartbeat interval
+  // changed, under contact_mu_, so a sleeper cannot miss either.
+  absl::Mutex contact_mu_;
+  absl::CondVar stop_cv_;
+  absl::Time last_contact_ ABSL_GUARDED_BY(contact_mu_);
 
-  // Guards the reporter's queue.
-  std::mutex report_mu_;
-  std::condition_variable report_cv_;
-  std::optional<v1::CommitReport> pending_commit_;
-  std::deque<PendingFailure> pending_failures_;
-  bool reporter_done_ = false;
-  absl::Time flush_deadline_ = absl::InfiniteFuture();  // set by Stop()
+  // The reporter's queue.
+  absl::Mutex report_mu_;
+  absl::CondVar report_cv_;
+  std::optional<v1::CommitReport> pending_commit_ ABSL_GUARDED_BY(report_mu_);
+  std::deque<PendingFailure> pending_failures_ ABSL_GUARDED_BY(report_mu_);
+  bool reporter_done_ ABSL_GUARDED_BY(report_mu_) = false;
+  absl::Time flush_deadline_ ABSL_GUARDED_BY(report_mu_) = absl::InfiniteFuture();  // set by Stop()
 
   std::thread attach_thread_;
   std::thread heartbeat_thread_;

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_runtime/engine/engine_loop.h"
 #include "worker_runtime/engine/engine_request.h"
 #include "worker_runtime/runtime/runtime.h"
@@ -45,8 +46,7 @@ absl::Status CheckTensors(const std::string& label, const std::vector<TensorView
           label, ": a group's tensors must share one dtype and device; got ",
           DTypeName(tensors.front().dtype), " and ", DTypeName(t.dtype)));
     }
-    absl::Status s = OnCuda(t) ? CheckTensorLayout(label, t) : CheckTensor(label, t);
-    if (!s.ok()) return s;
+    HVDD_RETURN_IF_ERROR(OnCuda(t) ? CheckTensorLayout(label, t) : CheckTensor(label, t));
   }
   return absl::OkStatus();
 }
@@ -135,9 +135,8 @@ absl::StatusOr<Handle> EnqueueAllgather(Runtime& runtime, std::string name, Tens
     request.kind = RequestKind::kOpaque;
     request.opaque_operation = "allgather";
     request.run = [&runtime, input](std::optional<Tensor>* output) {
-      absl::StatusOr<Tensor> result = runtime.gpu().Allgather(input);
-      if (!result.ok()) return result.status();
-      *output = *std::move(result);
+      HVDD_ASSIGN_OR_RETURN(Tensor result, runtime.gpu().Allgather(input));
+      *output = std::move(result);
       return absl::OkStatus();
     };
   }
@@ -201,18 +200,17 @@ absl::Status CheckEngineOptions(const EngineOptions& options) {
 
 absl::StatusOr<EngineOptions> EngineOptions::FromEnvironment() {
   EngineOptions options;
-  absl::StatusOr<double> threshold =
-      NumberEnv("HOROVOD_FUSION_THRESHOLD", static_cast<double>(options.fusion_threshold_bytes));
-  if (!threshold.ok()) return threshold.status();
-  options.fusion_threshold_bytes = static_cast<int64_t>(*threshold);
-  absl::StatusOr<double> cycle_ms =
-      NumberEnv("HOROVOD_CYCLE_TIME", absl::ToDoubleMilliseconds(options.cycle_time));
-  if (!cycle_ms.ok()) return cycle_ms.status();
-  if (*cycle_ms <= 0) {
+  HVDD_ASSIGN_OR_RETURN(
+      double threshold,
+      NumberEnv("HOROVOD_FUSION_THRESHOLD", static_cast<double>(options.fusion_threshold_bytes)));
+  options.fusion_threshold_bytes = static_cast<int64_t>(threshold);
+  HVDD_ASSIGN_OR_RETURN(double cycle_ms, NumberEnv("HOROVOD_CYCLE_TIME",
+                                                   absl::ToDoubleMilliseconds(options.cycle_time)));
+  if (cycle_ms <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("HOROVOD_CYCLE_TIME must be positive (milliseconds), got ", *cycle_ms));
+        absl::StrCat("HOROVOD_CYCLE_TIME must be positive (milliseconds), got ", cycle_ms));
   }
-  options.cycle_time = absl::Milliseconds(*cycle_ms);
+  options.cycle_time = absl::Milliseconds(cycle_ms);
   return options;
 }
 

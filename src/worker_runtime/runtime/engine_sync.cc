@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "horovodd/async.h"
 #include "horovodd/horovodd.h"
 #include "worker_runtime/gloo/gloo_ops.h"
@@ -38,7 +39,7 @@ absl::Status WaitFor(const absl::StatusOr<Handle>& handle) {
 // may send different first dimensions).
 template <typename Result>
 absl::Status RunAlone(Runtime& runtime, const char* operation, const TensorView* tensor,
-                      std::function<Result(gloo::Context&)> on_ring,
+                      std::function<Result(internal::GlooContext&)> on_ring,
                       std::function<Result(internal::GpuCollectives&)> on_gpu, Result* result) {
   const bool cuda = tensor != nullptr && tensor->device.type == DeviceType::kCUDA;
   auto run = [&runtime, cuda, &on_ring, &on_gpu, result](std::optional<Tensor>*) {
@@ -46,7 +47,7 @@ absl::Status RunAlone(Runtime& runtime, const char* operation, const TensorView*
       *result = on_gpu(runtime.gpu());
       return StatusOf(*result);
     }
-    return runtime.RunCollective([&](gloo::Context& ring) {
+    return runtime.RunCollective([&](internal::GlooContext& ring) {
       *result = on_ring(ring);
       return StatusOf(*result);
     });
@@ -67,10 +68,10 @@ absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) {
 absl::StatusOr<Tensor> Allgather(const TensorView& input) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("Allgather");
-  absl::StatusOr<Handle> handle =
-      internal::EnqueueAllgather(*runtime, SyncName("allgather", ""), input, /*urgent=*/true);
-  if (!handle.ok()) return handle.status();
-  return handle->TakeOutput();
+  HVDD_ASSIGN_OR_RETURN(
+      Handle handle,
+      internal::EnqueueAllgather(*runtime, SyncName("allgather", ""), input, /*urgent=*/true));
+  return handle.TakeOutput();
 }
 
 absl::Status Broadcast(TensorView inout, int root) {
@@ -87,7 +88,7 @@ absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64
   absl::StatusOr<Tensor> result = absl::UnknownError("alltoall did not run");
   absl::Status status = RunAlone<absl::StatusOr<Tensor>>(
       *runtime, "alltoall", &input,
-      [&](gloo::Context& ring) {
+      [&](internal::GlooContext& ring) {
         return internal::Alltoall(ring, input, splits, received_splits);
       },
       [&](internal::GpuCollectives& gpu) { return gpu.Alltoall(input, splits, received_splits); },
@@ -100,11 +101,10 @@ absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("Reducescatter");
   absl::StatusOr<Tensor> result = absl::UnknownError("reducescatter did not run");
-  absl::Status status = RunAlone<absl::StatusOr<Tensor>>(
+  HVDD_RETURN_IF_ERROR(RunAlone<absl::StatusOr<Tensor>>(
       *runtime, "reducescatter", &input,
-      [&](gloo::Context& ring) { return internal::Reducescatter(ring, input, op); },
-      [&](internal::GpuCollectives& gpu) { return gpu.Reducescatter(input, op); }, &result);
-  if (!status.ok()) return status;
+      [&](internal::GlooContext& ring) { return internal::Reducescatter(ring, input, op); },
+      [&](internal::GpuCollectives& gpu) { return gpu.Reducescatter(input, op); }, &result));
   return result;
 }
 
@@ -113,7 +113,8 @@ absl::Status Barrier() {
   if (runtime == nullptr) return NotInitialized("Barrier");
   absl::Status result;
   return RunAlone<absl::Status>(
-      *runtime, "barrier", nullptr, [](gloo::Context& ring) { return internal::Barrier(ring); },
+      *runtime, "barrier", nullptr,
+      [](internal::GlooContext& ring) { return internal::Barrier(ring); },
       [](internal::GpuCollectives&) { return absl::OkStatus(); }, &result);
 }
 

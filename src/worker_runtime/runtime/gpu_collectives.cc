@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_runtime/gpu/gpu_staging.h"
 #if HVDD_HAVE_NCCL
 #include "worker_runtime/nccl/nccl_backend.h"
@@ -16,7 +17,7 @@ GpuCollectives::~GpuCollectives() { LeaveGeneration(); }
 
 std::unique_ptr<GpuBackend> GpuCollectives::MakeBackend(int64_t generation, int rank, int size,
                                                         ShrinkPlan shrink,
-                                                        std::unique_ptr<UniqueIdStore> store) {
+                                                        std::unique_ptr<KvStore> store) {
 #if HVDD_HAVE_NCCL
   if (options_.operations == GpuOperations::kNccl) {
     NcclBackendOptions nccl;
@@ -39,7 +40,7 @@ std::unique_ptr<GpuBackend> GpuCollectives::MakeBackend(int64_t generation, int 
 
 void GpuCollectives::EnterGeneration(int64_t generation, int rank, int size,
                                      ShrinkPlan shrink,
-                                     std::unique_ptr<UniqueIdStore> store) {
+                                     std::unique_ptr<KvStore> store) {
   LeaveGeneration();
   generation_ = generation;
   backend_ = MakeBackend(generation, rank, size, std::move(shrink), std::move(store));
@@ -98,40 +99,33 @@ absl::Status GpuCollectives::Outcome(const absl::Status& status) const {
 }
 
 absl::Status GpuCollectives::Allreduce(TensorView inout, const AllreduceOptions& options) {
-  absl::StatusOr<GpuBackend*> backend = Backend("allreduce", inout);
-  if (!backend.ok()) return backend.status();
-  return Outcome((*backend)->Allreduce(inout, options));
+  HVDD_ASSIGN_OR_RETURN(GpuBackend* backend, Backend("allreduce", inout));
+  return Outcome(backend->Allreduce(inout, options));
 }
 
 absl::StatusOr<Tensor> GpuCollectives::Allgather(const TensorView& input) {
-  absl::StatusOr<GpuBackend*> backend = Backend("allgather", input);
-  if (!backend.ok()) return backend.status();
-  absl::StatusOr<Tensor> result = (*backend)->Allgather(input);
-  if (!result.ok()) return Outcome(result.status());
+  HVDD_ASSIGN_OR_RETURN(GpuBackend* backend, Backend("allgather", input));
+  HVDD_ASSIGN_OR_RETURN(Tensor result, backend->Allgather(input), Outcome(_.status()));
   return result;
 }
 
 absl::Status GpuCollectives::Broadcast(TensorView inout, int root) {
-  absl::StatusOr<GpuBackend*> backend = Backend("broadcast", inout);
-  if (!backend.ok()) return backend.status();
-  return Outcome((*backend)->Broadcast(inout, root));
+  HVDD_ASSIGN_OR_RETURN(GpuBackend* backend, Backend("broadcast", inout));
+  return Outcome(backend->Broadcast(inout, root));
 }
 
 absl::StatusOr<Tensor> GpuCollectives::Alltoall(const TensorView& input,
                                                 const std::vector<int64_t>& splits,
                                                 std::vector<int64_t>* received_splits) {
-  absl::StatusOr<GpuBackend*> backend = Backend("alltoall", input);
-  if (!backend.ok()) return backend.status();
-  absl::StatusOr<Tensor> result = (*backend)->Alltoall(input, splits, received_splits);
-  if (!result.ok()) return Outcome(result.status());
+  HVDD_ASSIGN_OR_RETURN(GpuBackend* backend, Backend("alltoall", input));
+  HVDD_ASSIGN_OR_RETURN(Tensor result, backend->Alltoall(input, splits, received_splits),
+                        Outcome(_.status()));
   return result;
 }
 
 absl::StatusOr<Tensor> GpuCollectives::Reducescatter(const TensorView& input, ReduceOp op) {
-  absl::StatusOr<GpuBackend*> backend = Backend("reducescatter", input);
-  if (!backend.ok()) return backend.status();
-  absl::StatusOr<Tensor> result = (*backend)->Reducescatter(input, op);
-  if (!result.ok()) return Outcome(result.status());
+  HVDD_ASSIGN_OR_RETURN(GpuBackend* backend, Backend("reducescatter", input));
+  HVDD_ASSIGN_OR_RETURN(Tensor result, backend->Reducescatter(input, op), Outcome(_.status()));
   return result;
 }
 

@@ -25,7 +25,7 @@
 #include "horovodd/tensor.h"
 #include "worker_runtime/gpu/gpu_backend.h"
 #include "worker_runtime/gpu/gpu_operations.h"
-#include "worker_runtime/gpu/unique_id_store.h"
+#include "worker_runtime/gpu/unique_id_exchange.h"
 
 namespace horovodd::internal {
 
@@ -49,7 +49,7 @@ class GpuCollectives {
   // backend: an NCCL communicator is never reused as it is, but when `shrink`
   // says only workers left since it was made, the new one is shrunk from it.
   void EnterGeneration(int64_t generation, int rank, int size, ShrinkPlan shrink,
-                       std::unique_ptr<UniqueIdStore> store);
+                       std::unique_ptr<KvStore> store);
   // Drops the current generation's backend, keeping what the next generation
   // may shrink (see EnterGeneration).
   void LeaveGeneration();
@@ -67,7 +67,7 @@ class GpuCollectives {
  private:
   std::unique_ptr<GpuBackend> MakeBackend(int64_t generation, int rank, int size,
                                           ShrinkPlan shrink,
-                                          std::unique_ptr<UniqueIdStore> store);
+                                          std::unique_ptr<KvStore> store);
   // The backend for an op on `tensor`, or why there is none.
   absl::StatusOr<GpuBackend*> Backend(const std::string& label, const TensorView& tensor) const;
   // What the caller sees of an op's failure (see the header comment).

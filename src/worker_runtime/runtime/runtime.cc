@@ -1,20 +1,20 @@
 #include "worker_runtime/runtime/runtime.h"
-#include "common/network_interface.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "common/network_interface.h"
+#include "common/status_macros.h"
 #include "horovodd/async.h"
 #include "horovodd/horovodd.h"
-#include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/gloo/gloo_ops.h"
-#include "worker_runtime/gpu/unique_id_store.h"
-#include "worker_runtime/runtime/daemon_store.h"
+#include "worker_runtime/runtime/daemon_kv_store.h"
 #include "worker_runtime/runtime/engine_api.h"
+#include "worker_runtime/runtime/process_exit.h"
 
 namespace horovodd::internal {
 namespace {
@@ -64,28 +64,6 @@ Assignment ToAssignment(const v1::RendezvousResponse& response) {
   return a;
 }
 
-// A generation's key-value namespace in the daemon, where the ranks of an
-// NCCL communicator swap its unique id.
-class GenerationKvStore final : public UniqueIdStore {
- public:
-  GenerationKvStore(DaemonClient& client, int64_t generation)
-      : client_(client), generation_(generation) {}
-
-  absl::Status Set(const std::string& key, const std::string& value) override {
-    return client_.KvSet(generation_, key, value);
-  }
-
-  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
-    absl::StatusOr<std::vector<std::string>> values = client_.KvGet(generation_, {key}, timeout);
-    if (!values.ok()) return values.status();
-    return std::move(values->front());
-  }
-
- private:
-  DaemonClient& client_;
-  const int64_t generation_;
-};
-
 absl::Status CheckAssignment(const v1::RendezvousResponse& response, int64_t after) {
   if (response.generation() <= after || response.size() < 1 || response.rank() < 0 ||
       response.rank() >= response.size()) {
@@ -100,17 +78,12 @@ absl::Status CheckAssignment(const v1::RendezvousResponse& response, int64_t aft
 
 absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
   RuntimeOptions options;
-  absl::StatusOr<std::string> address = RequiredEnv("HOROVODD_DAEMON_ADDR");
-  if (!address.ok()) return address.status();
-  absl::StatusOr<std::string> job = RequiredEnv("HOROVODD_JOB_ID");
-  if (!job.ok()) return job.status();
-  absl::StatusOr<std::string> worker = RequiredEnv("HOROVODD_WORKER_ID");
-  if (!worker.ok()) return worker.status();
-  options.daemon.address = *address;
-  options.daemon.job_id = *job;
-  if (!absl::SimpleAtoi(*worker, &options.daemon.worker_id)) {
+  HVDD_ASSIGN_OR_RETURN(options.daemon.address, RequiredEnv("HOROVODD_DAEMON_ADDR"));
+  HVDD_ASSIGN_OR_RETURN(options.daemon.job_id, RequiredEnv("HOROVODD_JOB_ID"));
+  HVDD_ASSIGN_OR_RETURN(const std::string worker, RequiredEnv("HOROVODD_WORKER_ID"));
+  if (!absl::SimpleAtoi(worker, &options.daemon.worker_id)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("HOROVODD_WORKER_ID must be an integer, got '", *worker, "'"));
+        absl::StrCat("HOROVODD_WORKER_ID must be an integer, got '", worker, "'"));
   }
   options.daemon.token = OptionalEnv("HOROVODD_WORKER_TOKEN");
   options.daemon.tls_ca_file = OptionalEnv("HOROVODD_TLS_CA");
@@ -118,24 +91,17 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
   options.daemon.tls_key_file = OptionalEnv("HOROVODD_TLS_KEY");
   options.daemon.tls = OptionalEnv("HOROVODD_TLS") == "1" || !options.daemon.tls_ca_file.empty();
 
-  absl::StatusOr<absl::Duration> heartbeat = DurationEnv(
-      "HOROVODD_HEARTBEAT_MS", absl::Milliseconds(1), options.daemon.heartbeat_interval);
-  if (!heartbeat.ok()) return heartbeat.status();
-  options.daemon.heartbeat_interval = *heartbeat;
-  absl::StatusOr<absl::Duration> grace =
-      DurationEnv("HOROVODD_DAEMON_GRACE_S", absl::Seconds(1), options.daemon.daemon_grace);
-  if (!grace.ok()) return grace.status();
-  options.daemon.daemon_grace = *grace;
-  absl::StatusOr<absl::Duration> ring_timeout =
-      DurationEnv("HOROVODD_RING_TIMEOUT_S", absl::Seconds(1), options.ring_timeout);
-  if (!ring_timeout.ok()) return ring_timeout.status();
-  options.ring_timeout = *ring_timeout;
-  absl::StatusOr<GpuOperations> gpu_operations = GpuOperationsFromEnvironment();
-  if (!gpu_operations.ok()) return gpu_operations.status();
-  options.gpu_operations = *gpu_operations;
-  absl::StatusOr<EngineOptions> engine = EngineOptions::FromEnvironment();
-  if (!engine.ok()) return engine.status();
-  options.engine = *engine;
+  HVDD_ASSIGN_OR_RETURN(options.daemon.heartbeat_interval,
+                        DurationEnv("HOROVODD_HEARTBEAT_MS", absl::Milliseconds(1),
+                                    options.daemon.heartbeat_interval));
+  HVDD_ASSIGN_OR_RETURN(
+      options.daemon.daemon_grace,
+      DurationEnv("HOROVODD_DAEMON_GRACE_S", absl::Seconds(1), options.daemon.daemon_grace));
+  HVDD_ASSIGN_OR_RETURN(
+      options.ring_timeout,
+      DurationEnv("HOROVODD_RING_TIMEOUT_S", absl::Seconds(1), options.ring_timeout));
+  HVDD_ASSIGN_OR_RETURN(options.gpu_operations, GpuOperationsFromEnvironment());
+  HVDD_ASSIGN_OR_RETURN(options.engine, EngineOptions::FromEnvironment());
   return options;
 }
 
@@ -153,17 +119,17 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   GpuCollectivesOptions gpu;
   gpu.operations = options.gpu_operations;
   gpu.timeout = options.ring_timeout;
-  gpu.ring = [self](const std::function<absl::Status(gloo::Context&)>& op) {
-    return self->RunCollective(op);
-  };
+  gpu.ring = [self](const RingOp& op) { return self->RunCollective(op); };
   runtime->gpu_ = std::make_unique<GpuCollectives>(std::move(gpu));
   DaemonClientOptions daemon = std::move(options.daemon);
   daemon.on_message = [self](int64_t generation, bool abort) {
     self->OnDaemonMessage(generation, abort);
   };
-  absl::StatusOr<std::unique_ptr<DaemonClient>> client = DaemonClient::Create(std::move(daemon));
-  if (!client.ok()) return client.status();
-  runtime->client_ = *std::move(client);
+  if (options.connect_daemon) {
+    HVDD_ASSIGN_OR_RETURN(runtime->client_, options.connect_daemon(std::move(daemon)));
+  } else {
+    HVDD_ASSIGN_OR_RETURN(runtime->client_, DaemonClient::Create(std::move(daemon)));
+  }
   runtime->engine_ = std::make_unique<Engine>(options.engine);
   runtime->client_->StartAttach();
   return runtime;
@@ -179,10 +145,10 @@ Runtime::~Runtime() {
   SetRing(nullptr, 0);
 }
 
-void Runtime::SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation) {
-  std::shared_ptr<gloo::Context> old;
+void Runtime::SetRing(std::shared_ptr<GlooContext> ring, int64_t generation) {
+  std::shared_ptr<GlooContext> old;
   {
-    std::lock_guard<std::mutex> lock(ring_mu_);
+    absl::MutexLock lock(&ring_mu_);
     old = std::move(ring_);
     ring_ = std::move(ring);
     ring_generation_ = generation;
@@ -201,7 +167,7 @@ void Runtime::SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation) {
 // the barrier's own failure changes nothing.
 void Runtime::SayGoodbye() {
   {
-    std::lock_guard<std::mutex> lock(ring_mu_);
+    absl::MutexLock lock(&ring_mu_);
     if (ring_ == nullptr) return;
   }
   if (engine_ == nullptr) return;
@@ -217,7 +183,7 @@ void Runtime::DetachEngine(const absl::Status& reason) {
   const int64_t generation = assignment_.generation;
   engine_->Detach(reason, [this, generation] {
     gpu_->Abort(generation + 1);
-    std::lock_guard<std::mutex> lock(ring_mu_);
+    absl::MutexLock lock(&ring_mu_);
     if (ring_ != nullptr) AbortGlooContext(*ring_);
   });
 }
@@ -231,26 +197,23 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
   gpu_->LeaveGeneration();
   int64_t after = after_generation;
   while (true) {
-    absl::StatusOr<v1::RendezvousResponse> response = client_->Rendezvous(after);
-    if (!response.ok()) return response.status();
-    if (response->removed()) return JoinOutcome::kRemoved;
-    if (absl::Status valid = CheckAssignment(*response, after); !valid.ok()) return valid;
-    Assignment next = ToAssignment(*response);
+    HVDD_ASSIGN_OR_RETURN(const v1::RendezvousResponse response, client_->Rendezvous(after));
+    if (response.removed()) return JoinOutcome::kRemoved;
+    HVDD_RETURN_IF_ERROR(CheckAssignment(response, after));
+    Assignment next = ToAssignment(response);
     client_->set_current_generation(next.generation);
 
     RingOptions ring_options;
     ring_options.generation = next.generation;
     ring_options.rank = next.rank;
     ring_options.size = next.size;
-    ring_options.bind_address = response->bind_address().empty()
+    ring_options.bind_address = response.bind_address().empty()
                                     ? std::string("127.0.0.1")
-                                    : response->bind_address();
+                                    : response.bind_address();
     // --network-interface: bind to that interface's address on this host.
     if (const std::string interface = OptionalEnv("HOROVODD_NETWORK_INTERFACE");
         !interface.empty()) {
-      absl::StatusOr<std::string> address = InterfaceIPv4Address(interface);
-      if (!address.ok()) return address.status();
-      ring_options.bind_address = *address;
+      HVDD_ASSIGN_OR_RETURN(ring_options.bind_address, InterfaceIPv4Address(interface));
     }
     ring_options.timeout = ring_timeout_;
     RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
@@ -259,11 +222,9 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       SetRing(*std::move(result.ring), assignment_.generation);
       gpu_->EnterGeneration(assignment_.generation, assignment_.rank, assignment_.size,
                             assignment_.shrink,
-                            std::make_unique<GenerationKvStore>(*client_, assignment_.generation));
+                            std::make_unique<DaemonKvStore>(*client_, assignment_.generation));
       engine_->Attach(assignment_.generation,
-                      [this](const std::function<absl::Status(gloo::Context&)>& op) {
-                        return RunCollective(op);
-                      });
+                      [this](const RingOp& op) { return RunCollective(op); });
       return JoinOutcome::kJoined;
     }
     // A ring of a superseded generation was bound to fail; anything else is
@@ -283,12 +244,11 @@ absl::Status Runtime::SupersededError(const absl::Status& cause) const {
   return absl::AbortedError(message);
 }
 
-absl::Status Runtime::RunCollective(
-    const std::function<absl::Status(gloo::Context&)>& op) {
-  std::shared_ptr<gloo::Context> ring;
+absl::Status Runtime::RunCollective(const RingOp& op) {
+  std::shared_ptr<GlooContext> ring;
   int64_t ring_generation = 0;
   {
-    std::lock_guard<std::mutex> lock(ring_mu_);
+    absl::MutexLock lock(&ring_mu_);
     ring = ring_;
     ring_generation = ring_generation_;
   }
@@ -317,7 +277,7 @@ void Runtime::OnDaemonMessage(int64_t generation, bool abort) {
   // sees the abort in RunCollective, one already running is woken here.
   // An NCCL op in flight sees it at its next poll.
   gpu_->Abort(generation);
-  std::lock_guard<std::mutex> lock(ring_mu_);
+  absl::MutexLock lock(&ring_mu_);
   if (ring_ != nullptr && generation > ring_generation_) AbortGlooContext(*ring_);
 }
 
@@ -354,11 +314,14 @@ void ExportEnvironment(const Assignment& a) {
   }
 }
 
-[[noreturn]] void ExitAsRemoved() {
+// Returns only if a test replaced the exit hook: the caller then answers
+// NOT_FOUND, as a thread-bound runtime does.
+absl::Status ExitAsRemoved() {
   horovodd::Shutdown();
   std::fprintf(stderr, "horovodd: worker removed from the job, exiting\n");
   std::fflush(stderr);
-  std::exit(0);
+  ExitProcess(ExitReason::kRemoved);
+  return absl::NotFoundError("the daemon removed this worker from the job");
 }
 
 }  // namespace
@@ -379,10 +342,9 @@ absl::Status RejoinCurrentRuntime() {
     return absl::FailedPreconditionError("horovodd::Init() has not been called");
   }
   const bool is_process = runtime == g_process_runtime.load() && t_bound_runtime == nullptr;
-  absl::StatusOr<JoinOutcome> outcome = runtime->Join(runtime->generation());
-  if (!outcome.ok()) return outcome.status();
-  if (*outcome == JoinOutcome::kRemoved) {
-    if (is_process) ExitAsRemoved();
+  HVDD_ASSIGN_OR_RETURN(const JoinOutcome outcome, runtime->Join(runtime->generation()));
+  if (outcome == JoinOutcome::kRemoved) {
+    if (is_process) return ExitAsRemoved();
     return absl::NotFoundError("the daemon removed this worker from the job");
   }
   if (is_process) ExportEnvironment(runtime->assignment());
@@ -413,20 +375,17 @@ int AssignmentField(Pick pick, int when_not_initialized) {
 absl::Status Init() {
   std::unique_lock<std::mutex> lock(internal::g_process_mu);
   if (internal::g_process_owner != nullptr) return absl::OkStatus();
-  absl::StatusOr<internal::RuntimeOptions> options =
-      internal::RuntimeOptions::FromEnvironment();
-  if (!options.ok()) return options.status();
-  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(*std::move(options));
-  if (!runtime.ok()) return runtime.status();
-  absl::StatusOr<internal::JoinOutcome> outcome = (*runtime)->Join(0);
-  if (!outcome.ok()) return outcome.status();
-  if (*outcome == internal::JoinOutcome::kRemoved) {
-    runtime->reset();
+  HVDD_ASSIGN_OR_RETURN(internal::RuntimeOptions options,
+                        internal::RuntimeOptions::FromEnvironment());
+  HVDD_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(std::move(options)));
+  HVDD_ASSIGN_OR_RETURN(const internal::JoinOutcome outcome, runtime->Join(0));
+  if (outcome == internal::JoinOutcome::kRemoved) {
+    runtime.reset();
     lock.unlock();
-    internal::ExitAsRemoved();
+    return internal::ExitAsRemoved();
   }
-  internal::ExportEnvironment((*runtime)->assignment());
-  internal::g_process_owner = *std::move(runtime);
+  internal::ExportEnvironment(runtime->assignment());
+  internal::g_process_owner = std::move(runtime);
   internal::g_process_runtime = internal::g_process_owner.get();
   return absl::OkStatus();
 }

@@ -7,26 +7,35 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include <gloo/context.h>
-
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "horovodd/async.h"
 #include "worker_runtime/engine/engine_loop.h"
+#include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/gloo/ring_reaper.h"
 #include "worker_runtime/gpu/gpu_operations.h"
 #include "worker_runtime/runtime/daemon_client.h"
+#include "worker_runtime/runtime/daemon_connection.h"
 #include "worker_runtime/runtime/gpu_collectives.h"
 
 namespace horovodd::internal {
 
+// Makes the runtime's connection to its daemon from `daemon` (whose
+// on_message the runtime sets before calling it).
+using DaemonConnector = std::function<absl::StatusOr<std::unique_ptr<DaemonConnection>>(
+    DaemonClientOptions daemon)>;
+
 struct RuntimeOptions {
   DaemonClientOptions daemon;
+  // Unset: DaemonClient::Create, the gRPC client. Tests connect the runtime
+  // to an in-process fake instead.
+  DaemonConnector connect_daemon;
   // Bounds each key wait while connecting a ring, and the ring's operations.
   absl::Duration ring_timeout = absl::Seconds(30);
   // Where CUDA tensors' collectives run (HOROVOD_GPU_OPERATIONS).
@@ -90,7 +99,7 @@ class Runtime {
   // when that abort is why op failed. A ring timeout becomes UNAVAILABLE (a
   // peer that stays silent that long is lost), so collective failures are
   // always UNAVAILABLE or ABORTED. FAILED_PRECONDITION without a ring.
-  absl::Status RunCollective(const std::function<absl::Status(gloo::Context&)>& op);
+  absl::Status RunCollective(const RingOp& op) ABSL_LOCKS_EXCLUDED(ring_mu_);
 
   // Collectives on CUDA tensors: the current generation's NCCL communicator
   // or staging onto the ring. Engine thread only (requests on CUDA tensors
@@ -111,28 +120,29 @@ class Runtime {
  private:
   explicit Runtime(absl::Duration ring_timeout) : ring_timeout_(ring_timeout) {}
   // Attach thread: aborts the ring of a generation the daemon superseded.
-  void OnDaemonMessage(int64_t generation, bool abort);
+  void OnDaemonMessage(int64_t generation, bool abort) ABSL_LOCKS_EXCLUDED(ring_mu_);
   absl::Status SupersededError(const absl::Status& cause) const;
-  void SetRing(std::shared_ptr<gloo::Context> ring, int64_t generation);
+  void SetRing(std::shared_ptr<GlooContext> ring, int64_t generation)
+      ABSL_LOCKS_EXCLUDED(ring_mu_);
   // Detaches the engine, aborting a collective it is still running on the
   // current ring (which is about to be dropped).
   void DetachEngine(const absl::Status& reason);
   // Meets the other ranks in one last barrier (bounded) before the ring closes.
-  void SayGoodbye();
+  void SayGoodbye() ABSL_LOCKS_EXCLUDED(ring_mu_);
 
   const absl::Duration ring_timeout_;
-  std::unique_ptr<DaemonClient> client_;
+  std::unique_ptr<DaemonConnection> client_;
   // Declared after client_ so it is destroyed first: its store refers to it.
   std::unique_ptr<GpuCollectives> gpu_;
   // Owned by the training thread.
   Assignment assignment_;
   // The newest generation the daemon aborted (written by the attach thread).
   std::atomic<int64_t> aborted_generation_{0};
-  // Guards ring_ and ring_generation_: the training thread replaces them, the
-  // attach thread aborts the ring.
-  std::mutex ring_mu_;
-  std::shared_ptr<gloo::Context> ring_;
-  int64_t ring_generation_ = 0;
+  // The training thread replaces the ring, the attach thread aborts it, the
+  // engine thread runs collectives on a copy of the pointer.
+  absl::Mutex ring_mu_;
+  std::shared_ptr<GlooContext> ring_ ABSL_GUARDED_BY(ring_mu_);
+  int64_t ring_generation_ ABSL_GUARDED_BY(ring_mu_) = 0;
   // Where replaced rings go to be torn down (ring_reaper.h).
   RingReaper reaper_;
   // Declared last, destroyed first: its thread runs collectives through
@@ -158,9 +168,11 @@ class ScopedThreadRuntime {
 };
 
 // Joins the current runtime's next generation (after its current one). For
-// the process runtime: exports HOROVOD_RANK and friends, and exits the
-// process with status 0 if the daemon removed this worker. A thread-bound
-// runtime that is removed gets NOT_FOUND instead.
+// the process runtime: exports HOROVOD_RANK and friends, and if the daemon
+// removed this worker, shuts the runtime down and exits the process with
+// status 0 (ExitProcess(ExitReason::kRemoved), process_exit.h). A
+// thread-bound runtime that is removed, or a process runtime whose exit hook
+// returns, gets NOT_FOUND instead.
 absl::Status RejoinCurrentRuntime();
 
 }  // namespace horovodd::internal

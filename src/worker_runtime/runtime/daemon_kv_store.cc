@@ -1,0 +1,45 @@
+#include "worker_runtime/runtime/daemon_kv_store.h"
+
+#include <utility>
+
+#include <gloo/rendezvous/prefix_store.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/store/gloo_kv_store.h"
+
+namespace horovodd::internal {
+
+absl::Status DaemonKvStore::Set(const std::string& key, std::string value) {
+  return daemon_.KvSet(generation_, key, std::move(value));
+}
+
+absl::StatusOr<std::vector<std::string>> DaemonKvStore::Get(
+    const std::vector<std::string>& keys, absl::Duration timeout) {
+  return daemon_.KvGet(generation_, keys, timeout);
+}
+
+absl::Status DaemonKvStore::Wait(const std::vector<std::string>& keys, absl::Duration timeout) {
+  return daemon_.KvGet(generation_, keys, timeout).status();
+}
+
+RingResult ConnectRingThroughStore(KvStore& store, const RingOptions& options) {
+  GlooKvStore gloo_store(store, options.timeout);
+  gloo::rendezvous::PrefixStore prefixed(absl::StrCat("g", options.generation), gloo_store);
+  ConnectOptions connect;
+  connect.rank = options.rank;
+  connect.size = options.size;
+  connect.bind_address = options.bind_address;
+  connect.timeout = options.timeout;
+  RingResult result{ConnectGlooContext(prefixed, connect), false};
+  result.superseded = !result.ring.ok() && gloo_store.superseded();
+  return result;
+}
+
+RingResult ConnectRingThroughDaemon(DaemonConnection& daemon, const RingOptions& options) {
+  DaemonKvStore store(daemon, options.generation);
+  return ConnectRingThroughStore(store, options);
+}
+
+}  // namespace horovodd::internal

@@ -1,0 +1,62 @@
+// A generation's key-value namespace in the daemon (KvSet/KvGet) as a
+// KvStore, and connecting that generation's ring through it: rings bootstrap
+// through the daemon that already knows the job's members.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "worker_runtime/gloo/gloo_context.h"
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker_runtime/runtime/daemon_connection.h"
+#include "worker_runtime/store/kv_store.h"
+
+namespace horovodd::internal {
+
+// The daemon's codes are KvStore's: DEADLINE_EXCEEDED, ABORTED once the
+// generation is superseded. Thread-safe as the connection is.
+class DaemonKvStore final : public KvStore {
+ public:
+  // `daemon` must outlive the store.
+  DaemonKvStore(DaemonConnection& daemon, int64_t generation)
+      : daemon_(daemon), generation_(generation) {}
+
+  absl::Status Set(const std::string& key, std::string value) override;
+  // One KvGet for all keys.
+  absl::StatusOr<std::vector<std::string>> Get(const std::vector<std::string>& keys,
+                                               absl::Duration timeout) override;
+  absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) override;
+
+ private:
+  DaemonConnection& daemon_;
+  const int64_t generation_;
+};
+
+struct RingOptions {
+  int64_t generation = 0;
+  int rank = 0;
+  int size = 0;
+  std::string bind_address;
+  // Bounds every store wait while connecting, and the ring's operations.
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+struct RingResult {
+  absl::StatusOr<std::shared_ptr<GlooContext>> ring;
+  // On failure: true when the store said the generation was superseded
+  // meanwhile (the failure is a consequence, not news to report).
+  bool superseded = false;
+};
+
+// Connects generation `options.generation`'s ring through `store` (that
+// generation's namespace), under the key prefix "g<generation>".
+RingResult ConnectRingThroughStore(KvStore& store, const RingOptions& options);
+
+// The same through the daemon's namespace for the generation.
+RingResult ConnectRingThroughDaemon(DaemonConnection& daemon, const RingOptions& options);
+
+}  // namespace horovodd::internal
