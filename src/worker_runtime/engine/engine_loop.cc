@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/status_macros.h"
 
 namespace horovodd::internal {
 namespace {
@@ -239,11 +240,10 @@ void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
     const Speculation how =
         predicted ? ChooseSpeculation(context, *predicted) : Speculation::kNone;
     if (how == Speculation::kInBand) {
-      absl::StatusOr<std::optional<size_t>> in_band =
-          RunPredictedInBand(context, *predicted, taken_, fusion_);
-      if (!in_band.ok()) return in_band.status();
-      if (in_band->has_value()) {
-        confirmed = *in_band;
+      HVDD_ASSIGN_OR_RETURN(const std::optional<size_t> in_band,
+                            RunPredictedInBand(context, *predicted, taken_, fusion_));
+      if (in_band.has_value()) {
+        confirmed = in_band;
         confirmed_in_band = true;
         round = NegotiationResult{{predicted->name}, {}, fusion_threshold};
         return absl::OkStatus();
@@ -253,14 +253,14 @@ void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
       round = Negotiate(context, pending, fusion_threshold, cache_);
       return round.status();
     }
-    absl::StatusOr<std::unique_ptr<NegotiationInFlight>> negotiation =
-        NegotiationInFlight::Start(context, pending, fusion_threshold, cache_);
-    if (!negotiation.ok()) return negotiation.status();
+    HVDD_ASSIGN_OR_RETURN(
+        const std::unique_ptr<NegotiationInFlight> negotiation,
+        NegotiationInFlight::Start(context, pending, fusion_threshold, cache_));
     if (absl::Status started = StartPredictedOnCopy(context, *predicted, taken_, fusion_);
         !started.ok()) {
       return started;
     }
-    round = (*negotiation)->Finish(cache_);
+    round = negotiation->Finish(cache_);
     if (!round.ok()) return round.status();
     confirmed = FinishPredictedOnCopy(*predicted, *round, taken_, fusion_);
     return absl::OkStatus();

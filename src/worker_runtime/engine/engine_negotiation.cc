@@ -205,10 +205,7 @@ class NegotiationMailbox final : public GlooContext::Attachment {
       buffer_.reset();  // nothing is posted on it: the last round completed
       round_bytes_ = round_bytes;
       memory_.assign(n * round_bytes, 0);
-      absl::StatusOr<std::unique_ptr<RegisteredBuffer>> buffer =
-          context.RegisterBuffer(memory_.data(), memory_.size());
-      if (!buffer.ok()) return buffer.status();
-      buffer_ = *std::move(buffer);
+      HVDD_ASSIGN_OR_RETURN(buffer_, context.RegisterBuffer(memory_.data(), memory_.size()));
     }
     for (int p = 0; p < n; ++p) {
       if (p == context.rank) continue;
@@ -326,10 +323,9 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
           absl::StrCat("negotiation: rank ", p, " announced ", bytes, " bytes"));
     }
     if (Inline(bytes)) {
-      absl::StatusOr<std::vector<Announcement>> parsed = ParseAnnouncements(
-          part + round_bytes - kInlineAnnouncementBytes, static_cast<size_t>(bytes), p);
-      if (!parsed.ok()) return parsed.status();
-      data.announced[p] = *std::move(parsed);
+      HVDD_ASSIGN_OR_RETURN(data.announced[p],
+                            ParseAnnouncements(part + round_bytes - kInlineAnnouncementBytes,
+                                               static_cast<size_t>(bytes), p));
       continue;
     }
     blobs[p] = PeerRegion{blob_total, static_cast<size_t>(bytes)};
@@ -348,10 +344,8 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
     }
     for (int p = 0; p < n; ++p) {
       if (Inline(data.headers[p].announcement_bytes)) continue;
-      absl::StatusOr<std::vector<Announcement>> parsed =
-          ParseAnnouncements(received.data + blobs[p].offset, blobs[p].bytes, p);
-      if (!parsed.ok()) return parsed.status();
-      data.announced[p] = *std::move(parsed);
+      HVDD_ASSIGN_OR_RETURN(data.announced[p],
+                            ParseAnnouncements(received.data + blobs[p].offset, blobs[p].bytes, p));
     }
   }
   NegotiationResult result = Decide(data, cache);
@@ -364,10 +358,9 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
 absl::StatusOr<NegotiationResult> Negotiate(GlooContext& context,
                                             const std::vector<const Request*>& pending,
                                             int64_t fusion_threshold, ResponseCache& cache) {
-  absl::StatusOr<std::unique_ptr<NegotiationInFlight>> round =
-      NegotiationInFlight::Start(context, pending, fusion_threshold, cache);
-  if (!round.ok()) return round.status();
-  return (*round)->Finish(cache);
+  HVDD_ASSIGN_OR_RETURN(const std::unique_ptr<NegotiationInFlight> round,
+                        NegotiationInFlight::Start(context, pending, fusion_threshold, cache));
+  return round->Finish(cache);
 }
 
 }  // namespace horovodd::internal

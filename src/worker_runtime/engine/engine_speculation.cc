@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/status_macros.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 
 namespace horovodd::internal {
@@ -116,10 +117,9 @@ absl::StatusOr<std::optional<size_t>> RunPredictedInBand(GlooContext& context,
     tensor = WorkIn(fusion, predicted);
     std::memset(tensor.data, 0, predicted.nbytes());  // only read, then dropped
   }
-  absl::StatusOr<bool> all_ready =
-      AllreduceIfAllReady(context, tensor, mine != nullptr, predicted.options);
-  if (!all_ready.ok()) return all_ready.status();
-  if (!*all_ready) return std::nullopt;
+  HVDD_ASSIGN_OR_RETURN(const bool all_ready,
+                        AllreduceIfAllReady(context, tensor, mine != nullptr, predicted.options));
+  if (!all_ready) return std::nullopt;
   return static_cast<size_t>(mine - taken.data());
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_runtime/gpu/cuda_status.h"
 
 namespace horovodd::internal {
@@ -20,12 +21,11 @@ absl::StatusOr<int> CudaDeviceCount() {
 }
 
 absl::Status CheckCudaDevice(int device) {
-  absl::StatusOr<int> count = CudaDeviceCount();
-  if (!count.ok()) return count.status();
-  if (device < 0 || device >= *count) {
+  HVDD_ASSIGN_OR_RETURN(const int count, CudaDeviceCount());
+  if (device < 0 || device >= count) {
     return absl::InvalidArgumentError(absl::StrCat("CUDA device ", device,
                                                    " does not exist: this process sees ",
-                                                   *count, " GPU(s)"));
+                                                   count, " GPU(s)"));
   }
   return absl::OkStatus();
 }
@@ -36,10 +36,9 @@ absl::StatusOr<void*> CudaAllocate(int device, size_t bytes) {
   if (!on.status().ok()) return on.status();
   void* data = nullptr;
   if (bytes == 0) return data;
-  absl::Status status =
+  HVDD_RETURN_IF_ERROR(
       CudaStatus(cudaMalloc(&data, bytes),
-                 absl::StrCat("cudaMalloc of ", bytes, " bytes on device ", device));
-  if (!status.ok()) return status;
+                 absl::StrCat("cudaMalloc of ", bytes, " bytes on device ", device)));
   return data;
 }
 

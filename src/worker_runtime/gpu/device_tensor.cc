@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/tensor/collective_args.h"
 
@@ -40,13 +41,12 @@ absl::StatusOr<DeviceTensor> DeviceTensor::Create(int device, DType dtype,
     count *= shape[i];
   }
   const size_t bytes = static_cast<size_t>(count) * DTypeSize(dtype);
-  absl::StatusOr<void*> data = internal::CudaAllocate(device, bytes);
-  if (!data.ok()) return data.status();
+  HVDD_ASSIGN_OR_RETURN(void* const data, internal::CudaAllocate(device, bytes));
   DeviceTensor tensor;
   tensor.device_ = device;
   tensor.dtype_ = dtype;
   tensor.shape_ = std::move(shape);
-  tensor.data_ = *data;
+  tensor.data_ = data;
   tensor.bytes_ = bytes;
   return tensor;
 }

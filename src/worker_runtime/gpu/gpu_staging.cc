@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/status_macros.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/gpu/gpu_args.h"
@@ -24,9 +25,8 @@ absl::StatusOr<Staged> Stage(const std::string& label, const TensorView& device)
     return valid;
   }
   Staged staged{Tensor(device.dtype, device.shape), &device};
-  absl::Status copied = CopyDeviceToHost(device.device.index, device.data, staged.host.data(),
-                                         staged.host.nbytes());
-  if (!copied.ok()) return copied;
+  HVDD_RETURN_IF_ERROR(CopyDeviceToHost(device.device.index, device.data, staged.host.data(),
+                                        staged.host.nbytes()));
   return staged;
 }
 
@@ -35,57 +35,49 @@ class StagedBackend final : public GpuBackend {
   explicit StagedBackend(RingRunner ring) : ring_(std::move(ring)) {}
 
   absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) override {
-    absl::StatusOr<Staged> staged = Stage(OpLabel("allreduce", options.name), inout);
-    if (!staged.ok()) return staged.status();
+    HVDD_ASSIGN_OR_RETURN(Staged staged, Stage(OpLabel("allreduce", options.name), inout));
     absl::Status status = ring_([&](GlooContext& ring) {
-      return internal::Allreduce(ring, staged->host.view(), options);
+      return internal::Allreduce(ring, staged.host.view(), options);
     });
-    return status.ok() ? staged->CopyBack() : status;
+    return status.ok() ? staged.CopyBack() : status;
   }
 
   absl::StatusOr<Tensor> Allgather(const TensorView& input) override {
-    absl::StatusOr<Staged> staged = Stage("allgather", input);
-    if (!staged.ok()) return staged.status();
+    HVDD_ASSIGN_OR_RETURN(Staged staged, Stage("allgather", input));
     absl::StatusOr<Tensor> result;
-    absl::Status status = ring_([&](GlooContext& ring) {
-      result = internal::Allgather(ring, staged->host.view());
+    HVDD_RETURN_IF_ERROR(ring_([&](GlooContext& ring) {
+      result = internal::Allgather(ring, staged.host.view());
       return result.status();
-    });
-    if (!status.ok()) return status;
+    }));
     return result;
   }
 
   absl::Status Broadcast(TensorView inout, int root) override {
-    absl::StatusOr<Staged> staged = Stage("broadcast", inout);
-    if (!staged.ok()) return staged.status();
+    HVDD_ASSIGN_OR_RETURN(Staged staged, Stage("broadcast", inout));
     absl::Status status = ring_([&](GlooContext& ring) {
-      return internal::Broadcast(ring, staged->host.view(), root);
+      return internal::Broadcast(ring, staged.host.view(), root);
     });
-    return status.ok() ? staged->CopyBack() : status;
+    return status.ok() ? staged.CopyBack() : status;
   }
 
   absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64_t>& splits,
                                   std::vector<int64_t>* received_splits) override {
-    absl::StatusOr<Staged> staged = Stage("alltoall", input);
-    if (!staged.ok()) return staged.status();
+    HVDD_ASSIGN_OR_RETURN(Staged staged, Stage("alltoall", input));
     absl::StatusOr<Tensor> result;
-    absl::Status status = ring_([&](GlooContext& ring) {
-      result = internal::Alltoall(ring, staged->host.view(), splits, received_splits);
+    HVDD_RETURN_IF_ERROR(ring_([&](GlooContext& ring) {
+      result = internal::Alltoall(ring, staged.host.view(), splits, received_splits);
       return result.status();
-    });
-    if (!status.ok()) return status;
+    }));
     return result;
   }
 
   absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op) override {
-    absl::StatusOr<Staged> staged = Stage("reducescatter", input);
-    if (!staged.ok()) return staged.status();
+    HVDD_ASSIGN_OR_RETURN(Staged staged, Stage("reducescatter", input));
     absl::StatusOr<Tensor> result;
-    absl::Status status = ring_([&](GlooContext& ring) {
-      result = internal::Reducescatter(ring, staged->host.view(), op);
+    HVDD_RETURN_IF_ERROR(ring_([&](GlooContext& ring) {
+      result = internal::Reducescatter(ring, staged.host.view(), op);
       return result.status();
-    });
-    if (!status.ok()) return status;
+    }));
     return result;
   }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/nccl/nccl_comm.h"
@@ -30,34 +31,29 @@ class NcclBackend final : public GpuBackend {
   explicit NcclBackend(NcclBackendOptions options) : options_(std::move(options)) {}
 
   absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) override {
-    absl::StatusOr<NcclComm*> comm = Comm(inout);
-    if (!comm.ok()) return comm.status();
-    return internal::Allreduce(**comm, inout, options);
+    HVDD_ASSIGN_OR_RETURN(NcclComm* const comm, Comm(inout));
+    return internal::Allreduce(*comm, inout, options);
   }
 
   absl::StatusOr<Tensor> Allgather(const TensorView& input) override {
-    absl::StatusOr<NcclComm*> comm = Comm(input);
-    if (!comm.ok()) return comm.status();
-    return ToHost(internal::Allgather(**comm, input));
+    HVDD_ASSIGN_OR_RETURN(NcclComm* const comm, Comm(input));
+    return ToHost(internal::Allgather(*comm, input));
   }
 
   absl::Status Broadcast(TensorView inout, int root) override {
-    absl::StatusOr<NcclComm*> comm = Comm(inout);
-    if (!comm.ok()) return comm.status();
-    return internal::Broadcast(**comm, inout, root);
+    HVDD_ASSIGN_OR_RETURN(NcclComm* const comm, Comm(inout));
+    return internal::Broadcast(*comm, inout, root);
   }
 
   absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64_t>& splits,
                                   std::vector<int64_t>* received_splits) override {
-    absl::StatusOr<NcclComm*> comm = Comm(input);
-    if (!comm.ok()) return comm.status();
-    return ToHost(internal::Alltoall(**comm, input, splits, received_splits));
+    HVDD_ASSIGN_OR_RETURN(NcclComm* const comm, Comm(input));
+    return ToHost(internal::Alltoall(*comm, input, splits, received_splits));
   }
 
   absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op) override {
-    absl::StatusOr<NcclComm*> comm = Comm(input);
-    if (!comm.ok()) return comm.status();
-    return ToHost(internal::Reducescatter(**comm, input, op));
+    HVDD_ASSIGN_OR_RETURN(NcclComm* const comm, Comm(input));
+    return ToHost(internal::Reducescatter(*comm, input, op));
   }
 
   std::unique_ptr<GpuBackendSeed> TakeSeed() override {
@@ -124,9 +120,8 @@ class NcclBackend final : public GpuBackend {
     AllreduceOptions min;
     min.op = ReduceOp::kMin;
     min.name = "agree on shrinking the NCCL communicator";
-    absl::Status agreed = options_.ring(
-        [&](GlooContext& ring) { return internal::Allreduce(ring, flag, min); });
-    if (!agreed.ok()) return agreed;
+    HVDD_RETURN_IF_ERROR(
+        options_.ring([&](GlooContext& ring) { return internal::Allreduce(ring, flag, min); }));
     if (can_shrink == 0) return nullptr;
     absl::StatusOr<std::unique_ptr<NcclComm>> child =
         parent->comm->Shrink(options_.shrink.excluded_ranks, options_.should_abort, CommName());

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/gpu/cuda_status.h"
 #include "worker_runtime/nccl/nccl_status.h"
@@ -66,10 +67,9 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(NcclCommOptions optio
   exchange.id_bytes = NCCL_UNIQUE_ID_BYTES;
   exchange.timeout = options.timeout;
   exchange.make_id = MakeUniqueId;
-  absl::StatusOr<std::string> id_bytes = ExchangeUniqueId(store, exchange);
-  if (!id_bytes.ok()) return id_bytes.status();
+  HVDD_ASSIGN_OR_RETURN(const std::string id_bytes, ExchangeUniqueId(store, exchange));
   ncclUniqueId id;
-  std::memcpy(id.internal, id_bytes->data(), sizeof(id.internal));
+  std::memcpy(id.internal, id_bytes.data(), sizeof(id.internal));
 
   std::unique_ptr<NcclComm> comm(new NcclComm(std::move(options)));
   if (absl::Status created = comm->CreateStreamAndEvents(); !created.ok()) return created;
@@ -161,9 +161,8 @@ absl::Status NcclComm::Poll(const std::string& label,
 
 absl::Status NcclComm::WaitReady(const std::string& label) {
   return Poll(label, [this, &label]() -> absl::StatusOr<bool> {
-    absl::StatusOr<ncclResult_t> state = AsyncState(label);
-    if (!state.ok()) return state.status();
-    return *state == ncclSuccess;
+    HVDD_ASSIGN_OR_RETURN(const ncclResult_t state, AsyncState(label));
+    return state == ncclSuccess;
   });
 }
 
@@ -197,9 +196,8 @@ absl::StatusOr<void*> NcclComm::PinnedScratch(size_t bytes) {
   const size_t rounded = std::max<size_t>(bytes, 4096);
   ScopedCudaDevice on(options_.device);
   if (!on.status().ok()) return on.status();
-  absl::Status status = CudaStatus(cudaMallocHost(&pinned_, rounded),
-                                   absl::StrCat("cudaMallocHost of ", rounded, " bytes"));
-  if (!status.ok()) return status;
+  HVDD_RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&pinned_, rounded),
+                                  absl::StrCat("cudaMallocHost of ", rounded, " bytes")));
   pinned_bytes_ = rounded;
   return pinned_;
 }
@@ -221,8 +219,7 @@ absl::Status NcclComm::Run(const std::string& label, const Enqueue& enqueue) {
   if (status.ok()) status = CudaStatus(cudaEventRecord(done_, stream_), "cudaEventRecord");
   if (!status.ok()) return Fail(status);
   return Poll(label, [this, &label]() -> absl::StatusOr<bool> {
-    absl::StatusOr<ncclResult_t> state = AsyncState(label);
-    if (!state.ok()) return state.status();
+    HVDD_RETURN_IF_ERROR(AsyncState(label).status());
     const cudaError_t query = cudaEventQuery(done_);
     if (query == cudaErrorNotReady) return false;
     if (query != cudaSuccess) return CudaStatus(query, absl::StrCat(label, ": cudaEventQuery"));
@@ -233,10 +230,9 @@ absl::Status NcclComm::Run(const std::string& label, const Enqueue& enqueue) {
 absl::StatusOr<StreamBuffer> StreamBuffer::Allocate(NcclComm& comm, size_t bytes) {
   void* data = nullptr;
   if (bytes > 0) {
-    absl::Status status =
+    HVDD_RETURN_IF_ERROR(
         CudaStatus(cudaMallocAsync(&data, bytes, comm.stream()),
-                   absl::StrCat("cudaMallocAsync of ", bytes, " bytes on device ", comm.device()));
-    if (!status.ok()) return status;
+                   absl::StrCat("cudaMallocAsync of ", bytes, " bytes on device ", comm.device())));
   }
   return StreamBuffer(comm.stream(), data);
 }
@@ -290,12 +286,10 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Shrink(const std::vector<int
   // NCCL makes the child in a job linked to this communicator and hands out
   // its handle only when the job is done: wait on our own state first. A
   // failure here aborts this communicator too (it is then no use either).
-  absl::Status made = Poll(label, [this, &label]() -> absl::StatusOr<bool> {
-    absl::StatusOr<ncclResult_t> state = AsyncState(label);
-    if (!state.ok()) return state.status();
-    return *state == ncclSuccess;
-  });
-  if (!made.ok()) return made;
+  HVDD_RETURN_IF_ERROR(Poll(label, [this, &label]() -> absl::StatusOr<bool> {
+    HVDD_ASSIGN_OR_RETURN(const ncclResult_t state, AsyncState(label));
+    return state == ncclSuccess;
+  }));
   if (child->comm_ == nullptr) {
     return absl::InternalError(absl::StrCat(label, ": NCCL finished without a communicator"));
   }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_runtime/nccl/nccl_args.h"
 #include "worker_runtime/nccl/nccl_scale.h"
 #include "worker_runtime/nccl/nccl_status.h"
@@ -74,11 +75,12 @@ absl::StatusOr<DeviceTensor> Reducescatter(NcclComm& comm, const TensorView& inp
   if (own_error.ok()) own_error = CheckScaleFactor(label, "postscale_factor", postscale_factor);
 
   const int n = comm.size();
-  absl::StatusOr<std::vector<ArgumentHeader>> headers = ExchangeHeaders(
-      comm, label,
-      std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok())));
-  if (!headers.ok()) return headers.status();
-  if (absl::Status agreed = CheckAgreement(label, *headers, own_error, ShapeRule::kSameShape);
+  HVDD_ASSIGN_OR_RETURN(
+      const std::vector<ArgumentHeader> headers,
+      ExchangeHeaders(
+          comm, label,
+          std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok()))));
+  if (absl::Status agreed = CheckAgreement(label, headers, own_error, ShapeRule::kSameShape);
       !agreed.ok()) {
     return agreed;
   }
@@ -93,19 +95,18 @@ absl::StatusOr<DeviceTensor> Reducescatter(NcclComm& comm, const TensorView& inp
   const size_t row_numel = static_cast<size_t>(input.row_numel());
   const size_t element_bytes = DTypeSize(input.dtype);
   const ncclDataType_t type = NcclDataType(input.dtype);
-  absl::Status status = comm.Run(label, [&](NcclComm& c) -> absl::Status {
+  HVDD_RETURN_IF_ERROR(comm.Run(label, [&](NcclComm& c) -> absl::Status {
     // The input is the caller's: a prescale works on a scaled copy.
     const unsigned char* source = static_cast<const unsigned char*>(input.data);
-    absl::StatusOr<StreamBuffer> scaled =
-        StreamBuffer::Allocate(c, prescale_factor != 1.0 ? input.nbytes() : 0);
-    if (!scaled.ok()) return scaled.status();
+    HVDD_ASSIGN_OR_RETURN(StreamBuffer scaled,
+                          StreamBuffer::Allocate(c, prescale_factor != 1.0 ? input.nbytes() : 0));
     if (prescale_factor != 1.0) {
-      if (absl::Status s = Scale(c, input.dtype, source, scaled->data(),
+      if (absl::Status s = Scale(c, input.dtype, source, scaled.data(),
                                  static_cast<size_t>(input.numel()), prescale_factor);
           !s.ok()) {
         return s;
       }
-      source = scaled->bytes();
+      source = scaled.bytes();
     }
     absl::Status reduced;
     if (AllEqual(rows)) {
@@ -133,8 +134,7 @@ absl::StatusOr<DeviceTensor> Reducescatter(NcclComm& comm, const TensorView& inp
     if (!reduced.ok() || postscale_factor == 1.0) return reduced;
     return Scale(c, input.dtype, output->data(), output->data(),
                  static_cast<size_t>(output->numel()), postscale_factor);
-  });
-  if (!status.ok()) return status;
+  }));
   return output;
 }
 

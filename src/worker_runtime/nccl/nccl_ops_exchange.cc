@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_runtime/nccl/nccl_args.h"
 #include "worker_runtime/nccl/nccl_ops.h"
 #include "worker_runtime/nccl/nccl_status.h"
@@ -36,12 +37,11 @@ absl::Status ExchangeRows(NcclComm& comm, const std::string& label, const RowExc
   auto* to = static_cast<unsigned char*>(x.output);
   const int self = comm.rank();
   if (x.recv_rows[self] > 0) {
-    absl::Status copied = comm.CudaEnqueued(
+    HVDD_RETURN_IF_ERROR(comm.CudaEnqueued(
         cudaMemcpyAsync(to + x.recv_first[self] * x.row_bytes,
                         from + x.send_first[self] * x.row_bytes, x.recv_rows[self] * x.row_bytes,
                         cudaMemcpyDeviceToDevice, comm.stream()),
-        absl::StrCat(label, ": copying our own rows"));
-    if (!copied.ok()) return copied;
+        absl::StrCat(label, ": copying our own rows")));
   }
   return comm.Group(absl::StrCat(label, ": send/receive"), [&]() -> absl::Status {
     for (int peer = 0; peer < comm.size(); ++peer) {
@@ -81,24 +81,22 @@ absl::StatusOr<std::vector<ArgumentHeader>> ExchangeHeaders(
   // Pinned [outgoing headers | incoming headers], one int64 block per rank.
   constexpr size_t kBlock = ArgumentHeader::kWords * sizeof(int64_t);
   const size_t half = n * kBlock;
-  absl::StatusOr<void*> pinned = comm.PinnedScratch(2 * half);
-  if (!pinned.ok()) return pinned.status();
-  auto* host = static_cast<unsigned char*>(*pinned);
+  HVDD_ASSIGN_OR_RETURN(void* const pinned, comm.PinnedScratch(2 * half));
+  auto* host = static_cast<unsigned char*>(pinned);
   for (int peer = 0; peer < n; ++peer) {
     to_each[peer].Encode(reinterpret_cast<int64_t*>(host + peer * kBlock));
   }
   const std::string what = absl::StrCat(label, " (shapes)");
-  absl::Status status = comm.Run(what, [&](NcclComm& c) -> absl::Status {
-    absl::StatusOr<StreamBuffer> device = StreamBuffer::Allocate(c, 2 * half);
-    if (!device.ok()) return device.status();
+  HVDD_RETURN_IF_ERROR(comm.Run(what, [&](NcclComm& c) -> absl::Status {
+    HVDD_ASSIGN_OR_RETURN(StreamBuffer device, StreamBuffer::Allocate(c, 2 * half));
     absl::Status s = c.CudaEnqueued(
-        cudaMemcpyAsync(device->data(), host, half, cudaMemcpyHostToDevice, c.stream()),
+        cudaMemcpyAsync(device.data(), host, half, cudaMemcpyHostToDevice, c.stream()),
         absl::StrCat(what, ": copying headers to the GPU"));
     if (s.ok()) {
       // Header p goes to rank p; rank p's header for us lands in block p.
       RowExchange x;
-      x.input = device->data();
-      x.output = device->bytes() + half;
+      x.input = device.data();
+      x.output = device.bytes() + half;
       x.send_rows.assign(n, 1);
       x.send_first = RowOffsets(x.send_rows);
       x.recv_rows = x.send_rows;
@@ -109,13 +107,12 @@ absl::StatusOr<std::vector<ArgumentHeader>> ExchangeHeaders(
       s = ExchangeRows(c, what, x);
     }
     if (s.ok()) {
-      s = c.CudaEnqueued(cudaMemcpyAsync(host + half, device->bytes() + half, half,
+      s = c.CudaEnqueued(cudaMemcpyAsync(host + half, device.bytes() + half, half,
                                          cudaMemcpyDeviceToHost, c.stream()),
                          absl::StrCat(what, ": copying headers from the GPU"));
     }
     return s;
-  });
-  if (!status.ok()) return status;
+  }));
   for (int peer = 0; peer < n; ++peer) {
     if (peer == comm.rank()) continue;
     from_each[peer] =
@@ -131,12 +128,13 @@ absl::StatusOr<DeviceTensor> Allgather(NcclComm& comm, const TensorView& input) 
   if (own_error.ok()) own_error = NeedsDimension(label, input);
 
   const int n = comm.size();
-  absl::StatusOr<std::vector<ArgumentHeader>> headers = ExchangeHeaders(
-      comm, label,
-      std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok())));
-  if (!headers.ok()) return headers.status();
+  HVDD_ASSIGN_OR_RETURN(
+      const std::vector<ArgumentHeader> headers,
+      ExchangeHeaders(
+          comm, label,
+          std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok()))));
   if (absl::Status agreed =
-          CheckAgreement(label, *headers, own_error, ShapeRule::kSameTrailingDims);
+          CheckAgreement(label, headers, own_error, ShapeRule::kSameTrailingDims);
       !agreed.ok()) {
     return agreed;
   }
@@ -144,7 +142,7 @@ absl::StatusOr<DeviceTensor> Allgather(NcclComm& comm, const TensorView& input) 
   std::vector<int64_t> rows(n);
   int64_t total_rows = 0;
   for (int r = 0; r < n; ++r) {
-    rows[r] = (*headers)[r].shape[0];
+    rows[r] = headers[r].shape[0];
     total_rows += rows[r];
   }
   std::vector<int64_t> shape = input.shape;
@@ -155,7 +153,7 @@ absl::StatusOr<DeviceTensor> Allgather(NcclComm& comm, const TensorView& input) 
   const size_t row_numel = static_cast<size_t>(input.row_numel());
   const size_t row_bytes = row_numel * DTypeSize(input.dtype);
   const ncclDataType_t type = NcclDataType(input.dtype);
-  absl::Status status = comm.Run(label, [&](NcclComm& c) {
+  HVDD_RETURN_IF_ERROR(comm.Run(label, [&](NcclComm& c) {
     if (AllEqual(rows)) {
       return c.Enqueued(ncclAllGather(input.data, output->data(), rows[0] * row_numel, type,
                                       c.handle(), c.stream()),
@@ -173,8 +171,7 @@ absl::StatusOr<DeviceTensor> Allgather(NcclComm& comm, const TensorView& input) 
     x.row_bytes = row_bytes;
     x.type = type;
     return ExchangeRows(c, label, x);
-  });
-  if (!status.ok()) return status;
+  }));
   return output;
 }
 
@@ -197,10 +194,10 @@ absl::StatusOr<DeviceTensor> Alltoall(NcclComm& comm, const TensorView& input,
 
   std::vector<ArgumentHeader> to_each(n, ArgumentHeader::Describe(input, own_error.ok()));
   for (int peer = 0; peer < n; ++peer) to_each[peer].extra = send_rows[peer];
-  absl::StatusOr<std::vector<ArgumentHeader>> headers = ExchangeHeaders(comm, label, to_each);
-  if (!headers.ok()) return headers.status();
+  HVDD_ASSIGN_OR_RETURN(const std::vector<ArgumentHeader> headers,
+                        ExchangeHeaders(comm, label, to_each));
   if (absl::Status agreed =
-          CheckAgreement(label, *headers, own_error, ShapeRule::kSameTrailingDims);
+          CheckAgreement(label, headers, own_error, ShapeRule::kSameTrailingDims);
       !agreed.ok()) {
     return agreed;
   }
@@ -208,7 +205,7 @@ absl::StatusOr<DeviceTensor> Alltoall(NcclComm& comm, const TensorView& input,
   std::vector<int64_t> recv_rows(n);
   int64_t total_rows = 0;
   for (int r = 0; r < n; ++r) {
-    recv_rows[r] = (*headers)[r].extra;
+    recv_rows[r] = headers[r].extra;
     total_rows += recv_rows[r];
   }
   std::vector<int64_t> shape = input.shape;
@@ -229,8 +226,7 @@ absl::StatusOr<DeviceTensor> Alltoall(NcclComm& comm, const TensorView& input,
     x.row_numel = row_numel;
     x.row_bytes = row_bytes;
     x.type = NcclDataType(input.dtype);
-    absl::Status status = comm.Run(label, [&](NcclComm& c) { return ExchangeRows(c, label, x); });
-    if (!status.ok()) return status;
+    HVDD_RETURN_IF_ERROR(comm.Run(label, [&](NcclComm& c) { return ExchangeRows(c, label, x); }));
   }
   if (received_splits != nullptr) *received_splits = std::move(recv_rows);
   return output;
