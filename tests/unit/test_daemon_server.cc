@@ -17,10 +17,10 @@
 #include "absl/time/clock.h"
 #include "cli/client_credentials.h"
 #include "daemon/service/daemon_server.h"
+#include "grpc_probe.pb.h"
 #include "horovodd.grpc.pb.h"
 #include "http_exchange.h"
 #include "job_spec_support.h"
-#include "grpc_probe.pb.h"
 
 using namespace horovodd;
 

@@ -4,7 +4,7 @@
 #include <future>
 #include <vector>
 
-#include "daemon/job/event_loop.h"
+#include "daemon/loop/event_loop.h"
 
 using horovodd::daemon::EventLoop;
 

@@ -13,9 +13,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
-#include "daemon/job/clock.h"
 #include "daemon/job/job_driver.h"
 #include "daemon/launch/launcher.h"
+#include "daemon/loop/clock.h"
 #include "job_spec_support.h"
 #include "wait_until.h"
 

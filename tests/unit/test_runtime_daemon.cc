@@ -14,8 +14,8 @@
 #include "horovodd/horovodd.h"
 #include "worker_runtime/runtime/daemon_client.h"
 #include "worker_runtime/runtime/daemon_kv_store.h"
-#include "worker_runtime/store/gloo_kv_store.h"
 #include "worker_runtime/runtime/runtime.h"
+#include "worker_runtime/store/gloo_kv_store.h"
 
 namespace horovodd {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "daemon/job/clock.h"
+#include "daemon/loop/clock.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {

@@ -1,4 +1,4 @@
-#include "daemon/job/event_loop.h"
+#include "daemon/loop/event_loop.h"
 
 namespace horovodd::daemon {
 

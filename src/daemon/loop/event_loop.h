@@ -14,7 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/job/clock.h"
+#include "daemon/loop/clock.h"
 
 namespace horovodd::daemon {
 

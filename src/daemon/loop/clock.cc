@@ -1,4 +1,4 @@
-#include "daemon/job/clock.h"
+#include "daemon/loop/clock.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "daemon/job/kv_namespace.h"
+#include "daemon/kv/kv_namespace.h"
 
 #include <algorithm>
 
