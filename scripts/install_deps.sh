@@ -15,6 +15,9 @@ packages=(
   python3 python3-pytest
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch  # the horovodd Python package
   clang libclang-rt-14-dev  # libFuzzer and ASan for scripts/fuzz.sh (tests/fuzz)
+  slurm-wlm munge  # a private Slurm cluster on loopback for the Slurm launcher's tests
+  openmpi-bin libopenmpi-dev  # OpenMPI, a peer in bench/ (MPI_Allreduce)
+  python3-torchvision  # Horovod's published examples (synthetic benchmark)
 )
 
 missing=()
