@@ -151,6 +151,9 @@ class JobDriver {
   // A launch failed because of its host: cooldown, and a new plan.
   void OnHostLaunchFailure(const std::string& host, const absl::Status& status);
   std::map<std::string, std::string> WorkerEnvironment(const Worker& w, int planned_rank) const;
+  // Horovod's ranks for the generation `plan` is about to launch (survivors,
+  // then new workers), for the HOROVOD_* variables each new worker starts with.
+  void PlanRanks(const Plan& plan);
 
   // Job end.
   void Finish(v1::JobState state, const std::string& reason);
@@ -173,6 +176,8 @@ class JobDriver {
   LivenessMonitor liveness_;
   ResetHistory resets_;
   discovery::HostManager hosts_;
+  // The planned generation's ranks, by planned rank (PlanRanks, job_launch.cc).
+  std::vector<RankInfo> planned_ranks_;
   KvNamespace kv_;
   v1::JobState state_ = v1::PENDING;
   std::string reason_;

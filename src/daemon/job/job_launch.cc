@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/job/job_driver.h"
 
 extern char** environ;
@@ -49,6 +50,14 @@ std::string BindAddressFor(const std::string& host) {
   return out;
 }
 
+void JobDriver::PlanRanks(const Plan& plan) {
+  std::vector<std::string> hosts_by_rank;
+  hosts_by_rank.reserve(plan.size());
+  for (const Member& m : plan.survivors) hosts_by_rank.push_back(m.host);
+  hosts_by_rank.insert(hosts_by_rank.end(), plan.new_hosts.begin(), plan.new_hosts.end());
+  planned_ranks_ = AssignRanks(hosts_by_rank);
+}
+
 std::map<std::string, std::string> JobDriver::WorkerEnvironment(const Worker& w,
                                                                  int planned_rank) const {
   std::map<std::string, std::string> env;
@@ -60,6 +69,9 @@ std::map<std::string, std::string> JobDriver::WorkerEnvironment(const Worker& w,
   // The admin credentials of whoever started the daemon are not the workers'.
   env.erase("HOROVODD_TOKEN");
   env.erase("HOROVODD_TOKEN_FILE");
+  // Horovod's launcher sets it too: a Python worker's lines reach horovodrun
+  // as they are printed, not when a buffer fills. The user's --env may unset it.
+  env["PYTHONUNBUFFERED"] = "1";
   for (const auto& [k, v] : spec_.env()) env[k] = v;
   for (const auto& [k, v] : context_.worker_env) env[k] = v;  // TLS files
   env["HOROVODD_WORKER_TOKEN"] = context_.worker_token;  // environment only, never argv
@@ -68,14 +80,38 @@ std::map<std::string, std::string> JobDriver::WorkerEnvironment(const Worker& w,
   env["HOROVODD_WORKER_ID"] = std::to_string(w.id);
   env["HOROVODD_BIND_ADDR"] = BindAddressFor(w.host);
   // The worker binds its rings to this interface's address on its own host.
-  if (!spec_.network_interface().empty()) {
-    env["HOROVODD_NETWORK_INTERFACE"] = spec_.network_interface();
+  std::vector<std::string> interfaces(spec_.network_interfaces().begin(),
+                                      spec_.network_interfaces().end());
+  if (interfaces.empty() && !spec_.network_interface().empty()) {
+    interfaces.push_back(spec_.network_interface());  // a client older than the list
+  }
+  if (!interfaces.empty()) {
+    env["HOROVODD_NETWORK_INTERFACE"] =
+        spec_.network_interface().empty() ? interfaces.front() : spec_.network_interface();
+    // Horovod's names: Gloo takes one interface, NCCL the list.
+    env["HOROVOD_GLOO_IFACE"] = env["HOROVODD_NETWORK_INTERFACE"];
+    env["NCCL_SOCKET_IFNAME"] = absl::StrJoin(interfaces, ",");
   }
   env["HOROVOD_HOSTNAME"] = w.host;
   env["HOROVOD_ELASTIC"] = spec_.elastic() ? "1" : "0";
   env["HOROVOD_CONTROLLER"] = "gloo";
   env["HOROVOD_CPU_OPERATIONS"] = "gloo";
+  // What the plan gives this worker, as Horovod's launcher sets it at spawn: scripts read
+  // HOROVOD_SIZE and friends before init(). The runtime sets them again at each rendezvous.
+  RankInfo planned;
+  if (planned_rank >= 0 && planned_rank < static_cast<int>(planned_ranks_.size())) {
+    planned = planned_ranks_[planned_rank];
+  } else {  // not planned by Replan (cannot happen today): a rank of its own
+    planned.rank = planned_rank;
+    planned.size = planned_rank + 1;
+    planned.local_size = planned.cross_size = 1;
+  }
   env["HOROVOD_RANK"] = std::to_string(planned_rank);
+  env["HOROVOD_SIZE"] = std::to_string(planned.size);
+  env["HOROVOD_LOCAL_RANK"] = std::to_string(planned.local_rank);
+  env["HOROVOD_LOCAL_SIZE"] = std::to_string(planned.local_size);
+  env["HOROVOD_CROSS_RANK"] = std::to_string(planned.cross_rank);
+  env["HOROVOD_CROSS_SIZE"] = std::to_string(planned.cross_size);
   return env;
 }
 

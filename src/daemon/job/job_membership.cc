@@ -76,6 +76,7 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
     resets_.Began(generations_.generation() + 1, cause, now);
   }
   generations_.Begin(plan, now);
+  PlanRanks(plan);
   for (int64_t id : plan.removed) {
     Worker& w = workers_.at(id);
     Event(v1::JobEvent::INFO, absl::StrCat(Describe(w), " leaves: its slot is gone"));

@@ -279,6 +279,15 @@ absl::Status ValidateJobSpecFields(const v1::JobSpec& spec) {
   if (status.ok() && !spec.network_interface().empty()) {
     status = CheckText("network_interface", spec.network_interface(), kMaxInterfaceBytes);
   }
+  for (const std::string& name : spec.network_interfaces()) {
+    if (!status.ok()) break;
+    // Joined with ',' into NCCL_SOCKET_IFNAME: a comma inside one name would split it.
+    status = CheckText("network_interfaces", name, kMaxInterfaceBytes);
+    if (status.ok() && (name.empty() || name.find(',') != std::string::npos)) {
+      status = Invalid("network_interfaces",
+                       absl::StrCat("'", absl::CEscape(name), "' is not an interface name"));
+    }
+  }
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat("invalid job spec: ", status.message()));
 }
