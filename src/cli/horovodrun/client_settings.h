@@ -1,7 +1,8 @@
 // horovodrun's settings about itself rather than the job: --verbose,
-// --detach, --log-level, --daemon, and the credentials it reaches a daemon
-// with (--token-file, --tls-ca, --tls-cert, --tls-key). Read from the
-// command line and --config-file alike.
+// --detach, --log-level (which workers also get, as HOROVOD_LOG_LEVEL),
+// --output-filename, --prefix-output-with-timestamp, --daemon, and the
+// credentials it reaches a daemon with (--token-file, --tls-ca, --tls-cert,
+// --tls-key). Read from the command line and --config-file alike.
 #pragma once
 
 #include "absl/status/status.h"

@@ -22,27 +22,29 @@ namespace {
 namespace fs = std::filesystem;
 
 enum class Shape {
-  kScalar,    // num_proc: 4
-  kPath,      // a scalar; relative paths are resolved against the file's directory
-  kHostList,  // "a:2,b" or ["a:2", "b"]
-  kPair,      // [lo, hi]
-  kEnvMap,    // {NAME: VALUE}
+  kScalar,  // num_proc: 4
+  kPath,    // a scalar; relative paths are resolved against the file's directory
+  kList,    // "a:2,b" or ["a:2", "b"], joined with ','
+  kPair,    // [lo, hi]
+  kEnvMap,  // {NAME: VALUE}
 };
 
 struct KeyShape {
   const char* key;
   Shape shape;
+  const char* setting = nullptr;  // the setting it gives, when not `key`
 };
 
-// Every key the file may hold: the long flags of horovodrun in snake_case. Flags that only
-// make sense for one invocation (--config-file, --detach, --help) have no key.
+// Every key the file may hold at its top level: the long flags of horovodrun in snake_case.
+// Flags that only make sense for one invocation (--config-file, --detach, --help, --version,
+// --check-build) have no key. Horovod's sections are below.
 constexpr KeyShape kKeys[] = {
     {"num_proc", Shape::kScalar},
     {"min_np", Shape::kScalar},
     {"max_np", Shape::kScalar},
     {"host_discovery_script", Shape::kPath},
     {"slots_per_host", Shape::kScalar},
-    {"hosts", Shape::kHostList},
+    {"hosts", Shape::kList},
     {"hostfile", Shape::kPath},
     {"reset_limit", Shape::kScalar},
     {"elastic_timeout", Shape::kScalar},
@@ -53,6 +55,10 @@ constexpr KeyShape kKeys[] = {
     {"liveness_timeout", Shape::kScalar},
     {"verbose", Shape::kScalar},
     {"log_level", Shape::kScalar},
+    {"log_with_timestamp", Shape::kScalar},
+    {"prefix_output_with_timestamp", Shape::kScalar},
+    {"output_filename", Shape::kScalar},
+    {"disable_cache", Shape::kScalar},
     {"daemon", Shape::kScalar},
     {"cwd", Shape::kPath},
     {"ssh_port", Shape::kScalar},
@@ -60,9 +66,95 @@ constexpr KeyShape kKeys[] = {
     {"ssh_identity_file", Shape::kPath},
     {"ssh_known_hosts", Shape::kPath},
     {"ssh_host_key_checking", Shape::kScalar},
-    {"network_interface", Shape::kScalar},
+    {"network_interface", Shape::kList},
+    {"network_interfaces", Shape::kList, "network_interface"},
     {"env", Shape::kEnvMap},
+    // Horovod's top-level key: gloo (what horovodd runs), or mpi (refused).
+    {"controller", Shape::kScalar},
+    {"gloo", Shape::kScalar},
+    {"mpi", Shape::kScalar},
+    {"jsrun", Shape::kScalar},
+    // The tunables (tunables.h), also in Horovod's sections below.
+    {"fusion_threshold_mb", Shape::kScalar},
+    {"cycle_time_ms", Shape::kScalar},
+    {"cache_capacity", Shape::kScalar},
+    {"hierarchical_allreduce", Shape::kScalar},
+    {"hierarchical_allgather", Shape::kScalar},
+    {"autotune", Shape::kScalar},
+    {"autotune_log_file", Shape::kScalar},
+    {"autotune_warmup_samples", Shape::kScalar},
+    {"autotune_steps_per_sample", Shape::kScalar},
+    {"autotune_bayes_opt_max_samples", Shape::kScalar},
+    {"autotune_gaussian_process_noise", Shape::kScalar},
+    {"timeline_filename", Shape::kScalar},
+    {"timeline_mark_cycles", Shape::kScalar},
+    {"no_stall_check", Shape::kScalar},
+    {"stall_check_warning_time_seconds", Shape::kScalar},
+    {"stall_check_shutdown_time_seconds", Shape::kScalar},
+    {"mpi_threads_disable", Shape::kScalar},
+    {"mpi_args", Shape::kScalar},
+    {"binding_args", Shape::kScalar},
+    {"tcp", Shape::kScalar},
+    {"num_nccl_streams", Shape::kScalar},
+    {"thread_affinity", Shape::kScalar},
+    {"gloo_timeout_seconds", Shape::kScalar},
 };
+
+// Horovod's YAML schema (horovod/runner/common/util/config_parser.py): a section, a key in
+// it, and the setting it gives. Every value is a scalar.
+struct SectionKey {
+  const char* section;
+  const char* key;
+  const char* setting;
+  bool negated = false;  // stall_check.enabled: false is no_stall_check: true
+};
+
+constexpr SectionKey kSectionKeys[] = {
+    {"params", "fusion_threshold_mb", "fusion_threshold_mb"},
+    {"params", "cycle_time_ms", "cycle_time_ms"},
+    {"params", "cache_capacity", "cache_capacity"},
+    {"params", "hierarchical_allreduce", "hierarchical_allreduce"},
+    {"params", "hierarchical_allgather", "hierarchical_allgather"},
+    {"autotune", "enabled", "autotune"},
+    {"autotune", "log_file", "autotune_log_file"},
+    {"autotune", "warmup_samples", "autotune_warmup_samples"},
+    {"autotune", "steps_per_sample", "autotune_steps_per_sample"},
+    {"autotune", "bayes_opt_max_samples", "autotune_bayes_opt_max_samples"},
+    {"autotune", "gaussian_process_noise", "autotune_gaussian_process_noise"},
+    {"timeline", "filename", "timeline_filename"},
+    {"timeline", "mark_cycles", "timeline_mark_cycles"},
+    {"stall_check", "enabled", "no_stall_check", /*negated=*/true},
+    {"stall_check", "warning_time_seconds", "stall_check_warning_time_seconds"},
+    {"stall_check", "shutdown_time_seconds", "stall_check_shutdown_time_seconds"},
+    {"library_options", "mpi_threads_disable", "mpi_threads_disable"},
+    {"library_options", "num_nccl_streams", "num_nccl_streams"},
+    {"library_options", "thread_affinity", "thread_affinity"},
+    {"library_options", "gloo_timeout_seconds", "gloo_timeout_seconds"},
+    {"logging", "level", "log_level"},
+    {"logging", "with_timestamp", "log_with_timestamp"},
+};
+
+bool IsSection(const std::string& key) {
+  for (const SectionKey& k : kSectionKeys) {
+    if (key == k.section) return true;
+  }
+  return false;
+}
+
+const SectionKey* FindSectionKey(const std::string& section, const std::string& key) {
+  for (const SectionKey& k : kSectionKeys) {
+    if (section == k.section && key == k.key) return &k;
+  }
+  return nullptr;
+}
+
+std::string SectionKeys(const std::string& section) {
+  std::vector<std::string> names;
+  for (const SectionKey& k : kSectionKeys) {
+    if (section == k.section) names.push_back(k.key);
+  }
+  return absl::StrJoin(names, ", ");
+}
 
 const KeyShape* FindKey(const std::string& key) {
   for (const KeyShape& k : kKeys) {
@@ -72,8 +164,11 @@ const KeyShape* FindKey(const std::string& key) {
 }
 
 std::string KnownKeys() {
-  std::vector<std::string> names;
-  for (const KeyShape& k : kKeys) names.push_back(k.key);
+  std::vector<std::string> names = {"params", "autotune", "timeline", "stall_check",
+                                    "library_options", "logging"};
+  for (const KeyShape& k : kKeys) {
+    if (!IsSection(k.key)) names.push_back(k.key);
+  }
   return absl::StrJoin(names, ", ");
 }
 
@@ -107,14 +202,15 @@ absl::StatusOr<std::vector<std::string>> ValuesOf(const std::string& path, const
       if (resolved.is_relative()) resolved = (config_dir / resolved).lexically_normal();
       return std::vector<std::string>{resolved.string()};
     }
-    case Shape::kHostList: {
+    case Shape::kList: {
       if (!node.IsSequence()) {
         HVDD_ASSIGN_OR_RETURN(std::string value, ScalarOf(where, key.key, node));
         return std::vector<std::string>{value};
       }
       std::vector<std::string> hosts;
       for (const YAML::Node& item : node) {
-        HVDD_ASSIGN_OR_RETURN(std::string host, ScalarOf(where, "each entry of hosts", item));
+        HVDD_ASSIGN_OR_RETURN(std::string host,
+                              ScalarOf(where, absl::StrCat("each entry of ", key.key), item));
         hosts.push_back(host);
       }
       return std::vector<std::string>{absl::StrJoin(hosts, ",")};
@@ -148,6 +244,49 @@ absl::StatusOr<std::vector<std::string>> ValuesOf(const std::string& path, const
     }
   }
   return absl::InternalError(absl::StrCat("no shape for config key ", key.key));
+}
+
+// A key that gives a setting already given, under this name or another.
+absl::Status CheckNotSet(const RawSettings& settings, const std::string& setting,
+                         const std::string& where, const std::string& key) {
+  auto it = settings.find(setting);
+  if (it == settings.end()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, "duplicate key '", key, "' (already set by ", it->second.origin, ")"));
+}
+
+// One of Horovod's sections: a map of scalars, each key known to that section. An empty
+// section sets nothing, as in Horovod.
+absl::Status ReadSection(const std::string& path, const std::string& section,
+                         const YAML::Node& node, RawSettings* settings) {
+  if (node.IsNull()) return absl::OkStatus();
+  const std::string where = Where(path, node);
+  if (!node.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, section, " must be a map of settings (", SectionKeys(section), ")"));
+  }
+  for (const auto& entry : node) {
+    const std::string entry_where = Where(path, entry.first);
+    HVDD_ASSIGN_OR_RETURN(std::string key,
+                          ScalarOf(entry_where, absl::StrCat("a key in ", section), entry.first));
+    const std::string name = absl::StrCat(section, ".", key);
+    const SectionKey* known = FindSectionKey(section, key);
+    if (known == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(entry_where, "unknown key '", name, "' (",
+                                                     section, " takes: ", SectionKeys(section),
+                                                     ")"));
+    }
+    HVDD_RETURN_IF_ERROR(CheckNotSet(*settings, known->setting, entry_where, name));
+    HVDD_ASSIGN_OR_RETURN(std::string value, ScalarOf(entry_where, name, entry.second));
+    RawSetting setting{absl::StrCat(entry_where, name), {value}};
+    if (known->negated) {
+      RawSettings one{{known->setting, setting}};
+      HVDD_ASSIGN_OR_RETURN(bool on, ReadBool(one, known->setting));
+      setting.values = {on ? "false" : "true"};
+    }
+    (*settings)[known->setting] = std::move(setting);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<YAML::Node> ParseYaml(const std::string& path, const std::string& text) {
@@ -188,18 +327,22 @@ absl::StatusOr<RawSettings> LoadConfigFile(const std::string& path) {
     for (const auto& entry : root) {
       const std::string where = Where(path, entry.first);
       HVDD_ASSIGN_OR_RETURN(std::string key, ScalarOf(where, "a key", entry.first));
+      // "autotune" is a section (autotune: {enabled: true}) and a flat key (autotune: true).
+      if (IsSection(key) && (entry.second.IsMap() || entry.second.IsNull() || !FindKey(key))) {
+        HVDD_RETURN_IF_ERROR(ReadSection(path, key, entry.second, &settings));
+        continue;
+      }
       const KeyShape* shape = FindKey(key);
       if (shape == nullptr) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, "unknown key '", key, "' (known keys: ", KnownKeys(), ")"));
       }
-      if (settings.count(key) != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "duplicate key '", key, "'"));
-      }
+      const std::string setting = shape->setting != nullptr ? shape->setting : key;
+      HVDD_RETURN_IF_ERROR(CheckNotSet(settings, setting, where, key));
       absl::StatusOr<std::vector<std::string>> values =
           ValuesOf(path, where, *shape, entry.second, config_dir);
       if (!values.ok()) return values.status();
-      settings[key] = RawSetting{absl::StrCat(where, key), std::move(*values)};
+      settings[setting] = RawSetting{absl::StrCat(where, key), std::move(*values)};
     }
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));

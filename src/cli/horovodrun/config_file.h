@@ -1,8 +1,10 @@
 // horovodrun's settings as the user wrote them, before conversion: the YAML config file
 // (--config-file), which holds the same settings as the command-line flags keyed by the long
-// flag name in snake_case, and the typed reads that run_options.cc applies to the file and the
-// command line alike. Loading only checks the file's shape (known keys; scalar, list or map
-// where each belongs); the reads check the values.
+// flag name in snake_case, or in Horovod's sections (params, autotune, timeline, stall_check,
+// library_options, logging: horovod/runner/common/util/config_parser.py), and the typed reads
+// that run_options.cc applies to the file and the command line alike. Loading only checks the
+// file's shape (known keys; scalar, list or map where each belongs); the reads check the
+// values.
 #pragma once
 
 #include <map>
@@ -29,7 +31,10 @@ using RawSettings = std::map<std::string, RawSetting>;
 
 // Reads the config file at `path`. Relative paths inside it (host_discovery_script, hostfile,
 // cwd) are resolved against the file's own directory, so a config kept next to its discovery
-// script works from anywhere. `hosts` may be "a:2,b" or a list ["a:2", "b"].
+// script works from anywhere. `hosts` and `network_interface(s)` may be "a:2,b" or a list
+// ["a:2", "b"]. A section key gives the flag's setting ("params: {cycle_time_ms: 5}" is
+// cycle_time_ms; "stall_check: {enabled: false}" is no_stall_check true), its origin naming
+// "params.cycle_time_ms"; a setting given twice, under any name, is an error.
 // INVALID_ARGUMENT for malformed YAML (message names file:line:column), an unknown key or a
 // value of the wrong shape (file:line and key); NOT_FOUND when the file cannot be read.
 absl::StatusOr<RawSettings> LoadConfigFile(const std::string& path);

@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/client_credentials.h"
+#include "cli/horovodrun/build_info.h"
+#include "cli/horovodrun/output_files.h"
 #include "cli/horovodrun/run_options.h"
 #include "daemon/service/daemon_server.h"
 #include "horovodd.grpc.pb.h"
@@ -64,14 +66,32 @@ class InterruptHandler {
   std::atomic<bool> detached_{false};
 };
 
-void PrintEvent(const JobEvent& event, bool verbose) {
+// Where worker lines go besides the terminal, and how they are prefixed.
+struct OutputSettings {
+  bool verbose = false;
+  bool timestamps = false;                          // --prefix-output-with-timestamp
+  horovodd::cli::RankOutputFiles* files = nullptr;  // --output-filename
+};
+
+void PrintEvent(const JobEvent& event, const OutputSettings& output) {
+  const bool verbose = output.verbose;
   switch (event.kind()) {
     case JobEvent::OUTPUT: {
       std::ostream& out = event.stream() == "stderr" ? std::cerr : std::cout;
+      // Horovod's prefix: "[rank]<stream>:", after the time with --prefix-output-with-timestamp.
+      const std::string line =
+          absl::StrCat(output.timestamps ? horovodd::cli::AsctimeNow() : "", "[", event.rank(),
+                       "]<", event.stream(), ">:", event.message());
       // Flushed per line: whoever reads our output (a person, a log shipper,
       // a test) sees worker lines as they happen, not when a buffer fills.
-      out << "[" << event.rank() << "]<" << event.stream() << ">:" << event.message()
-          << std::endl;
+      out << line << std::endl;
+      if (output.files != nullptr) {
+        absl::Status written = output.files->Write(event.rank(), event.stream(), line);
+        if (!written.ok()) {
+          std::cerr << "horovodrun: warning: --output-filename: " << written.message()
+                    << std::endl;
+        }
+      }
       break;
     }
     case JobEvent::MEMBERSHIP:
@@ -91,6 +111,23 @@ void PrintEvent(const JobEvent& event, bool verbose) {
 }
 
 int Run(const horovodd::cli::RunOptions& options) {
+  for (const std::string& warning : options.warnings) {
+    std::cerr << "horovodrun: warning: " << warning << "\n";
+  }
+  OutputSettings output;
+  output.verbose = options.verbose;
+  output.timestamps = options.prefix_output_with_timestamp;
+  std::unique_ptr<horovodd::cli::RankOutputFiles> files;
+  if (!options.output_filename.empty()) {
+    auto opened =
+        horovodd::cli::RankOutputFiles::Open(options.output_filename, options.spec.num_proc());
+    if (!opened.ok()) {
+      std::cerr << "horovodrun: error: " << opened.status().message() << "\n";
+      return 2;
+    }
+    files = std::move(*opened);
+    output.files = files.get();
+  }
   std::unique_ptr<horovodd::daemon::DaemonServer> embedded;
   std::string address = options.daemon_address;
   if (address.empty()) {
@@ -152,7 +189,7 @@ int Run(const horovodd::cli::RunOptions& options) {
   bool ended = false;
   JobEvent end;
   while (reader->Read(&event)) {
-    PrintEvent(event, options.verbose);
+    PrintEvent(event, output);
     if (event.kind() == JobEvent::JOB_ENDED) {
       ended = true;
       end = event;
@@ -186,6 +223,14 @@ int main(int argc, char** argv) {
   auto outcome = horovodd::cli::ParseRunOptions(argc, argv);
   if (outcome.kind == horovodd::cli::ParseOutcome::Kind::kHelp) {
     std::cout << outcome.text;
+    return 0;
+  }
+  if (outcome.kind == horovodd::cli::ParseOutcome::Kind::kVersion) {
+    std::cout << horovodd::cli::VersionText() << "\n";
+    return 0;
+  }
+  if (outcome.kind == horovodd::cli::ParseOutcome::Kind::kCheckBuild) {
+    std::cout << horovodd::cli::CheckBuildText();
     return 0;
   }
   if (outcome.kind == horovodd::cli::ParseOutcome::Kind::kError) {

@@ -4,6 +4,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 
 namespace horovodd::cli {
@@ -98,15 +101,24 @@ absl::Status ReadSsh(const RawSettings& settings, v1::SshSpec* ssh) {
 
 absl::Status ReadRemoteSettings(const RawSettings& settings, v1::JobSpec* spec) {
   HVDD_RETURN_IF_ERROR(ReadSsh(settings, spec->mutable_ssh()));
-  if (const RawSetting* interface = FindSetting(settings, "network_interface")) {
-    const std::string& name = interface->values.front();
-    const bool valid = !name.empty() && name.size() < IFNAMSIZ &&
-                       name.find_first_of("/ \t\n") == std::string::npos;
-    if (!valid) {
-      return InvalidSetting(
-          *interface, absl::StrCat("'", name, "' is not a network interface name (e.g. eth0)"));
+  if (const RawSetting* interfaces = FindSetting(settings, "network_interface")) {
+    // Horovod's forms: repeated, and comma-separated; each name once, in the order given.
+    std::vector<std::string> names;
+    for (const std::string& value : interfaces->values) {
+      for (absl::string_view piece : absl::StrSplit(value, ',')) {
+        const std::string name(absl::StripAsciiWhitespace(piece));
+        const bool valid = !name.empty() && name.size() < IFNAMSIZ &&
+                           name.find_first_of("/ \t\n") == std::string::npos;
+        if (!valid) {
+          return InvalidSetting(*interfaces, absl::StrCat("'", name,
+                                                          "' is not a network interface name "
+                                                          "(e.g. eth0)"));
+        }
+        if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+      }
     }
-    spec->set_network_interface(name);
+    spec->set_network_interface(names.front());
+    for (const std::string& name : names) spec->add_network_interfaces(name);
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "cli/client_credentials.h"
 #include "horovodd.pb.h"
@@ -18,10 +19,18 @@ struct RunOptions {
   bool verbose = false;
   std::string log_level = "warning";  // trace|debug|info|warning|error
   bool detach = false;                // --detach (submit, print job id, return)
+  // --output-filename DIR (absolute): each rank's lines also go to DIR/rank.<rank>/stdout and
+  // .../stderr, Horovod's layout (output_files.h). Empty: the terminal only.
+  std::string output_filename;
+  bool prefix_output_with_timestamp = false;  // --prefix-output-with-timestamp
+  // One line each, for horovodrun to print before it submits: settings accepted for Horovod's
+  // sake that have no effect here (tunables.h).
+  std::vector<std::string> warnings;
 };
 
 struct ParseOutcome {
-  enum class Kind { kRun, kHelp, kError };
+  // kVersion: -v/--version; kCheckBuild: -cb/--check-build (horovodrun prints what is built).
+  enum class Kind { kRun, kHelp, kVersion, kCheckBuild, kError };
   Kind kind = Kind::kError;
   RunOptions options;  // kRun
   std::string text;    // kHelp: the help text; kError: ONE line "horovodrun: error: ..."

@@ -1,0 +1,18 @@
+// What horovodrun -v and -cb/--check-build print: the version, and what this build has in
+// Horovod's check-build layout (frameworks, controllers, tensor operations), so that scripts
+// which read Horovod's output read ours.
+#pragma once
+
+#include <string>
+
+namespace horovodd::cli {
+
+// "0.1.0": the project's version.
+std::string VersionText();
+
+// Horovod's layout, with an [X] for what is here: PyTorch when the Python package
+// horovodd.torch imports (python3 on the PATH, as a job's workers would run it), Gloo
+// always, NCCL when this build has it; never TensorFlow, MXNet, MPI, DDL or CCL.
+std::string CheckBuildText();
+
+}  // namespace horovodd::cli
