@@ -97,6 +97,10 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
   HVDD_ASSIGN_OR_RETURN(
       options.daemon.daemon_grace,
       DurationEnv("HOROVODD_DAEMON_GRACE_S", absl::Seconds(1), options.daemon.daemon_grace));
+  // Horovod's name for the same bound (horovodrun --gloo-timeout-seconds); ours wins.
+  HVDD_ASSIGN_OR_RETURN(
+      options.ring_timeout,
+      DurationEnv("HOROVOD_GLOO_TIMEOUT_SECONDS", absl::Seconds(1), options.ring_timeout));
   HVDD_ASSIGN_OR_RETURN(
       options.ring_timeout,
       DurationEnv("HOROVODD_RING_TIMEOUT_S", absl::Seconds(1), options.ring_timeout));

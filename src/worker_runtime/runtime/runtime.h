@@ -46,8 +46,9 @@ struct RuntimeOptions {
   // From the environment the daemon gives its workers: HOROVODD_DAEMON_ADDR,
   // HOROVODD_JOB_ID, HOROVODD_WORKER_ID (required), HOROVODD_WORKER_TOKEN,
   // HOROVODD_HEARTBEAT_MS (the interval until the daemon's first message
-  // names the job's own), HOROVODD_DAEMON_GRACE_S, HOROVODD_RING_TIMEOUT_S,
-  // and the user's HOROVOD_GPU_OPERATIONS, HOROVOD_FUSION_THRESHOLD and
+  // names the job's own), HOROVODD_DAEMON_GRACE_S, HOROVODD_RING_TIMEOUT_S
+  // (or Horovod's HOROVOD_GLOO_TIMEOUT_SECONDS, which it overrides), and the
+  // user's HOROVOD_GPU_OPERATIONS, HOROVOD_FUSION_THRESHOLD and
   // HOROVOD_CYCLE_TIME.
   // FAILED_PRECONDITION naming the first missing variable; INVALID_ARGUMENT
   // naming a variable whose value does not parse.
