@@ -137,6 +137,18 @@ TEST_CASE("process counts, hosts and timeouts are checked by field") {
                 kInvalidArgument, "name is 1000 bytes");
 }
 
+TEST_CASE("network interfaces are names NCCL_SOCKET_IFNAME can list") {
+  v1::SubmitJobRequest request = ValidSubmit();
+  request.mutable_spec()->add_network_interfaces("eth0");
+  request.mutable_spec()->add_network_interfaces("ib0");
+  CHECK(ValidateRequest(request, kLimits).ok());
+  request.mutable_spec()->add_network_interfaces("eth1,eth2");
+  CHECK_REFUSED(ValidateRequest(request, kLimits), kInvalidArgument,
+                "network_interfaces 'eth1,eth2' is not an interface name");
+  request.mutable_spec()->set_network_interfaces(2, "");
+  CHECK_REFUSED(ValidateRequest(request, kLimits), kInvalidArgument, "network_interfaces");
+}
+
 TEST_CASE("a job past the size limits is RESOURCE_EXHAUSTED naming the config key") {
   DaemonLimits limits;
   limits.max_job_spec_bytes = 1000;
