@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "cli/horovodrun/output_files.h"
 #include "run_options_test_support.h"
 
 namespace horovodd::cli {
@@ -184,6 +185,19 @@ TEST_CASE("flags with no variable: output, timestamps, controller, cache") {
   InDirectory in(dir.path());
   CHECK(ParseOk({"-np", "1", "--output-filename", "logs", "./t"}).output_filename ==
         (dir.path() / "logs").string());
+}
+
+TEST_CASE("HOROVOD_START_TIMEOUT and HOROVOD_ELASTIC_TIMEOUT are the defaults, as in Horovod") {
+  setenv("HOROVOD_START_TIMEOUT", "45", 1);
+  setenv("HOROVOD_ELASTIC_TIMEOUT", "120", 1);
+  RunOptions o = ParseOk({"-np", "1", "./t"});
+  CHECK(o.spec.start_timeout_seconds() == 45);
+  CHECK(o.spec.elastic_timeout_seconds() == 120);
+  CHECK(ParseOk({"-np", "1", "--start-timeout", "5", "./t"}).spec.start_timeout_seconds() == 5);
+  setenv("HOROVOD_START_TIMEOUT", "soon", 1);
+  RequireError({"-np", "1", "./t"}, {"HOROVOD_START_TIMEOUT", "'soon'"});
+  unsetenv("HOROVOD_START_TIMEOUT");
+  unsetenv("HOROVOD_ELASTIC_TIMEOUT");
 }
 
 TEST_CASE("a flag's variable wins over the same one given with --env") {
@@ -387,6 +401,34 @@ TEST_CASE("Horovod config mistakes name the file, the line and the key") {
   RequireError({"--config-file", mpi, "-np", "1", "./t"}, {mpi + ":1: controller", "gloo"});
   const std::string other = dir.Write("o.yaml", "controller: ucx\n");
   RequireError({"--config-file", other, "-np", "1", "./t"}, {"no such controller 'ucx'"});
+}
+
+TEST_CASE("--output-filename: Horovod's rank.<rank> directories, padded to sort") {
+  CHECK(PaddedRank(0, 1) == "0");
+  CHECK(PaddedRank(3, 4) == "3");
+  CHECK(PaddedRank(3, 12) == "03");
+  CHECK(PaddedRank(10, 11) == "10");
+  CHECK(PaddedRank(5, 100) == "05");
+  CHECK(PaddedRank(5, 101) == "005");
+
+  TempDir dir;
+  const fs::path out = dir.path() / "logs" / "run1";
+  auto files = RankOutputFiles::Open(out.string(), 12);
+  REQUIRE(files.ok());
+  CHECK((*files)->Write(3, "stdout", "[3]<stdout>:one").ok());
+  CHECK((*files)->Write(3, "stdout", "[3]<stdout>:two").ok());
+  CHECK((*files)->Write(3, "stderr", "[3]<stderr>:oops").ok());
+  CHECK((*files)->Write(-1, "stdout", "no rank yet").ok());  // dropped
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  CHECK(read(out / "rank.03" / "stdout") == "[3]<stdout>:one\n[3]<stdout>:two\n");
+  CHECK(read(out / "rank.03" / "stderr") == "[3]<stderr>:oops\n");
+  CHECK(std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 1);
+
+  const std::string file = dir.Write("not_a_dir", "x");
+  CHECK_FALSE(RankOutputFiles::Open(file, 2).ok());
 }
 
 }  // namespace

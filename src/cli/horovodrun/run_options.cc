@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -90,7 +91,8 @@ constexpr FlagDef kFlags[] = {
     {"disable_cache", "--disable-cache", "--disable-cache", "",
      "Accepted; horovodd keeps no cache of\nstart-up checks to disable.", kGeneralGroup},
     {"start_timeout", "--start-timeout", "--start-timeout", "SECONDS",
-     "How long a worker may take to start.\nDefault: 30.", kGeneralGroup},
+     "How long a worker may take to start.\nDefault: 30 (or $HOROVOD_START_TIMEOUT).",
+     kGeneralGroup},
     {"network_interface", "--network-interface,--network-interfaces",
      "--network-interface(s)", "NAMES",
      "Interfaces (eth0 or 'eth0,eth1'; repeatable)\nfor the workers: rings bind to the first's\n"
@@ -162,7 +164,8 @@ constexpr FlagDef kFlags[] = {
     {"slots_per_host", "--slots-per-host,--slots", "--slots-per-host", "N",
      "Slots of a host named without ':slots'.\nDefault: 1.", kElasticGroup},
     {"elastic_timeout", "--elastic-timeout", "--elastic-timeout", "SECONDS",
-     "How long to wait for --min-np workers.\nDefault: 600.", kElasticGroup},
+     "How long to wait for --min-np workers.\nDefault: 600 (or $HOROVOD_ELASTIC_TIMEOUT).",
+     kElasticGroup},
     {"reset_limit", "--reset-limit", "--reset-limit", "N",
      "Membership resets before the job fails.\nDefault: 0 = no limit.", kElasticGroup},
     {"blacklist_cooldown_range", "--blacklist-cooldown-range", "--blacklist-cooldown-range",
@@ -571,12 +574,16 @@ absl::Status ReadTimeouts(const RawSettings& settings, v1::JobSpec* spec) {
     const char* key;
     double fallback;
     void (*store)(v1::JobSpec*, double);
+    // Horovod's variable for the default when the flag is not given, if it has one.
+    const char* variable = nullptr;
   };
   const Timeout timeouts[] = {
       {"elastic_timeout", kDefaultElasticTimeout,
-       [](v1::JobSpec* s, double v) { s->set_elastic_timeout_seconds(v); }},
+       [](v1::JobSpec* s, double v) { s->set_elastic_timeout_seconds(v); },
+       "HOROVOD_ELASTIC_TIMEOUT"},
       {"start_timeout", kDefaultStartTimeout,
-       [](v1::JobSpec* s, double v) { s->set_start_timeout_seconds(v); }},
+       [](v1::JobSpec* s, double v) { s->set_start_timeout_seconds(v); },
+       "HOROVOD_START_TIMEOUT"},
       {"discovery_interval", kDefaultDiscoveryInterval,
        [](v1::JobSpec* s, double v) { s->mutable_discovery()->set_interval_seconds(v); }},
       {"discovery_timeout", kDefaultDiscoveryTimeout,
@@ -585,7 +592,13 @@ absl::Status ReadTimeouts(const RawSettings& settings, v1::JobSpec* spec) {
        [](v1::JobSpec* s, double v) { s->set_liveness_timeout_seconds(v); }},
   };
   for (const Timeout& t : timeouts) {
-    HVDD_ASSIGN_OR_RETURN(double seconds, ReadSeconds(settings, t.key, t.fallback));
+    double fallback = t.fallback;
+    const char* from_env = t.variable != nullptr ? std::getenv(t.variable) : nullptr;
+    if (from_env != nullptr && *from_env != '\0') {
+      HVDD_ASSIGN_OR_RETURN(fallback, ParseSeconds(RawSetting{t.variable, {from_env}}, from_env,
+                                                   /*zero_allowed=*/false));
+    }
+    HVDD_ASSIGN_OR_RETURN(double seconds, ReadSeconds(settings, t.key, fallback));
     t.store(spec, seconds);
   }
   return ReadCooldown(settings, spec);
