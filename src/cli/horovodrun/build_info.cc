@@ -14,17 +14,17 @@ extern char** environ;
 namespace horovodd::cli {
 namespace {
 
-// Whether `python3 -c "import horovodd.torch"` succeeds, its output discarded.
-bool PythonImports(const char* module) {
+// Whether `<python> -c "import <module>"` succeeds, its output discarded.
+bool PythonImports(const char* python, const char* module) {
   const std::string code = absl::StrCat("import ", module);
-  const char* argv[] = {"python3", "-c", code.c_str(), nullptr};
+  const char* argv[] = {python, "-c", code.c_str(), nullptr};
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
   pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, "python3", &actions, nullptr,
+  const int spawned = posix_spawnp(&pid, python, &actions, nullptr,
                                    const_cast<char* const*>(argv), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) return false;
@@ -42,7 +42,11 @@ const char* Mark(bool built) { return built ? "X" : " "; }
 std::string VersionText() { return HVDD_VERSION; }
 
 std::string CheckBuildText() {
-  const bool torch = PythonImports("horovodd.torch");
+  // The interpreter the package is built for; python3 on the PATH where that one is gone
+  // (the binary was moved to another machine).
+  const bool torch = access(HVDD_PACKAGE_PYTHON, X_OK) == 0
+                         ? PythonImports(HVDD_PACKAGE_PYTHON, "horovodd.torch")
+                         : PythonImports("python3", "horovodd.torch");
   const bool nccl = HVDD_HOROVODRUN_NCCL != 0;
   return absl::StrCat("horovodd v", VersionText(), " (Horovod 0.28's API):\n",
                       "\n",

@@ -11,8 +11,9 @@ namespace horovodd::cli {
 std::string VersionText();
 
 // Horovod's layout, with an [X] for what is here: PyTorch when the Python package
-// horovodd.torch imports (python3 on the PATH, as a job's workers would run it), Gloo
-// always, NCCL when this build has it; never TensorFlow, MXNet, MPI, DDL or CCL.
+// horovodd.torch imports (in the interpreter the package is built for, with this process's
+// PYTHONPATH), Gloo always, NCCL when this build has it; never TensorFlow, MXNet, MPI, DDL or
+// CCL.
 std::string CheckBuildText();
 
 }  // namespace horovodd::cli
