@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 
-from harness import BUILD, HOROVODRUN, REPO
+from harness import BUILD, ELASTIC_TRAIN, HOROVODRUN, REPO, read_result
 
 PRINT_ENV = """import json, os, sys
 keys = {k: v for k, v in os.environ.items()
@@ -93,6 +93,17 @@ def test_each_tunable_reaches_the_workers_environment(horovodrun, tmp_path):
         assert sum(1 for w in warnings if w.startswith(f"horovodrun: warning: {flag} ")) == 1, \
             run.output()
     assert len(warnings) == 5, run.output()
+
+
+def test_a_training_job_runs_with_the_tunables_its_runtime_reads(horovodrun, tmp_path):
+    # The worker runtime takes Horovod's values as horovodrun passes them: a fractional cycle
+    # time, the fusion threshold in bytes, the Gloo timeout as its ring timeout.
+    run = run_ok(horovodrun, "-np", 2, "-H", "localhost:2", "--cycle-time-ms", 2.5,
+                 "--fusion-threshold-mb", 4, "--gloo-timeout-seconds", 60,
+                 ELASTIC_TRAIN, "--epochs", 2, "--output", tmp_path / "result.json")
+    result = read_result(tmp_path / "result.json")
+    assert result["epochs_completed"] == 2 and result["final_size"] == 2, run.output()
+    assert not [l for l in run.lines if l.startswith("horovodrun: warning: ")], run.output()
 
 
 def test_mpi_only_flags_are_accepted_with_a_warning(horovodrun, tmp_path):
