@@ -59,7 +59,7 @@ struct FlagDef {
   const char* help;
   const char* group;        // empty: accepted, left out of the help (as Horovod hides it)
   const char* setting = nullptr;     // nullptr: key
-  const char* flag_value = "true";   // what an on/off flag sets
+  const char* flag_value = "true";   // what an on/off flag sets: "true", or "false" for --no-x
 };
 
 // Horovod's groups, in its parser's order, then ours.
@@ -433,8 +433,6 @@ absl::StatusOr<RawSettings> CommandLineSettings(const CLI::App& app) {
       const std::string given = absl::AsciiStrToLower(values.empty() ? "" : values.front());
       if (given == "true" || given == "1" || given.empty()) values = {"false"};
       if (given == "false" || given == "0") values = {"true"};
-    } else if (std::string(flag.value_text).empty() && std::string(flag.flag_value) != "true") {
-      values = {flag.flag_value};
     }
     settings[setting] = RawSetting{flag.display, std::move(values)};
   }
