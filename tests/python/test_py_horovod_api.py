@@ -36,8 +36,23 @@ def test_horovod_api_matches_references(python_job, np_):
     assert_sections_ok(run, CORE, np_)
 
 
+def _extension_has(*names):
+    """Whether this build's _horovodd has `names` (asked in a subprocess:
+    importing it here would tie the test process to the package)."""
+    probe = "import horovodd._horovodd as m, sys\nsys.exit(0 if all(hasattr(m, n) for n in " \
+            f"{list(names)!r}) else 1)\n"
+    return subprocess.run([PYTHON, "-c", probe], env=package_env(), timeout=120).returncode == 0
+
+
+ENGINE_BINDINGS = ("join", "add_process_set", "remove_process_set", "start_timeline",
+                   "stop_timeline")
+
+
 # These need the engine's additions to _horovodd (int8/int16/bool/bfloat16,
-# join, process sets, the timeline).
+# join, process sets, the timeline); skipped, naming them, until the build
+# has them.
+@pytest.mark.skipif(not _extension_has(*ENGINE_BINDINGS),
+                    reason=f"_horovodd lacks the engine's {', '.join(ENGINE_BINDINGS)}")
 @pytest.mark.parametrize("np_", [2, 3])
 def test_horovod_api_engine_features(python_job, tmp_path, np_):
     sections = ["dtypes", "join", "process_sets"]
@@ -111,3 +126,26 @@ def test_horovod_elastic_mnist_runs_unchanged(python_job, tmp_path):
                      "16", "--train-samples", "64", "--log-interval", "1")
     assert run.wait() == 0, run.output()
     assert run.count(r"^\[0\]<stdout>:mnist elastic done at size 2$") == 1, run.output()
+
+
+def test_after_a_reset_only_the_global_process_set_is_registered():
+    # What hvd.elastic.run does after every reset (and shutdown()), without a job.
+    script = (
+        "from horovodd import process_sets as ps\n"
+        "pair = ps.ProcessSet([1, 0])\n"
+        "pair.process_set_id = 3\n"
+        "ps._registered[3] = pair\n"
+        "ps.forget_all()\n"
+        "print(pair.process_set_id, pair.ranks, sorted(ps._registered),\n"
+        "      ps.global_process_set.process_set_id, ps.process_set_kwargs(ps.global_process_set))\n"
+        "try:\n"
+        "    ps.process_set_kwargs(pair)\n"
+        "except ValueError as error:\n"
+        "    print('ValueError:', error)\n")
+    result = subprocess.run([PYTHON, "-c", script], env=package_env(), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "None None [0] 0 {}", lines
+    assert lines[1].startswith("ValueError: ProcessSet(process_set_id=None, ranks=None) is not "
+                               "registered"), lines
