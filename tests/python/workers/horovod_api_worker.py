@@ -233,6 +233,9 @@ def check_errors(rank, size):
         "dtype": lambda: hvd.allreduce(torch.ones(2, dtype=torch.float32 if rank == 0
                                                   else torch.float64), name="disagree.dtype"),
         "allgather dims": lambda: hvd.allgather(torch.ones(1, 2 + rank), name="disagree.ag"),
+        "root": lambda: hvd.broadcast(torch.ones(2), root_rank=rank, name="disagree.root"),
+        "op": lambda: hvd.allreduce(torch.ones(2), op=hvd.Sum if rank else hvd.Max,
+                                    name="disagree.op"),
         "async shape": lambda: hvd.synchronize(
             hvd.allreduce_async(torch.ones(3 + rank), name="disagree.async")),
     }
