@@ -149,3 +149,17 @@ def test_after_a_reset_only_the_global_process_set_is_registered():
     assert lines[0] == "None None [0] 0 {}", lines
     assert lines[1].startswith("ValueError: ProcessSet(process_set_id=None, ranks=None) is not "
                                "registered"), lines
+
+
+def test_horovod_elastic_synthetic_benchmark_runs_unchanged(python_job, tmp_path):
+    (tmp_path / "hosts.txt").write_text("localhost:2\n")
+    run = python_job(["-np", 2, "--min-np", 1, "--max-np", 2, "--host-discovery-script",
+                      DISCOVER_HOSTS, "--discovery-interval", "0.5", "--liveness-timeout", 60],
+                     EXAMPLES / "pytorch_synthetic_benchmark_elastic.py", "--model",
+                     "squeezenet1_1", "--batch-size", "2", "--image-size", "32",
+                     "--num-warmup-batches", "1", "--num-batches-per-iter", "2",
+                     "--num-iters", "2")
+    assert run.wait() == 0, run.output()
+    assert run.count(r"^\[0\]<stdout>:Total img/sec on 2 CPU\(s\): ") == 1, run.output()
+    # 1 warm-up batch and 2 iterations of 2, each counted once.
+    assert run.count(r"^\[0\]<stdout>:batches: 5$") == 1, run.output()
