@@ -35,9 +35,10 @@ void BindAsync(py::module_& module) {
       .def(
           "wait",
           [](const Handle& handle) {
-            ThrowIfError(WithoutGil([&] { return handle.Wait(); }));
+            ThrowIfError(WaitInterruptibly(handle));
           },
-          "Waits (without the GIL) until the collective completes; raises its error.")
+          "Waits (without the GIL) until the collective completes; raises its error. "
+          "Signals interrupt the wait (the request goes on).")
       .def(
           "take_output",
           [](const Handle& handle) {

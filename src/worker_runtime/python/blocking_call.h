@@ -6,6 +6,10 @@
 
 #include <utility>
 
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "horovodd/async.h"
+
 namespace horovodd::python {
 
 // Runs `call` with the GIL released, so the process's other Python threads
@@ -14,6 +18,7 @@ namespace horovodd::python {
 // elastic timeout), so a Ctrl-C is never held back for ever: right after the
 // call returns, a signal that arrived meanwhile raises its exception
 // (KeyboardInterrupt for SIGINT) instead of the call's own result or error.
+// `call` must run to its end here: it uses memory of the caller's frame.
 template <typename Call>
 auto WithoutGil(Call&& call) -> decltype(call()) {
   auto result = [&] {
@@ -22,6 +27,30 @@ auto WithoutGil(Call&& call) -> decltype(call()) {
   }();
   if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
   return result;
+}
+
+// How long one slice of WaitInterruptibly waits without the GIL: short
+// enough that Ctrl-C feels immediate, long enough to cost nothing.
+inline constexpr absl::Duration kSignalCheckInterval = absl::Milliseconds(50);
+
+// Waits for an asynchronous request without the GIL, in slices; between
+// slices the interpreter runs its signal handlers (PyErr_CheckSignals), so
+// Ctrl-C or SIGTERM interrupt a request blocked on a peer at once: the
+// handler's exception (KeyboardInterrupt) is thrown and the request goes on
+// (its memory is the Python handle's, kept alive by horovodd/ops.py until the
+// request completes). Returns the request's status.
+inline absl::Status WaitInterruptibly(const Handle& handle) {
+  while (true) {
+    absl::Status status;
+    {
+      pybind11::gil_scoped_release release;
+      status = handle.Wait(kSignalCheckInterval);
+    }
+    // DEADLINE_EXCEEDED from a request that is done is its own error.
+    const bool still_running = absl::IsDeadlineExceeded(status) && !handle.Poll();
+    if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
+    if (!still_running) return status;
+  }
 }
 
 }  // namespace horovodd::python

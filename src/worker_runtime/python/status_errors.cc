@@ -16,11 +16,14 @@ namespace py = pybind11;
 // released: C++ static destructors run after the interpreter is gone.
 PyObject* g_internal_error = nullptr;
 PyObject* g_hosts_updated = nullptr;
+PyObject* g_argument_error = nullptr;
 
-PyObject* NewRuntimeErrorType(py::module_& module, const char* name, const char* doc) {
+// `bases`: one exception type, or a tuple of them (a new reference is taken
+// by PyErr_NewExceptionWithDoc).
+PyObject* NewErrorType(py::module_& module, const char* name, const char* doc,
+                       PyObject* bases) {
   const std::string qualified = absl::StrCat(PyModule_GetName(module.ptr()), ".", name);
-  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, PyExc_RuntimeError,
-                                             nullptr);
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
   if (type == nullptr) throw py::error_already_set();
   module.add_object(name, py::handle(type));
   return type;
@@ -34,16 +37,27 @@ PyObject* NewRuntimeErrorType(py::module_& module, const char* name, const char*
 }  // namespace
 
 void RegisterErrors(py::module_& module) {
-  g_internal_error = NewRuntimeErrorType(
+  g_internal_error = NewErrorType(
       module, "HorovodInternalError",
       "A collective failed because a peer was lost or the job's membership changed under "
       "it. Inside horovodd.elastic.run the state is restored to its last commit and "
-      "training resumes in the next generation.");
-  g_hosts_updated = NewRuntimeErrorType(
+      "training resumes in the next generation.",
+      PyExc_RuntimeError);
+  g_hosts_updated = NewErrorType(
       module, "HostsUpdatedInterrupt",
       "Raised by State.commit()/check_host_updates() on every rank at the same step when "
       "the job's membership changed. Inside horovodd.elastic.run the state is kept and "
-      "training resumes in the next generation.");
+      "training resumes in the next generation.",
+      PyExc_RuntimeError);
+  // Both a ValueError (the arguments are wrong) and a RuntimeError (what
+  // Horovod raises, on every rank, when ranks disagree on a collective).
+  py::tuple argument_bases = py::make_tuple(py::handle(PyExc_ValueError),
+                                            py::handle(PyExc_RuntimeError));
+  g_argument_error = NewErrorType(
+      module, "CollectiveArgumentError",
+      "A collective's arguments are invalid, or ranks passed different shapes, dtypes, ops "
+      "or roots for it (raised on every rank). Both a ValueError and a RuntimeError.",
+      argument_bases.ptr());
 }
 
 void ThrowIfError(const absl::Status& status) {
@@ -55,7 +69,7 @@ void ThrowIfError(const absl::Status& status) {
     case absl::StatusCode::kAborted:
       Raise(g_internal_error, message);
     case absl::StatusCode::kInvalidArgument:
-      throw py::value_error(message);
+      Raise(g_argument_error, message);
     default:
       throw std::runtime_error(message);
   }

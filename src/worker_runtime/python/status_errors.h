@@ -3,11 +3,15 @@
 //
 //   hosts-updated interrupt (elastic::IsHostsUpdated)  HostsUpdatedInterrupt
 //   UNAVAILABLE (lost peer), ABORTED (membership)      HorovodInternalError
-//   INVALID_ARGUMENT                                   ValueError
+//   INVALID_ARGUMENT (bad arguments, or ranks that     CollectiveArgumentError
+//     disagree on shape, dtype, op or root)
 //   anything else                                      RuntimeError
 //
-// Both horovodd exceptions derive from RuntimeError, as in Horovod. The
-// message is the status message.
+// HorovodInternalError and HostsUpdatedInterrupt derive from RuntimeError, as
+// in Horovod. CollectiveArgumentError derives from both ValueError (what
+// horovodd raised before) and RuntimeError (what Horovod raises on every rank
+// for disagreeing ranks), so either `except` catches it. The message is the
+// status message.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -16,7 +20,8 @@
 
 namespace horovodd::python {
 
-// Adds HorovodInternalError and HostsUpdatedInterrupt to `module`.
+// Adds HorovodInternalError, HostsUpdatedInterrupt and CollectiveArgumentError
+// to `module`.
 void RegisterErrors(pybind11::module_& module);
 
 // Throws the exception above for a failed status; nothing for OK. Call with

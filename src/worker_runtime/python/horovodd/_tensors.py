@@ -63,14 +63,14 @@ def ref(tensor):
 
 
 def in_place(tensor, run, what):
-    """Calls run(TensorRef) on `tensor`'s memory, through a contiguous copy
+    """Calls run(TensorRef, contiguous tensor) on `tensor`'s memory, through a contiguous copy
     written back afterwards if it is not contiguous. Returns `tensor`."""
     check(tensor, what)
     if isinstance(tensor, np.ndarray) and not tensor.flags.writeable:
         raise ValueError(f"{what} writes into its argument, but the array is read-only")
     target = tensor.detach() if is_torch(tensor) else tensor
     contiguous = _contiguous(target)
-    run(ref(contiguous))
+    run(ref(contiguous), contiguous)
     if contiguous is not target:
         if is_torch(tensor):
             target.copy_(contiguous)
@@ -147,6 +147,52 @@ def to_list(values):
 def dtype_key(tensor):
     """Something equal for tensors of one dtype (and framework)."""
     return (is_torch(tensor), str(tensor.dtype))
+
+
+def is_integer(tensor):
+    """Integer dtypes (not bool)."""
+    if is_torch(tensor):
+        torch = _torch()
+        return not tensor.is_floating_point() and not tensor.is_complex() \
+            and tensor.dtype != torch.bool
+    return np.issubdtype(tensor.dtype, np.integer)
+
+
+def is_half(tensor):
+    return dtype_name(tensor) in ("float16", "bfloat16")
+
+
+def scale_(tensor, factor):
+    """tensor *= factor as Horovod scales: integers in float64 and half
+    floats in float32, each element cast back to the dtype (integers
+    truncated toward zero). In place; `tensor` must be contiguous."""
+    if factor == 1.0:
+        return tensor
+    if is_torch(tensor):
+        torch = _torch()
+        wide = torch.float32 if is_half(tensor) else torch.float64
+        target = tensor.detach()
+        target.copy_((target.to(wide) * factor).to(tensor.dtype))
+    else:
+        wide = "float32" if is_half(tensor) else "float64"
+        tensor[...] = (tensor.astype(wide) * factor).astype(tensor.dtype)
+    return tensor
+
+
+def as_float64(tensor):
+    """A float64 numpy copy of `tensor`'s values."""
+    if is_torch(tensor):
+        return tensor.detach().to("cpu").double().numpy()
+    return np.asarray(tensor, dtype=np.float64)
+
+
+def assign_from_float64(target, values):
+    """target[...] = values (float64 numpy), cast to target's dtype."""
+    if is_torch(target):
+        torch = _torch()
+        target.detach().copy_(torch.from_numpy(np.ascontiguousarray(values)).to(target.dtype))
+    else:
+        target[...] = values.astype(target.dtype)
 
 
 def is_floating(tensor):

@@ -26,6 +26,7 @@ import numpy as np
 from horovodd import _horovodd
 from horovodd.basics import flush_std_streams
 from horovodd.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+from horovodd import process_sets
 from horovodd.ops import allgather, broadcast_object
 
 __all__ = ["State", "ObjectState", "run", "HorovodInternalError", "HostsUpdatedInterrupt"]
@@ -43,14 +44,17 @@ class State:
         self._commits = 0
         self._resets = 0
 
-    @property
-    def commits(self):
-        return self._commits
+    # `commits` and `resets` (how many resets this worker went through inside
+    # run()) are read through __getattr__, not properties, so that a state
+    # may hold values of those names, as Horovod's may:
+    # TorchState(model, optimizer, commits=0).
+    _COUNTERS = {"commits": "_commits", "resets": "_resets"}
 
-    @property
-    def resets(self):
-        """Resets this worker went through inside run()."""
-        return self._resets
+    def __getattr__(self, name):
+        counter = State._COUNTERS.get(name)
+        if counter is not None:
+            return self.__dict__.get(counter, 0)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def register_reset_callbacks(self, callbacks):
         """Functions run() calls (in order, without arguments) after every
@@ -135,11 +139,13 @@ def run(func):
             if after_reset:
                 flush_std_streams()  # rejoin() ends a removed worker from C++
                 _horovodd.rejoin()
+                # The new generation has only the global process set.
+                process_sets.forget_all()
             try:
                 # Every rank syncs, every time: a per-rank choice to skip it
                 # deadlocks (Horovod issue 3494). Saving right after makes the
                 # synced values everyone's restore point.
-                root, commits = _choose_sync_root(state.commits)
+                root, commits = _choose_sync_root(state._commits)
                 state.sync(root)
                 state._commits = commits
                 state.save()

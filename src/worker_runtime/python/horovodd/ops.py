@@ -14,7 +14,14 @@ returns the result or raises its error, poll(handle) says whether it is done,
 as Horovod's do. Ranks match queued requests by name (unnamed ones by the
 order they were made in) and ready allreduces are fused into one collective.
 The tensor must not be modified until synchronize. alltoall_async and
-reducescatter_async still run at once. Results are detached from autograd.
+reducescatter_async still run at once. These functions do not record
+autograd; horovodd.torch's do (horovodd/torch/mpi_ops.py).
+
+Every collective takes process_set= (default: global_process_set, every
+rank); only the set's ranks call it. prescale_factor/postscale_factor
+scale integer tensors in float64 and half ones in float32, casting each
+element back, as Horovod does. op=Adasum combines tensors with Adasum
+(horovodd/adasum.py).
 """
 
 import itertools
@@ -22,9 +29,10 @@ import pickle
 
 import numpy as np
 
-from horovodd import _horovodd, _tensors
+from horovodd import _horovodd, _tensors, adasum
 from horovodd.basics import rank
 from horovodd.compression import Compression
+from horovodd.process_sets import global_process_set, process_set_kwargs
 
 ReduceOp = _horovodd.ReduceOp
 Average = ReduceOp.Average
@@ -32,6 +40,7 @@ Sum = ReduceOp.Sum
 Min = ReduceOp.Min
 Max = ReduceOp.Max
 Product = ReduceOp.Product
+Adasum = adasum.Adasum
 
 
 def _reduce_op(average, op):
@@ -43,33 +52,86 @@ def _reduce_op(average, op):
     return Average if op is None else op
 
 
+def _set_size(process_set):
+    return _horovodd.size() if process_set is None or process_set is global_process_set \
+        else process_set.size()
+
+
+class _Scaling:
+    """How one allreduce scales: either the runtime does it (floats with no
+    special handling), or Python does it around a plain reduction, as Horovod
+    does for integer and half tensors (and Average folds into the postscale:
+    the result is the sum times postscale/size, cast back per element)."""
+
+    def __init__(self, tensor, op, prescale_factor, postscale_factor, process_set):
+        prescale_factor, postscale_factor = float(prescale_factor), float(postscale_factor)
+        self.in_python = op is not Adasum and (prescale_factor != 1.0 or
+                                               postscale_factor != 1.0) and \
+            (_tensors.is_integer(tensor) or _tensors.is_half(tensor))
+        if self.in_python:
+            self.op = Sum if op == Average else op
+            self.pre, self.post = prescale_factor, postscale_factor
+            if op == Average:
+                self.post /= _set_size(process_set)
+            self.runtime_pre = self.runtime_post = 1.0
+        else:
+            self.op = op
+            self.pre = self.post = 1.0
+            self.runtime_pre, self.runtime_post = prescale_factor, postscale_factor
+
+    def before(self, contiguous):
+        _tensors.scale_(contiguous, self.pre)
+
+    def after(self, contiguous):
+        _tensors.scale_(contiguous, self.post)
+
+
 # ---------------------------------------------------------------------------
 # allreduce
 # ---------------------------------------------------------------------------
 
+def _adasum_(tensors, name, process_set, prescale_factor, postscale_factor):
+    """Adasum of each tensor over the set's ranks, written in place."""
+    for tensor in tensors:
+        gathered = allgather(_tensors.flat_concat([tensor]), name=name,
+                             process_set=process_set)
+        n = _set_size(process_set)
+        vectors = _tensors.as_float64(gathered).reshape(n, -1) * float(prescale_factor)
+        combined = adasum.combine(list(vectors)) * float(postscale_factor)
+        _tensors.assign_from_float64(tensor, combined.reshape(tuple(tensor.shape)))
+
+
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-               postscale_factor=1.0):
+               postscale_factor=1.0, process_set=global_process_set):
     """In place: `tensor` becomes op (Average by default) over every rank's
     tensor, each multiplied by prescale_factor first, the result multiplied by
-    postscale_factor. Average divides the sum by size() (integers truncate)
-    before the postscale. Returns `tensor`."""
+    postscale_factor. Average divides the sum by size() (integers truncate).
+    Returns `tensor`."""
     reduce_op = _reduce_op(average, op)
-    return _tensors.in_place(
-        tensor,
-        lambda ref: _horovodd.allreduce_(ref, reduce_op, float(prescale_factor),
-                                         float(postscale_factor), name or ""),
-        "allreduce_")
+    if reduce_op is Adasum:
+        _tensors.check(tensor, "allreduce_")
+        _adasum_([tensor], name, process_set, prescale_factor, postscale_factor)
+        return tensor
+    scaling = _Scaling(tensor, reduce_op, prescale_factor, postscale_factor, process_set)
+    kwargs = process_set_kwargs(process_set)
+
+    def run(ref, contiguous):
+        scaling.before(contiguous)
+        _horovodd.allreduce_(ref, scaling.op, scaling.runtime_pre, scaling.runtime_post,
+                             name or "", **kwargs)
+        scaling.after(contiguous)
+    return _tensors.in_place(tensor, run, "allreduce_")
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
-              prescale_factor=1.0, postscale_factor=1.0):
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Like allreduce_, into a new tensor; `compression` (Compression.fp16)
     changes what is sent, not the result's dtype."""
     _tensors.check(tensor, "allreduce")
     compressed, context = compression.compress(tensor)
     if compressed is tensor:
         compressed = _tensors.clone(tensor)
-    allreduce_(compressed, average, name, op, prescale_factor, postscale_factor)
+    allreduce_(compressed, average, name, op, prescale_factor, postscale_factor, process_set)
     return compression.decompress(compressed, context)
 
 
@@ -82,31 +144,35 @@ def _dtype_groups(tensors):
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                       postscale_factor=1.0):
+                       postscale_factor=1.0, process_set=global_process_set):
     """allreduce_ of each tensor in `tensors`, fused: one collective per dtype
     over a buffer holding all tensors of that dtype. Returns `tensors`."""
     tensors = list(tensors)
     for tensor in tensors:
         _tensors.check(tensor, "grouped_allreduce_")
+    if _reduce_op(average, op) is Adasum:
+        _adasum_(tensors, name, process_set, prescale_factor, postscale_factor)
+        return tensors
     for group_number, indices in enumerate(_dtype_groups(tensors)):
         members = [tensors[i] for i in indices]
         flat = _tensors.flat_concat(members)
         allreduce_(flat, average, f"{name or 'grouped_allreduce'}.{group_number}", op,
-                   prescale_factor, postscale_factor)
+                   prescale_factor, postscale_factor, process_set)
         for member, reduced in zip(members, _tensors.unflatten(flat, members)):
             _tensors.copy_into(member, reduced)
     return tensors
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none,
-                      op=None, prescale_factor=1.0, postscale_factor=1.0):
+                      op=None, prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
     """Like grouped_allreduce_, into new tensors (a list, in order)."""
     tensors = list(tensors)
     for tensor in tensors:
         _tensors.check(tensor, "grouped_allreduce")
     compressed = [compression.compress(t) for t in tensors]
     sent = [_tensors.clone(c) if c is t else c for t, (c, _) in zip(tensors, compressed)]
-    grouped_allreduce_(sent, average, name, op, prescale_factor, postscale_factor)
+    grouped_allreduce_(sent, average, name, op, prescale_factor, postscale_factor, process_set)
     return [compression.decompress(s, context) for s, (_, context) in zip(sent, compressed)]
 
 
@@ -114,46 +180,98 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 # the others
 # ---------------------------------------------------------------------------
 
-def allgather(tensor, name=None):
+def allgather(tensor, name=None, process_set=global_process_set):
     """Every rank's tensor concatenated along the first dimension, in rank
     order. Ranks may contribute different first dimensions; the other
     dimensions and the dtype must match."""
     ref, _owner = _tensors.readable_ref(tensor, "allgather")
-    return _tensors.like(_horovodd.allgather(ref), tensor)
+    return _tensors.like(_horovodd.allgather(ref, **process_set_kwargs(process_set)), tensor)
 
 
-def broadcast_(tensor, root_rank, name=None):
-    """In place: `tensor` becomes root_rank's. Returns `tensor`."""
-    return _tensors.in_place(tensor, lambda ref: _horovodd.broadcast_(ref, int(root_rank)),
-                             "broadcast_")
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """allgather of each tensor in `tensors` (a list of results, in order),
+    negotiated together."""
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
-def broadcast(tensor, root_rank, name=None):
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """In place: `tensor` becomes root_rank's (a global rank). Returns
+    `tensor`."""
+    kwargs = process_set_kwargs(process_set)
+    return _tensors.in_place(
+        tensor, lambda ref, _: _horovodd.broadcast_(ref, int(root_rank), **kwargs),
+        "broadcast_")
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """root_rank's tensor, as a new tensor."""
     _tensors.check(tensor, "broadcast")
-    return broadcast_(_tensors.clone(tensor), root_rank, name)
+    return broadcast_(_tensors.clone(tensor), root_rank, name, process_set)
 
 
-def alltoall(tensor, splits=None, name=None):
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[i] first-dimension rows of `tensor` to rank i (None: an
     equal split). Returns (the rows received, from rank 0 up; an int64 tensor
     of how many rows came from each rank)."""
     ref, _owner = _tensors.readable_ref(tensor, "alltoall")
-    output, received = _horovodd.alltoall(ref, _tensors.to_list(splits))
+    output, received = _horovodd.alltoall(ref, _tensors.to_list(splits),
+                                          **process_set_kwargs(process_set))
     return _tensors.like(output, tensor), _tensors.int64_vector(received, tensor)
 
 
-def reducescatter(tensor, name=None, op=Average):
-    """op (Average by default) over every rank's tensor; this rank gets its
-    share of the first dimension (the first rows % size() ranks get one row
+def _reducescatter_scaled(tensor, op, prescale_factor, postscale_factor, process_set):
+    """(the input to send, the op to send it with, the factor for the
+    result): reducescatter scales in Python, as Horovod does for allreduce."""
+    prescale_factor, postscale_factor = float(prescale_factor), float(postscale_factor)
+    if prescale_factor == 1.0 and postscale_factor == 1.0:
+        return tensor, op, 1.0
+    sent = _tensors.clone(tensor)
+    if _tensors.is_integer(tensor) or _tensors.is_half(tensor):
+        _tensors.scale_(sent, prescale_factor)
+        if op == Average:
+            return sent, Sum, postscale_factor / _set_size(process_set)
+        return sent, op, postscale_factor
+    _tensors.scale_(sent, prescale_factor)
+    return sent, op, postscale_factor
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """op (Average or Sum) over every rank's tensor; this rank gets its share
+    of the first dimension (the first rows % size() ranks get one row
     more)."""
-    ref, _owner = _tensors.readable_ref(tensor, "reducescatter")
-    return _tensors.like(_horovodd.reducescatter(ref, op), tensor)
+    _tensors.check(tensor, "reducescatter")
+    compressed, context = compression.compress(tensor)
+    sent, sent_op, factor = _reducescatter_scaled(compressed, op, prescale_factor,
+                                                  postscale_factor, process_set)
+    ref, _owner = _tensors.readable_ref(sent, "reducescatter")
+    result = _tensors.like(_horovodd.reducescatter(ref, sent_op,
+                                                   **process_set_kwargs(process_set)), tensor)
+    if factor != 1.0:
+        result = _tensors.scale_(_tensors.writable_contiguous(result), factor)
+    return compression.decompress(result, context)
 
 
-def barrier():
-    """Returns once every rank has entered it."""
-    _horovodd.barrier()
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """reducescatter of each tensor in `tensors`; a list of results."""
+    return [reducescatter(t, None if name is None else f"{name}.{i}", compression, op,
+                          process_set, prescale_factor, postscale_factor)
+            for i, t in enumerate(tensors)]
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank (of the set) has entered it."""
+    _horovodd.barrier(**process_set_kwargs(process_set))
+
+
+def join(device=-1):
+    """This rank has no more data: until every rank has joined, the others'
+    allreduces go on without it (it contributes nothing; Average divides by
+    the ranks that did). Returns the last rank to join. `device` is
+    Horovod's and unused here."""
+    return int(_horovodd.join())
 
 
 # ---------------------------------------------------------------------------
@@ -175,7 +293,7 @@ class _Handle:
 
 # Handles not synchronized yet. Holding them here (as Horovod does) keeps a
 # tensor alive even if its caller drops the handle while the engine writes
-# into it.
+# into it (also when a signal interrupted synchronize).
 _in_flight = {}
 _unnamed = itertools.count(1)
 
@@ -190,6 +308,15 @@ def _track(handles, keep, finish):
     handle = _Handle(handles, keep, finish)
     _in_flight[id(handle)] = handle
     return handle
+
+
+def _combine(parts, finish):
+    """One handle over several tracked ones: synchronize waits for all of
+    them, then returns finish([each part's result])."""
+    for part in parts:
+        _in_flight.pop(id(part), None)
+    handles = [h for part in parts for h in part.handles]
+    return _track(handles, parts, lambda: finish([part.finish() for part in parts]))
 
 
 def _writable_target(tensor, what):
@@ -213,8 +340,8 @@ def _writable_target(tensor, what):
 
 def _run_now(collective, *args, **kwargs):
     """A handle for a collective the engine does not queue (alltoall,
-    reducescatter): it runs now; synchronize returns its result or raises
-    its error."""
+    reducescatter, Adasum): it runs now; synchronize returns its result or
+    raises its error."""
     try:
         result, error = collective(*args, **kwargs), None
     except Exception as caught:  # kept for synchronize(), as an async error would be
@@ -242,92 +369,118 @@ def poll(handle):
 def synchronize(handle):
     """Waits (without the GIL) for the collective behind `handle` and returns
     its result, or raises its error (HorovodInternalError when a peer was
-    lost or the membership changed)."""
+    lost or the membership changed). A signal (Ctrl-C, SIGTERM with a
+    handler) interrupts the wait with its exception; the handle then stays
+    pending, its tensors alive, and can be synchronized again."""
     _pending(handle)
     first_error = None
-    try:
-        for h in handle.handles:
-            try:
-                h.wait()
-            except Exception as error:  # wait for the others: they use handle.keep
-                first_error = first_error or error
-    finally:
-        del _in_flight[id(handle)]
+    for h in handle.handles:
+        try:
+            h.wait()
+        except Exception as error:  # wait for the others: they use handle.keep
+            first_error = first_error or error
+    del _in_flight[id(handle)]
     if first_error is not None:
         raise first_error
     return handle.finish()
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                     postscale_factor=1.0):
+                     postscale_factor=1.0, process_set=global_process_set):
     """Queues allreduce_ of `tensor` on the engine and returns a handle at
     once; synchronize(handle) returns `tensor`, reduced. Ranks match requests
     by name (unnamed ones by their order); ready ones are fused."""
     reduce_op = _reduce_op(average, op)
+    if reduce_op is Adasum:
+        return _run_now(allreduce_, tensor, None, name, Adasum, prescale_factor,
+                        postscale_factor, process_set)
     target, write_back = _writable_target(tensor, "allreduce_async_")
-    handle = _horovodd.allreduce_async_(_tensors.ref(target), reduce_op, float(prescale_factor),
-                                        float(postscale_factor),
-                                        _request_name(name, "allreduce"))
+    scaling = _Scaling(tensor, reduce_op, prescale_factor, postscale_factor, process_set)
+    scaling.before(target)
+    handle = _horovodd.allreduce_async_(_tensors.ref(target), scaling.op, scaling.runtime_pre,
+                                        scaling.runtime_post, _request_name(name, "allreduce"),
+                                        **process_set_kwargs(process_set))
 
     def finish():
+        scaling.after(target)
         write_back()
         return tensor
     return _track([handle], (tensor, target), finish)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                    postscale_factor=1.0):
+                    postscale_factor=1.0, process_set=global_process_set):
     """allreduce into a new tensor, as a handle (see allreduce_async_)."""
     _tensors.check(tensor, "allreduce_async")
     return allreduce_async_(_tensors.clone(tensor), average, name, op, prescale_factor,
-                            postscale_factor)
+                            postscale_factor, process_set)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0):
+                             postscale_factor=1.0, process_set=global_process_set):
     """Queues allreduce_ of every tensor in `tensors` as one request per
     dtype, always fused together; synchronize returns `tensors`."""
     reduce_op = _reduce_op(average, op)
     tensors = list(tensors)
+    if reduce_op is Adasum:
+        return _run_now(grouped_allreduce_, tensors, None, name, Adasum, prescale_factor,
+                        postscale_factor, process_set)
     base = _request_name(name, "grouped_allreduce")
     targets = [_writable_target(t, "grouped_allreduce_async_") for t in tensors]
+    scalings = [_Scaling(t, reduce_op, prescale_factor, postscale_factor, process_set)
+                for t in tensors]
+    kwargs = process_set_kwargs(process_set)
     handles = []
     for group_number, indices in enumerate(_dtype_groups(tensors)):
+        for i in indices:
+            scalings[i].before(targets[i][0])
+        scaling = scalings[indices[0]]
         refs = [_tensors.ref(targets[i][0]) for i in indices]
         handles.append(_horovodd.grouped_allreduce_async_(
-            refs, reduce_op, float(prescale_factor), float(postscale_factor),
-            f"{base}.{group_number}"))
+            refs, scaling.op, scaling.runtime_pre, scaling.runtime_post,
+            f"{base}.{group_number}", **kwargs))
 
     def finish():
-        for _, write_back in targets:
+        for (target, write_back), scaling in zip(targets, scalings):
+            scaling.after(target)
             write_back()
         return tensors
     return _track(handles, (tensors, targets), finish)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                            postscale_factor=1.0):
+                            postscale_factor=1.0, process_set=global_process_set):
     """grouped_allreduce into new tensors, as a handle."""
     tensors = list(tensors)
     for tensor in tensors:
         _tensors.check(tensor, "grouped_allreduce_async")
     return grouped_allreduce_async_([_tensors.clone(t) for t in tensors], average, name, op,
-                                    prescale_factor, postscale_factor)
+                                    prescale_factor, postscale_factor, process_set)
 
 
-def allgather_async(tensor, name=None):
+def allgather_async(tensor, name=None, process_set=global_process_set):
     """Queues allgather; synchronize returns the concatenation."""
     ref, owner = _tensors.readable_ref(tensor, "allgather_async")
-    handle = _horovodd.allgather_async(ref, _request_name(name, "allgather"))
+    handle = _horovodd.allgather_async(ref, _request_name(name, "allgather"),
+                                       **process_set_kwargs(process_set))
     return _track([handle], (tensor, owner),
                   lambda: _tensors.like(handle.take_output(), tensor))
 
 
-def broadcast_async_(tensor, root_rank, name=None):
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Queues allgather of each tensor in `tensors`; synchronize returns the
+    list of results, in order."""
+    base = _request_name(name, "grouped_allgather")
+    parts = [allgather_async(t, f"{base}.{i}", process_set) for i, t in enumerate(tensors)]
+    return _combine(parts, lambda results: results)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Queues broadcast_ from root_rank; synchronize returns `tensor`."""
     target, write_back = _writable_target(tensor, "broadcast_async_")
     handle = _horovodd.broadcast_async_(_tensors.ref(target), int(root_rank),
-                                        _request_name(name, "broadcast"))
+                                        _request_name(name, "broadcast"),
+                                        **process_set_kwargs(process_set))
 
     def finish():
         write_back()
@@ -335,27 +488,37 @@ def broadcast_async_(tensor, root_rank, name=None):
     return _track([handle], (tensor, target), finish)
 
 
-def broadcast_async(tensor, root_rank, name=None):
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """broadcast into a new tensor, as a handle."""
     _tensors.check(tensor, "broadcast_async")
-    return broadcast_async_(_tensors.clone(tensor), root_rank, name)
+    return broadcast_async_(_tensors.clone(tensor), root_rank, name, process_set)
 
 
-def alltoall_async(tensor, splits=None, name=None):
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """alltoall, returning a handle (it runs at once; see synchronize)."""
-    return _run_now(alltoall, tensor, splits, name)
+    return _run_now(alltoall, tensor, splits, name, process_set)
 
 
-def reducescatter_async(tensor, name=None, op=Average):
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
     """reducescatter, returning a handle (it runs at once; see synchronize)."""
-    return _run_now(reducescatter, tensor, name, op)
+    return _run_now(reducescatter, tensor, name, Compression.none, op, process_set,
+                    prescale_factor, postscale_factor)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average,
+                                process_set=global_process_set, prescale_factor=1.0,
+                                postscale_factor=1.0):
+    """grouped_reducescatter, returning a handle (it runs at once)."""
+    return _run_now(grouped_reducescatter, tensors, name, Compression.none, op, process_set,
+                    prescale_factor, postscale_factor)
 
 
 # ---------------------------------------------------------------------------
 # Python objects
 # ---------------------------------------------------------------------------
 
-def broadcast_object(obj, root_rank=0, name=None):
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """root_rank's `obj` on every rank (pickled; root_rank gets its own obj
     back, the others a copy)."""
     if rank() == root_rank:
@@ -364,18 +527,18 @@ def broadcast_object(obj, root_rank=0, name=None):
         length = np.array([payload.size], dtype=np.int64)
     else:
         length = np.zeros(1, dtype=np.int64)
-    broadcast_(length, root_rank)
+    broadcast_(length, root_rank, process_set=process_set)
     if rank() != root_rank:
         payload = np.empty(int(length[0]), dtype=np.uint8)
-    broadcast_(payload, root_rank)
+    broadcast_(payload, root_rank, process_set=process_set)
     return obj if rank() == root_rank else pickle.loads(payload.tobytes())
 
 
-def allgather_object(obj, name=None):
+def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's `obj` (pickled), as a list in rank order."""
     payload = np.frombuffer(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
-    lengths = allgather(np.array([payload.size], dtype=np.int64))
-    gathered = allgather(payload).tobytes()
+    lengths = allgather(np.array([payload.size], dtype=np.int64), process_set=process_set)
+    gathered = allgather(payload, process_set=process_set).tobytes()
     objects, offset = [], 0
     for length in lengths.tolist():
         objects.append(pickle.loads(gathered[offset:offset + length]))

@@ -16,7 +16,10 @@ import warnings
 import torch
 
 from horovodd.compression import Compression
-from horovodd.ops import Average, allreduce_async_, synchronize as synchronize_handle
+from horovodd.ops import (Average, Sum, allreduce_async_, grouped_allreduce_async_,
+                          synchronize as synchronize_handle)
+from horovodd.process_sets import global_process_set
+from horovodd.torch.mpi_ops import sparse_allreduce_async
 
 
 class _DistributedOptimizerMixin:
@@ -24,7 +27,8 @@ class _DistributedOptimizerMixin:
     an instance of it (schedulers and isinstance checks keep working)."""
 
     def __init__(self, param_groups, named_parameters, compression,
-                 backward_passes_per_step, op, gradient_predivide_factor):
+                 backward_passes_per_step, op, gradient_predivide_factor, num_groups,
+                 groups, sparse_as_dense, process_set):
         super().__init__(param_groups)
         if backward_passes_per_step < 1:
             raise ValueError("backward_passes_per_step must be at least 1, got "
@@ -33,16 +37,25 @@ class _DistributedOptimizerMixin:
             raise ValueError("gradient_predivide_factor needs op=Average, got "
                              f"op={op} with gradient_predivide_factor="
                              f"{gradient_predivide_factor}")
+        if num_groups and groups is not None:
+            raise ValueError("pass either num_groups or groups to DistributedOptimizer, "
+                             "not both")
         self._compression = compression
         self._op = op
         self._predivide = float(gradient_predivide_factor)
+        self._sparse_as_dense = bool(sparse_as_dense)
+        self._process_set = process_set
         self.backward_passes_per_step = backward_passes_per_step
         # Owned by the training thread (the hooks run on it inside backward()).
         self._names = self._parameter_names(named_parameters)
         self._trained = [p for group in self.param_groups for p in group["params"]
                          if p.requires_grad]
+        self._group_of, self._groups = self._gradient_groups(num_groups, groups)
         self._passes_left = {p: backward_passes_per_step for p in self._trained}
-        self._pending = {}  # parameter -> (handle, compression context, tensor sent)
+        # parameter -> (handle, compression context, tensor sent); the
+        # members of a gradient group share one entry, under each member.
+        self._pending = {}
+        self._ready = {}  # group index -> parameters whose gradient is ready
         self._synchronized = False
         self._should_synchronize = True
         # The accumulators must outlive this call for their hooks to stay.
@@ -69,6 +82,43 @@ class _DistributedOptimizerMixin:
                              f"named_parameters (positions {unnamed[:10]})")
         return names
 
+    def _gradient_groups(self, num_groups, groups):
+        """(parameter -> group index, the groups as lists of parameters):
+        Horovod's num_groups (the parameters, in the optimizer's order, cut
+        into that many consecutive pieces) or groups (lists of parameters;
+        the rest stay alone). A group's gradients are reduced in one request
+        once all of them are ready."""
+        if groups is not None:
+            if not isinstance(groups, (list, tuple)) or \
+                    not all(isinstance(g, (list, tuple)) for g in groups):
+                raise ValueError("groups must be a list of lists of parameters")
+            chosen = [[p for p in g if p.requires_grad] for g in groups]
+            trained = set(self._trained)
+            for g in chosen:
+                for p in g:
+                    if p not in trained:
+                        raise ValueError("groups names a parameter the optimizer does not "
+                                         "train")
+        elif num_groups:
+            if num_groups < 0:
+                raise ValueError(f"num_groups must not be negative, got {num_groups}")
+            count = min(int(num_groups), len(self._trained))
+            size, extra = divmod(len(self._trained), max(count, 1))
+            chosen, start = [], 0
+            for index in range(count):
+                end = start + size + (1 if index < extra else 0)
+                chosen.append(self._trained[start:end])
+                start = end
+        else:
+            return {}, []
+        group_of = {}
+        for index, members in enumerate(chosen):
+            for p in members:
+                if p in group_of:
+                    raise ValueError(f"parameter '{self._names[p]}' is in two groups")
+                group_of[p] = index
+        return group_of, chosen
+
     def _hook_gradient(self, p):
         # The node that accumulates p's gradient: its hook runs once p.grad
         # holds this backward pass's contribution.
@@ -85,43 +135,107 @@ class _DistributedOptimizerMixin:
                 f"backward_passes_per_step={self.backward_passes_per_step} times before "
                 "step(): raise backward_passes_per_step to accumulate more passes locally")
         self._passes_left[p] = left
-        if left == 0:
+        if left != 0:
+            return
+        group = self._group_of.get(p)
+        if group is None:
             self._pending[p] = self._send_gradient(p)
+            return
+        ready = self._ready.setdefault(group, set())
+        ready.add(p)
+        if len(ready) == len(self._groups[group]):
+            self._send_group(group)
+
+    def _scale_factors(self):
+        if self._op == Average:
+            # Average divides by the set's size itself, after the postscale.
+            return 1.0 / self._predivide, self._predivide
+        return 1.0, 1.0
+
+    def _dense_gradient(self, p):
+        if p.grad.is_sparse and self._sparse_as_dense:
+            p.grad = p.grad.to_dense()
+        return p.grad
 
     def _send_gradient(self, p):
-        if self._op == Average:
-            # Average divides by size() itself, after the postscale.
-            prescale, postscale = 1.0 / self._predivide, self._predivide
-        else:
-            prescale, postscale = 1.0, 1.0
-        sent, context = self._compression.compress(p.grad)
+        grad = self._dense_gradient(p)
+        if grad.is_sparse:
+            if self._op not in (Average, Sum):
+                raise ValueError(f"sparse gradients ('{self._names[p]}') are reduced with "
+                                 f"Average or Sum, not {self._op}: pass sparse_as_dense=True")
+            handle = sparse_allreduce_async(grad, self._names[p], self._op, self._process_set)
+            return handle, None, None
+        prescale, postscale = self._scale_factors()
+        sent, context = self._compression.compress(grad)
         handle = allreduce_async_(sent, name=self._names[p], op=self._op,
-                                  prescale_factor=prescale, postscale_factor=postscale)
+                                  prescale_factor=prescale, postscale_factor=postscale,
+                                  process_set=self._process_set)
         return handle, context, sent
+
+    def _send_group(self, group):
+        members = self._groups[group]
+        self._ready.pop(group, None)
+        grads = [self._dense_gradient(p) for p in members]
+        if any(g.is_sparse for g in grads):
+            raise ValueError("gradient groups hold dense gradients only: pass "
+                             "sparse_as_dense=True for sparse ones")
+        prescale, postscale = self._scale_factors()
+        compressed = [self._compression.compress(g) for g in grads]
+        sent = [c for c, _ in compressed]
+        handle = grouped_allreduce_async_(
+            sent, name=f"group.{group}.{self._names[members[0]]}", op=self._op,
+            prescale_factor=prescale, postscale_factor=postscale,
+            process_set=self._process_set)
+        entry = (handle, [context for _, context in compressed], sent)
+        for p in members:
+            self._pending[p] = entry
 
     def synchronize(self):
         """Finishes the allreduce of every gradient; p.grad then holds the
-        reduction over all ranks."""
+        reduction over all ranks (of the process set)."""
         unsent = sorted((p for p in self._trained if p not in self._pending),
                         key=lambda p: self._names[p])
         for p in unsent:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-            self._pending[p] = self._send_gradient(p)
+        for p in unsent:
+            if p in self._pending:
+                continue  # sent with its group below
+            group = self._group_of.get(p)
+            if group is None:
+                self._pending[p] = self._send_gradient(p)
+            else:
+                self._send_group(group)
         pending, self._pending = self._pending, {}
+        self._ready = {}
         self._passes_left = {p: self.backward_passes_per_step for p in self._trained}
         first_error = None
+        done = set()
         for p, (handle, context, sent) in pending.items():
+            if id(handle) in done:
+                continue
+            done.add(id(handle))
             try:
                 reduced = synchronize_handle(handle)
             except Exception as error:  # every handle is collected; the first error raised
                 first_error = first_error or error
                 continue
-            if sent is not p.grad:
-                p.grad.copy_(self._compression.decompress(reduced, context))
+            self._store_reduced(p, reduced, context, sent)
         if first_error is not None:
             raise first_error
         self._synchronized = True
+
+    def _store_reduced(self, p, reduced, context, sent):
+        group = self._group_of.get(p)
+        if group is not None:
+            for member, r, c in zip(self._groups[group], reduced, context):
+                if r is not member.grad:
+                    member.grad.copy_(self._compression.decompress(r, c))
+            return
+        if sent is None:  # a sparse gradient: the reduction replaces it
+            p.grad = reduced
+        elif sent is not p.grad:
+            p.grad.copy_(self._compression.decompress(reduced, context))
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -136,9 +250,12 @@ class _DistributedOptimizerMixin:
     def step(self, closure=None):
         if self._should_synchronize:
             if self._synchronized:
-                warnings.warn("optimizer.step() after optimizer.synchronize() without "
-                              "optimizer.skip_synchronize(): the gradients were reduced "
-                              "twice")
+                warnings.warn("optimizer.step() called without "
+                              "optimizer.skip_synchronize() context after "
+                              "optimizer.synchronize(). This can cause training "
+                              "slowdown. You may want to consider using "
+                              "optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
         return super().step(closure)
@@ -153,17 +270,25 @@ class _DistributedOptimizerMixin:
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average,
-                         gradient_predivide_factor=1.0):
+                         gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                         sparse_as_dense=False, process_set=global_process_set):
     """Wraps `optimizer` so that step() uses gradients reduced over all ranks
-    (averaged by default).
+    (averaged by default), as Horovod's.
 
-    named_parameters: model.named_parameters(), for names in errors.
+    named_parameters: model.named_parameters(), for the requests' names.
     compression: Compression.fp16 sends float gradients as float16.
     backward_passes_per_step: backward passes accumulated locally (summed)
       before a gradient is reduced.
-    op: Average (default), Sum, Min, Max or Product.
+    op: Average (default), Sum, Adasum, Min, Max or Product. Adasum combines
+      the ranks' gradients with Adasum (for plain SGD the same as Horovod's
+      Adasum optimizer, which combines the updates).
     gradient_predivide_factor: with Average, divide gradients by this before
       the sum and by size()/factor after it.
+    num_groups / groups: reduce the gradients in that many groups, or in the
+      groups of parameters given, one request per group.
+    sparse_as_dense: reduce sparse gradients (embeddings) as dense tensors;
+      otherwise they go through sparse_allreduce_async.
+    process_set: reduce over this set's ranks only (those ranks alone train).
 
     The result is an instance of `optimizer`'s class with its parameter
     groups and state.
@@ -172,6 +297,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     distributed_class = type(base.__name__, (_DistributedOptimizerMixin, base), {})
     distributed = distributed_class(
         [dict(group) for group in optimizer.param_groups], named_parameters, compression,
-        backward_passes_per_step, op, gradient_predivide_factor)
+        backward_passes_per_step, op, gradient_predivide_factor, num_groups, groups,
+        sparse_as_dense, process_set)
     distributed.load_state_dict(optimizer.state_dict())
     return distributed
