@@ -92,18 +92,27 @@ ShmGroup::ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> s
     : rank_(options.rank),
       size_(options.size),
       slot_bytes_(RoundUp(options.slot_bytes, kLine)),
-      segment_(std::move(segment)),
-      pids_(options.pids) {
+      segment_(std::move(segment)) {
+  SetPids(options.pids);
+}
+
+ShmGroup::~ShmGroup() { ClosePidfds(); }
+
+void ShmGroup::SetPids(std::vector<pid_t> pids) {
+  HVDD_CHECK_EQ(pids.size(), static_cast<size_t>(size_));
+  ClosePidfds();
+  pids_ = std::move(pids);
   pidfds_.assign(size_, -1);
   for (int r = 0; r < size_; ++r) {
-    if (r != rank_ && pids_[r] != getpid()) pidfds_[r] = PidfdOpen(pids_[r]);
+    if (r != rank_ && pids_[r] > 0 && pids_[r] != getpid()) pidfds_[r] = PidfdOpen(pids_[r]);
   }
 }
 
-ShmGroup::~ShmGroup() {
+void ShmGroup::ClosePidfds() {
   for (int fd : pidfds_) {
     if (fd >= 0) close(fd);
   }
+  pidfds_.clear();
 }
 
 absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(const GroupOptions& options) {
@@ -192,7 +201,7 @@ bool ShmGroup::AllArrived(uint64_t round) const {
 
 int ShmGroup::DeadPeer() const {
   for (int r = 0; r < size_; ++r) {
-    if (r == rank_ || pids_[r] == getpid()) continue;
+    if (r == rank_ || pids_[r] <= 0 || pids_[r] == getpid()) continue;
     if (pidfds_[r] >= 0) {
       pollfd p{pidfds_[r], POLLIN, 0};
       if (poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) return r;

@@ -63,6 +63,9 @@ class ShmGroup {
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;
 
+  // The leader creates the group before it learns its peers' pids.
+  void SetPids(std::vector<pid_t> pids);
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   size_t slot_bytes() const { return slot_bytes_; }
@@ -91,6 +94,7 @@ class ShmGroup {
   struct Header;
   struct RankControl;
   ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> segment);
+  void ClosePidfds();
   Header& header() const;
   RankControl& control(int r) const;
   bool AllArrived(uint64_t round) const;
