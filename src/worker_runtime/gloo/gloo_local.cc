@@ -73,8 +73,11 @@ absl::StatusOr<std::unique_ptr<shm::ShmGroup>> OpenGroup(
     const std::vector<std::vector<int64_t>>& records, const std::vector<int>& host,
     int local_rank, std::unique_ptr<shm::ShmGroup> created, size_t slot_bytes) {
   if (created != nullptr) return created;
+  if (local_rank == 0) return absl::FailedPreconditionError("no segment could be created here");
   const std::vector<int64_t>& leader = records[host[0]];
-  if (leader[kSegmentFd] < 0) return absl::FailedPreconditionError("the local leader has no segment");
+  if (leader[kSegmentFd] < 0) {
+    return absl::FailedPreconditionError("the local leader has no segment");
+  }
   if (leader[kBootId] != shm::BootId()) {
     return absl::FailedPreconditionError("the local leader runs on another machine");
   }
