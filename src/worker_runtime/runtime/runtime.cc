@@ -121,6 +121,14 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
   HVDD_ASSIGN_OR_RETURN(options.engine, EngineOptions::FromEnvironment());
   HVDD_ASSIGN_OR_RETURN(options.local.enabled, ShmFromEnvironment());
   HVDD_ASSIGN_OR_RETURN(options.local.hierarchical, HierarchicalFromEnvironment());
+  if (const std::string slot = OptionalEnv("HOROVODD_SHM_SLOT_BYTES"); !slot.empty()) {
+    int64_t bytes = 0;
+    if (!absl::SimpleAtoi(slot, &bytes) || bytes < 4096 || bytes > (int64_t{1} << 30)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "HOROVODD_SHM_SLOT_BYTES must be a byte count from 4096 to 1 GiB, got '", slot, "'"));
+    }
+    options.local.slot_bytes = static_cast<size_t>(bytes);
+  }
   return options;
 }
 
