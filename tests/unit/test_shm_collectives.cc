@@ -104,6 +104,7 @@ TEST_CASE("every collective in shared memory gives the TCP ring's bytes", "[shm]
     RankGroup shm(store, absl::StrCat("shm", size), size);
     // 64 KiB slots: the larger tensors take many rounds.
     ConnectLocal(shm, 1, HierarchicalAllreduce::kAuto, 64 << 10);
+    for (int r = 0; r < size; ++r) REQUIRE(internal::AllLocalGroup(shm.context(r)) != nullptr);
     for (const DType dtype : testing::kAllDTypes) {
       for (const ReduceOp op : testing::kAllReduceOps) {
         for (const int64_t count : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{600000}}) {
@@ -128,7 +129,13 @@ TEST_CASE("the hierarchical allreduce over two hosts gives the TCP ring's bytes"
     const int size = 2 * per_host;
     RankGroup tcp(store, absl::StrCat("tcp", size), size);
     RankGroup hier(store, absl::StrCat("hier", size), size);
-    if (per_host > 1) ConnectLocal(hier, 2, HierarchicalAllreduce::kOn, 64 << 10);
+    if (per_host > 1) {
+      ConnectLocal(hier, 2, HierarchicalAllreduce::kOn, 64 << 10);
+      for (int r = 0; r < size; ++r) {
+        REQUIRE(internal::AllLocalGroup(hier.context(r)) == nullptr);
+        REQUIRE(internal::HierarchicalFor(hier.context(r), 4) != nullptr);
+      }
+    }
     for (const DType dtype : testing::kAllDTypes) {
       for (const ReduceOp op : testing::kAllReduceOps) {
         for (const int64_t count : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{1000},
@@ -145,6 +152,18 @@ TEST_CASE("the hierarchical allreduce over two hosts gives the TCP ring's bytes"
         }
       }
     }
+  }
+}
+
+TEST_CASE("the automatic choice goes hierarchical from 64 KiB, and =0 never", "[shm]") {
+  gloo::rendezvous::HashStore store;
+  for (const auto mode : {HierarchicalAllreduce::kAuto, HierarchicalAllreduce::kOff}) {
+    RankGroup group(store, absl::StrCat("choice", static_cast<int>(mode)), 4);
+    ConnectLocal(group, 2, mode, 64 << 10);
+    const size_t at = internal::kHierarchicalAutoMinBytes;
+    const bool on = mode == HierarchicalAllreduce::kAuto;
+    CHECK((internal::HierarchicalFor(group.context(0), at) != nullptr) == on);
+    CHECK(internal::HierarchicalFor(group.context(0), at - 4) == nullptr);
   }
 }
 
