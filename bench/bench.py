@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Runs the benchmarks side by side with their peers and prints one table.
 
-  bench.py BUILD_DIR [allreduce] [small] [reset] [torchrun] [scale]
+  bench.py BUILD_DIR [allreduce] [small] [peers] [hierarchical] [reset] [torchrun] [scale]
 
 No names: all of them. QUICK=1 shortens every part. bench/run.sh builds and
 calls this; see README.md, "Performance", for what each part measures.
 Every process started here is ended by its pid before the script returns.
 """
 import os
+import pathlib
 import re
 import shutil
 import signal
@@ -25,7 +26,12 @@ QUICK = os.environ.get("QUICK") == "1"
 ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "1" if QUICK else "3")))
 # The slow joiner of the second scale-up case: about an interpreter importing torch.
 SLOW_START_MS = 2000
-PARTS = ["allreduce", "small", "reset", "torchrun", "scale"]
+PARTS = ["allreduce", "small", "peers", "hierarchical", "reset", "torchrun", "scale"]
+MPIRUN = shutil.which("mpirun")
+MPICC = shutil.which("mpicc")
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The sizes the peers are compared at (issue 22): 1, 16 and 64 MiB.
+PEER_SIZES = [1 << 20, 16 << 20, 64 << 20]
 # Horovod's Gloo rebuild after a reset, as its users measured it (horovod
 # issue 3556), by number of ranks.
 HOROVOD_RESET_S = {2: 0.4, 4: 1.2, 8: 7.1, 16: 15.8}
@@ -109,9 +115,9 @@ class Bench:
             raise RuntimeError(f"raw gloo {mode} at {n} ranks failed:\n" + "\n".join(outputs))
         return outputs[0]
 
-    def ours(self, n, *args, extra=()):
+    def ours(self, n, *args, extra=(), env=None):
         argv = [self.horovodrun, "-np", str(n), *extra, self.bin("bench_hvdd_worker"), *args]
-        code, output = run(argv, timeout=900)
+        code, output = run(argv, timeout=900, env=env)
         if code != 0:
             raise RuntimeError(f"horovodrun {' '.join(args)} at {n} ranks exited {code}:\n"
                                + output[-4000:])
@@ -164,6 +170,134 @@ class Bench:
                     targets.append((g / o >= 10, f"100 x 4 KiB tensors {n} ranks: async fused is "
                                                  f"{g / o:.1f} x faster than 100 raw Gloo calls "
                                                  "(target >= 10)"))
+
+    # ---- 2b: OpenMPI and torch DDP (gloo) beside raw Gloo, one host ------------
+    def mpi(self, n, mode, env):
+        binary = self.bin("bench_mpi_allreduce")
+        if not os.path.exists(binary) or (os.path.getmtime(binary) <
+                                          os.path.getmtime(os.path.join(HERE, "mpi_allreduce.c"))):
+            subprocess.run([MPICC, "-O2", "-o", binary, os.path.join(HERE, "mpi_allreduce.c")],
+                           check=True)
+        code, output = run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(n),
+                            binary, mode], timeout=900, env=env)
+        if code != 0:
+            raise RuntimeError(f"mpirun {mode} at {n} ranks exited {code}:\n{output[-4000:]}")
+        return output
+
+    def torch_ddp(self, n, mode, env):
+        port = free_port()
+        procs = []
+        for r in range(n):
+            penv = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
+                        WORLD_SIZE=str(n), OMP_NUM_THREADS="1")
+            procs.append(subprocess.Popen(["/usr/bin/python3",
+                                           os.path.join(HERE, "torch_allreduce.py"), mode],
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True, start_new_session=True, env=penv))
+        outputs = []
+        try:
+            for p in procs:
+                outputs.append(p.communicate(timeout=900)[0])
+        finally:
+            for p in procs:
+                end_process(p)
+        if any(p.returncode != 0 for p in procs):
+            raise RuntimeError(f"torch {mode} at {n} ranks failed:\n" + "\n".join(outputs))
+        return outputs[0]
+
+    def peers(self):
+        if MPIRUN is None or MPICC is None:
+            log("no mpirun/mpicc (openmpi-bin, libopenmpi-dev): peers skipped")
+            return
+        env = dict(os.environ, BENCH_SIZES=",".join(str(b) for b in PEER_SIZES))
+        for n in (2, 4):
+            runs = {"ours": [], "gloo": [], "mpi": [], "torch": []}
+            smalls = {"ours": [], "gloo": [], "mpi": [], "torch": []}
+            for r in range(ROUNDS):
+                sides = list(runs)
+                if r % 2:
+                    sides.reverse()
+                for side in sides:
+                    log(f"peers, {n} ranks, round {r + 1}/{ROUNDS}: {side}")
+                    if side == "ours":
+                        big = self.ours(n, "allreduce", env=env)
+                        small = self.ours(n, "small")
+                        small = [x for x in results(small, "small") if x["impl"] == "ours_async"]
+                    elif side == "gloo":
+                        big = self.gloo_raw_env(n, "allreduce", env)
+                        small = results(self.gloo_raw_env(n, "small", env), "small")
+                    elif side == "mpi":
+                        big = self.mpi(n, "allreduce", env)
+                        small = results(self.mpi(n, "small", env), "small")
+                    else:
+                        big = self.torch_ddp(n, "allreduce", env)
+                        small = results(self.torch_ddp(n, "small", env), "small")
+                    runs[side].append({int(x["bytes"]): float(x["seconds_per_op"])
+                                       for x in results(big, "allreduce")})
+                    smalls[side].append(float(small[0]["seconds_per_step"]))
+            bus = 2 * (n - 1) / n
+            for size in PEER_SIZES:
+                t = {side: statistics.median(x[size] for x in v) for side, v in runs.items()}
+                busbw = {side: size / sec / 1e9 * bus for side, sec in t.items()}
+                for peer in ("mpi", "torch", "gloo"):
+                    ratio = busbw["ours"] / busbw[peer]
+                    table.append(("peers", f"{n} ranks {human(size):>7} vs {peer}",
+                                  f"{t['ours'] * 1e6:9.0f} us {busbw['ours']:6.2f} GB/s",
+                                  f"{t[peer] * 1e6:9.0f} us {busbw[peer]:6.2f} GB/s",
+                                  f"{ratio:5.2f}", f"busbw ours/{peer}, median of {ROUNDS}"))
+                    if peer == "mpi":
+                        targets.append((ratio >= 1.0, f"allreduce busbw {n} ranks {human(size)}: "
+                                                      f"{ratio:.2f} x OpenMPI (target >= 1)"))
+            s = {side: statistics.median(v) for side, v in smalls.items()}
+            for peer in ("mpi", "torch", "gloo"):
+                table.append(("peers", f"{n} ranks 100x4KiB vs {peer}",
+                              f"{s['ours'] * 1e3:9.2f} ms/step", f"{s[peer] * 1e3:9.2f} ms/step",
+                              f"{s[peer] / s['ours']:5.2f}",
+                              f"ours fused async vs {peer}'s 100 calls: speedup"))
+            targets.append((s["ours"] <= 2 * s["mpi"],
+                            f"100 x 4 KiB step {n} ranks: {s['ours'] / s['mpi']:.2f} x OpenMPI's "
+                            "100 calls (target <= 2)"))
+
+    def gloo_raw_env(self, n, mode, env):
+        saved = dict(os.environ)
+        os.environ.update(env)
+        try:
+            return self.gloo_raw(n, mode)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    # ---- 2c: two "hosts" over the SSH harness: hierarchical vs flat TCP -------
+    def hierarchical(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
+        from sshd import Sshd  # the integration tests' private sshd on 127.0.0.2/3
+        size = 16 << 20
+        env = dict(os.environ, BENCH_SIZES=str(size))
+        with tempfile.TemporaryDirectory(prefix="hvdd-bench-sshd-") as workdir:
+            server = Sshd(pathlib.Path(workdir)).start()
+            try:
+                ssh = [str(a) for a in server.client_args(pathlib.Path(workdir) / "known_hosts",
+                                                          None)]
+                times = {"1": [], "0": []}
+                for r in range(ROUNDS):
+                    for mode in (("1", "0") if r % 2 == 0 else ("0", "1")):
+                        log(f"hierarchical, 2 hosts x 2 ranks, round {r + 1}/{ROUNDS}: "
+                            f"HOROVOD_HIERARCHICAL_ALLREDUCE={mode}")
+                        output = self.ours(4, "allreduce",
+                                             extra=["-H", "127.0.0.2:2,127.0.0.3:2", *ssh],
+                                             env=dict(env, HOROVOD_HIERARCHICAL_ALLREDUCE=mode))
+                        times[mode].append(float(results(output, "allreduce")[0]["seconds_per_op"]))
+            finally:
+                server.kill_sessions()
+                server.stop()
+        h, f = statistics.median(times["1"]), statistics.median(times["0"])
+        bus = 2 * 3 / 4
+        table.append(("hier", "2x2 ranks 16 MiB hier vs flat",
+                      f"{h * 1e6:9.0f} us {size / h / 1e9 * bus:6.2f} GB/s",
+                      f"{f * 1e6:9.0f} us {size / f / 1e9 * bus:6.2f} GB/s", f"{f / h:5.2f}",
+                      f"flat TCP ring / hierarchical, median of {ROUNDS}"))
+        targets.append((f / h >= 1.3, f"hierarchical allreduce 2 hosts x 2 ranks 16 MiB: "
+                                      f"{f / h:.2f} x the flat TCP ring (target >= 1.3)"))
 
     # ---- 3: resets ----------------------------------------------------------
     def start_elastic(self, workdir, slots, max_np, interval, env=None):
@@ -346,6 +480,13 @@ class Bench:
                                 "(target < 300 MB)"))
             if n == 10000:
                 targets.append((ok, "10,000 workers: " + ("works" if ok else "FAILED")))
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def human(size):

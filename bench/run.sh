@@ -1,10 +1,16 @@
 #!/bin/sh
 # Builds the benchmarks (Release, in their own build dir) and runs them side by
 # side with their peers; prints one table with ratios and PASS/FAIL lines for
-# the targets of issue 6. Benchmarks are never run by ctest or CI.
+# the targets of issues 6 and 22. Benchmarks are never run by ctest or CI.
 #
 #   bench/run.sh                      everything
-#   bench/run.sh allreduce reset      a subset: allreduce small reset torchrun scale
+#   bench/run.sh allreduce reset      a subset: allreduce small peers hierarchical reset
+#                                     torchrun scale
+#   bench/run.sh peers                OpenMPI (mpirun, openmpi-bin + libopenmpi-dev) and
+#                                     torch DDP (gloo) beside raw Gloo and ours, 2 and 4
+#                                     ranks, 1/16/64 MiB and the 100 x 4 KiB step
+#   bench/run.sh hierarchical         2 "hosts" (127.0.0.2/3, the tests' private sshd)
+#                                     x 2 ranks, 16 MiB, hierarchical vs flat TCP
 #   QUICK=1 bench/run.sh              shorter loops, scale up to 4,096 workers
 #   BUILD_DIR=/tmp/b bench/run.sh     another build dir (default: build-bench)
 #   BENCH_SIZES=4194304 BENCH_ITERS=300 bench/run.sh allreduce

@@ -16,10 +16,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/gloo/gloo_local.h"
 #include "worker_runtime/gloo/gloo_op_support.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/gloo/gloo_ring.h"
 #include "worker_runtime/gloo/gloo_transfer.h"
+#include "worker_runtime/shm/shm_collectives.h"
 #include "worker_runtime/tensor/collective_args.h"
 #include "worker_runtime/tensor/reduce_kernels.h"
 
@@ -294,6 +296,14 @@ absl::Status RunAllreduce(GlooContext& context, const AllreduceOptions& options,
 
 absl::Status Allreduce(GlooContext& context, TensorView inout,
                        const AllreduceOptions& options) {
+  // Which path (gloo_local.h): one host's shared memory, hierarchical, TCP.
+  if (shm::ShmGroup* local = AllLocalGroup(context)) {
+    return AfterLocal(context,
+                      shm::Allreduce(*local, inout, options, CollectiveDeadline(context)));
+  }
+  if (LocalGroup* local = HierarchicalFor(context, inout.nbytes())) {
+    return AllreduceAcrossHosts(context, *local, inout, options);
+  }
   return RunAllreduce(context, options, inout,
                       [&](CollectiveScope& scope, Algorithm algorithm,
                           const std::string&) -> absl::Status {
@@ -324,6 +334,10 @@ bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
 
 absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,
                                          const AllreduceOptions& options) {
+  if (shm::ShmGroup* local = AllLocalGroup(context)) {
+    return AfterLocal(context, shm::AllreduceIfAllReady(*local, tensor, ready, options,
+                                                        CollectiveDeadline(context)));
+  }
   bool all_ready = false;
   absl::Status status = RunAllreduce(context, options, tensor,
                                      [&](CollectiveScope& scope, Algorithm algorithm,

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker_runtime/gloo/gloo_local.h"
 #include "worker_runtime/gloo/sigpipe_block.h"
 
 namespace horovodd::internal {
@@ -187,9 +188,20 @@ void GlooContext::ClosePairs() {
   }
 }
 
+void GlooContext::SetLocalGroup(std::shared_ptr<LocalGroup> group) {
+  absl::MutexLock lock(&mu_);
+  local_group_ = std::move(group);
+}
+
+std::shared_ptr<LocalGroup> GlooContext::local_group() const {
+  absl::MutexLock lock(&mu_);
+  return local_group_;
+}
+
 void GlooContext::Abort() {
   absl::MutexLock lock(&mu_);
   aborted_ = true;
+  if (local_group_ != nullptr) local_group_->group->Abort();
   for (gloo::transport::UnboundBuffer* buffer : buffers_) {
     buffer->abortWaitRecv();
     buffer->abortWaitSend();
@@ -260,6 +272,7 @@ void GlooContext::ConnectOrThrow(gloo::rendezvous::Store& store,
 void GlooContext::MarkFailed(const absl::Status& failure) {
   absl::MutexLock lock(&mu_);
   if (failure_.ok()) failure_ = failure;
+  if (local_group_ != nullptr) local_group_->group->Fail();
   StartClosingPairsLocked();
 }
 

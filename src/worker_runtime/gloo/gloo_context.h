@@ -55,6 +55,7 @@ struct ConnectOptions {
 
 class GlooContext;
 class LoopWaker;
+struct LocalGroup;  // gloo_local.h
 
 // An unbound buffer that GlooContext::Abort() can wake. Unregisters itself
 // before the Gloo buffer is destroyed, so Abort() never touches a dead one.
@@ -114,6 +115,12 @@ class GlooContext final : public gloo::rendezvous::Context {
   };
   std::unique_ptr<Attachment>& attachment() { return attachment_; }
 
+  // The shared memory of this rank's host, once ConnectLocalGroup
+  // (gloo_local.h) set it up; null before, or where it does not apply. Set
+  // once, before collectives start; Abort() and MarkFailed() end its waits too.
+  void SetLocalGroup(std::shared_ptr<LocalGroup> group) ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<LocalGroup> local_group() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Wakes every wait on a registered buffer (it fails ABORTED) and starts
   // closing every pair in the background (peers see the connections drop).
   // Idempotent. Waking before the pairs are closed is safe: a registered
@@ -160,6 +167,7 @@ class GlooContext final : public gloo::rendezvous::Context {
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   std::unordered_set<gloo::transport::UnboundBuffer*> buffers_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<LocalGroup> local_group_ ABSL_GUARDED_BY(mu_);
   // Closes the pairs once the context failed or was aborted; started under
   // mu_, joined by the destructor (alone by then) before anything it uses goes.
   std::thread closer_ ABSL_GUARDED_BY(mu_);

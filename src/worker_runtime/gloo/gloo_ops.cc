@@ -7,9 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/gloo/gloo_local.h"
 #include "worker_runtime/gloo/gloo_op_support.h"
 #include "worker_runtime/gloo/gloo_ring.h"
 #include "worker_runtime/gloo/gloo_transfer.h"
+#include "worker_runtime/shm/shm_collectives.h"
 #include "worker_runtime/tensor/collective_args.h"
 #include "worker_runtime/tensor/reduce_kernels.h"
 
@@ -65,6 +67,9 @@ std::vector<PeerRegion> RowBlocks(const std::vector<int64_t>& rows, size_t row_b
 }  // namespace
 
 absl::StatusOr<Tensor> Allgather(GlooContext& context, const TensorView& input) {
+  if (shm::ShmGroup* local = AllLocalGroup(context)) {
+    return AfterLocal(context, shm::Allgather(*local, input, CollectiveDeadline(context)));
+  }
   const std::string label = "allgather";
   Tensor output;
   CollectiveScope scope(context, label);
@@ -102,6 +107,9 @@ absl::StatusOr<Tensor> Allgather(GlooContext& context, const TensorView& input) 
 }
 
 absl::Status Broadcast(GlooContext& context, TensorView inout, int root) {
+  if (shm::ShmGroup* local = AllLocalGroup(context)) {
+    return AfterLocal(context, shm::Broadcast(*local, inout, root, CollectiveDeadline(context)));
+  }
   const std::string label = "broadcast";
   CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
@@ -140,6 +148,10 @@ absl::Status Broadcast(GlooContext& context, TensorView inout, int root) {
 absl::StatusOr<Tensor> Alltoall(GlooContext& context, const TensorView& input,
                                 const std::vector<int64_t>& splits,
                                 std::vector<int64_t>* received_splits) {
+  if (shm::ShmGroup* local = AllLocalGroup(context)) {
+    return AfterLocal(context, shm::Alltoall(*local, input, splits, received_splits,
+                                             CollectiveDeadline(context)));
+  }
   const std::string label = "alltoall";
   Tensor output;
   CollectiveScope scope(context, label);
@@ -200,6 +212,10 @@ absl::StatusOr<Tensor> Alltoall(GlooContext& context, const TensorView& input,
 absl::StatusOr<Tensor> Reducescatter(GlooContext& context, const TensorView& input,
                                      ReduceOp op, double prescale_factor,
                                      double postscale_factor) {
+  if (shm::ShmGroup* local = AllLocalGroup(context)) {
+    return AfterLocal(context, shm::Reducescatter(*local, input, op, prescale_factor,
+                                                  postscale_factor, CollectiveDeadline(context)));
+  }
   const std::string label = "reducescatter";
   Tensor output;
   CollectiveScope scope(context, label);
@@ -243,6 +259,9 @@ absl::StatusOr<Tensor> Reducescatter(GlooContext& context, const TensorView& inp
 }
 
 absl::Status Barrier(GlooContext& context) {
+  if (shm::ShmGroup* local = AllLocalGroup(context)) {
+    return AfterLocal(context, shm::Barrier(*local, CollectiveDeadline(context)));
+  }
   const std::string label = "barrier";
   CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());

@@ -49,6 +49,23 @@ absl::StatusOr<absl::Duration> DurationEnv(const char* name, absl::Duration unit
   return value * unit;
 }
 
+// "1" on, "0" off, unset automatic; anything else is an error.
+absl::StatusOr<HierarchicalAllreduce> HierarchicalFromEnvironment() {
+  const std::string text = OptionalEnv("HOROVOD_HIERARCHICAL_ALLREDUCE");
+  if (text.empty()) return HierarchicalAllreduce::kAuto;
+  if (text == "1") return HierarchicalAllreduce::kOn;
+  if (text == "0") return HierarchicalAllreduce::kOff;
+  return absl::InvalidArgumentError(
+      absl::StrCat("HOROVOD_HIERARCHICAL_ALLREDUCE must be 0 or 1, got '", text, "'"));
+}
+
+absl::StatusOr<bool> ShmFromEnvironment() {
+  const std::string text = OptionalEnv("HOROVODD_SHM");
+  if (text.empty() || text == "1") return true;
+  if (text == "0") return false;
+  return absl::InvalidArgumentError(absl::StrCat("HOROVODD_SHM must be 0 or 1, got '", text, "'"));
+}
+
 Assignment ToAssignment(const v1::RendezvousResponse& response) {
   Assignment a;
   a.generation = response.generation();
@@ -106,6 +123,16 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
       DurationEnv("HOROVODD_RING_TIMEOUT_S", absl::Seconds(1), options.ring_timeout));
   HVDD_ASSIGN_OR_RETURN(options.gpu_operations, GpuOperationsFromEnvironment());
   HVDD_ASSIGN_OR_RETURN(options.engine, EngineOptions::FromEnvironment());
+  HVDD_ASSIGN_OR_RETURN(options.local.enabled, ShmFromEnvironment());
+  HVDD_ASSIGN_OR_RETURN(options.local.hierarchical, HierarchicalFromEnvironment());
+  if (const std::string slot = OptionalEnv("HOROVODD_SHM_SLOT_BYTES"); !slot.empty()) {
+    int64_t bytes = 0;
+    if (!absl::SimpleAtoi(slot, &bytes) || bytes < 4096 || bytes > (int64_t{1} << 30)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "HOROVODD_SHM_SLOT_BYTES must be a byte count from 4096 to 1 GiB, got '", slot, "'"));
+    }
+    options.local.slot_bytes = static_cast<size_t>(bytes);
+  }
   return options;
 }
 
@@ -118,7 +145,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   // every lock order in a global graph (gRPC locks absl::Mutex on each call),
   // costly on every collective and RPC. It is a debugging aid; off.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  std::unique_ptr<Runtime> runtime(new Runtime(options.ring_timeout));
+  std::unique_ptr<Runtime> runtime(new Runtime(options.ring_timeout, options.local));
   Runtime* self = runtime.get();
   GpuCollectivesOptions gpu;
   gpu.operations = options.gpu_operations;
@@ -221,6 +248,18 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
     }
     ring_options.timeout = ring_timeout_;
     RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
+    if (result.ring.ok()) {
+      // The host's shared memory, before the ring's first collective.
+      LocalOptions local = local_;
+      local.local_rank = next.local_rank;
+      local.local_size = next.local_size;
+      local.cross_rank = next.cross_rank;
+      if (absl::Status status = ConnectLocalGroup(**result.ring, local); !status.ok()) {
+        reaper_.Retire(*std::move(result.ring));
+        result.ring = status;
+        result.superseded = client_->newest_generation() > next.generation;
+      }
+    }
     if (result.ring.ok()) {
       assignment_ = std::move(next);
       SetRing(*std::move(result.ring), assignment_.generation);

@@ -18,6 +18,7 @@
 #include "horovodd/async.h"
 #include "worker_runtime/engine/engine_loop.h"
 #include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/gloo/gloo_local.h"
 #include "worker_runtime/gloo/ring_reaper.h"
 #include "worker_runtime/gpu/gpu_operations.h"
 #include "worker_runtime/runtime/daemon_client.h"
@@ -42,14 +43,19 @@ struct RuntimeOptions {
   GpuOperations gpu_operations = BuiltWithNccl() ? GpuOperations::kNccl : GpuOperations::kGloo;
   // The collective engine's fusion threshold and cycle time.
   EngineOptions engine;
+  // Shared memory among the ranks of a host (HOROVODD_SHM=0: off) and the
+  // hierarchical allreduce across hosts (HOROVOD_HIERARCHICAL_ALLREDUCE);
+  // the places come from each generation's assignment (gloo_local.h).
+  LocalOptions local;
 
   // From the environment the daemon gives its workers: HOROVODD_DAEMON_ADDR,
   // HOROVODD_JOB_ID, HOROVODD_WORKER_ID (required), HOROVODD_WORKER_TOKEN,
   // HOROVODD_HEARTBEAT_MS (the interval until the daemon's first message
   // names the job's own), HOROVODD_DAEMON_GRACE_S, HOROVODD_RING_TIMEOUT_S
-  // (or Horovod's HOROVOD_GLOO_TIMEOUT_SECONDS, which it overrides), and the
-  // user's HOROVOD_GPU_OPERATIONS, HOROVOD_FUSION_THRESHOLD and
-  // HOROVOD_CYCLE_TIME.
+  // (or Horovod's HOROVOD_GLOO_TIMEOUT_SECONDS, which it overrides),
+  // HOROVODD_SHM, HOROVODD_SHM_SLOT_BYTES, and the user's
+  // HOROVOD_GPU_OPERATIONS, HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME and
+  // HOROVOD_HIERARCHICAL_ALLREDUCE.
   // FAILED_PRECONDITION naming the first missing variable; INVALID_ARGUMENT
   // naming a variable whose value does not parse.
   static absl::StatusOr<RuntimeOptions> FromEnvironment();
@@ -119,7 +125,8 @@ class Runtime {
   void ReportFailure(const absl::Status& failure);
 
  private:
-  explicit Runtime(absl::Duration ring_timeout) : ring_timeout_(ring_timeout) {}
+  Runtime(absl::Duration ring_timeout, LocalOptions local)
+      : ring_timeout_(ring_timeout), local_(local) {}
   // Attach thread: aborts the ring of a generation the daemon superseded.
   void OnDaemonMessage(int64_t generation, bool abort) ABSL_LOCKS_EXCLUDED(ring_mu_);
   absl::Status SupersededError(const absl::Status& cause) const;
@@ -132,6 +139,7 @@ class Runtime {
   void SayGoodbye() ABSL_LOCKS_EXCLUDED(ring_mu_);
 
   const absl::Duration ring_timeout_;
+  const LocalOptions local_;  // its places filled in per generation
   std::unique_ptr<DaemonConnection> client_;
   // Declared after client_ so it is destroyed first: its store refers to it.
   std::unique_ptr<GpuCollectives> gpu_;

@@ -1,0 +1,214 @@
+#include "worker_runtime/gloo/gloo_local.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <utility>
+
+#include "common/status_macros.h"
+#include "worker_runtime/gloo/gloo_ops.h"
+#include "worker_runtime/shm/shm_segment.h"
+
+namespace horovodd::internal {
+namespace {
+
+// What each rank tells the ring about itself.
+enum Word : int {
+  kLocalRank,
+  kLocalSize,
+  kCrossRank,
+  kPid,
+  kSegmentFd,  // the leader's memfd, -1 elsewhere
+  kBootId,
+  kHierarchical,
+  kWords
+};
+
+// Each host's ring ranks by local rank, hosts in the daemon's order (host
+// h holds the rank with local rank 0 and cross rank h; the rank with local
+// rank l and cross rank c is on the c-th host that has a local rank l, as
+// the daemon's AssignRanks numbers them). Empty when the records do not
+// describe hosts that way.
+std::vector<std::vector<int>> HostsOf(const std::vector<std::vector<int64_t>>& records) {
+  const int n = static_cast<int>(records.size());
+  std::map<int64_t, int> leader_of_host;  // cross rank of a leader -> its ring rank
+  for (int r = 0; r < n; ++r) {
+    if (records[r][kLocalRank] == 0) leader_of_host[records[r][kCrossRank]] = r;
+  }
+  std::vector<std::vector<int>> hosts;
+  for (const auto& [cross, leader] : leader_of_host) {
+    if (cross != static_cast<int64_t>(hosts.size())) return {};
+    const int64_t size = records[leader][kLocalSize];
+    if (size < 1 || size > n) return {};
+    hosts.emplace_back(size, -1);
+  }
+  for (int r = 0; r < n; ++r) {
+    const int64_t local = records[r][kLocalRank];
+    const int64_t cross = records[r][kCrossRank];
+    // The cross-th host having a local rank `local`.
+    int64_t seen = -1;
+    int host = -1;
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      if (local < static_cast<int64_t>(hosts[h].size()) && ++seen == cross) {
+        host = static_cast<int>(h);
+        break;
+      }
+    }
+    if (host < 0 || local < 0 || hosts[host][local] != -1 ||
+        records[r][kLocalSize] != static_cast<int64_t>(hosts[host].size())) {
+      return {};
+    }
+    hosts[host][local] = r;
+  }
+  for (const auto& host : hosts) {
+    if (std::find(host.begin(), host.end(), -1) != host.end()) return {};
+  }
+  return hosts;
+}
+
+// This rank's group over `host` (its ring ranks by local rank), or why not.
+absl::StatusOr<std::unique_ptr<shm::ShmGroup>> OpenGroup(
+    const std::vector<std::vector<int64_t>>& records, const std::vector<int>& host,
+    int local_rank, std::unique_ptr<shm::ShmGroup> created, size_t slot_bytes) {
+  if (created != nullptr) return created;
+  if (local_rank == 0) return absl::FailedPreconditionError("no segment could be created here");
+  const std::vector<int64_t>& leader = records[host[0]];
+  if (leader[kSegmentFd] < 0) {
+    return absl::FailedPreconditionError("the local leader has no segment");
+  }
+  if (leader[kBootId] != shm::BootId()) {
+    return absl::FailedPreconditionError("the local leader runs on another machine");
+  }
+  shm::GroupOptions options;
+  options.rank = local_rank;
+  options.size = static_cast<int>(host.size());
+  options.slot_bytes = slot_bytes;
+  for (int r : host) options.pids.push_back(static_cast<pid_t>(records[r][kPid]));
+  return shm::ShmGroup::Attach(options, static_cast<pid_t>(leader[kPid]),
+                               static_cast<int>(leader[kSegmentFd]));
+}
+
+}  // namespace
+
+absl::Status ConnectLocalGroup(GlooContext& context, const LocalOptions& options) {
+  // Every rank takes part in the exchange, even with shared memory off here,
+  // so that a ring whose ranks disagree on HOROVODD_SHM still agrees.
+  if (context.size == 1) return absl::OkStatus();
+  const int n = context.size;
+  // The leader of a host with peers creates the segment before the exchange.
+  std::unique_ptr<shm::ShmGroup> created;
+  if (options.enabled && options.local_rank == 0 && options.local_size > 1) {
+    shm::GroupOptions group;
+    group.size = options.local_size;
+    group.slot_bytes = options.slot_bytes;
+    group.pids.assign(options.local_size, 0);  // filled in below
+    absl::StatusOr<std::unique_ptr<shm::ShmGroup>> made = shm::ShmGroup::Create(group);
+    if (made.ok()) created = *std::move(made);
+  }
+  Tensor mine(DType::kInt64, {1, kWords});
+  int64_t* words = static_cast<int64_t*>(mine.data());
+  words[kLocalRank] = options.local_rank;
+  words[kLocalSize] = options.local_size;
+  words[kCrossRank] = options.cross_rank;
+  words[kPid] = getpid();
+  words[kSegmentFd] = created != nullptr ? created->segment().fd() : -1;
+  words[kBootId] = shm::BootId();
+  words[kHierarchical] = options.enabled ? static_cast<int64_t>(options.hierarchical) : -1;
+  HVDD_ASSIGN_OR_RETURN(Tensor all, Allgather(context, mine.view()));
+  std::vector<std::vector<int64_t>> records(n);
+  for (int r = 0; r < n; ++r) {
+    const int64_t* at = static_cast<const int64_t*>(all.data()) + r * kWords;
+    records[r].assign(at, at + kWords);
+  }
+
+  // Every rank computes the same layout from the same records.
+  const std::vector<std::vector<int>> hosts = HostsOf(records);
+  bool usable = !hosts.empty() &&
+                std::none_of(records.begin(), records.end(),
+                             [](const std::vector<int64_t>& r) { return r[kHierarchical] < 0; }) &&
+                std::any_of(hosts.begin(), hosts.end(),
+                            [](const std::vector<int>& h) { return h.size() > 1; });
+  auto group = std::make_shared<LocalGroup>();
+  int my_host = -1;
+  if (usable) {
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      if (std::find(hosts[h].begin(), hosts[h].end(), context.rank) != hosts[h].end()) {
+        my_host = static_cast<int>(h);
+      }
+    }
+    const std::vector<int>& host = hosts[my_host];
+    if (host.size() > 1) {
+      if (created != nullptr) {
+        // The leader learns its peers' pids only now.
+        std::vector<pid_t> pids;
+        for (int r : host) pids.push_back(static_cast<pid_t>(records[r][kPid]));
+        created->SetPids(std::move(pids));
+      }
+      absl::StatusOr<std::unique_ptr<shm::ShmGroup>> opened =
+          OpenGroup(records, host, options.local_rank, std::move(created), options.slot_bytes);
+      if (opened.ok()) {
+        group->group = *std::move(opened);
+      } else {
+        usable = false;
+      }
+    }
+  }
+  // All or none: the ranks agree on whether every group came up.
+  Tensor ok(DType::kInt32, {1});
+  *static_cast<int32_t*>(ok.data()) = usable ? 1 : 0;
+  AllreduceOptions min;
+  min.op = ReduceOp::kMin;
+  HVDD_RETURN_IF_ERROR(Allreduce(context, ok.view(), min));
+  if (group->group != nullptr) group->group->segment().CloseFd();  // every peer mapped it
+  if (*static_cast<int32_t*>(ok.data()) != 1 || group->group == nullptr) return absl::OkStatus();
+
+  group->all_local = hosts.size() == 1;
+  group->total_ranks = n;
+  group->hierarchical = static_cast<HierarchicalAllreduce>(records[0][kHierarchical]);
+  const size_t local_size = hosts[my_host].size();
+  const bool same_sizes = std::all_of(hosts.begin(), hosts.end(), [&](const std::vector<int>& h) {
+    return h.size() == local_size;
+  });
+  if (!group->all_local && same_sizes) {
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      if (static_cast<int>(h) == my_host) group->cross_index = static_cast<int>(h);
+      group->cross_ranks.push_back(hosts[h][options.local_rank]);
+    }
+  }
+  context.SetLocalGroup(std::move(group));
+  return absl::OkStatus();
+}
+
+shm::ShmGroup* AllLocalGroup(GlooContext& context) {
+  std::shared_ptr<LocalGroup> local = context.local_group();
+  return local != nullptr && local->all_local ? local->group.get() : nullptr;
+}
+
+LocalGroup* HierarchicalFor(GlooContext& context, size_t bytes) {
+  std::shared_ptr<LocalGroup> local = context.local_group();
+  if (local == nullptr || local->all_local || local->cross_ranks.size() < 2) return nullptr;
+  switch (local->hierarchical) {
+    case HierarchicalAllreduce::kOn:
+      return local.get();
+    case HierarchicalAllreduce::kOff:
+      return nullptr;
+    case HierarchicalAllreduce::kAuto:
+      return bytes >= kHierarchicalAutoMinBytes ? local.get() : nullptr;
+  }
+  return nullptr;
+}
+
+absl::Time CollectiveDeadline(const GlooContext& context) {
+  return absl::Now() + context.collective_timeout();
+}
+
+absl::Status AfterLocal(GlooContext& context, absl::Status status) {
+  if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument) {
+    context.MarkFailed(status);
+  }
+  return status;
+}
+
+}  // namespace horovodd::internal

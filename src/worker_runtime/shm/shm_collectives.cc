@@ -1,0 +1,363 @@
+#include "worker_runtime/shm/shm_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker_runtime/tensor/collective_args.h"
+#include "worker_runtime/tensor/reduce_kernels.h"
+
+namespace horovodd::internal::shm {
+namespace {
+
+static_assert(ArgumentHeader::kWords <= kMetaWords);
+
+std::string Label(const char* op, const std::string& name) {
+  return name.empty() ? std::string(op) : absl::StrCat(op, " '", name, "'");
+}
+
+uint8_t* Bytes(void* data) { return static_cast<uint8_t*>(data); }
+
+// Horovod's split (gloo_ring.h's EvenSplit): the first total % parts get one more.
+int64_t SplitCount(int64_t total, int parts, int index) {
+  return total / parts + (index < total % parts ? 1 : 0);
+}
+int64_t SplitOffset(int64_t total, int parts, int index) {
+  return index * (total / parts) + std::min<int64_t>(index, total % parts);
+}
+
+// Kills the group on every local rank unless the failure is the caller's
+// argument, which every rank rejects alike.
+absl::Status Checked(ShmGroup& group, absl::Status status) {
+  if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument) group.Fail();
+  return status;
+}
+template <typename T>
+absl::StatusOr<T> Checked(ShmGroup& group, absl::StatusOr<T> result) {
+  if (!result.ok()) Checked(group, result.status()).IgnoreError();
+  return result;
+}
+
+absl::Status CheckAllreduceArgs(const std::string& label, const TensorView& tensor,
+                                const AllreduceOptions& options) {
+  HVDD_RETURN_IF_ERROR(CheckTensor(label, tensor));
+  HVDD_RETURN_IF_ERROR(CheckScaleFactor(label, "prescale_factor", options.prescale_factor));
+  return CheckScaleFactor(label, "postscale_factor", options.postscale_factor);
+}
+
+// The reduction rounds over `count` elements of `input`. copy_out(offset,
+// count, reduced) takes each round's result (elements [offset, offset +
+// count) of the whole, at `reduced` in slot 0) before the round ends.
+// With `ready`, the first round also carries each rank's word, and unless
+// every word is true the rounds stop there (*all_ready false, nothing copied
+// out).
+template <typename CopyOut>
+absl::Status ReduceRounds(ShmGroup& group, DType dtype, const uint8_t* input, int64_t count,
+                          const AllreduceOptions& options, absl::Time deadline,
+                          const CrossReduce* cross, const bool* ready, bool* all_ready,
+                          CopyOut copy_out) {
+  const size_t element = DTypeSize(dtype);
+  const int n = group.size();
+  const int me = group.rank();
+  const int total_ranks = cross != nullptr ? cross->total_ranks : n;
+  const int64_t per_round = static_cast<int64_t>(group.slot_bytes() / element);
+  for (int64_t offset = 0; offset < count; offset += per_round) {
+    const int64_t m = std::min(per_round, count - offset);
+    uint8_t* own = group.slot(me);
+    std::memcpy(own, input + offset * element, m * element);
+    if (options.prescale_factor != 1.0) ScaleInPlace(dtype, own, m, options.prescale_factor);
+    if (ready != nullptr && offset == 0) group.meta(me)[0] = *ready ? 1 : 0;
+    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+    if (ready != nullptr && offset == 0) {
+      *all_ready = true;
+      for (int r = 0; r < n; ++r) *all_ready = *all_ready && group.meta(r)[0] == 1;
+      if (!*all_ready) {
+        group.NextRound();
+        return absl::OkStatus();
+      }
+    }
+    // Our slice of the round, folded in rank order into slot 0.
+    const int64_t slice = SplitCount(m, n, me);
+    const size_t at = SplitOffset(m, n, me) * element;
+    uint8_t* accumulator = group.slot(0) + at;
+    for (int p = 1; p < n && slice > 0; ++p) {
+      ReduceInto(dtype, options.op, accumulator, group.slot(p) + at, slice);
+    }
+    if (cross != nullptr && slice > 0) HVDD_RETURN_IF_ERROR(cross->run(accumulator, slice));
+    FinishReduction(dtype, options.op, accumulator, slice, total_ranks, options.postscale_factor);
+    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+    copy_out(offset, m, group.slot(0));
+    group.NextRound();
+  }
+  return absl::OkStatus();
+}
+
+// Every rank's header in one round (to_each[d] is what rank d reads from us);
+// returns from_each[r][d], what rank r told rank d.
+absl::StatusOr<std::vector<std::vector<ArgumentHeader>>> ExchangeHeaders(
+    ShmGroup& group, const std::vector<ArgumentHeader>& to_each, absl::Time deadline) {
+  const int n = group.size();
+  for (int d = 0; d < n; ++d) to_each[d].Encode(group.meta(group.rank()) + d * kMetaWords);
+  HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+  std::vector<std::vector<ArgumentHeader>> from(n, std::vector<ArgumentHeader>(n));
+  for (int r = 0; r < n; ++r) {
+    for (int d = 0; d < n; ++d) from[r][d] = ArgumentHeader::Decode(group.meta(r) + d * kMetaWords);
+  }
+  group.NextRound();
+  return from;
+}
+
+// What each rank told us.
+std::vector<ArgumentHeader> ToMe(const std::vector<std::vector<ArgumentHeader>>& all, int me) {
+  std::vector<ArgumentHeader> mine(all.size());
+  for (size_t r = 0; r < all.size(); ++r) mine[r] = all[r][me];
+  return mine;
+}
+
+absl::StatusOr<Tensor> AllgatherBody(ShmGroup& group, const TensorView& input,
+                                     absl::Time deadline) {
+  const std::string label = "allgather";
+  absl::Status own_error = CheckTensor(label, input);
+  if (own_error.ok()) own_error = NeedsDimension(label, input);
+  const int n = group.size();
+  const int me = group.rank();
+  HVDD_ASSIGN_OR_RETURN(
+      auto headers,
+      ExchangeHeaders(group,
+                      std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok())),
+                      deadline));
+  HVDD_RETURN_IF_ERROR(CheckAgreement(label, ToMe(headers, me), own_error,
+                                      ShapeRule::kSameTrailingDims));
+  const size_t row_bytes = static_cast<size_t>(input.row_numel()) * DTypeSize(input.dtype);
+  std::vector<size_t> offset(n + 1, 0);
+  int64_t total_rows = 0;
+  size_t largest = 0;
+  for (int r = 0; r < n; ++r) {
+    const int64_t rows = headers[r][me].shape[0];
+    total_rows += rows;
+    offset[r + 1] = offset[r] + rows * row_bytes;
+    largest = std::max(largest, offset[r + 1] - offset[r]);
+  }
+  std::vector<int64_t> shape = input.shape;
+  shape[0] = total_rows;
+  Tensor output(input.dtype, std::move(shape));
+  if (offset[me + 1] > offset[me]) {
+    std::memcpy(Bytes(output.data()) + offset[me], input.data, offset[me + 1] - offset[me]);
+  }
+  const size_t s = group.slot_bytes();
+  for (size_t at = 0; at < largest; at += s) {
+    const size_t own = offset[me + 1] - offset[me];
+    if (at < own) std::memcpy(group.slot(me), Bytes(input.data) + at, std::min(s, own - at));
+    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+    for (int r = 0; r < n; ++r) {
+      const size_t bytes = offset[r + 1] - offset[r];
+      if (r == me || at >= bytes) continue;
+      std::memcpy(Bytes(output.data()) + offset[r] + at, group.slot(r), std::min(s, bytes - at));
+    }
+    group.NextRound();
+  }
+  return output;
+}
+
+absl::Status BroadcastBody(ShmGroup& group, TensorView inout, int root, absl::Time deadline) {
+  const std::string label = "broadcast";
+  HVDD_RETURN_IF_ERROR(CheckTensor(label, inout));
+  const int n = group.size();
+  if (root < 0 || root >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": root ", root, " is out of range for ", n, " ranks"));
+  }
+  const size_t bytes = inout.nbytes();
+  if (bytes == 0 || n == 1) return absl::OkStatus();
+  // A set's slots are contiguous: the root fills all of them.
+  const size_t per_round = n * group.slot_bytes();
+  for (size_t at = 0; at < bytes; at += per_round) {
+    const size_t m = std::min(per_round, bytes - at);
+    if (group.rank() == root) std::memcpy(group.slot(0), Bytes(inout.data) + at, m);
+    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+    if (group.rank() != root) std::memcpy(Bytes(inout.data) + at, group.slot(0), m);
+    group.NextRound();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> AlltoallBody(ShmGroup& group, const TensorView& input,
+                                    const std::vector<int64_t>& splits,
+                                    std::vector<int64_t>* received_splits, absl::Time deadline) {
+  const std::string label = "alltoall";
+  const int n = group.size();
+  const int me = group.rank();
+  absl::Status own_error = CheckTensor(label, input);
+  std::vector<int64_t> send_rows(n, 0);
+  if (own_error.ok()) {
+    absl::StatusOr<std::vector<int64_t>> resolved = ResolveSplits(label, input, splits, n);
+    if (resolved.ok()) {
+      send_rows = *std::move(resolved);
+    } else {
+      own_error = resolved.status();
+    }
+  }
+  std::vector<ArgumentHeader> to_each(n, ArgumentHeader::Describe(input, own_error.ok()));
+  for (int d = 0; d < n; ++d) to_each[d].extra = send_rows[d];
+  HVDD_ASSIGN_OR_RETURN(auto headers, ExchangeHeaders(group, to_each, deadline));
+  HVDD_RETURN_IF_ERROR(CheckAgreement(label, ToMe(headers, me), own_error,
+                                      ShapeRule::kSameTrailingDims));
+  const size_t row_bytes = static_cast<size_t>(input.row_numel()) * DTypeSize(input.dtype);
+  // Where our rows for each destination start, and where each source's land.
+  std::vector<size_t> send_at(n + 1, 0);
+  std::vector<size_t> recv_at(n + 1, 0);
+  std::vector<int64_t> recv_rows(n);
+  size_t largest = 0;  // the biggest block any rank sends any rank
+  for (int r = 0; r < n; ++r) {
+    send_at[r + 1] = send_at[r] + send_rows[r] * row_bytes;
+    recv_rows[r] = headers[r][me].extra;
+    recv_at[r + 1] = recv_at[r] + recv_rows[r] * row_bytes;
+    for (int d = 0; d < n; ++d) {
+      largest = std::max(largest, static_cast<size_t>(headers[r][d].extra) * row_bytes);
+    }
+  }
+  std::vector<int64_t> shape = input.shape;
+  shape[0] = 0;
+  for (int r = 0; r < n; ++r) shape[0] += recv_rows[r];
+  Tensor output(input.dtype, std::move(shape));
+  if (recv_at[me + 1] > recv_at[me]) {
+    std::memcpy(Bytes(output.data()) + recv_at[me], Bytes(input.data) + send_at[me],
+                recv_at[me + 1] - recv_at[me]);
+  }
+  // Each round, a slot holds one part per destination.
+  const size_t part = std::max<size_t>(group.slot_bytes() / n, 1);
+  for (size_t at = 0; at < largest; at += part) {
+    for (int d = 0; d < n; ++d) {
+      const size_t bytes = send_at[d + 1] - send_at[d];
+      if (d == me || at >= bytes) continue;
+      std::memcpy(group.slot(me) + d * part, Bytes(input.data) + send_at[d] + at,
+                  std::min(part, bytes - at));
+    }
+    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+    for (int r = 0; r < n; ++r) {
+      const size_t bytes = recv_at[r + 1] - recv_at[r];
+      if (r == me || at >= bytes) continue;
+      std::memcpy(Bytes(output.data()) + recv_at[r] + at, group.slot(r) + me * part,
+                  std::min(part, bytes - at));
+    }
+    group.NextRound();
+  }
+  if (received_splits != nullptr) *received_splits = std::move(recv_rows);
+  return output;
+}
+
+absl::StatusOr<Tensor> ReducescatterBody(ShmGroup& group, const TensorView& input, ReduceOp op,
+                                         double prescale_factor, double postscale_factor,
+                                         absl::Time deadline) {
+  const std::string label = "reducescatter";
+  absl::Status own_error = CheckTensor(label, input);
+  if (own_error.ok()) own_error = NeedsDimension(label, input);
+  if (own_error.ok()) own_error = CheckScaleFactor(label, "prescale_factor", prescale_factor);
+  if (own_error.ok()) own_error = CheckScaleFactor(label, "postscale_factor", postscale_factor);
+  const int n = group.size();
+  const int me = group.rank();
+  HVDD_ASSIGN_OR_RETURN(
+      auto headers,
+      ExchangeHeaders(group,
+                      std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok())),
+                      deadline));
+  HVDD_RETURN_IF_ERROR(CheckAgreement(label, ToMe(headers, me), own_error, ShapeRule::kSameShape));
+  std::vector<int64_t> shape = input.shape;
+  shape[0] = SplitCount(input.shape[0], n, me);
+  Tensor output(input.dtype, std::move(shape));
+  if (input.nbytes() == 0) return output;
+  const int64_t begin = SplitOffset(input.shape[0], n, me) * input.row_numel();
+  const int64_t end = begin + output.numel();
+  const size_t element = DTypeSize(input.dtype);
+  AllreduceOptions options;
+  options.op = op;
+  options.prescale_factor = prescale_factor;
+  options.postscale_factor = postscale_factor;
+  HVDD_RETURN_IF_ERROR(ReduceRounds(
+      group, input.dtype, Bytes(input.data), input.numel(), options, deadline, nullptr, nullptr,
+      nullptr, [&](int64_t offset, int64_t count, const uint8_t* reduced) {
+        const int64_t from = std::max(offset, begin);
+        const int64_t to = std::min(offset + count, end);
+        if (from < to) {
+          std::memcpy(Bytes(output.data()) + (from - begin) * element,
+                      reduced + (from - offset) * element, (to - from) * element);
+        }
+      }));
+  return output;
+}
+
+}  // namespace
+
+absl::Status Allreduce(ShmGroup& group, TensorView inout, const AllreduceOptions& options,
+                       absl::Time deadline, const CrossReduce* cross) {
+  const std::string label = Label("allreduce", options.name);
+  HVDD_RETURN_IF_ERROR(group.health());
+  HVDD_RETURN_IF_ERROR(CheckAllreduceArgs(label, inout, options));
+  const size_t element = DTypeSize(inout.dtype);
+  return Checked(group, ReduceRounds(group, inout.dtype, Bytes(inout.data), inout.numel(),
+                                     options, deadline, cross, nullptr, nullptr,
+                                     [&](int64_t offset, int64_t count, const uint8_t* reduced) {
+                                       std::memcpy(Bytes(inout.data) + offset * element, reduced,
+                                                   count * element);
+                                     }));
+}
+
+absl::StatusOr<bool> AllreduceIfAllReady(ShmGroup& group, TensorView tensor, bool ready,
+                                         const AllreduceOptions& options, absl::Time deadline) {
+  const std::string label = Label("allreduce", options.name);
+  HVDD_RETURN_IF_ERROR(group.health());
+  HVDD_RETURN_IF_ERROR(CheckAllreduceArgs(label, tensor, options));
+  if (options.prescale_factor != 1.0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(label, ": only an allreduce without a prescale confirms itself"));
+  }
+  if (tensor.numel() == 0) return false;
+  const size_t element = DTypeSize(tensor.dtype);
+  bool all_ready = false;
+  HVDD_RETURN_IF_ERROR(
+      Checked(group, ReduceRounds(group, tensor.dtype, Bytes(tensor.data), tensor.numel(), options,
+                                  deadline, nullptr, &ready, &all_ready,
+                                  [&](int64_t offset, int64_t count, const uint8_t* reduced) {
+                                    std::memcpy(Bytes(tensor.data) + offset * element, reduced,
+                                                count * element);
+                                  })));
+  return all_ready;
+}
+
+absl::StatusOr<Tensor> Allgather(ShmGroup& group, const TensorView& input, absl::Time deadline) {
+  HVDD_RETURN_IF_ERROR(group.health());
+  return Checked(group, AllgatherBody(group, input, deadline));
+}
+
+absl::Status Broadcast(ShmGroup& group, TensorView inout, int root, absl::Time deadline) {
+  HVDD_RETURN_IF_ERROR(group.health());
+  return Checked(group, BroadcastBody(group, inout, root, deadline));
+}
+
+absl::StatusOr<Tensor> Alltoall(ShmGroup& group, const TensorView& input,
+                                const std::vector<int64_t>& splits,
+                                std::vector<int64_t>* received_splits, absl::Time deadline) {
+  HVDD_RETURN_IF_ERROR(group.health());
+  return Checked(group, AlltoallBody(group, input, splits, received_splits, deadline));
+}
+
+absl::StatusOr<Tensor> Reducescatter(ShmGroup& group, const TensorView& input, ReduceOp op,
+                                     double prescale_factor, double postscale_factor,
+                                     absl::Time deadline) {
+  HVDD_RETURN_IF_ERROR(group.health());
+  return Checked(group, ReducescatterBody(group, input, op, prescale_factor, postscale_factor,
+                                          deadline));
+}
+
+absl::Status Barrier(ShmGroup& group, absl::Time deadline) {
+  HVDD_RETURN_IF_ERROR(group.health());
+  if (group.size() == 1) return absl::OkStatus();
+  absl::Status status = group.Sync(deadline);
+  group.NextRound();
+  return Checked(group, status);
+}
+
+}  // namespace horovodd::internal::shm

@@ -1,0 +1,263 @@
+#include "worker_runtime/shm/shm_group.h"
+
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <ctime>
+#include <algorithm>
+#include <new>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "common/status_macros.h"
+
+namespace horovodd::internal::shm {
+namespace {
+
+constexpr uint64_t kMagic = 0x68766464'73686d31ULL;  // "hvddshm1"
+constexpr size_t kLine = 128;  // a cache line pair: no false sharing between ranks
+constexpr size_t kPage = 4096;
+// How long a sleeping wait goes before it checks that its peers are alive.
+constexpr absl::Duration kLivenessPoll = absl::Milliseconds(20);
+// The spin before sleeping: checks with a pause between them, then checks
+// with a yield between them (which lets a peer sharing our core run).
+constexpr int kSpinChecks = 2000;
+constexpr int kYieldChecks = 200;
+
+enum State : uint32_t { kUsable = 0, kAborted = 1, kFailed = 2 };
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  // Not FUTEX_PRIVATE_FLAG: the word is shared between processes.
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+int PidfdOpen(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+size_t MetaBytes(int size) {
+  return RoundUp(static_cast<size_t>(size) * size * kMetaWords * sizeof(int64_t), kLine);
+}
+
+}  // namespace
+
+// Lock-free std::atomic words are address-free, so they work across
+// processes mapping the same page.
+struct alignas(kLine) ShmGroup::Header {
+  uint64_t magic;
+  uint64_t size;
+  uint64_t slot_bytes;
+  alignas(kLine) std::atomic<uint32_t> state;
+  // Bumped (and woken) whenever a sleeper may need to look again.
+  alignas(kLine) std::atomic<uint32_t> bell;
+  std::atomic<uint32_t> sleepers;
+};
+
+struct alignas(kLine) ShmGroup::RankControl {
+  // Syncs this rank has arrived at.
+  std::atomic<uint64_t> arrived;
+};
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+size_t ShmGroup::SegmentBytes(int size, size_t slot_bytes) {
+  const size_t control = sizeof(Header) + size * sizeof(RankControl);
+  return RoundUp(control + 2 * MetaBytes(size), kPage) + 2 * size * RoundUp(slot_bytes, kLine);
+}
+
+ShmGroup::ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> segment)
+    : rank_(options.rank),
+      size_(options.size),
+      slot_bytes_(RoundUp(options.slot_bytes, kLine)),
+      segment_(std::move(segment)) {
+  SetPids(options.pids);
+}
+
+ShmGroup::~ShmGroup() { ClosePidfds(); }
+
+void ShmGroup::SetPids(std::vector<pid_t> pids) {
+  HVDD_CHECK_EQ(pids.size(), static_cast<size_t>(size_));
+  ClosePidfds();
+  pids_ = std::move(pids);
+  pidfds_.assign(size_, -1);
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && pids_[r] > 0 && pids_[r] != getpid()) pidfds_[r] = PidfdOpen(pids_[r]);
+  }
+}
+
+void ShmGroup::ClosePidfds() {
+  for (int fd : pidfds_) {
+    if (fd >= 0) close(fd);
+  }
+  pidfds_.clear();
+}
+
+absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(const GroupOptions& options) {
+  HVDD_CHECK(options.size >= 1 && options.rank == 0 &&
+             options.pids.size() == static_cast<size_t>(options.size));
+  HVDD_ASSIGN_OR_RETURN(std::unique_ptr<SharedSegment> segment,
+                        SharedSegment::Create(SegmentBytes(options.size, options.slot_bytes)));
+  // A fresh memfd reads as zeros: every counter starts at 0.
+  auto* header = new (segment->data()) Header();
+  header->magic = kMagic;
+  header->size = options.size;
+  header->slot_bytes = options.slot_bytes;
+  for (int r = 0; r < options.size; ++r) {
+    new (segment->data() + sizeof(Header) + r * sizeof(RankControl)) RankControl();
+  }
+  return std::unique_ptr<ShmGroup>(new ShmGroup(options, std::move(segment)));
+}
+
+absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Attach(const GroupOptions& options,
+                                                          pid_t leader, int leader_fd) {
+  HVDD_CHECK(options.size >= 1 && options.rank > 0 && options.rank < options.size &&
+             options.pids.size() == static_cast<size_t>(options.size));
+  HVDD_ASSIGN_OR_RETURN(
+      std::unique_ptr<SharedSegment> segment,
+      SharedSegment::OpenPeer(leader, leader_fd, SegmentBytes(options.size, options.slot_bytes)));
+  const auto* header = reinterpret_cast<const Header*>(segment->data());
+  if (header->magic != kMagic || header->size != static_cast<uint64_t>(options.size) ||
+      header->slot_bytes != options.slot_bytes) {
+    return absl::FailedPreconditionError(
+        "the local leader's segment is not laid out for this group");
+  }
+  return std::unique_ptr<ShmGroup>(new ShmGroup(options, std::move(segment)));
+}
+
+ShmGroup::Header& ShmGroup::header() const {
+  return *reinterpret_cast<Header*>(segment_->data());
+}
+
+ShmGroup::RankControl& ShmGroup::control(int r) const {
+  return *reinterpret_cast<RankControl*>(segment_->data() + sizeof(Header) +
+                                         r * sizeof(RankControl));
+}
+
+int64_t* ShmGroup::meta(int r) const {
+  const size_t base = sizeof(Header) + size_ * sizeof(RankControl);
+  const size_t set = round_ % 2;
+  return reinterpret_cast<int64_t*>(segment_->data() + base + set * MetaBytes(size_)) +
+         static_cast<size_t>(r) * size_ * kMetaWords;
+}
+
+uint8_t* ShmGroup::slot(int r) const {
+  const size_t control = sizeof(Header) + size_ * sizeof(RankControl);
+  const size_t data = RoundUp(control + 2 * MetaBytes(size_), kPage);
+  const size_t set = round_ % 2;
+  return segment_->data() + data + (set * size_ + r) * slot_bytes_;
+}
+
+absl::Status ShmGroup::health() const {
+  switch (header().state.load(std::memory_order_acquire)) {
+    case kUsable:
+      return absl::OkStatus();
+    case kAborted:
+      return absl::AbortedError("the shared-memory group of this host was aborted");
+    default:
+      return absl::UnavailableError(
+          "a collective failed on a rank of this host (its shared-memory group is dead)");
+  }
+}
+
+void ShmGroup::SetState(uint32_t state) {
+  uint32_t expected = kUsable;
+  header().state.compare_exchange_strong(expected, state);
+  header().bell.fetch_add(1);
+  Futex(&header().bell, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void ShmGroup::Abort() { SetState(kAborted); }
+void ShmGroup::Fail() { SetState(kFailed); }
+
+bool ShmGroup::AllArrived(uint64_t round) const {
+  for (int r = 0; r < size_; ++r) {
+    if (control(r).arrived.load(std::memory_order_acquire) < round) return false;
+  }
+  return true;
+}
+
+int ShmGroup::DeadPeer() const {
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || pids_[r] <= 0 || pids_[r] == getpid()) continue;
+    if (pidfds_[r] >= 0) {
+      pollfd p{pidfds_[r], POLLIN, 0};
+      if (poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) return r;
+    } else if (kill(pids_[r], 0) != 0 && errno == ESRCH) {
+      return r;
+    }
+  }
+  return -1;
+}
+
+absl::Status ShmGroup::Sync(absl::Time deadline) {
+  HVDD_RETURN_IF_ERROR(health());
+  const uint64_t round = ++syncs_;
+  Header& h = header();
+  control(rank_).arrived.store(round, std::memory_order_seq_cst);
+  if (h.sleepers.load(std::memory_order_seq_cst) > 0) {
+    h.bell.fetch_add(1, std::memory_order_seq_cst);
+    Futex(&h.bell, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+  for (int i = 0; i < kSpinChecks + kYieldChecks; ++i) {
+    if (AllArrived(round)) return absl::OkStatus();
+    if (h.state.load(std::memory_order_relaxed) != kUsable) return health();
+    if (i < kSpinChecks) {
+      CpuRelax();
+    } else {
+      sched_yield();
+    }
+  }
+  while (true) {
+    // Counted as a sleeper before the last look: an arrival after it sees
+    // us and rings (seq_cst orders the two sides).
+    h.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t bell = h.bell.load(std::memory_order_seq_cst);
+    absl::Status status = health();
+    const bool done = status.ok() && AllArrived(round);
+    if (status.ok() && !done) {
+      const absl::Duration left = deadline - absl::Now();
+      const absl::Duration wait = std::min(kLivenessPoll, std::max(left, absl::ZeroDuration()));
+      timespec timeout = absl::ToTimespec(wait);
+      Futex(&h.bell, FUTEX_WAIT, bell, &timeout);
+    }
+    h.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (!status.ok()) return status;
+    if (done || AllArrived(round)) return absl::OkStatus();
+    HVDD_RETURN_IF_ERROR(health());
+    if (const int dead = DeadPeer(); dead >= 0) {
+      Fail();
+      return absl::UnavailableError(absl::StrCat("local rank ", dead, " (pid ", pids_[dead],
+                                                 ") exited in the middle of a collective"));
+    }
+    if (absl::Now() >= deadline) {
+      Fail();
+      return absl::DeadlineExceededError(
+          "timed out waiting for the local ranks in shared memory");
+    }
+  }
+}
+
+}  // namespace horovodd::internal::shm

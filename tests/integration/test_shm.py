@@ -1,0 +1,134 @@
+"""Shared memory among the workers of one host, end to end: real horovodrun
+and elastic_train workers. A worker using it maps its host's segment, an
+anonymous memfd ("/memfd:horovodd-shm" in /proc/PID/maps, the same inode on
+every worker of the host, a new one each generation); nothing is ever
+created in /dev/shm, whatever dies when."""
+
+import os
+import re
+import signal
+import time
+
+import pytest
+
+from harness import ELASTIC_TRAIN, EVENT_DEADLINE, read_result, wait_pid_gone
+
+SAMPLES = 4096
+SEGMENT = re.compile(r"\s(\d+)\s+/memfd:horovodd-shm")
+
+
+def train_args(tmp_path, delay_ms=0, epochs=3):
+    return [ELASTIC_TRAIN, "--epochs", epochs, "--samples", SAMPLES, "--step-delay-ms", delay_ms,
+            "--output", tmp_path / "result.json"]
+
+
+def dev_shm():
+    return set(os.listdir("/dev/shm"))
+
+
+def segments(pid):
+    """The inodes of the horovodd segments `pid` maps (empty if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return {int(m.group(1)) for m in SEGMENT.finditer(f.read())}
+    except OSError:
+        return set()
+
+
+def wait_for_segments(pids, what, timeout=EVENT_DEADLINE):
+    """Waits until every pid maps exactly one segment; returns {pid: inode}."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = {pid: segments(pid) for pid in pids}
+        if all(len(s) == 1 for s in found.values()):
+            return {pid: next(iter(s)) for pid, s in found.items()}
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: segments mapped {found}")
+        time.sleep(0.05)
+
+
+def check_converged(tmp_path, final_size):
+    result = read_result(tmp_path / "result.json")
+    assert result["epochs_completed"] == 3
+    assert result["final_size"] == final_size
+    assert result["weight_error"] < 0.01
+    return result
+
+
+def test_local_workers_share_one_segment_and_leave_nothing(horovodrun, tmp_path):
+    before = dev_shm()
+    run = horovodrun("-np", 3, "-H", "localhost:3", *train_args(tmp_path, epochs=3))
+    workers = run.wait_for_size(3)
+    mapped = wait_for_segments(workers.values(), "every local worker maps the segment")
+    assert len(set(mapped.values())) == 1, mapped
+    assert run.wait() == 0, run.output()
+    check_converged(tmp_path, 3)
+    assert dev_shm() == before
+
+
+def test_shared_memory_off_keeps_every_collective_on_tcp(horovodrun, tmp_path):
+    run = horovodrun("-np", 2, "-H", "localhost:2", *train_args(tmp_path, delay_ms=5),
+                     env={"HOROVODD_SHM": "0"})
+    workers = run.wait_for_size(2)
+    run.wait_for_line(r"epoch 1/3", "the first epoch to end")
+    assert all(segments(pid) == set() for pid in workers.values())
+    assert run.wait() == 0, run.output()
+    check_converged(tmp_path, 2)
+
+
+def test_a_local_peer_killed_mid_collective_the_survivors_reset_and_finish(horovodrun, tmp_path):
+    before = dev_shm()
+    run = horovodrun("-np", 3, "--min-np", 2, "--max-np", 3, "-H", "localhost:3",
+                     *train_args(tmp_path))
+    workers = run.wait_for_size(3)
+    first = wait_for_segments(workers.values(), "the first generation's segment")
+    # No step delay: the workers spend their time in collectives.
+    run.wait_for_line(r"epoch 1/3", "the first epoch to end")
+    os.kill(workers[1], signal.SIGKILL)
+    after = run.wait_for_size(2)
+    assert sorted(after.values()) == sorted([workers[0], workers[2]])
+    # The survivors' new generation has a segment of its own; the old one is gone with them.
+    second = wait_for_segments(after.values(), "the second generation's segment")
+    assert len(set(second.values())) == 1
+    assert set(second.values()).isdisjoint(first.values())
+    assert run.wait() == 0, run.output()
+    assert check_converged(tmp_path, 2)["resets"] >= 1
+    assert dev_shm() == before
+
+
+def test_sigkill_of_every_worker_leaves_nothing(horovodrun, tmp_path):
+    before = dev_shm()
+    run = horovodrun("-np", 2, "-H", "localhost:2", *train_args(tmp_path, delay_ms=5, epochs=50))
+    workers = run.wait_for_size(2)
+    wait_for_segments(workers.values(), "every worker maps the segment")
+    for pid in workers.values():
+        os.kill(pid, signal.SIGKILL)
+    assert run.wait() != 0
+    for pid in workers.values():
+        wait_pid_gone(pid)
+    assert dev_shm() == before
+
+
+# ---- two hosts over the SSH harness (tests/integration/sshd.py)
+
+@pytest.fixture
+def ssh_hosts(sshd, tmp_path):
+    yield sshd.client_args(tmp_path / "known_hosts", None)
+    sshd.kill_sessions()
+
+
+@pytest.mark.parametrize("hierarchical", ["1", "0"])
+def test_two_hosts_share_memory_within_and_tcp_across(horovodrun, ssh_hosts, tmp_path,
+                                                      hierarchical):
+    before = dev_shm()
+    run = horovodrun("-np", 4, "-H", "127.0.0.2:2,127.0.0.3:2", *ssh_hosts,
+                     *train_args(tmp_path), env={"HOROVOD_HIERARCHICAL_ALLREDUCE": hierarchical})
+    workers = run.wait_for_size(4)
+    mapped = wait_for_segments(workers.values(), "every worker maps its host's segment")
+    # Ranks 0-1 are on 127.0.0.2, 2-3 on 127.0.0.3: one segment per host.
+    assert mapped[workers[0]] == mapped[workers[1]]
+    assert mapped[workers[2]] == mapped[workers[3]]
+    assert mapped[workers[0]] != mapped[workers[2]]
+    assert run.wait() == 0, run.output()
+    check_converged(tmp_path, 4)
+    assert dev_shm() == before

@@ -1,0 +1,261 @@
+// The shared-memory transport (worker_runtime/shm): ranks are threads of
+// this process, each with its own ShmGroup mapping one segment, as local
+// ranks in separate processes would (the peers open the leader's memfd
+// through /proc, the same path). Results are checked against the
+// reference reduction of test_collectives_harness.h.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "test_collectives_harness.h"
+#include "worker_runtime/shm/shm_collectives.h"
+#include "worker_runtime/shm/shm_group.h"
+
+namespace horovodd {
+namespace {
+
+using internal::shm::GroupOptions;
+using internal::shm::ShmGroup;
+using testing::FirstMismatch;
+using testing::MakeTensor;
+using testing::OnEveryRank;
+
+absl::Time Deadline() { return absl::Now() + absl::Seconds(60); }
+
+// `size` groups over one segment, index = local rank.
+std::vector<std::unique_ptr<ShmGroup>> MakeGroups(int size, size_t slot_bytes) {
+  GroupOptions options;
+  options.size = size;
+  options.slot_bytes = slot_bytes;
+  options.pids.assign(size, getpid());
+  std::vector<std::unique_ptr<ShmGroup>> groups;
+  options.rank = 0;
+  auto leader = ShmGroup::Create(options);
+  REQUIRE(leader.ok());
+  groups.push_back(*std::move(leader));
+  for (int r = 1; r < size; ++r) {
+    options.rank = r;
+    auto peer = ShmGroup::Attach(options, getpid(), groups[0]->segment().fd());
+    REQUIRE(peer.ok());
+    groups.push_back(*std::move(peer));
+  }
+  groups[0]->segment().CloseFd();
+  return groups;
+}
+
+// Element i of rank r's input: small integers, so every dtype and every
+// order of summation gives exact results.
+double Input(int rank, int64_t i) { return static_cast<double>((i * 7 + rank * 3) % 11 + 1); }
+
+TEST_CASE("shm allreduce matches the reference for every dtype, op and size") {
+  for (const int size : {2, 3, 4}) {
+    // A small slot makes the larger tensors take several rounds.
+    auto groups = MakeGroups(size, 4096);
+    for (const DType dtype : testing::kAllDTypes) {
+      for (const ReduceOp op : testing::kAllReduceOps) {
+        if (op == ReduceOp::kProduct && dtype == DType::kUInt8) continue;
+        for (const int64_t count : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{1000},
+                                    int64_t{20000}}) {
+          CAPTURE(size, DTypeName(dtype), static_cast<int>(op), count);
+          const auto mismatches = OnEveryRank<std::string>(size, [&](int rank) {
+            // Products stay small: every input is 1 or 2.
+            auto value = [&](int r, int64_t i) {
+              return op == ReduceOp::kProduct ? static_cast<double>(1 + (i + r) % 2)
+                                              : Input(r, i);
+            };
+            Tensor t = MakeTensor(dtype, {count}, [&](int64_t i) { return value(rank, i); });
+            AllreduceOptions options;
+            options.op = op;
+            absl::Status status = internal::shm::Allreduce(*groups[rank], t.view(), options,
+                                                           Deadline());
+            if (!status.ok()) return status.ToString();
+            return FirstMismatch(t, [&](int64_t i) {
+              std::vector<double> values;
+              for (int r = 0; r < size; ++r) values.push_back(value(r, i));
+              return testing::Reduce(op, dtype, values);
+            });
+          });
+          for (const std::string& m : mismatches) CHECK(m == "");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("shm allgather, broadcast, alltoall, reducescatter and barrier") {
+  const int size = 3;
+  auto groups = MakeGroups(size, 1024);
+  const auto errors = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
+    ShmGroup& g = *groups[rank];
+    // Allgather of rank + 1 rows of 300 int32s: several rounds of 1 KiB.
+    Tensor part = MakeTensor(DType::kInt32, {rank + 1, 300},
+                             [&](int64_t i) { return rank * 10000 + i; });
+    auto gathered = internal::shm::Allgather(g, part.view(), Deadline());
+    if (!gathered.ok()) return gathered.status().ToString();
+    if (gathered->shape() != std::vector<int64_t>{6, 300}) return "allgather shape";
+    int64_t row = 0;
+    for (int r = 0; r < size; ++r) {
+      for (int64_t i = 0; i < (r + 1) * 300; ++i) {
+        if (testing::GetElement(gathered->data(), DType::kInt32, row * 300 + i) !=
+            r * 10000 + i) {
+          return "allgather value from rank " + std::to_string(r);
+        }
+      }
+      row += r + 1;
+    }
+    // Broadcast from rank 2 of 5000 float64s (several rounds).
+    Tensor b = MakeTensor(DType::kFloat64, {5000},
+                          [&](int64_t i) { return rank == 2 ? i * 0.5 : -1; });
+    absl::Status status = internal::shm::Broadcast(g, b.view(), 2, Deadline());
+    if (!status.ok()) return status.ToString();
+    if (std::string m = FirstMismatch(b, [](int64_t i) { return i * 0.5; }); !m.empty()) {
+      return "broadcast: " + m;
+    }
+    // Alltoall: rank r sends (d + 1) * 100 rows of one int64 to rank d.
+    std::vector<int64_t> splits;
+    int64_t rows = 0;
+    for (int d = 0; d < size; ++d) {
+      splits.push_back((d + 1) * 100);
+      rows += splits.back();
+    }
+    Tensor a = MakeTensor(DType::kInt64, {rows}, [&](int64_t i) { return rank * 100000 + i; });
+    std::vector<int64_t> received;
+    auto exchanged = internal::shm::Alltoall(g, a.view(), splits, &received, Deadline());
+    if (!exchanged.ok()) return exchanged.status().ToString();
+    if (received != std::vector<int64_t>(size, (rank + 1) * 100)) return "alltoall splits";
+    int64_t sent_before = 0;
+    for (int d = 0; d < rank; ++d) sent_before += (d + 1) * 100;
+    for (int r = 0; r < size; ++r) {
+      for (int64_t i = 0; i < (rank + 1) * 100; ++i) {
+        const double want = r * 100000 + sent_before + i;
+        if (testing::GetElement(exchanged->data(), DType::kInt64, r * (rank + 1) * 100 + i) !=
+            want) {
+          return "alltoall value from rank " + std::to_string(r);
+        }
+      }
+    }
+    // Reducescatter of 7 rows of 500 float32s: rows 3, 2, 2.
+    Tensor rs = MakeTensor(DType::kFloat32, {7, 500}, [&](int64_t i) { return Input(rank, i); });
+    auto scattered =
+        internal::shm::Reducescatter(g, rs.view(), ReduceOp::kSum, 1.0, 2.0, Deadline());
+    if (!scattered.ok()) return scattered.status().ToString();
+    const int64_t first_row = rank == 0 ? 0 : 3 + (rank - 1) * 2;
+    if (scattered->shape() != std::vector<int64_t>{rank == 0 ? 3 : 2, 500}) {
+      return "reducescatter shape";
+    }
+    if (std::string m = FirstMismatch(*scattered, [&](int64_t i) {
+          double sum = 0;
+          for (int r = 0; r < size; ++r) sum += Input(r, first_row * 500 + i);
+          return 2 * sum;
+        });
+        !m.empty()) {
+      return "reducescatter: " + m;
+    }
+    status = internal::shm::Barrier(g, Deadline());
+    return status.ok() ? "" : status.ToString();
+  });
+  for (const std::string& e : errors) CHECK(e == "");
+}
+
+TEST_CASE("shm ops that compare arguments fail on every rank and leave the group usable") {
+  const int size = 2;
+  auto groups = MakeGroups(size, 1024);
+  const auto errors = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
+    Tensor t = MakeTensor(rank == 0 ? DType::kFloat32 : DType::kInt32, {4, 2},
+                          [](int64_t i) { return i; });
+    auto gathered = internal::shm::Allgather(*groups[rank], t.view(), Deadline());
+    if (gathered.ok() || gathered.status().code() != absl::StatusCode::kInvalidArgument) {
+      return "mismatched dtypes were not refused";
+    }
+    absl::Status barrier = internal::shm::Barrier(*groups[rank], Deadline());
+    return barrier.ok() ? "" : barrier.ToString();
+  });
+  for (const std::string& e : errors) CHECK(e == "");
+}
+
+TEST_CASE("the shm allreduce that confirms itself writes nothing unless every rank is ready") {
+  const int size = 2;
+  auto groups = MakeGroups(size, 4096);
+  for (const bool second_ready : {false, true}) {
+    const auto results = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
+      Tensor t = MakeTensor(DType::kFloat32, {3000}, [&](int64_t i) { return Input(rank, i); });
+      AllreduceOptions options;
+      options.op = ReduceOp::kSum;
+      auto done = internal::shm::AllreduceIfAllReady(*groups[rank], t.view(),
+                                                     rank == 0 || second_ready, options,
+                                                     Deadline());
+      if (!done.ok()) return done.status().ToString();
+      if (*done != second_ready) return "wrong confirmation";
+      return FirstMismatch(t, [&](int64_t i) {
+        return second_ready ? Input(0, i) + Input(1, i) : Input(rank, i);
+      });
+    });
+    for (const std::string& r : results) CHECK(r == "");
+  }
+}
+
+TEST_CASE("an abort wakes a rank waiting for a peer that never comes, and every later op fails") {
+  auto groups = MakeGroups(2, 1024);
+  std::atomic<bool> returned{false};
+  absl::Status waited;
+  std::thread waiter([&] {
+    waited = internal::shm::Barrier(*groups[0], Deadline());
+    returned = true;
+  });
+  // The waiter is asleep on the futex (or still spinning): either way the
+  // abort ends its wait.
+  groups[1]->Abort();
+  waiter.join();
+  CHECK(returned);
+  CHECK(waited.code() == absl::StatusCode::kAborted);
+  CHECK(internal::shm::Barrier(*groups[1], Deadline()).code() == absl::StatusCode::kAborted);
+}
+
+TEST_CASE("a wait past its deadline fails, and the group is dead for the peer too") {
+  auto groups = MakeGroups(2, 1024);
+  absl::Status status = internal::shm::Barrier(*groups[0], absl::Now() + absl::Milliseconds(100));
+  CHECK(status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(internal::shm::Barrier(*groups[1], Deadline()).code() ==
+        absl::StatusCode::kUnavailable);
+}
+
+TEST_CASE("a local peer that exits is noticed by a rank waiting for it") {
+  // A child process stands for the peer: the group only needs its pid.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  GroupOptions options;
+  options.size = 2;
+  options.slot_bytes = 1024;
+  options.pids = {getpid(), child};
+  auto group = ShmGroup::Create(options);
+  REQUIRE(group.ok());
+  std::thread killer([child] {
+    absl::SleepFor(absl::Milliseconds(50));
+    kill(child, SIGKILL);
+  });
+  absl::Status status = internal::shm::Barrier(**group, Deadline());
+  killer.join();
+  int child_status = 0;
+  waitpid(child, &child_status, 0);
+  CHECK(status.code() == absl::StatusCode::kUnavailable);
+  CHECK(std::string(status.message()).find("exited") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace horovodd

@@ -1,0 +1,188 @@
+// Collectives through gloo_ops.h on rings whose ranks share a host: after
+// ConnectLocalGroup every op takes the shared-memory path (or, over two
+// simulated hosts, the hierarchical allreduce), and must give the same
+// bytes as the same op on a plain TCP ring. Ranks are threads; the "hosts"
+// are sets of them with their own segments.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <gloo/rendezvous/hash_store.h>
+
+#include "absl/strings/str_cat.h"
+#include "test_collectives_harness.h"
+#include "worker_runtime/gloo/gloo_local.h"
+#include "worker_runtime/gloo/gloo_ops.h"
+
+namespace horovodd {
+namespace {
+
+using internal::HierarchicalAllreduce;
+using internal::LocalOptions;
+using testing::MakeTensor;
+using testing::OnEveryRank;
+using testing::RankGroup;
+
+double Value(int rank, int64_t i) { return static_cast<double>((rank + i) % 3 + 1); }
+
+// Sets up every rank's local group: `hosts` hosts of equal size, ranks in
+// host order (as the daemon numbers them when each host joins whole).
+void ConnectLocal(RankGroup& group, int hosts, HierarchicalAllreduce hierarchical,
+                  size_t slot_bytes) {
+  const int per_host = group.size() / hosts;
+  const auto statuses = OnEveryRank<std::string>(group.size(), [&](int rank) {
+    LocalOptions options;
+    options.local_rank = rank % per_host;
+    options.local_size = per_host;
+    options.cross_rank = rank / per_host;
+    options.hierarchical = hierarchical;
+    options.slot_bytes = slot_bytes;
+    return internal::ConnectLocalGroup(group.context(rank), options).ToString();
+  });
+  for (const std::string& s : statuses) REQUIRE(s == "OK");
+  for (int r = 0; r < group.size(); ++r) REQUIRE(group.context(r).local_group() != nullptr);
+}
+
+std::string Bytes(const Tensor& t) {
+  return std::string(static_cast<const char*>(t.data()), t.nbytes());
+}
+
+// Every collective once, on every rank; each rank's results as bytes.
+std::vector<std::string> RunAll(RankGroup& group, DType dtype, ReduceOp op, int64_t count) {
+  const int n = group.size();
+  return OnEveryRank<std::string>(n, [&](int rank) -> std::string {
+    internal::GlooContext& c = group.context(rank);
+    std::string out;
+    auto fail = [](const char* what, const absl::Status& s) {
+      return absl::StrCat("FAILED ", what, ": ", s.ToString());
+    };
+    Tensor reduced = MakeTensor(dtype, {count}, [&](int64_t i) { return Value(rank, i); });
+    AllreduceOptions options;
+    options.op = op;
+    if (op == ReduceOp::kSum) options.postscale_factor = 0.5;
+    if (absl::Status s = internal::Allreduce(c, reduced.view(), options); !s.ok()) {
+      return fail("allreduce", s);
+    }
+    out += Bytes(reduced);
+    if (op != ReduceOp::kSum) return out;  // the other ops only reduce
+    Tensor part = MakeTensor(dtype, {rank + 1, count / 4 + 1},
+                             [&](int64_t i) { return Value(rank, i); });
+    auto gathered = internal::Allgather(c, part.view());
+    if (!gathered.ok()) return fail("allgather", gathered.status());
+    out += Bytes(*gathered);
+    Tensor b = MakeTensor(dtype, {count}, [&](int64_t i) { return Value(rank, i); });
+    if (absl::Status s = internal::Broadcast(c, b.view(), n - 1); !s.ok()) {
+      return fail("broadcast", s);
+    }
+    out += Bytes(b);
+    std::vector<int64_t> splits;
+    int64_t rows = 0;
+    for (int d = 0; d < n; ++d) {
+      splits.push_back((count / 8 + 1) * (d + 1) + rank);
+      rows += splits.back();
+    }
+    Tensor a = MakeTensor(dtype, {rows}, [&](int64_t i) { return Value(rank, i); });
+    std::vector<int64_t> received;
+    auto exchanged = internal::Alltoall(c, a.view(), splits, &received);
+    if (!exchanged.ok()) return fail("alltoall", exchanged.status());
+    out += Bytes(*exchanged);
+    Tensor rs = MakeTensor(dtype, {count + 3}, [&](int64_t i) { return Value(rank, i); });
+    auto scattered = internal::Reducescatter(c, rs.view(), ReduceOp::kSum, 2.0, 1.0);
+    if (!scattered.ok()) return fail("reducescatter", scattered.status());
+    out += Bytes(*scattered);
+    if (absl::Status s = internal::Barrier(c); !s.ok()) return fail("barrier", s);
+    return out;
+  });
+}
+
+TEST_CASE("every collective in shared memory gives the TCP ring's bytes", "[shm]") {
+  gloo::rendezvous::HashStore store;
+  for (const int size : {2, 3, 4}) {
+    RankGroup tcp(store, absl::StrCat("tcp", size), size);
+    RankGroup shm(store, absl::StrCat("shm", size), size);
+    // 64 KiB slots: the larger tensors take many rounds.
+    ConnectLocal(shm, 1, HierarchicalAllreduce::kAuto, 64 << 10);
+    for (int r = 0; r < size; ++r) REQUIRE(internal::AllLocalGroup(shm.context(r)) != nullptr);
+    for (const DType dtype : testing::kAllDTypes) {
+      for (const ReduceOp op : testing::kAllReduceOps) {
+        for (const int64_t count : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{600000}}) {
+          if (op != ReduceOp::kSum && count > 1000) continue;
+          INFO("size " << size << ", " << DTypeName(dtype) << ", " << ReduceOpName(op) << ", "
+                       << count << " elements");
+          const std::vector<std::string> want = RunAll(tcp, dtype, op, count);
+          const std::vector<std::string> got = RunAll(shm, dtype, op, count);
+          for (int r = 0; r < size; ++r) {
+            REQUIRE(want[r].rfind("FAILED", 0) != 0);
+            CHECK(got[r] == want[r]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the hierarchical allreduce over two hosts gives the TCP ring's bytes", "[shm]") {
+  gloo::rendezvous::HashStore store;
+  for (const int per_host : {1, 2}) {
+    const int size = 2 * per_host;
+    RankGroup tcp(store, absl::StrCat("tcp", size), size);
+    RankGroup hier(store, absl::StrCat("hier", size), size);
+    if (per_host > 1) {
+      ConnectLocal(hier, 2, HierarchicalAllreduce::kOn, 64 << 10);
+      for (int r = 0; r < size; ++r) {
+        REQUIRE(internal::AllLocalGroup(hier.context(r)) == nullptr);
+        REQUIRE(internal::HierarchicalFor(hier.context(r), 4) != nullptr);
+      }
+    }
+    for (const DType dtype : testing::kAllDTypes) {
+      for (const ReduceOp op : testing::kAllReduceOps) {
+        for (const int64_t count : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{1000},
+                                    int64_t{300000}}) {
+          if (op != ReduceOp::kSum && count > 1000) continue;
+          INFO(per_host << " ranks per host, " << DTypeName(dtype) << ", " << ReduceOpName(op)
+                        << ", " << count << " elements");
+          const std::vector<std::string> want = RunAll(tcp, dtype, op, count);
+          const std::vector<std::string> got = RunAll(hier, dtype, op, count);
+          for (int r = 0; r < size; ++r) {
+            REQUIRE(want[r].rfind("FAILED", 0) != 0);
+            CHECK(got[r] == want[r]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the automatic choice goes hierarchical from 64 KiB, and =0 never", "[shm]") {
+  gloo::rendezvous::HashStore store;
+  for (const auto mode : {HierarchicalAllreduce::kAuto, HierarchicalAllreduce::kOff}) {
+    RankGroup group(store, absl::StrCat("choice", static_cast<int>(mode)), 4);
+    ConnectLocal(group, 2, mode, 64 << 10);
+    const size_t at = internal::kHierarchicalAutoMinBytes;
+    const bool on = mode == HierarchicalAllreduce::kAuto;
+    CHECK((internal::HierarchicalFor(group.context(0), at) != nullptr) == on);
+    CHECK(internal::HierarchicalFor(group.context(0), at - 4) == nullptr);
+  }
+}
+
+TEST_CASE("aborting a ring wakes its ranks waiting in shared memory", "[shm]") {
+  gloo::rendezvous::HashStore store;
+  RankGroup group(store, "abort", 2);
+  ConnectLocal(group, 1, HierarchicalAllreduce::kAuto, 64 << 10);
+  // Rank 0 waits in a barrier rank 1 never enters; the abort ends it.
+  const auto codes = OnEveryRank<int>(2, [&](int rank) {
+    if (rank == 1) {
+      internal::AbortGlooContext(group.context(1));
+      return static_cast<int>(absl::StatusCode::kAborted);
+    }
+    return static_cast<int>(internal::Barrier(group.context(0)).code());
+  });
+  CHECK(codes[0] == static_cast<int>(absl::StatusCode::kAborted));
+  // Dead on both ranks from now on.
+  CHECK_FALSE(internal::Barrier(group.context(1)).ok());
+}
+
+}  // namespace
+}  // namespace horovodd
