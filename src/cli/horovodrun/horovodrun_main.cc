@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/client_credentials.h"
 #include "cli/horovodrun/run_options.h"
+#include "cli/horovodrun/slurm_settings.h"
 #include "daemon/service/daemon_server.h"
 #include "horovodd.grpc.pb.h"
 
@@ -91,6 +92,10 @@ void PrintEvent(const JobEvent& event, bool verbose) {
 }
 
 int Run(const horovodd::cli::RunOptions& options) {
+  if (absl::Status slurm = horovodd::cli::CheckSlurmReachable(options.spec); !slurm.ok()) {
+    std::cerr << "horovodrun: error: " << slurm.message() << "\n";
+    return 1;
+  }
   std::unique_ptr<horovodd::daemon::DaemonServer> embedded;
   std::string address = options.daemon_address;
   if (address.empty()) {

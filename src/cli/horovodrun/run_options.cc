@@ -23,6 +23,7 @@
 #include "cli/horovodrun/client_settings.h"
 #include "cli/horovodrun/config_file.h"
 #include "cli/horovodrun/remote_settings.h"
+#include "cli/horovodrun/slurm_settings.h"
 #include "common/status_macros.h"
 #include "discovery/host_parser.h"
 
@@ -118,6 +119,15 @@ constexpr FlagDef kFlags[] = {
      "Interface (e.g. eth0) whose address workers\nbind their rings to on each host.\n"
      "Default: the address of the host's name.",
      kRemoteGroup},
+    // Slurm (slurm_settings.h).
+    {"launcher", "--launcher", "--launcher", "NAME",
+     "slurm (each worker an srun step), ssh\n(this machine forked, others over SSH)\nor local "
+     "(every worker forked here).\nDefault: slurm inside an allocation,\nelse ssh.",
+     kLaunchGroup},
+    {"host_discovery", "--host-discovery", "--host-discovery", "slurm",
+     "Hosts are the Slurm allocation's usable\nnodes, slots its tasks per node (makes\nthe "
+     "job elastic). Default with --launcher\nslurm and no other host option.",
+     kHostsGroup},
     {"daemon", "--daemon", "--daemon", "ADDRESS",
      "horovodd to submit to, e.g. 127.0.0.1:7070.\nDefault: start one inside horovodrun.",
      kLaunchGroup},
@@ -256,7 +266,7 @@ RawSettings CommandLineSettings(const CLI::App& app) {
 // replaces the file's (one place says where hosts come from). Env variables merge by name
 // instead, so BuildRunOptions reads them from each layer.
 RawSettings Merge(RawSettings file, const RawSettings& command_line) {
-  const char* host_keys[] = {"host_discovery_script", "hosts", "hostfile"};
+  const char* host_keys[] = {"host_discovery_script", "hosts", "hostfile", "host_discovery"};
   for (const char* key : host_keys) {
     if (command_line.count(key) != 0) {
       for (const char* other : host_keys) file.erase(other);
@@ -501,7 +511,9 @@ absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSet
   }
   spec.mutable_discovery()->set_default_slots(slots_per_host);
 
-  spec.set_elastic(FindSetting(settings, "host_discovery_script") ||
+  HVDD_ASSIGN_OR_RETURN(const SlurmChoice slurm,
+                        ReadSlurmSettings(settings, ProcessEnvironment(), &spec));
+  spec.set_elastic(FindSetting(settings, "host_discovery_script") || slurm.explicit_discovery ||
                    FindSetting(settings, "min_np") || FindSetting(settings, "max_np"));
   HVDD_ASSIGN_OR_RETURN(std::optional<HostSet> hosts,
                         ReadHostSource(settings, slots_per_host, &spec));
@@ -512,7 +524,7 @@ absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSet
       out->set_host(host.host);
       out->set_slots(host.slots);
     }
-  } else if (spec.discovery().script().empty()) {
+  } else if (spec.discovery().script().empty() && !spec.discovery().slurm()) {
     v1::HostSlots* local = spec.mutable_discovery()->add_hosts();
     local->set_host("localhost");
     local->set_slots(spec.num_proc());

@@ -29,6 +29,13 @@ SshOptions SshOptionsOf(const v1::SshSpec& ssh) {
   return options;
 }
 
+// The job's --launcher ("" and "ssh": by host).
+LaunchRoute RouteOf(const v1::JobSpec& spec) {
+  if (spec.launcher() == "local") return LaunchRoute::kLocal;
+  if (spec.launcher() == "slurm") return LaunchRoute::kSlurm;
+  return LaunchRoute::kByHost;
+}
+
 }  // namespace
 
 // The address a worker on `host` binds its rings to.
@@ -89,12 +96,17 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
   launch.spec.env = WorkerEnvironment(w, planned_rank);
   launch.spec.working_dir = spec_.working_dir();
   launch.ssh = SshOptionsOf(spec_.ssh());
+  launch.route = RouteOf(spec_);
+  launch.slurm_job_id = spec_.slurm().job_id();
   ProcessCallbacks callbacks;
   callbacks.on_line = WorkerTable::OutputSink(w, &events_);
   callbacks.on_exit = [this, id](const ExitInfo& exit) {
     loop_.Post([this, id, exit] { OnWorkerExit(id, exit); });
   };
-  if (!IsLocalHost(host)) {
+  // Remote and Slurm launches wait on other machines (sshd, slurmctld): off the loop.
+  const bool on_loop = launch.route == LaunchRoute::kLocal ||
+                       (launch.route == LaunchRoute::kByHost && IsLocalHost(host));
+  if (!on_loop) {
     // A member from now on, as a local worker would be; the generation
     // waits for it as for any member that has not joined yet.
     w.launching = true;
