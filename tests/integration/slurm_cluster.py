@@ -6,8 +6,8 @@ one host), every node at NodeAddr=127.0.0.1 on a port of its own. All config,
 state, spool and log files live in one temp dir; SLURM_CONF in `env()` points
 the clients (srun, salloc, scontrol...) at it. It runs as the current user
 (root: slurmd needs it). Cgroups are not assumed: processes are tracked with
-proctrack/linuxproc and tasks are not confined (task/none), which is what a
-container allows.
+proctrack/linuxproc and tasks are bound with task/affinity only, which is what
+a container allows.
 
 Run as a script it serves until its stdin closes, printing the SLURM_CONF to
 export (for debugging by hand):
@@ -130,9 +130,11 @@ class SlurmCluster:
             f"SlurmdLogFile={self.dir / 'log' / 'slurmd-%n.log'}",
             "SlurmctldDebug=info",
             "SlurmdDebug=info",
-            # No cgroups in a container: track processes by parentage, confine nothing.
+            # No cgroups in a container: track processes by parentage; CPU binding
+            # through sched_setaffinity only (srun --cpu-bind=none needs a task plugin
+            # that binds, or it warns on every step).
             "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
+            "TaskPlugin=task/affinity",
             "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none",
             "JobCompType=jobcomp/none",

@@ -161,12 +161,13 @@ void SlurmLauncher::DeliverSignal(int64_t handle, int sig) {
   if (!id.empty()) {
     const char* name = sigabbrev_np(sig);
     const std::string signal = name != nullptr ? name : std::to_string(sig);
-    if (options_.run({"scancel", "--quiet", absl::StrCat("--signal=", signal), id}).ok()) {
-      return;
-    }
+    // Slurm 22.05's scancel may exit non-zero ("Invalid job id specified") for
+    // a step it did signal, so its status says nothing: the step's end does.
+    options_.run({"scancel", "--quiet", absl::StrCat("--signal=", signal), id}).IgnoreError();
+    return;
   }
-  // No step yet (srun is still asking for one), or slurmctld did not take the
-  // signal: srun gets it, and a SIGKILL of srun is cleaned up in OnSrunExit.
+  // No step yet (srun is still asking for one), or squeue did not answer: srun
+  // gets the signal, and a SIGKILL of srun is cleaned up in OnSrunExit.
   if (step.srun_pid != 0) local_->Signal(step.srun_pid, sig).IgnoreError();
 }
 
