@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "daemon/validation/request_validation.h"
 #include "discovery/script_runner.h"
 #include "discovery/slurm_host_source.h"
 #include "discovery/slurm_parser.h"
+#include "job_spec_support.h"
 #include "run_options_test_support.h"
 
 namespace horovodd::discovery {
@@ -304,3 +306,42 @@ TEST_CASE("horovodrun: a SLURM_TASKS_PER_NODE that cannot be read is an error") 
 
 }  // namespace
 }  // namespace horovodd::cli
+
+namespace horovodd::daemon {
+namespace {
+
+std::string Invalid(const v1::JobSpec& spec) {
+  absl::Status status = ValidateJobSpecFields(spec);
+  REQUIRE(status.code() == absl::StatusCode::kInvalidArgument);
+  return std::string(status.message());
+}
+
+TEST_CASE("the daemon checks --launcher and the Slurm allocation it names") {
+  v1::JobSpec spec = testing::LocalJobSpec({"true"}, 2, 2, 2);
+  REQUIRE(ValidateJobSpecFields(spec).ok());
+
+  spec.set_launcher("mpirun");
+  CHECK_THAT(Invalid(spec), Catch::Contains("'mpirun' is not one of local, ssh, slurm"));
+  spec.set_launcher("local");
+  CHECK(ValidateJobSpecFields(spec).ok());
+
+  spec.set_launcher("slurm");
+  CHECK_THAT(Invalid(spec), Catch::Contains("slurm.job_id"));
+  spec.mutable_slurm()->set_job_id("42; scancel -u root");
+  CHECK_THAT(Invalid(spec), Catch::Contains("is not a Slurm job id"));
+  spec.mutable_slurm()->set_job_id("42");
+  CHECK(ValidateJobSpecFields(spec).ok());
+
+  // Slurm discovery replaces the host list; it cannot come with one.
+  spec.mutable_discovery()->set_slurm(true);
+  CHECK_THAT(Invalid(spec), Catch::Contains("Slurm host discovery excludes"));
+  spec.mutable_discovery()->clear_hosts();
+  CHECK(ValidateJobSpecFields(spec).ok());
+
+  // The node address is the launcher's to give, never the user's.
+  (*spec.mutable_env())["HOROVODD_NODE_ADDR"] = "10.0.0.1";
+  CHECK_THAT(Invalid(spec), Catch::Contains("HOROVODD_NODE_ADDR"));
+}
+
+}  // namespace
+}  // namespace horovodd::daemon

@@ -177,6 +177,13 @@ void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProces
       MaybeCloseLog();
       return;
     }
+    if (spec_.launcher() == "slurm" &&
+        (launched.status().code() == absl::StatusCode::kFailedPrecondition ||
+         launched.status().code() == absl::StatusCode::kInvalidArgument)) {
+      // No srun, or no allocation: no node will do better.
+      Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched.status().message()));
+      return;
+    }
     OnHostLaunchFailure(host, launched.status());
     if (finishing_) {
       MaybeFinishSucceeded(generations_.ready_generation() == 0 ? Finishers::kPlannedMembers

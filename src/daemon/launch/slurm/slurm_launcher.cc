@@ -215,16 +215,14 @@ void SlurmLauncher::Post(std::function<void()> work) {
   work_.push_back(std::move(work));
 }
 
+bool SlurmLauncher::HasWorkOrQuits() const { return quit_ || !work_.empty(); }
+
 void SlurmLauncher::ControlLoop() {
   while (true) {
     std::function<void()> work;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](SlurmLauncher* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
-            return self->quit_ || !self->work_.empty();
-          },
-          this));
+      mu_.Await(absl::Condition(this, &SlurmLauncher::HasWorkOrQuits));
       if (work_.empty()) return;  // quit, with nothing left to do
       work = std::move(work_.front());
       work_.pop_front();

@@ -92,6 +92,7 @@ class SlurmLauncher final : public Launcher {
   // The control thread runs signals and step cleanups, so neither the job's
   // loop nor the local launcher's I/O thread waits on slurmctld.
   void ControlLoop();
+  bool HasWorkOrQuits() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Post(std::function<void()> work);
   void DeliverSignal(int64_t handle, int sig);
   // "J.S" of the step named `name`, or "" when squeue does not list it.
