@@ -122,10 +122,13 @@ struct FakeSlurm {
       const std::string command = absl::StrJoin(argv, " ");
       if (command == "scontrol -o show job 7") return job + "\n";
       if (command == "scontrol show hostnames node[1-3]") return "node1\nnode2\nnode3\n";
-      if (command == "scontrol -o show node node[1-3]") {
+      const std::map<std::string, std::vector<std::string>> lists = {
+          {"node[1-3]", {"node1", "node2", "node3"}}, {"node[1-2]", {"node1", "node2"}}};
+      for (const auto& [list, names] : lists) {
+        if (command != "scontrol -o show node " + list) continue;
         std::string out;
-        for (const auto& [name, state] : states) {
-          out += "NodeName=" + name + " NodeAddr=127.0.0.1 State=" + state + "\n";
+        for (const std::string& name : names) {
+          out += "NodeName=" + name + " NodeAddr=127.0.0.1 State=" + states[name] + "\n";
         }
         return out;
       }
@@ -159,6 +162,9 @@ TEST_CASE("Slurm host source: slots from the tasks per node; drained nodes leave
   slurm.states["node2"] = "MIXED";
   slurm.states["node3"] = "IDLE";
   CHECK(FormatHostSet(Discover(*source)) == "node1:2,node2:2,node3:1");
+  // The allocation shrank (scontrol update jobid=7 NumNodes=2): node3 is no longer ours.
+  slurm.job = "JobId=7 JobState=RUNNING NodeList=node[1-2]";
+  CHECK(FormatHostSet(Discover(*source)) == "node1:2,node2:2");
 }
 
 TEST_CASE("Slurm host source: --slots-per-host wins; an ended job has no hosts") {

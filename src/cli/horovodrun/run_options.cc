@@ -126,7 +126,8 @@ constexpr FlagDef kFlags[] = {
      kLaunchGroup},
     {"host_discovery", "--host-discovery", "--host-discovery", "slurm",
      "Hosts are the Slurm allocation's usable\nnodes, slots its tasks per node (makes\nthe "
-     "job elastic). Default with --launcher\nslurm and no other host option.",
+     "job elastic). The default, for a\nfixed-size job, with --launcher slurm and\nno other "
+     "host option.",
      kHostsGroup},
     {"daemon", "--daemon", "--daemon", "ADDRESS",
      "horovodd to submit to, e.g. 127.0.0.1:7070.\nDefault: start one inside horovodrun.",

@@ -18,6 +18,9 @@
 //    the step is cancelled (`scancel --signal=KILL`) before on_exit runs.
 // Steps are cancelled, never the allocation.
 //
+// The pid Launch() returns is srun's, on the daemon's machine (the task's pid
+// is only known on its node).
+//
 // Launch() also asks Slurm for the node's address (NodeAddr, `scontrol show
 // node`) and gives it to the worker as HOROVODD_NODE_ADDR, which its rings bind
 // to; an unknown or unusable node fails the launch with UNAVAILABLE.
