@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/job/discovery_poller.h"
-#include "discovery/slurm_host_source.h"
 #include "daemon/validation/request_validation.h"
+#include "discovery/slurm_host_source.h"
 
 namespace horovodd::daemon {
 namespace {
