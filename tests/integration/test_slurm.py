@@ -215,6 +215,22 @@ def test_killed_worker_is_reported_as_killed_and_the_job_recovers(salloc, tmp_pa
     assert result["epochs_completed"] == 6 and result["resets"] >= 1
 
 
+def test_a_killed_srun_leaves_no_step_behind(salloc, tmp_path):
+    # Fixed size: the first failure ends the job. The daemon counts the worker
+    # whose srun died as gone and never signals it again, so only the launcher's
+    # clean-up (scancel of the orphaned step) can end that task.
+    run = salloc("-np", 4, "--verbose", *train_args(tmp_path, epochs=1000, delay_ms=50))
+    workers = run.wait_for_size(4)
+    srun_pid = int(run.wait_for_line(r"started worker \d+ on node2 \(pid (\d+)\)").group(1))
+    os.kill(srun_pid, signal.SIGKILL)
+    code, left, state = run.after()
+    assert code == 1, run.output()
+    assert "killed by signal 9" in run.output(), run.output()
+    assert hvdd_steps(left) == [] and state == "JobState=RUNNING", run.output()
+    for worker in workers.values():
+        wait_pid_gone(worker)
+
+
 def test_cancel_ends_every_step_and_keeps_the_allocation(salloc, slurm, tmp_path):
     run = salloc("-np", 4, "--verbose", *train_args(tmp_path, epochs=1000, delay_ms=50))
     job = run.job_id()

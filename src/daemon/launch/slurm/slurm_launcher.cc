@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/check.h"
 #include "common/status_macros.h"
 #include "discovery/script_runner.h"
@@ -19,6 +20,10 @@ namespace {
 
 // How long the destructor waits for steps it killed to report their end.
 constexpr absl::Duration kKillWait = absl::Seconds(15);
+// How long a cancelled step of a killed srun may take to leave squeue, and how
+// often squeue is asked meanwhile.
+constexpr absl::Duration kStepGoneWait = absl::Seconds(20);
+constexpr absl::Duration kStepPollInterval = absl::Milliseconds(250);
 
 // srun exits 128+N when a signal N ended its task (Slurm's documented convention).
 ExitInfo TaskExit(const ExitInfo& srun) {
@@ -204,8 +209,16 @@ void SlurmLauncher::OnSrunExit(int64_t handle, const ExitInfo& exit,
   // srun was killed: its step may still run. Cancel it (on the control
   // thread, not this I/O thread) before anyone hears the worker ended.
   Post([this, step, finish] {
-    const std::string id = FindStep(step.job_id, step.name);
+    std::string id = FindStep(step.job_id, step.name);
     if (!id.empty()) options_.run({"scancel", "--quiet", "--signal=KILL", id}).IgnoreError();
+    // Slurm takes a few seconds to retire a step whose srun is gone: wait
+    // (bounded) until squeue no longer lists it, so that the worker's end
+    // means its step's end.
+    const absl::Time deadline = absl::Now() + kStepGoneWait;
+    while (!id.empty() && absl::Now() < deadline) {
+      absl::SleepFor(kStepPollInterval);
+      id = FindStep(step.job_id, step.name);
+    }
     finish();
   });
 }

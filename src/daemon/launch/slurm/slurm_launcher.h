@@ -15,7 +15,8 @@
 //    into a SIGKILL, and a SIGKILL of srun would leave the step running); before
 //    the step exists, or when scancel fails, srun itself gets the signal;
 //  - no orphans: when srun ends by a signal (its step may live on without it),
-//    the step is cancelled (`scancel --signal=KILL`) before on_exit runs.
+//    the step is cancelled (`scancel --signal=KILL`), and on_exit runs once
+//    squeue no longer lists it (or after 20 s).
 // Steps are cancelled, never the allocation.
 //
 // The pid Launch() returns is srun's, on the daemon's machine (the task's pid
