@@ -14,11 +14,15 @@
 #include <cerrno>
 #include <climits>
 #include <system_error>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 
 namespace horovodd::discovery {
@@ -55,8 +59,8 @@ class UniqueFd {
 // Builds every error so that each one names the script.
 class ScriptErrors {
  public:
-  explicit ScriptErrors(const std::string& path)
-      : prefix_(absl::StrCat("discovery script ", path, ": ")) {}
+  // "discovery script ./x" or "command 'scontrol show job 5'".
+  explicit ScriptErrors(absl::string_view what) : prefix_(absl::StrCat(what, ": ")) {}
 
   template <typename... Parts>
   std::string Message(const Parts&... parts) const {
@@ -151,16 +155,20 @@ class SpawnConfig {
   posix_spawnattr_t attr_;
 };
 
-absl::StatusOr<pid_t> Spawn(const std::string& path, int stdout_fd, int stderr_fd,
-                            const ScriptErrors& errors) {
+absl::StatusOr<pid_t> Spawn(const std::string& path, const std::vector<std::string>& args,
+                            int stdout_fd, int stderr_fd, const ScriptErrors& errors) {
   SpawnConfig config;
   if (int rc = config.Prepare(stdout_fd, stderr_fd); rc != 0) {
     return absl::InternalError(errors.Message("cannot prepare to spawn: ", ErrnoText(rc)));
   }
   // posix_spawn (not posix_spawnp) runs exactly this path, never through /bin/sh.
-  char* argv[] = {const_cast<char*>(path.c_str()), nullptr};
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(path.c_str()));
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, path.c_str(), config.actions(), config.attr(), argv, environ);
+  const int rc =
+      posix_spawn(&pid, path.c_str(), config.actions(), config.attr(), argv.data(), environ);
   switch (rc) {
     case 0:
       return pid;
@@ -300,11 +308,10 @@ absl::StatusOr<std::string> Outcome(Capture capture, absl::Duration timeout,
                                                abbrev ? abbrev : "?", ")", detail));
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> RunDiscoveryScript(const std::string& path,
-                                               absl::Duration timeout) {
-  const ScriptErrors errors(path);
+// Runs `path` with `args` as RunDiscoveryScript documents, errors prefixed by `errors`.
+absl::StatusOr<std::string> RunCaptured(const std::string& path,
+                                        const std::vector<std::string>& args,
+                                        absl::Duration timeout, const ScriptErrors& errors) {
   if (timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         errors.Message("timeout ", absl::FormatDuration(timeout), " is not positive"));
@@ -315,7 +322,8 @@ absl::StatusOr<std::string> RunDiscoveryScript(const std::string& path,
   HVDD_ASSIGN_OR_RETURN(Pipe err, MakePipe(errors));
 
   const absl::Time deadline = absl::Now() + timeout;
-  HVDD_ASSIGN_OR_RETURN(pid_t pid, Spawn(path, out.write_end.get(), err.write_end.get(), errors));
+  HVDD_ASSIGN_OR_RETURN(pid_t pid,
+                        Spawn(path, args, out.write_end.get(), err.write_end.get(), errors));
   // Only the script holds the write ends now, so its exit is our end of file.
   out.write_end.Reset();
   err.write_end.Reset();
@@ -335,6 +343,39 @@ absl::StatusOr<std::string> RunDiscoveryScript(const std::string& path,
   if (!capture.exited) KillGroupAndReap(pid);
   if (!collected.ok()) return collected;
   return Outcome(std::move(capture), timeout, errors);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunDiscoveryScript(const std::string& path,
+                                               absl::Duration timeout) {
+  return RunCaptured(path, {}, timeout, ScriptErrors(absl::StrCat("discovery script ", path)));
+}
+
+std::string FindInPath(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
+    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", name);
+    struct stat st;
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return "";
+}
+
+absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
+                                       absl::Duration timeout) {
+  if (argv.empty()) return absl::InvalidArgumentError("RunCommand: no command given");
+  const ScriptErrors errors(absl::StrCat("command '", absl::StrJoin(argv, " "), "'"));
+  const std::string path = FindInPath(argv[0]);
+  if (path.empty()) {
+    return absl::NotFoundError(errors.Message(argv[0], " is not in PATH"));
+  }
+  return RunCaptured(path, std::vector<std::string>(argv.begin() + 1, argv.end()), timeout,
+                     errors);
 }
 
 }  // namespace horovodd::discovery

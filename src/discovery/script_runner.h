@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -30,5 +31,16 @@ inline constexpr size_t kMaxScriptOutputBytes = size_t{1} << 20;
 // Nothing else in the process may reap the script: do not set SIGCHLD to SIG_IGN and do not
 // call waitpid(-1, ...) or wait().
 absl::StatusOr<std::string> RunDiscoveryScript(const std::string& path, absl::Duration timeout);
+
+// The same for a command with arguments (the Slurm host source runs scontrol this way):
+// argv[0] is looked up in PATH unless it holds a '/', and every error names the whole
+// command, "command 'scontrol -o show job 7': exited with status 1: <last stderr line>".
+// NOT_FOUND when argv[0] is not in PATH. argv must not be empty.
+absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
+                                       absl::Duration timeout);
+
+// The executable `name` resolves to through $PATH (as execvp would), or "" when there is
+// none; a name holding '/' is returned as it is.
+std::string FindInPath(const std::string& name);
 
 }  // namespace horovodd::discovery

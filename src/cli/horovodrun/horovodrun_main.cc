@@ -15,6 +15,7 @@
 #include "cli/horovodrun/build_info.h"
 #include "cli/horovodrun/output_files.h"
 #include "cli/horovodrun/run_options.h"
+#include "cli/horovodrun/slurm_settings.h"
 #include "daemon/service/daemon_server.h"
 #include "horovodd.grpc.pb.h"
 
@@ -113,6 +114,10 @@ void PrintEvent(const JobEvent& event, const OutputSettings& output) {
 int Run(const horovodd::cli::RunOptions& options) {
   for (const std::string& warning : options.warnings) {
     std::cerr << "horovodrun: warning: " << warning << "\n";
+  }
+  if (absl::Status slurm = horovodd::cli::CheckSlurmReachable(options.spec); !slurm.ok()) {
+    std::cerr << "horovodrun: error: " << slurm.message() << "\n";
+    return 1;
   }
   OutputSettings output;
   output.verbose = options.verbose;

@@ -26,6 +26,7 @@
 #include "cli/horovodrun/config_file.h"
 #include "cli/horovodrun/remote_settings.h"
 #include "cli/horovodrun/tunables.h"
+#include "cli/horovodrun/slurm_settings.h"
 #include "common/status_macros.h"
 #include "discovery/host_parser.h"
 
@@ -257,6 +258,16 @@ constexpr FlagDef kFlags[] = {
      kDaemonGroup},
     {"env", "--env", "--env", "NAME=VALUE",
      "Extra environment variable for every worker\n(repeatable).", kDaemonGroup},
+    // Slurm (slurm_settings.h).
+    {"launcher", "--launcher", "--launcher", "NAME",
+     "slurm (each worker an srun step), ssh\n(this machine forked, others over SSH)\nor local "
+     "(every worker forked here).\nDefault: slurm inside an allocation,\nelse ssh.",
+     kGeneralGroup},
+    {"host_discovery", "--host-discovery", "--host-discovery", "slurm",
+     "Hosts are the Slurm allocation's usable\nnodes, slots its tasks per node (makes\nthe "
+     "job elastic). The default, for a\nfixed-size job, with --launcher slurm and\nno other "
+     "host option.",
+     kHostsGroup},
     {"daemon", "--daemon", "--daemon", "ADDRESS",
      "horovodd to submit to, e.g. 127.0.0.1:7070.\nDefault: start one inside horovodrun.",
      kDaemonGroup},
@@ -443,7 +454,7 @@ absl::StatusOr<RawSettings> CommandLineSettings(const CLI::App& app) {
 // replaces the file's (one place says where hosts come from). Env variables merge by name
 // instead, so BuildRunOptions reads them from each layer.
 RawSettings Merge(RawSettings file, const RawSettings& command_line) {
-  const char* host_keys[] = {"host_discovery_script", "hosts", "hostfile"};
+  const char* host_keys[] = {"host_discovery_script", "hosts", "hostfile", "host_discovery"};
   for (const char* key : host_keys) {
     if (command_line.count(key) != 0) {
       for (const char* other : host_keys) file.erase(other);
@@ -728,7 +739,9 @@ absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSet
   }
   spec.mutable_discovery()->set_default_slots(slots_per_host);
 
-  spec.set_elastic(FindSetting(settings, "host_discovery_script") ||
+  HVDD_ASSIGN_OR_RETURN(const SlurmChoice slurm,
+                        ReadSlurmSettings(settings, ProcessEnvironment(), &spec));
+  spec.set_elastic(FindSetting(settings, "host_discovery_script") || slurm.explicit_discovery ||
                    FindSetting(settings, "min_np") || FindSetting(settings, "max_np"));
   HVDD_ASSIGN_OR_RETURN(std::optional<HostSet> hosts,
                         ReadHostSource(settings, slots_per_host, &spec));
@@ -739,7 +752,7 @@ absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSet
       out->set_host(host.host);
       out->set_slots(host.slots);
     }
-  } else if (spec.discovery().script().empty()) {
+  } else if (spec.discovery().script().empty() && !spec.discovery().slurm()) {
     v1::HostSlots* local = spec.mutable_discovery()->add_hosts();
     local->set_host("localhost");
     local->set_slots(spec.num_proc());

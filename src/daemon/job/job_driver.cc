@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "daemon/job/discovery_poller.h"
 #include "daemon/validation/request_validation.h"
+#include "discovery/slurm_host_source.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -51,6 +52,23 @@ JobDriver::~JobDriver() {
   launches_.Shutdown();  // a launch finishing now finds the loop stopped
 }
 
+namespace {
+
+// --host-discovery slurm: the allocation horovodrun found, polled with the script's timeout.
+discovery::SlurmHostSourceOptions SlurmHostSourceOptionsOf(const v1::JobSpec& spec) {
+  discovery::SlurmHostSourceOptions options;
+  options.job_id = spec.slurm().job_id();
+  options.node_list = spec.slurm().node_list();
+  options.tasks_per_node = spec.slurm().tasks_per_node();
+  options.slots_per_host = spec.discovery().default_slots();
+  if (spec.discovery().script_timeout_seconds() > 0) {
+    options.timeout = absl::Seconds(spec.discovery().script_timeout_seconds());
+  }
+  return options;
+}
+
+}  // namespace
+
 void JobDriver::Start() {
   loop_.Post([this] {
     started_ = Now();
@@ -63,11 +81,16 @@ void JobDriver::Start() {
     // Until enough hosts show up the job is below min np.
     ArmBelowMinTimer(0);
     const auto& d = spec_.discovery();
-    if (!d.script().empty()) {
+    std::unique_ptr<discovery::HostSource> source;
+    if (d.slurm()) {
+      source = discovery::MakeSlurmHostSource(SlurmHostSourceOptionsOf(spec_));
+    } else if (!d.script().empty()) {
+      source = discovery::MakeScriptHostSource(d.script(), std::max(1, d.default_slots()),
+                                               absl::Seconds(d.script_timeout_seconds()));
+    }
+    if (source != nullptr) {
       poller_ = std::make_unique<DiscoveryPoller>(
-          discovery::MakeScriptHostSource(d.script(), std::max(1, d.default_slots()),
-                                          absl::Seconds(d.script_timeout_seconds())),
-          absl::Seconds(d.interval_seconds()),
+          std::move(source), absl::Seconds(d.interval_seconds()),
           [this](absl::StatusOr<discovery::HostSet> hosts) {
             loop_.Post([this, hosts = std::move(hosts)] { OnHosts(hosts); });
           });

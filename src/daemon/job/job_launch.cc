@@ -30,6 +30,13 @@ SshOptions SshOptionsOf(const v1::SshSpec& ssh) {
   return options;
 }
 
+// The job's --launcher ("" and "ssh": by host).
+LaunchRoute RouteOf(const v1::JobSpec& spec) {
+  if (spec.launcher() == "local") return LaunchRoute::kLocal;
+  if (spec.launcher() == "slurm") return LaunchRoute::kSlurm;
+  return LaunchRoute::kByHost;
+}
+
 }  // namespace
 
 // The address a worker on `host` binds its rings to.
@@ -125,12 +132,17 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
   launch.spec.env = WorkerEnvironment(w, planned_rank);
   launch.spec.working_dir = spec_.working_dir();
   launch.ssh = SshOptionsOf(spec_.ssh());
+  launch.route = RouteOf(spec_);
+  launch.slurm_job_id = spec_.slurm().job_id();
   ProcessCallbacks callbacks;
   callbacks.on_line = WorkerTable::OutputSink(w, &events_);
   callbacks.on_exit = [this, id](const ExitInfo& exit) {
     loop_.Post([this, id, exit] { OnWorkerExit(id, exit); });
   };
-  if (!IsLocalHost(host)) {
+  // Remote and Slurm launches wait on other machines (sshd, slurmctld): off the loop.
+  const bool on_loop = launch.route == LaunchRoute::kLocal ||
+                       (launch.route == LaunchRoute::kByHost && IsLocalHost(host));
+  if (!on_loop) {
     // A member from now on, as a local worker would be; the generation
     // waits for it as for any member that has not joined yet.
     w.launching = true;
@@ -199,6 +211,13 @@ void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProces
     workers_.Erase(id);
     if (Terminal()) {
       MaybeCloseLog();
+      return;
+    }
+    if (spec_.launcher() == "slurm" &&
+        (launched.status().code() == absl::StatusCode::kFailedPrecondition ||
+         launched.status().code() == absl::StatusCode::kInvalidArgument)) {
+      // No srun, or no allocation: no node will do better.
+      Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched.status().message()));
       return;
     }
     OnHostLaunchFailure(host, launched.status());

@@ -17,31 +17,37 @@ bool IsLocalHost(const std::string& host) {
 
 absl::StatusOr<LaunchedProcess> HostRouter::Launch(const WorkerLaunch& launch,
                                                    ProcessCallbacks callbacks) {
-  if (IsLocalHost(launch.host)) {
+  Launcher* other = remote_;
+  if (launch.route == LaunchRoute::kSlurm) {
+    other = slurm_;
+    if (other == nullptr) {
+      return absl::UnimplementedError("this daemon cannot start Slurm steps");
+    }
+  } else if (launch.route == LaunchRoute::kLocal || IsLocalHost(launch.host)) {
     HVDD_ASSIGN_OR_RETURN(auto pid, local_->Launch(launch.spec, std::move(callbacks)));
     return LaunchedProcess{pid, pid};
   }
-  if (remote_ == nullptr) {
+  if (other == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "host '", launch.host, "' is not this machine, and this daemon cannot launch remotely"));
   }
-  HVDD_ASSIGN_OR_RETURN(auto remote, remote_->Launch(launch, std::move(callbacks)));
+  HVDD_ASSIGN_OR_RETURN(auto remote, other->Launch(launch, std::move(callbacks)));
   absl::MutexLock lock(&mu_);
   const int64_t handle = next_remote_handle_--;
-  remote_handles_[handle] = remote.handle;
+  remote_handles_[handle] = {other, remote.handle};
   return LaunchedProcess{handle, remote.pid};
 }
 
 absl::Status HostRouter::Signal(int64_t handle, int sig) {
   if (handle > 0) return local_->Signal(static_cast<pid_t>(handle), sig);
-  int64_t remote_handle;
+  std::pair<Launcher*, int64_t> remote;
   {
     absl::MutexLock lock(&mu_);
     auto it = remote_handles_.find(handle);
     if (it == remote_handles_.end()) return absl::NotFoundError("no such process");
-    remote_handle = it->second;
+    remote = it->second;
   }
-  return remote_->Signal(remote_handle, sig);
+  return remote.first->Signal(remote.second, sig);
 }
 
 }  // namespace horovodd::daemon

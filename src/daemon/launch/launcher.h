@@ -1,12 +1,15 @@
 // Starting workers on a host, wherever that host is. The job driver sees only
 // this interface: HostRouter sends hosts that name this machine to the local
-// fork/exec launcher and every other host to the remote (SSH) launcher.
+// fork/exec launcher and every other host to the remote (SSH) launcher, unless
+// the job chose otherwise (LaunchRoute: every worker forked here, or every
+// worker an srun step of a Slurm allocation).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -31,10 +34,19 @@ struct SshOptions {
 // worker's end of a tunnel instead (daemon_tunnel.h).
 inline constexpr char kDaemonAddressVariable[] = "HOROVODD_DAEMON_ADDR";
 
+// Which launcher a worker goes to (horovodrun --launcher).
+enum class LaunchRoute {
+  kByHost,  // this machine's hosts forked here, the others over SSH (--launcher ssh)
+  kLocal,   // every worker forked here, whatever its host is called (--launcher local)
+  kSlurm,   // an srun step of slurm_job_id on node `host` (--launcher slurm)
+};
+
 struct WorkerLaunch {
   std::string host;
   LaunchSpec spec;
   SshOptions ssh;  // used for remote hosts only
+  LaunchRoute route = LaunchRoute::kByHost;
+  std::string slurm_job_id;  // kSlurm only
 };
 
 struct LaunchedProcess {
@@ -58,9 +70,10 @@ bool IsLocalHost(const std::string& host);
 
 class HostRouter final : public Launcher {
  public:
-  // `local` must outlive the router; `remote` may be null (then remote hosts
-  // are refused with a clear error).
-  HostRouter(LocalLauncher* local, Launcher* remote) : local_(local), remote_(remote) {}
+  // `local` must outlive the router; `remote` and `slurm` may be null (then
+  // remote hosts, or Slurm steps, are refused with a clear error).
+  HostRouter(LocalLauncher* local, Launcher* remote, Launcher* slurm = nullptr)
+      : local_(local), remote_(remote), slurm_(slurm) {}
 
   absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
                                          ProcessCallbacks callbacks) override;
@@ -69,10 +82,11 @@ class HostRouter final : public Launcher {
  private:
   LocalLauncher* const local_;
   Launcher* const remote_;
-  // Our handles: local ones are the pid; remote ones are mapped to the remote
-  // launcher's handle.
+  Launcher* const slurm_;
+  // Our handles: local ones are the pid; the others are mapped to their
+  // launcher and its handle.
   absl::Mutex mu_;
-  std::map<int64_t, int64_t> remote_handles_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::pair<Launcher*, int64_t>> remote_handles_ ABSL_GUARDED_BY(mu_);
   int64_t next_remote_handle_ ABSL_GUARDED_BY(mu_) = -1;  // negative: never collides with a pid
 };
 

@@ -61,8 +61,9 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   daemon->launcher_ = std::move(launcher);
   HVDD_ASSIGN_OR_RETURN(auto ssh_launcher, SshLauncher::Create());
   daemon->ssh_launcher_ = std::move(ssh_launcher);
-  daemon->router_ =
-      std::make_unique<HostRouter>(daemon->launcher_.get(), daemon->ssh_launcher_.get());
+  daemon->slurm_launcher_ = SlurmLauncher::Create(daemon->launcher_.get());
+  daemon->router_ = std::make_unique<HostRouter>(
+      daemon->launcher_.get(), daemon->ssh_launcher_.get(), daemon->slurm_launcher_.get());
   daemon->jobs_ = std::make_unique<JobManager>(daemon->router_.get(), &daemon->observers_);
   daemon->jobs_->set_kv_limits(KvLimitsOf(options.limits));
   daemon->jobs_->set_worker_environment(WorkerTlsEnvironment(options.tls));
@@ -158,7 +159,9 @@ void DaemonServer::Shutdown(const std::string& reason) {
     server_->GetHealthCheckService()->Shutdown();
   }
   jobs_->Shutdown(reason, absl::Seconds(5));
-  // Nothing new can be launched now; make sure nothing is left running.
+  // Nothing new can be launched now; make sure nothing is left running. Slurm
+  // steps first: their srun processes are the local launcher's children.
+  slurm_launcher_->TerminateAll(absl::Seconds(2));
   launcher_->TerminateAll(absl::Seconds(2));
   ssh_launcher_->TerminateAll(absl::Seconds(2));
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

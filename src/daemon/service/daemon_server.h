@@ -17,6 +17,7 @@
 #include "daemon/journal/journal.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/launch/local_launcher.h"
+#include "daemon/launch/slurm/slurm_launcher.h"
 #include "daemon/launch/ssh/ssh_launcher.h"
 #include "daemon/metrics/metrics.h"
 #include "daemon/metrics/metrics_http.h"
@@ -103,6 +104,8 @@ class DaemonServer {
   ObserverList observers_;
   std::unique_ptr<LocalLauncher> launcher_;
   std::unique_ptr<SshLauncher> ssh_launcher_;  // hosts that are not this machine
+  // srun steps (--launcher slurm); declared after launcher_, so it goes first.
+  std::unique_ptr<SlurmLauncher> slurm_launcher_;
   std::unique_ptr<HostRouter> router_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<AccessPolicy> access_;

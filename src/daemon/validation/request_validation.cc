@@ -138,7 +138,11 @@ absl::Status CheckProcessCounts(const v1::JobSpec& spec) {
 }
 
 absl::Status CheckDiscovery(const v1::DiscoverySpec& d) {
-  if (d.script().empty() && d.hosts().empty()) {
+  if (d.slurm() && (!d.script().empty() || !d.hosts().empty())) {
+    return absl::InvalidArgumentError(
+        "Slurm host discovery excludes a discovery script and a static host list");
+  }
+  if (d.script().empty() && d.hosts().empty() && !d.slurm()) {
     return absl::InvalidArgumentError("no hosts: give a discovery script or a host list");
   }
   if (!d.script().empty() && !d.hosts().empty()) {
@@ -224,7 +228,7 @@ bool IsReservedEnvName(absl::string_view name) {
   static constexpr absl::string_view kReserved[] = {
       "HOROVODD_DAEMON_ADDR", "HOROVODD_JOB_ID",   "HOROVODD_WORKER_ID",
       "HOROVODD_WORKER_TOKEN", "HOROVODD_BIND_ADDR", "HOROVODD_NETWORK_INTERFACE",
-      "HOROVOD_RANK",          "HOROVOD_HOSTNAME",
+      "HOROVOD_RANK",          "HOROVOD_HOSTNAME",   "HOROVODD_NODE_ADDR",
   };
   for (absl::string_view reserved : kReserved) {
     if (name == reserved) return true;
@@ -267,6 +271,29 @@ absl::Status ValidateHostName(absl::string_view field, absl::string_view host) {
   return absl::OkStatus();
 }
 
+// --launcher and the Slurm allocation that --launcher slurm and
+// --host-discovery slurm work in (its id reaches srun and scontrol's argv).
+absl::Status CheckLauncher(const v1::JobSpec& spec) {
+  const std::string& launcher = spec.launcher();
+  if (!launcher.empty() && launcher != "local" && launcher != "ssh" && launcher != "slurm") {
+    return Invalid("launcher", absl::StrCat("'", absl::CEscape(launcher.substr(0, 64)),
+                                            "' is not one of local, ssh, slurm"));
+  }
+  const bool needs_slurm = launcher == "slurm" || spec.discovery().slurm();
+  const std::string& id = spec.slurm().job_id();
+  if (!needs_slurm && id.empty()) return absl::OkStatus();
+  bool ok = !id.empty() && id.size() <= 32 && absl::ascii_isdigit(id.front());
+  for (char c : id) ok = ok && (absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '_');
+  if (!ok) {
+    return Invalid("slurm.job_id",
+                   absl::StrCat("'", absl::CEscape(id.substr(0, 64)),
+                                "' is not a Slurm job id (the launcher and host discovery "
+                                "'slurm' need one: run inside salloc or sbatch)"));
+  }
+  HVDD_RETURN_IF_ERROR(CheckText("slurm.node_list", spec.slurm().node_list(), kMaxPathBytes));
+  return CheckText("slurm.tasks_per_node", spec.slurm().tasks_per_node(), kMaxPathBytes);
+}
+
 absl::Status ValidateJobSpecFields(const v1::JobSpec& spec) {
   absl::Status status = CheckArgv(spec);
   if (status.ok()) status = CheckEnv(spec);
@@ -276,6 +303,7 @@ absl::Status ValidateJobSpecFields(const v1::JobSpec& spec) {
   if (status.ok()) status = CheckDiscovery(spec.discovery());
   if (status.ok()) status = CheckTimeouts(spec);
   if (status.ok()) status = CheckSsh(spec.ssh());
+  if (status.ok()) status = CheckLauncher(spec);
   if (status.ok() && !spec.network_interface().empty()) {
     status = CheckText("network_interface", spec.network_interface(), kMaxInterfaceBytes);
   }

@@ -241,6 +241,11 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
     ring_options.bind_address = response.bind_address().empty()
                                     ? std::string("127.0.0.1")
                                     : response.bind_address();
+    // The Slurm launcher knows this node's address better than its name does (NodeAddr).
+    if (const std::string node_address = OptionalEnv("HOROVODD_NODE_ADDR");
+        !node_address.empty()) {
+      ring_options.bind_address = node_address;
+    }
     // --network-interface: bind to that interface's address on this host.
     if (const std::string interface = OptionalEnv("HOROVODD_NETWORK_INTERFACE");
         !interface.empty()) {
