@@ -25,8 +25,8 @@
 #include "cli/horovodrun/client_settings.h"
 #include "cli/horovodrun/config_file.h"
 #include "cli/horovodrun/remote_settings.h"
-#include "cli/horovodrun/tunables.h"
 #include "cli/horovodrun/slurm_settings.h"
+#include "cli/horovodrun/tunables.h"
 #include "common/status_macros.h"
 #include "discovery/host_parser.h"
 
