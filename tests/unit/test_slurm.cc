@@ -294,6 +294,11 @@ TEST_CASE("horovodrun inside an allocation: srun steps on the allocation's nodes
   CHECK_FALSE(fixed.spec.discovery().slurm());
   CHECK(fixed.spec.discovery().hosts_size() == 2);
 
+  // -H naming only this machine runs here, as with Horovod.
+  RunOptions here = ParseOk({"-H", "localhost:2", "true"});
+  CHECK(here.spec.launcher().empty());
+  CHECK_FALSE(here.spec.discovery().slurm());
+
   // The old behaviour on request.
   RunOptions ssh = ParseOk({"--launcher", "ssh", "-np", "2", "true"});
   CHECK(ssh.spec.launcher().empty());

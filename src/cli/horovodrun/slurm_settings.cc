@@ -3,7 +3,9 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "common/loopback.h"
 #include "common/status_macros.h"
+#include "discovery/host_parser.h"
 #include "discovery/script_runner.h"
 #include "discovery/slurm_commands.h"
 #include "discovery/slurm_parser.h"
@@ -12,6 +14,21 @@ namespace horovodd::cli {
 namespace {
 
 constexpr absl::Duration kSlurmCheckTimeout = absl::Seconds(20);
+
+// Whether -H is the only host option and names loopback hosts only.
+bool HostsAreThisMachine(const RawSettings& settings) {
+  const RawSetting* hosts = FindSetting(settings, "hosts");
+  if (hosts == nullptr || hosts->values.empty() || FindSetting(settings, "hostfile") ||
+      FindSetting(settings, "host_discovery_script")) {
+    return false;
+  }
+  absl::StatusOr<discovery::HostSet> parsed = discovery::ParseHostList(hosts->values.front(), 1);
+  if (!parsed.ok() || parsed->empty()) return false;
+  for (const discovery::HostSlots& host : *parsed) {
+    if (!daemon::IsLoopbackHost(host.host)) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -25,7 +42,9 @@ EnvLookup ProcessEnvironment() {
 absl::StatusOr<SlurmChoice> ReadSlurmSettings(const RawSettings& settings, const EnvLookup& env,
                                               v1::JobSpec* spec) {
   const std::string job_id = env("SLURM_JOB_ID");
-  std::string launcher = job_id.empty() ? "" : "slurm";
+  // Inside an allocation srun is the default, except for -H naming only this machine
+  // (`-H localhost:2` inside salloc), which runs here as it does with Horovod.
+  std::string launcher = job_id.empty() || HostsAreThisMachine(settings) ? "" : "slurm";
   const RawSetting* launcher_setting = FindSetting(settings, "launcher");
   if (launcher_setting != nullptr) {
     launcher = launcher_setting->values.front();
