@@ -274,6 +274,7 @@ absl::Status CheckAllreduce(const CollectiveScope& scope, const std::string& lab
                             const TensorView& tensor, const AllreduceOptions& options) {
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   HVDD_RETURN_IF_ERROR(CheckTensor(label, tensor));
+  HVDD_RETURN_IF_ERROR(CheckReducible(label, tensor.dtype));
   HVDD_RETURN_IF_ERROR(CheckScaleFactor(label, "prescale_factor", options.prescale_factor));
   return CheckScaleFactor(label, "postscale_factor", options.postscale_factor);
 }

@@ -65,6 +65,7 @@ absl::StatusOr<Handle> EnqueueAllreduce(Runtime& runtime, std::string name,
   const std::string label = absl::StrCat("allreduce '", name, "'");
   if (absl::Status s = CheckName("allreduce", name); !s.ok()) return s;
   if (absl::Status s = CheckTensors(label, inouts); !s.ok()) return s;
+  if (absl::Status s = CheckReducible(label, inouts.front().dtype); !s.ok()) return s;
   if (absl::Status s = CheckScaleFactor(label, "prescale_factor", options.prescale_factor);
       !s.ok()) {
     return s;
