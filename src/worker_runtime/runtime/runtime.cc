@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <utility>
 
@@ -74,6 +75,26 @@ absl::Status CheckAssignment(const v1::RendezvousResponse& response, int64_t aft
   return absl::OkStatus();
 }
 
+// How many global rings each worker of this process has built per
+// generation, kept across runtimes: after Shutdown() and Init() a process
+// joins the same generation again, and its ranks must not meet under the
+// keys (the addresses) of the ring they just closed. Every rank of the
+// generation counts the same, since every rank re-inits alike; a new
+// generation starts again from 1.
+int NextRingIncarnation(const std::string& worker, int64_t generation) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* const built = new std::map<std::string, std::pair<int64_t, int>>();
+  absl::MutexLock lock(&mu);
+  std::pair<int64_t, int>& entry = (*built)[worker];
+  if (entry.first != generation) entry = {generation, 0};
+  return ++entry.second;
+}
+
+// "" for a generation's first ring, ".i<n>" for the n-th.
+std::string IncarnationScope(int incarnation) {
+  return incarnation <= 1 ? std::string() : absl::StrCat(".i", incarnation);
+}
+
 }  // namespace
 
 absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
@@ -115,6 +136,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   // costly on every collective and RPC. It is a debugging aid; off.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<Runtime> runtime(new Runtime(options.ring_timeout));
+  runtime->worker_key_ = absl::StrCat(options.daemon.job_id, "/", options.daemon.worker_id);
   Runtime* self = runtime.get();
   GpuCollectivesOptions gpu;
   gpu.operations = options.gpu_operations;
@@ -216,13 +238,18 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       HVDD_ASSIGN_OR_RETURN(ring_options.bind_address, InterfaceIPv4Address(interface));
     }
     ring_options.timeout = ring_timeout_;
+    ring_options.key_scope =
+        IncarnationScope(NextRingIncarnation(worker_key_, next.generation));
     RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
     if (result.ring.ok()) {
       assignment_ = std::move(next);
+      key_scope_ = ring_options.key_scope;
       SetRing(*std::move(result.ring), assignment_.generation);
-      gpu_->EnterGeneration(assignment_.generation, assignment_.rank, assignment_.size,
-                            assignment_.shrink,
-                            std::make_unique<DaemonKvStore>(*client_, assignment_.generation));
+      // The NCCL unique id too: a re-init must not read the last one's.
+      gpu_->EnterGeneration(
+          assignment_.generation, assignment_.rank, assignment_.size, assignment_.shrink,
+          std::make_unique<DaemonKvStore>(*client_, assignment_.generation,
+                                          key_scope_.empty() ? "" : key_scope_ + "/"));
       engine_->Attach(assignment_.generation,
                       [this](const RingOp& op) { return RunCollective(op); });
       return JoinOutcome::kJoined;

@@ -131,6 +131,10 @@ class Runtime {
   void SayGoodbye() ABSL_LOCKS_EXCLUDED(ring_mu_);
 
   const absl::Duration ring_timeout_;
+  // "<job>/<worker id>": whose rings NextRingIncarnation counts.
+  std::string worker_key_;
+  // The current generation's RingOptions::key_scope (training thread).
+  std::string key_scope_;
   std::unique_ptr<DaemonConnection> client_;
   // Declared after client_ so it is destroyed first: its store refers to it.
   std::unique_ptr<GpuCollectives> gpu_;
