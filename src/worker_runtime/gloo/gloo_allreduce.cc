@@ -85,8 +85,8 @@ absl::Status DirectAllreduce(CollectiveScope& scope, const void* input, TensorVi
   for (int p = 1; p < n; ++p) {
     ReduceInto(result.dtype, options.op, result.data, all.data + p * bytes, result.numel());
   }
-  FinishReduction(result.dtype, options.op, result.data, result.numel(), n,
-                  options.postscale_factor);
+  FinishReduction(result.dtype, options.op, result.data, result.numel(),
+                  AverageDivisor(options, n), options.postscale_factor);
   return absl::OkStatus();
 }
 
@@ -184,7 +184,8 @@ absl::Status FinishReduceScatter(CollectiveScope& scope, const PostedReduceScatt
       HVDD_RETURN_IF_ERROR(scope.WaitRecv(*posted.slots[p]));
       ReduceInto(input.dtype, options.op, result, posted.parts + p * own_bytes, own_count);
     }
-    FinishReduction(input.dtype, options.op, result, own_count, n, options.postscale_factor);
+    FinishReduction(input.dtype, options.op, result, own_count, AverageDivisor(options, n),
+                    options.postscale_factor);
   } else if (own_bytes > 0) {
     const uint8_t* own_part = Bytes(input.data) + posted.chunks[rank].offset;
     if (own_part == result && rank != 0) {
@@ -203,7 +204,8 @@ absl::Status FinishReduceScatter(CollectiveScope& scope, const PostedReduceScatt
         ReduceInto(input.dtype, options.op, result, part, own_count);
       }
     }
-    FinishReduction(input.dtype, options.op, result, own_count, n, options.postscale_factor);
+    FinishReduction(input.dtype, options.op, result, own_count, AverageDivisor(options, n),
+                    options.postscale_factor);
   }
   for (int i = 0; i < posted.sends; ++i) HVDD_RETURN_IF_ERROR(scope.WaitSend(*posted.input));
   return absl::OkStatus();
@@ -265,7 +267,7 @@ absl::Status RingAllreduce(CollectiveScope& scope, TensorView inout,
   const ElementRange mine = layout.chunk(scope.rank());
   FinishReduction(inout.dtype, options.op,
                   Bytes(inout.data) + mine.offset * layout.element_size(), mine.count,
-                  scope.size(), options.postscale_factor);
+                  AverageDivisor(options, scope.size()), options.postscale_factor);
   return RingAllgather(scope, *buffer, layout);
 }
 

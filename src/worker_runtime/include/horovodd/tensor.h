@@ -99,6 +99,12 @@ struct AllreduceOptions {
   double postscale_factor = 1.0;
   // Identifies the tensor in errors and (later) in the fusion engine.
   std::string name;
+  // The process set (process_sets.h) whose ranks reduce; 0 is every rank.
+  int process_set_id = 0;
+  // Set by the engine, not by callers: while some ranks have joined
+  // (horovodd::Join) they contribute zeros, and kAverage divides by this
+  // many ranks, those that contributed (0: every rank).
+  int contributors = 0;
 };
 
 }  // namespace horovodd
