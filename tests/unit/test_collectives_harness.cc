@@ -47,6 +47,11 @@ double GetElement(const void* data, DType dtype, int64_t index) {
       return internal::HalfToFloat(static_cast<const uint16_t*>(data)[index]);
     case DType::kFloat32: return static_cast<const float*>(data)[index];
     case DType::kFloat64: return static_cast<const double*>(data)[index];
+    case DType::kInt8: return static_cast<const int8_t*>(data)[index];
+    case DType::kInt16: return static_cast<const int16_t*>(data)[index];
+    case DType::kBool: return static_cast<const uint8_t*>(data)[index] != 0 ? 1 : 0;
+    case DType::kBFloat16:
+      return internal::BFloat16ToFloat(static_cast<const uint16_t*>(data)[index]);
   }
   return 0;
 }
@@ -61,6 +66,16 @@ void SetElement(void* data, DType dtype, int64_t index, double value) {
       return;
     case DType::kFloat32: static_cast<float*>(data)[index] = static_cast<float>(value); return;
     case DType::kFloat64: static_cast<double*>(data)[index] = value; return;
+    case DType::kInt8:
+      static_cast<int8_t*>(data)[index] = static_cast<int8_t>(static_cast<int64_t>(value));
+      return;
+    case DType::kInt16:
+      static_cast<int16_t*>(data)[index] = static_cast<int16_t>(static_cast<int64_t>(value));
+      return;
+    case DType::kBool: static_cast<uint8_t*>(data)[index] = value != 0 ? 1 : 0; return;
+    case DType::kBFloat16:
+      static_cast<uint16_t*>(data)[index] = internal::FloatToBFloat16(static_cast<float>(value));
+      return;
   }
 }
 
@@ -72,12 +87,19 @@ Tensor MakeTensor(DType dtype, std::vector<int64_t> shape,
 }
 
 std::string FirstMismatch(const Tensor& tensor, const std::function<double(int64_t)>& expected) {
-  const bool floating = tensor.dtype() == DType::kFloat16 || tensor.dtype() == DType::kFloat32 ||
-                        tensor.dtype() == DType::kFloat64;
-  const double tolerance = tensor.dtype() == DType::kFloat16 ? 1e-2 : 1e-5;
+  const DType dtype = tensor.dtype();
+  const bool floating = dtype == DType::kFloat16 || dtype == DType::kBFloat16 ||
+                        dtype == DType::kFloat32 || dtype == DType::kFloat64;
+  // bfloat16 keeps 8 significant bits, float16 11.
+  const double tolerance =
+      dtype == DType::kBFloat16 ? 1e-2 : dtype == DType::kFloat16 ? 1e-2 : 1e-5;
   for (int64_t i = 0; i < tensor.numel(); ++i) {
     const double got = GetElement(tensor.data(), tensor.dtype(), i);
-    const double want = expected(i);
+    // What the expected value is once stored in the dtype: bool keeps
+    // whether it is non-zero, int8 wraps, bfloat16 rounds.
+    uint64_t stored = 0;
+    SetElement(&stored, dtype, 0, expected(i));
+    const double want = GetElement(&stored, dtype, 0);
     const bool same = floating ? std::abs(got - want) <= tolerance * std::max(1.0, std::abs(want))
                                : got == want;
     if (!same) {
@@ -101,8 +123,9 @@ double Reduce(ReduceOp op, DType dtype, const std::vector<double>& values) {
   }
   if (op != ReduceOp::kAverage) return result;
   const double average = result / static_cast<double>(values.size());
-  const bool integral =
-      dtype == DType::kUInt8 || dtype == DType::kInt32 || dtype == DType::kInt64;
+  const bool integral = dtype == DType::kUInt8 || dtype == DType::kInt8 ||
+                        dtype == DType::kInt16 || dtype == DType::kInt32 ||
+                        dtype == DType::kInt64;
   return integral ? std::trunc(average) : average;
 }
 

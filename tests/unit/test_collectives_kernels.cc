@@ -14,6 +14,8 @@
 namespace horovodd {
 namespace {
 
+using internal::BFloat16ToFloat;
+using internal::FloatToBFloat16;
 using internal::FloatToHalf;
 using internal::HalfToFloat;
 
@@ -66,6 +68,94 @@ TEST_CASE("float16 conversions follow IEEE binary16", "[collectives][float16]") 
   CHECK(mismatches == 0);
   CHECK(HalfToFloat(0x0001) == std::ldexp(1.0f, -24));
   CHECK(HalfToFloat(0x3555) == Approx(0.333251953125));
+}
+
+TEST_CASE("dtypes Horovod takes on CPU have their sizes and names", "[collectives][tensor]") {
+  CHECK(DTypeSize(DType::kInt8) == 1);
+  CHECK(DTypeSize(DType::kInt16) == 2);
+  CHECK(DTypeSize(DType::kBool) == 1);
+  CHECK(DTypeSize(DType::kBFloat16) == 2);
+  CHECK(std::string(DTypeName(DType::kInt8)) == "int8");
+  CHECK(std::string(DTypeName(DType::kInt16)) == "int16");
+  CHECK(std::string(DTypeName(DType::kBool)) == "bool");
+  CHECK(std::string(DTypeName(DType::kBFloat16)) == "bfloat16");
+  CHECK(DTypeReducible(DType::kBFloat16));
+  CHECK(DTypeReducible(DType::kInt8));
+  CHECK_FALSE(DTypeReducible(DType::kBool));
+}
+
+TEST_CASE("bfloat16 conversions round to nearest even like torch", "[collectives][bfloat16]") {
+  CHECK(FloatToBFloat16(1.0f) == 0x3f80);
+  CHECK(FloatToBFloat16(-2.0f) == 0xc000);
+  CHECK(BFloat16ToFloat(0x3f80) == 1.0f);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to even (1).
+  CHECK(FloatToBFloat16(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);
+  CHECK(FloatToBFloat16(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3f82);
+  CHECK(FloatToBFloat16(std::numeric_limits<float>::infinity()) == 0x7f80);
+  CHECK(std::isnan(BFloat16ToFloat(FloatToBFloat16(std::nanf("")))));
+  // The largest float rounds to infinity, as torch's conversion does.
+  CHECK(FloatToBFloat16(std::numeric_limits<float>::max()) == 0x7f80);
+  int mismatches = 0;
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const auto b = static_cast<uint16_t>(bits);
+    const float value = BFloat16ToFloat(b);
+    if (std::isnan(value)) continue;
+    if (FloatToBFloat16(value) != b) ++mismatches;
+  }
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("reduce kernels on int8, int16 and bfloat16", "[collectives][kernels]") {
+  SECTION("int8 sum wraps, min and max compare signed") {
+    std::vector<int8_t> acc = {127, -100, 5};
+    const std::vector<int8_t> in = {1, -100, -6};
+    std::vector<int8_t> low = acc, high = acc;
+    internal::ReduceInto(DType::kInt8, ReduceOp::kSum, acc.data(), in.data(), 3);
+    CHECK(acc == std::vector<int8_t>{-128, 56, -1});
+    internal::ReduceInto(DType::kInt8, ReduceOp::kMin, low.data(), in.data(), 3);
+    internal::ReduceInto(DType::kInt8, ReduceOp::kMax, high.data(), in.data(), 3);
+    CHECK(low == std::vector<int8_t>{1, -100, -6});
+    CHECK(high == std::vector<int8_t>{127, -100, 5});
+  }
+  SECTION("int16 product and average") {
+    std::vector<int16_t> acc = {300, -7};
+    const std::vector<int16_t> in = {100, 3};
+    internal::ReduceInto(DType::kInt16, ReduceOp::kProduct, acc.data(), in.data(), 2);
+    CHECK(acc == std::vector<int16_t>{static_cast<int16_t>(30000), -21});
+    std::vector<int16_t> sums = {9, -9};
+    internal::FinishReduction(DType::kInt16, ReduceOp::kAverage, sums.data(), 2, 2, 1.0);
+    CHECK(sums == std::vector<int16_t>{4, -4});
+  }
+  SECTION("int8 scaling saturates at the type's limits") {
+    std::vector<int8_t> values = {100, -100, 3};
+    internal::ScaleInPlace(DType::kInt8, values.data(), values.size(), 2.0);
+    CHECK(values == std::vector<int8_t>{127, -128, 6});
+  }
+  SECTION("bfloat16 sums in float32 and rounds once per step") {
+    // 256 + 1 is not a bfloat16 (8 significant bits): the sum rounds to even.
+    std::vector<uint16_t> acc = {FloatToBFloat16(256.0f), FloatToBFloat16(1.5f)};
+    const std::vector<uint16_t> in = {FloatToBFloat16(1.0f), FloatToBFloat16(2.25f)};
+    internal::ReduceInto(DType::kBFloat16, ReduceOp::kSum, acc.data(), in.data(), 2);
+    CHECK(BFloat16ToFloat(acc[0]) == 256.0f);
+    CHECK(BFloat16ToFloat(acc[1]) == 3.75f);
+    std::vector<uint16_t> values = {FloatToBFloat16(3.0f)};
+    internal::FinishReduction(DType::kBFloat16, ReduceOp::kAverage, values.data(), 1, 2, 4.0);
+    CHECK(BFloat16ToFloat(values[0]) == 6.0f);
+  }
+  SECTION("bfloat16 min, max and product") {
+    const std::vector<uint16_t> in = {FloatToBFloat16(-1.0f), FloatToBFloat16(8.0f)};
+    std::vector<uint16_t> low = {FloatToBFloat16(2.0f), FloatToBFloat16(0.5f)};
+    std::vector<uint16_t> high = low, product = low;
+    internal::ReduceInto(DType::kBFloat16, ReduceOp::kMin, low.data(), in.data(), 2);
+    internal::ReduceInto(DType::kBFloat16, ReduceOp::kMax, high.data(), in.data(), 2);
+    internal::ReduceInto(DType::kBFloat16, ReduceOp::kProduct, product.data(), in.data(), 2);
+    CHECK(BFloat16ToFloat(low[0]) == -1.0f);
+    CHECK(BFloat16ToFloat(low[1]) == 0.5f);
+    CHECK(BFloat16ToFloat(high[0]) == 2.0f);
+    CHECK(BFloat16ToFloat(high[1]) == 8.0f);
+    CHECK(BFloat16ToFloat(product[0]) == -2.0f);
+    CHECK(BFloat16ToFloat(product[1]) == 4.0f);
+  }
 }
 
 TEST_CASE("reduce kernels combine element-wise per dtype", "[collectives][kernels]") {

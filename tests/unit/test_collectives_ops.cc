@@ -20,6 +20,7 @@ namespace {
 using testing::FirstMismatch;
 using testing::kAllDTypes;
 using testing::kAllReduceOps;
+using testing::kMovableDTypes;
 using testing::MakeTensor;
 using testing::OnEveryRank;
 using testing::RankGroup;
@@ -272,7 +273,7 @@ TEST_CASE("allgather: ranks contribute different first dimensions", "[collective
     RankGroup group(store, absl::StrCat("allgather", size), size);
     // Rank r contributes r rows of 3 (rank 0 none), or ~1 MiB each when big.
     for (int64_t scale : {1, 30000}) {
-      for (DType dtype : kAllDTypes) {
+      for (DType dtype : kMovableDTypes) {
         auto rows_of = [&](int rank) { return rank * scale; };
         auto value = [](int rank, int64_t i) { return static_cast<double>((rank * 7 + i) % 100); };
         auto results = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
@@ -312,7 +313,7 @@ TEST_CASE("broadcast: from every root, every dtype", "[collectives][broadcast]")
   gloo::rendezvous::HashStore store;
   for (int size : {2, 3, 4}) {
     RankGroup group(store, absl::StrCat("broadcast", size), size);
-    for (DType dtype : kAllDTypes) {
+    for (DType dtype : kMovableDTypes) {
       for (int root = 0; root < size; ++root) {
         for (int64_t count : {int64_t{0}, int64_t{5}, int64_t{1} << 20}) {
           auto value = [](int rank, int64_t i) {
@@ -340,7 +341,7 @@ TEST_CASE("alltoall: uneven splits, received splits, equal default", "[collectiv
     // Rank s sends (s + d) % 3 rows (times `scale`) to rank d; a row's two
     // values say where it came from: 100 * s + d and its index in that block.
     for (int64_t scale : {1, 50000}) {
-      for (DType dtype : kAllDTypes) {
+      for (DType dtype : kMovableDTypes) {
         auto rows = [&](int s, int d) { return ((s + d) % 3) * scale; };
         auto encode = [&](int s, int d, int64_t row, int column) {
           return column == 0 ? static_cast<double>((100 * s + d) % 250)
@@ -465,6 +466,28 @@ TEST_CASE("reducescatter: scaling, zero rows and several MiB", "[collectives][re
     });
   });
   for (const std::string& problem : big) CHECK(problem == "");
+}
+
+TEST_CASE("bool tensors are refused by the reductions, as in Horovod", "[collectives][bool]") {
+  gloo::rendezvous::HashStore store;
+  RankGroup group(store, "bool-reductions", 2);
+  auto results = OnEveryRank<std::vector<std::string>>(2, [&](int rank) {
+    Tensor tensor = MakeTensor(DType::kBool, {4, 2}, [&](int64_t i) { return (i + rank) % 2; });
+    AllreduceOptions options;
+    options.op = ReduceOp::kMax;
+    options.name = "flags";
+    const absl::Status reduced = internal::Allreduce(group.context(rank), tensor.view(), options);
+    const absl::Status scattered =
+        internal::Reducescatter(group.context(rank), tensor.view(), ReduceOp::kSum).status();
+    return std::vector<std::string>{std::string(reduced.message()),
+                                    std::string(scattered.message())};
+  });
+  for (const auto& messages : results) {
+    CHECK(messages[0] ==
+          "allreduce 'flags': bool tensors cannot be reduced (as in Horovod, bool is supported "
+          "by broadcast, allgather and alltoall only)");
+    CHECK(messages[1].find("reducescatter: bool tensors cannot be reduced") == 0);
+  }
 }
 
 TEST_CASE("barrier: no rank leaves before every rank arrived", "[collectives][barrier]") {

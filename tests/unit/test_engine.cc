@@ -4,6 +4,7 @@
 // handle with ABORTED and the engine works again on a new ring.
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,7 +33,7 @@ struct Spec {
 std::vector<Spec> MixedSpecs(int how_many) {
   std::vector<Spec> specs;
   for (int i = 0; i < how_many; ++i) {
-    const DType dtype = testing::kAllDTypes[i % 6];
+    const DType dtype = testing::kAllDTypes[i % std::size(testing::kAllDTypes)];
     specs.push_back(Spec{absl::StrCat("grad.", i), dtype, 1 + (i * 397) % 5000});
   }
   return specs;

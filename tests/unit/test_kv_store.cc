@@ -155,6 +155,39 @@ TEST_CASE("a ring connects through a KvStore with one write and one read per ran
   CHECK(keys.gets() == kSize);
 }
 
+TEST_CASE("rings of one generation with their own key scopes never read each other's keys") {
+  // What shutdown and init again in one process do: the second ring of the
+  // generation connects through the same namespace, where the first ring's
+  // addresses (nobody listens there any more) are still kept.
+  InMemoryKvStore keys;
+  constexpr int kSize = 2;
+  for (const char* scope : {"", ".i2", ".i3"}) {
+    std::vector<RingResult> results(kSize);
+    std::vector<std::thread> ranks;
+    for (int rank = 0; rank < kSize; ++rank) {
+      ranks.emplace_back([&, rank] {
+        RingOptions options;
+        options.generation = 7;
+        options.rank = rank;
+        options.size = kSize;
+        options.bind_address = "127.0.0.1";
+        options.timeout = kPatience;
+        options.key_scope = scope;
+        results[rank] = ConnectRingThroughStore(keys, options);
+      });
+    }
+    for (std::thread& t : ranks) t.join();
+    for (int rank = 0; rank < kSize; ++rank) {
+      INFO("scope '" << scope << "', rank " << rank);
+      REQUIRE(results[rank].ring.ok());
+      CHECK((*results[rank].ring)->health().ok());
+    }
+    // Closed before the next ring connects, as Shutdown() does.
+    results.clear();
+  }
+  CHECK(keys.sets() == 3 * kSize);
+}
+
 TEST_CASE("a ring whose store fails comes back as a Status, not an exception") {
   InMemoryKvStore keys;
   RingOptions options;

@@ -92,6 +92,55 @@ TEST_CASE("runtimes join through an in-process daemon, and rejoin after it abort
   CHECK(daemon.last_commit(0) == 7);
 }
 
+TEST_CASE("a process set has its own ring among its members, and a reset leaves only the "
+          "global set") {
+  testing::InProcessDaemon daemon(3);
+  std::vector<std::unique_ptr<Runtime>> runtimes;
+  for (int w = 0; w < 3; ++w) runtimes.push_back(Connect(daemon, w));
+  std::vector<absl::StatusOr<int>> added(3, absl::UnknownError("not run"));
+  std::vector<absl::Status> on_set(3), refused(3);
+  OnEveryWorker(3, [&](int w) {
+    if (!runtimes[w]->Join(0).ok()) return;
+    added[w] = runtimes[w]->AddProcessSet({2, 0}, /*at_init=*/true);
+    if (!added[w].ok()) return;
+    on_set[w] = runtimes[w]->RunCollective(
+        *added[w], [](internal::GlooContext& ring) {
+          // The set's ring holds its two members only.
+          if (ring.size != 2) return absl::InternalError("the set's ring has the wrong size");
+          return internal::Barrier(ring);
+        });
+    refused[w] = runtimes[w]->ProcessSetFor(*added[w]).status();
+  });
+  for (int w = 0; w < 3; ++w) {
+    INFO("worker " << w);
+    REQUIRE(added[w].ok());
+    CHECK(*added[w] == 1);
+    CHECK(*runtimes[w]->ProcessSetRanks(1) == std::vector<int>{0, 2});
+    CHECK(runtimes[w]->ProcessSetIds() == std::vector<int>{0, 1});
+  }
+  CHECK(on_set[0].ok());
+  CHECK(on_set[2].ok());
+  CHECK(refused[1].message() == "rank 1 is not a member of process set 1 (ranks [0, 2])");
+  CHECK(refused[0].ok());
+
+  // Without HOROVOD_DYNAMIC_PROCESS_SETS, only sets given at init are taken.
+  CHECK(runtimes[0]->AddProcessSet({0, 1}, /*at_init=*/false).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+
+  daemon.NewGeneration({0, 1, 2});
+  std::vector<absl::StatusOr<int>> again(3, absl::UnknownError("not run"));
+  OnEveryWorker(3, [&](int w) {
+    if (!runtimes[w]->Join(1).ok()) return;
+    CHECK(runtimes[w]->ProcessSetRanks(1).status().code() == absl::StatusCode::kNotFound);
+    CHECK(runtimes[w]->ProcessSetIds() == std::vector<int>{0});
+    again[w] = runtimes[w]->AddProcessSet({0, 1}, /*at_init=*/true);
+  });
+  for (int w = 0; w < 3; ++w) {
+    REQUIRE(again[w].ok());
+    CHECK(*again[w] == 1);  // ids start over in the new generation
+  }
+}
+
 TEST_CASE("a ring that cannot connect is reported, and the next generation is tried") {
   // Worker 1 is in generation 1 but never comes: worker 0's ring times out.
   testing::InProcessDaemon daemon(2);

@@ -13,12 +13,15 @@ namespace horovodd::internal {
 namespace {
 
 // What requests must share to be fused into one collective.
+// The last int is the root of a broadcast, or how many ranks contributed to
+// an allreduce (while ranks have joined: what an average divides by).
 using FusionKey = std::tuple<RequestKind, DType, ReduceOp, double, double, int>;
 
 std::optional<FusionKey> KeyOf(const Request& r) {
   if (r.kind == RequestKind::kAllreduce) {
     return FusionKey{r.kind, r.tensors.front().dtype, r.options.op,
-                     r.options.prescale_factor, r.options.postscale_factor, 0};
+                     r.options.prescale_factor, r.options.postscale_factor,
+                     r.options.contributors};
   }
   // Broadcast moves bytes: any dtypes fuse, only the root must match.
   if (r.kind == RequestKind::kBroadcast) {
@@ -146,6 +149,8 @@ absl::Status RunBatch(const Batch& batch, const RingRunner& ring, FusionBuffer& 
     case RequestKind::kOpaque:
       outputs->resize(1);
       return batch.requests.front()->run(&outputs->front());
+    case RequestKind::kJoin:
+      break;  // the engine completes joins itself (Engine::RunReady)
   }
   return absl::InternalError("unknown request kind");
 }

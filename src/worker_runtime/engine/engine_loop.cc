@@ -1,7 +1,9 @@
 #include "worker_runtime/engine/engine_loop.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -24,17 +26,40 @@ absl::Status ForRequest(const Request& request, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(request.error_prefix, status.message()));
 }
 
+// The request's operation as the timeline names it ("ALLREDUCE").
+std::string TimelineOperationOf(const Request& request) {
+  switch (request.kind) {
+    case RequestKind::kAllreduce: return "ALLREDUCE";
+    case RequestKind::kBroadcast: return "BROADCAST";
+    case RequestKind::kAllgather: return "ALLGATHER";
+    case RequestKind::kJoin: return "JOIN";
+    case RequestKind::kOpaque: break;
+  }
+  std::string operation = request.opaque_operation;
+  operation = operation.substr(0, operation.find(' '));  // "add_process_set [0, 1]"
+  return TimelineOperation(operation);
+}
+
 }  // namespace
 
-Engine::Engine(EngineOptions options) : options_(std::move(options)), refusal_(NotAMember()) {
+Engine::Engine(EngineOptions options, StallOptions stall)
+    : options_(std::move(options)), refusal_(NotAMember()), stall_(stall) {
   {
     absl::MutexLock lock(&mu());
     signals_->engine = this;
   }
   thread_ = std::thread([this] { Loop(); });
+  if (stall_.options().enabled) stall_thread_ = std::thread([this] { StallLoop(); });
 }
 
 Engine::~Engine() {
+  if (stall_thread_.joinable()) {
+    {
+      absl::MutexLock lock(&stall_mu_);
+      stall_stop_ = true;
+    }
+    stall_thread_.join();
+  }
   {
     absl::MutexLock lock(&mu());
     stop_ = true;
@@ -42,6 +67,37 @@ Engine::~Engine() {
   }
   signals_->wake.SignalAll();
   thread_.join();
+}
+
+void Engine::StallLoop() {
+  // Often enough that a warning comes soon after the check time.
+  const absl::Duration period =
+      std::clamp(stall_.options().check_time / 4, absl::Milliseconds(50), absl::Seconds(1));
+  while (true) {
+    {
+      absl::MutexLock lock(&stall_mu_);
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stall_mu_) { return stall_stop_; };
+      if (stall_mu_.AwaitWithTimeout(absl::Condition(&stopping), period)) return;
+    }
+    const StallInspector::Verdict verdict = stall_.Check(absl::Now());
+    if (!verdict.warning.empty()) {
+      std::fprintf(stderr, "horovodd: stall check: %s\n", verdict.warning.c_str());
+      std::fflush(stderr);
+    }
+    if (verdict.shutdown.empty()) continue;
+    std::fprintf(stderr, "horovodd: %s\n", verdict.shutdown.c_str());
+    std::fflush(stderr);
+    std::function<void()> abort_ring;
+    {
+      absl::MutexLock lock(&mu());
+      if (!stall_failure_.ok()) continue;
+      stall_failure_ = absl::DeadlineExceededError(verdict.shutdown);
+      abort_ring = abort_ring_;
+    }
+    signals_->wake.SignalAll();
+    // Wakes the round blocked on the missing ranks; it fails with the reason.
+    if (abort_ring) abort_ring();
+  }
 }
 
 EngineOptions Engine::options() const {
@@ -57,14 +113,22 @@ void Engine::set_options(const EngineOptions& options) {
   signals_->wake.SignalAll();
 }
 
-void Engine::Attach(int64_t generation, RingRunner ring) {
+void Engine::set_timeline(std::shared_ptr<Timeline> timeline) {
+  absl::MutexLock lock(&mu());
+  timeline_ = std::move(timeline);
+}
+
+void Engine::Attach(int64_t generation, RingRunner ring, std::function<void()> abort_ring) {
   {
     absl::MutexLock lock(&mu());
     attached_ = true;
     generation_ = generation;
     ring_ = std::move(ring);
+    abort_ring_ = std::move(abort_ring);
     refusal_ = absl::OkStatus();
+    stall_failure_ = absl::OkStatus();
   }
+  stall_.Reset();
   signals_->wake.SignalAll();
 }
 
@@ -108,6 +172,7 @@ absl::StatusOr<Handle> Engine::Enqueue(Request request, bool urgent) {
         if (std::shared_ptr<Signals> s = signals.lock()) Drive(s, state);
       });
   Handle handle = HandleState::MakeHandle(request.handle);
+  if (timeline_ != nullptr) timeline_->NegotiateStart(request.name, TimelineOperationOf(request));
   const bool first = incoming_.empty();
   if (first) first_incoming_ = absl::Now();
   incoming_.push_back(std::move(request));
@@ -151,6 +216,7 @@ void Engine::RunRoundLocked() {
   RingRunner ring = ring_;
   const int64_t threshold = options_.fusion_threshold_bytes;
   last_round_ = absl::Now();
+  round_timeline_ = timeline_;
   mu().Unlock();
   RunRound(std::move(ring), threshold);
   mu().Lock();
@@ -201,6 +267,7 @@ void Engine::Loop() {
       incoming_.clear();
       attached_ = false;
       ring_ = nullptr;
+      abort_ring_ = nullptr;
       refusal_ = detach_reason_;
       const absl::Status reason = detach_reason_;
       mu().Unlock();
@@ -209,6 +276,8 @@ void Engine::Loop() {
       FailEverything(reason, done);
       cache_.Clear();
       predictor_.Reset();
+      joined_at_round_.clear();
+      rounds_ = 0;
       Finish(done);
       mu().Lock();
       detach_requested_ = false;
@@ -228,6 +297,7 @@ void Engine::Loop() {
 }
 
 void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
+  if (round_timeline_ != nullptr && round_timeline_->mark_cycles()) round_timeline_->CycleStart();
   std::vector<const Request*> pending;
   pending.reserve(taken_.size());
   for (const Request& r : taken_) pending.push_back(&r);
@@ -236,7 +306,12 @@ void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
   const std::optional<PredictedAllreduce> predicted = predictor_.prediction();
   std::optional<size_t> confirmed;  // index in taken_ of the predicted request, completed
   bool confirmed_in_band = false;   // with no negotiation this round
+  std::vector<std::string> pending_names;
+  if (stall_.options().enabled) {
+    for (const Request& r : taken_) pending_names.push_back(r.name);
+  }
   absl::Status status = ring([&](GlooContext& context) -> absl::Status {
+    if (stall_.options().enabled) stall_.RoundStarted(pending_names, context.rank, context.size);
     const Speculation how =
         predicted ? ChooseSpeculation(context, *predicted) : Speculation::kNone;
     if (how == Speculation::kInBand) {
@@ -245,31 +320,53 @@ void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
       if (in_band.has_value()) {
         confirmed = in_band;
         confirmed_in_band = true;
-        round = NegotiationResult{{predicted->name}, {}, fusion_threshold};
+        NegotiationResult in_band;
+        in_band.ready = {predicted->name};
+        in_band.fusion_threshold = fusion_threshold;
+        round = std::move(in_band);
         return absl::OkStatus();
       }
     }
     if (how != Speculation::kOnCopy) {
-      round = Negotiate(context, pending, fusion_threshold, cache_);
+      round = Negotiate(context, pending, fusion_threshold, cache_, &stall_);
       return round.status();
     }
     HVDD_ASSIGN_OR_RETURN(
         const std::unique_ptr<NegotiationInFlight> negotiation,
-        NegotiationInFlight::Start(context, pending, fusion_threshold, cache_));
+        NegotiationInFlight::Start(context, pending, fusion_threshold, cache_, &stall_));
     if (absl::Status started = StartPredictedOnCopy(context, *predicted, taken_, fusion_);
         !started.ok()) {
       return started;
     }
     round = negotiation->Finish(cache_);
     if (!round.ok()) return round.status();
-    confirmed = FinishPredictedOnCopy(*predicted, *round, taken_, fusion_);
+    // With ranks joined the copy divided by every rank, not by those that
+    // contributed: the request runs again the usual way (on every rank alike).
+    if (round->joined.empty()) {
+      confirmed = FinishPredictedOnCopy(*predicted, *round, taken_, fusion_);
+    }
     return absl::OkStatus();
   });
   std::vector<Completion> done;
   last_round_progressed_ = status.ok() && (!round->ready.empty() || !round->conflicts.empty());
+  if (status.ok() && round_timeline_ != nullptr) {
+    for (const Request& r : taken_) {
+      if (std::find(round->ready.begin(), round->ready.end(), r.name) != round->ready.end()) {
+        round_timeline_->NegotiateEnd(r.name, TimelineOperationOf(r));
+      }
+    }
+  }
+  if (status.ok() && stall_.options().enabled) stall_.RoundDecided(round->waiting);
   if (status.ok()) {
+    ++rounds_;
+    for (int rank : round->joined) joined_at_round_.emplace(rank, rounds_);
     // Every rank confirmed in band, or none did: all skip or all observe.
-    if (!confirmed_in_band) predictor_.Observe(*round, taken_);
+    // No predictions while ranks have joined (a joined rank has no request).
+    if (!round->joined.empty()) {
+      predictor_.Reset();
+    } else if (!confirmed_in_band) {
+      predictor_.Observe(*round, taken_);
+    }
     if (confirmed) {
       Request& r = taken_[*confirmed];
       done.push_back(Completion{r.handle, r.error_prefix, absl::OkStatus(), std::nullopt});
@@ -297,29 +394,73 @@ void Engine::RunRound(RingRunner ring, int64_t fusion_threshold) {
       }
       taken_ = std::move(kept);
     }
-    status = RunReady(round->ready, ring, round->fusion_threshold, done);
+    status = RunReady(*round, ring, done);
   }
   if (!status.ok()) FailEverything(RingFailure(status), done);
   Finish(done);
 }
 
-absl::Status Engine::RunReady(const std::vector<std::string>& ready, const RingRunner& ring,
-                              int64_t fusion_threshold, std::vector<Completion>& done) {
+absl::Status Engine::RunReady(const NegotiationResult& round, const RingRunner& ring,
+                              std::vector<Completion>& done) {
+  const std::vector<std::string>& ready = round.ready;
   if (ready.empty()) return absl::OkStatus();
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < taken_.size(); ++i) index.emplace(taken_[i].name, i);
   std::vector<Request*> runnable;
   std::vector<bool> finished(taken_.size(), false);
-  for (const std::string& name : ready) {
-    auto it = index.find(name);
-    if (it != index.end()) runnable.push_back(&taken_[it->second]);
+  // The allreduces this rank takes part in on zeros, having joined; a deque
+  // so that their addresses stay put.
+  std::deque<StandIn> stand_ins;
+  const bool with_joined = !round.joined.empty();
+  for (size_t k = 0; k < ready.size(); ++k) {
+    auto it = index.find(ready[k]);
+    Request* request = nullptr;
+    if (it != index.end()) {
+      request = &taken_[it->second];
+    } else if (with_joined) {
+      absl::StatusOr<StandIn> stand_in = StandIn::Zeros(ready[k], round.ready_descriptors[k]);
+      // Every rank decoded the same bytes when it decided the round.
+      HVDD_CHECK(stand_in.ok()) << stand_in.status();
+      stand_ins.push_back(*std::move(stand_in));
+      request = &stand_ins.back().request;
+    }
+    if (request == nullptr) continue;
+    if (with_joined && request->kind == RequestKind::kAllreduce) {
+      request->options.contributors = round.ready_contributors[k];
+    }
+    if (request->kind == RequestKind::kJoin) {
+      // Every rank has joined: the joins complete with the last to join.
+      Tensor last(DType::kInt32, {});
+      *last.data_as<int32_t>() = LastToJoin();
+      joined_at_round_.clear();
+      done.push_back(Completion{request->handle, request->error_prefix, absl::OkStatus(),
+                                std::move(last)});
+      finished[request - taken_.data()] = true;
+      continue;
+    }
+    runnable.push_back(request);
   }
+  auto in_taken = [this](const Request* r) {
+    return r >= taken_.data() && r < taken_.data() + taken_.size();
+  };
   absl::Status ring_failure;
-  for (const Batch& batch : PlanBatches(runnable, fusion_threshold)) {
+  for (const Batch& batch : PlanBatches(runnable, round.fusion_threshold)) {
+    if (round_timeline_ != nullptr) {
+      const std::string batch_name = absl::StrCat(
+          batch.requests.front()->name,
+          batch.requests.size() > 1 ? absl::StrCat(" + ", batch.requests.size() - 1, " fused")
+                                    : "");
+      for (const Request* r : batch.requests) {
+        if (!in_taken(r)) continue;
+        round_timeline_->BatchStart(r->name, absl::StrCat("GLOO_", TimelineOperationOf(*r)),
+                                    batch_name, static_cast<int>(batch.requests.size()));
+      }
+    }
     std::vector<std::optional<Tensor>> outputs;
     absl::Status status = RunBatch(batch, ring, fusion_, &outputs);
     for (size_t i = 0; i < batch.requests.size(); ++i) {
       Request* r = batch.requests[i];
+      if (!in_taken(r)) continue;  // a stand-in: nobody waits on it
       std::optional<Tensor> output;
       if (i < outputs.size()) output = std::move(outputs[i]);
       done.push_back(Completion{r->handle, r->error_prefix, status, std::move(output)});
@@ -339,10 +480,44 @@ absl::Status Engine::RunReady(const std::vector<std::string>& ready, const RingR
   return ring_failure;
 }
 
+int Engine::LastToJoin() const {
+  int last = -1;
+  int64_t last_round = -1;
+  // The latest round a join was first seen in; within it, the highest rank.
+  for (const auto& [rank, round] : joined_at_round_) {
+    if (round >= last_round) {
+      last = rank;
+      last_round = round;
+    }
+  }
+  return last;
+}
+
+absl::StatusOr<Engine::StandIn> Engine::StandIn::Zeros(const std::string& name,
+                                                       const std::string& descriptor) {
+  HVDD_ASSIGN_OR_RETURN(const RequestDescriptor d, RequestDescriptor::Decode(descriptor));
+  StandIn stand_in;
+  Request& r = stand_in.request;
+  r.name = name;
+  r.kind = d.kind;
+  r.descriptor = descriptor;
+  r.options.op = d.op;
+  r.options.prescale_factor = d.prescale_factor;
+  r.options.postscale_factor = d.postscale_factor;
+  r.root = d.root;
+  stand_in.zeros.reserve(d.shapes.size());
+  for (const std::vector<int64_t>& shape : d.shapes) {
+    stand_in.zeros.emplace_back(d.dtype, shape);  // zero-filled
+    r.tensors.push_back(stand_in.zeros.back().view());
+  }
+  return stand_in;
+}
+
 absl::Status Engine::RingFailure(const absl::Status& cause) const {
   absl::MutexLock lock(&mu());
   // Detach aborted the ring to wake us: its reason is the news, not the abort.
   if (detach_requested_) return detach_reason_;
+  if (!stall_failure_.ok()) return stall_failure_;  // so did the stall check
   return absl::AbortedError(absl::StrCat("the ring of generation ", generation_,
                                          " failed, so the job must reset: ", cause.message()));
 }
@@ -360,9 +535,16 @@ void Engine::FailEverything(const absl::Status& reason, std::vector<Completion>&
 
 void Engine::Finish(std::vector<Completion>& done) {
   if (done.empty()) return;
+  std::shared_ptr<Timeline> timeline;
   {
     absl::MutexLock lock(&mu());
     for (const Completion& c : done) pending_names_.erase(c.handle->name());
+    timeline = timeline_;
+  }
+  if (timeline != nullptr) {
+    for (const Completion& c : done) {
+      timeline->End(c.handle->name(), std::string(c.status.message()));
+    }
   }
   for (Completion& c : done) {
     absl::Status status = c.status;

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,12 +44,15 @@
 #include "worker_runtime/engine/engine_negotiation.h"
 #include "worker_runtime/engine/engine_request.h"
 #include "worker_runtime/engine/engine_speculation.h"
+#include "worker_runtime/engine/engine_timeline.h"
 
 namespace horovodd::internal {
 
 class Engine {
  public:
-  explicit Engine(EngineOptions options);
+  // `stall`: Horovod's stall check (engine_stall.h), on a thread of its own
+  // when enabled.
+  explicit Engine(EngineOptions options, StallOptions stall = StallOptions{});
   // Fails whatever is still pending (ABORTED) and joins the thread. Call
   // Detach first when a ring is attached, so a collective in flight can be
   // aborted rather than waited out.
@@ -60,7 +64,10 @@ class Engine {
   void set_options(const EngineOptions& options) ABSL_LOCKS_EXCLUDED(mu());
 
   // Starts serving `generation` on `ring`. The engine must be detached.
-  void Attach(int64_t generation, RingRunner ring) ABSL_LOCKS_EXCLUDED(mu());
+  // `abort_ring` (may be empty) wakes a collective blocked on the ring: the
+  // stall check's shutdown uses it.
+  void Attach(int64_t generation, RingRunner ring, std::function<void()> abort_ring = {})
+      ABSL_LOCKS_EXCLUDED(mu());
   // Ends the current generation (see above). `abort_ring` (may be empty) is
   // called when the engine thread is inside a collective, to wake it.
   void Detach(const absl::Status& reason, const std::function<void()>& abort_ring)
@@ -73,6 +80,10 @@ class Engine {
   // INVALID_ARGUMENT when its name is already pending on this rank; the
   // engine's reason when it is not attached or its ring failed.
   absl::StatusOr<Handle> Enqueue(Request request, bool urgent) ABSL_LOCKS_EXCLUDED(mu());
+
+  // Records what happens to each request from now on (null: stop). The
+  // caller Stop()s a timeline it replaces.
+  void set_timeline(std::shared_ptr<Timeline> timeline) ABSL_LOCKS_EXCLUDED(mu());
 
   // Rounds whose speculative allreduce (engine_speculation.h) the
   // negotiation confirmed, since the engine started.
@@ -89,6 +100,12 @@ class Engine {
     // Null once the engine is being destroyed. Lets a waiter drive rounds
     // (Drive) for as long as the engine lives.
     Engine* engine ABSL_GUARDED_BY(mu) = nullptr;
+  };
+  // A request this rank runs on zeros because it joined (engine_negotiation.h).
+  struct StandIn {
+    static absl::StatusOr<StandIn> Zeros(const std::string& name, const std::string& descriptor);
+    Request request;
+    std::vector<Tensor> zeros;  // request.tensors view these
   };
   struct Completion {
     std::shared_ptr<HandleState> handle;
@@ -113,14 +130,19 @@ class Engine {
   // stop, and no waiter is running a round. Returns false to stop.
   bool WaitForWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu());
   void RunRound(RingRunner ring, int64_t fusion_threshold) ABSL_LOCKS_EXCLUDED(mu());
-  // Runs the ready requests; returns the ring's failure, if any.
-  absl::Status RunReady(const std::vector<std::string>& ready, const RingRunner& ring,
-                        int64_t fusion_threshold, std::vector<Completion>& done);
+  // Runs the round's ready requests; returns the ring's failure, if any.
+  absl::Status RunReady(const NegotiationResult& round, const RingRunner& ring,
+                        std::vector<Completion>& done);
   void FailEverything(const absl::Status& reason, std::vector<Completion>& done)
       ABSL_LOCKS_EXCLUDED(mu());
   // Releases the names, then completes the handles.
   void Finish(std::vector<Completion>& done) ABSL_LOCKS_EXCLUDED(mu());
   absl::Status RingFailure(const absl::Status& cause) const ABSL_LOCKS_EXCLUDED(mu());
+  // The last rank whose join was seen (joined_at_round_).
+  int LastToJoin() const;
+  // The stall thread: checks every so often; on a shutdown verdict fails
+  // what is pending with its reason (waking a round blocked on the ring).
+  void StallLoop() ABSL_LOCKS_EXCLUDED(mu(), stall_mu_);
 
   // The engine's lock is the Signals' mutex, so that handles can reach it
   // after the engine is gone.
@@ -129,12 +151,16 @@ class Engine {
   const std::shared_ptr<Signals> signals_ = std::make_shared<Signals>();
 
   EngineOptions options_ ABSL_GUARDED_BY(signals_->mu);
+  std::shared_ptr<Timeline> timeline_ ABSL_GUARDED_BY(signals_->mu);
   bool stop_ ABSL_GUARDED_BY(signals_->mu) = false;
   bool detach_requested_ ABSL_GUARDED_BY(signals_->mu) = false;
   absl::Status detach_reason_ ABSL_GUARDED_BY(signals_->mu);
   absl::CondVar detached_;  // signalled when detach_requested_ clears
   bool in_round_ ABSL_GUARDED_BY(signals_->mu) = false;
   bool attached_ ABSL_GUARDED_BY(signals_->mu) = false;
+  std::function<void()> abort_ring_ ABSL_GUARDED_BY(signals_->mu);
+  // Set once the stall check shut the engine down: why (RingFailure's answer).
+  absl::Status stall_failure_ ABSL_GUARDED_BY(signals_->mu);
   int64_t generation_ ABSL_GUARDED_BY(signals_->mu) = 0;
   RingRunner ring_ ABSL_GUARDED_BY(signals_->mu);
   // Why requests are refused now (OK: they are not).
@@ -146,14 +172,24 @@ class Engine {
 
   // The thread running the round only (see above).
   std::vector<Request> taken_;  // in negotiation, in enqueue order
+  std::shared_ptr<Timeline> round_timeline_;  // timeline_ when the round began
   ResponseCache cache_;
   AllreducePredictor predictor_;  // engine_speculation.h
   std::atomic<int64_t> confirmed_predictions_{0};  // any thread may read
   FusionBuffer fusion_;
+  // Which round each rank's pending join was first seen in (for the last
+  // rank to join); identical on every rank. Cleared when the joins complete.
+  std::map<int, int64_t> joined_at_round_;
+  int64_t rounds_ = 0;  // negotiated rounds on this ring
   absl::Time last_round_ = absl::InfinitePast();
   bool last_round_progressed_ = false;  // something completed in it
 
-  std::thread thread_;  // last: starts after everything above exists
+  StallInspector stall_;
+  absl::Mutex stall_mu_;
+  bool stall_stop_ ABSL_GUARDED_BY(stall_mu_) = false;
+
+  std::thread thread_;  // last: start after everything above exists
+  std::thread stall_thread_;
 };
 
 }  // namespace horovodd::internal

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/gloo/gloo_transfer.h"
@@ -77,14 +78,31 @@ std::string DescribeForMessage(const std::string& encoded) {
 
 std::string ConflictMessage(const std::vector<const std::string*>& by_rank) {
   std::string message = "ranks enqueued it differently: ";
-  // Name rank 0's request and the first that differs: enough to find the bug.
-  for (size_t r = 1; r < by_rank.size(); ++r) {
-    if (*by_rank[r] == *by_rank[0]) continue;
-    absl::StrAppend(&message, "rank 0 has ", DescribeForMessage(*by_rank[0]), ", rank ", r,
-                    " has ", DescribeForMessage(*by_rank[r]));
+  // Name the first rank's request and the first that differs: enough to
+  // find the bug. (Joined ranks may not have it: they are skipped.)
+  size_t first = 0;
+  while (by_rank[first] == nullptr) ++first;
+  for (size_t r = first + 1; r < by_rank.size(); ++r) {
+    if (by_rank[r] == nullptr || *by_rank[r] == *by_rank[first]) continue;
+    absl::StrAppend(&message, "rank ", first, " has ", DescribeForMessage(*by_rank[first]),
+                    ", rank ", r, " has ", DescribeForMessage(*by_rank[r]));
     break;
   }
   return message;
+}
+
+// Whether ranks that joined can take part in the request with zeros: a CPU
+// allreduce (Horovod allows only allreduce while ranks have joined).
+bool JoinedRanksMayStandIn(const std::string& encoded) {
+  absl::StatusOr<RequestDescriptor> d = RequestDescriptor::Decode(encoded);
+  return d.ok() && d->kind == RequestKind::kAllreduce;
+}
+
+std::string NotWithJoinedMessage(const std::string& encoded, const std::vector<int>& joined) {
+  absl::StatusOr<RequestDescriptor> d = RequestDescriptor::Decode(encoded);
+  const std::string operation = d.ok() ? d->operation : std::string("this collective");
+  return absl::StrCat(operation, " cannot run while ranks [", absl::StrJoin(joined, ", "),
+                      "] have joined (hvd.join): only allreduce takes part with joined ranks");
 }
 
 // What every rank sent this round, decoded.
@@ -115,23 +133,55 @@ NegotiationResult Decide(const RoundData& data, ResponseCache& cache) {
   }
   NegotiationResult result;
   result.fusion_threshold = data.headers[0].fusion_threshold;
+  // A rank with its join pending stands in for every request it lacks.
+  std::vector<bool> joined(ranks, false);
+  if (auto join = pending.find(kJoinRequestName); join != pending.end()) {
+    for (size_t r = 0; r < ranks; ++r) {
+      if (join->second[r] != nullptr) {
+        joined[r] = true;
+        result.joined.push_back(static_cast<int>(r));
+      }
+    }
+  }
   std::vector<Announcement> to_cache;
   for (const auto& [name, by_rank] : pending) {
+    const bool is_join = name == kJoinRequestName;
     bool everywhere = true, agree = true;
-    for (const std::string* d : by_rank) {
+    const std::string* first = nullptr;
+    int contributors = 0;
+    std::vector<int> missing;
+    for (size_t r = 0; r < ranks; ++r) {
+      const std::string* d = by_rank[r];
       if (d == nullptr) {
-        everywhere = false;
-        break;
+        if (is_join || !joined[r]) {
+          everywhere = false;
+          missing.push_back(static_cast<int>(r));
+        }
+        continue;
       }
-      agree = agree && *d == *by_rank[0];
+      ++contributors;
+      if (first == nullptr) first = d;
+      agree = agree && *d == *first;
     }
-    if (!everywhere) continue;
+    if (!everywhere) {
+      // A join waits for the others by design: no stall.
+      if (!is_join) result.waiting.emplace(name, std::move(missing));
+      continue;
+    }
     if (!agree) {
       result.conflicts.push_back(Conflict{name, ConflictMessage(by_rank)});
       continue;
     }
+    if (contributors < static_cast<int>(ranks) && !JoinedRanksMayStandIn(*first)) {
+      result.conflicts.push_back(Conflict{name, NotWithJoinedMessage(*first, result.joined)});
+      continue;
+    }
     result.ready.push_back(name);
-    to_cache.emplace_back(name, *by_rank[0]);
+    if (!result.joined.empty()) {
+      result.ready_descriptors.push_back(*first);
+      result.ready_contributors.push_back(contributors);
+    }
+    to_cache.emplace_back(name, *first);
   }
   // After the loop: Record may move the strings `pending` points into.
   for (const Announcement& a : to_cache) cache.Record(a.first, a.second);
@@ -233,10 +283,14 @@ class NegotiationMailbox final : public GlooContext::Attachment {
 }  // namespace
 
 struct NegotiationInFlight::State {
-  State(GlooContext& context, NegotiationMailbox& mailbox)
-      : context(context), mailbox(mailbox), scope(context, "negotiation", mailbox.round()) {}
+  State(GlooContext& context, NegotiationMailbox& mailbox, StallInspector* stall)
+      : context(context),
+        mailbox(mailbox),
+        stall(stall),
+        scope(context, "negotiation", mailbox.round()) {}
   GlooContext& context;
   NegotiationMailbox& mailbox;
+  StallInspector* stall;
   CollectiveScope scope;
   std::string announcements;  // this rank's, sent in the second exchange
   CollectiveScope::PostedExchange posted;
@@ -249,13 +303,13 @@ NegotiationInFlight::~NegotiationInFlight() = default;
 
 absl::StatusOr<std::unique_ptr<NegotiationInFlight>> NegotiationInFlight::Start(
     GlooContext& context, const std::vector<const Request*>& pending,
-    int64_t fusion_threshold, const ResponseCache& cache) {
+    int64_t fusion_threshold, const ResponseCache& cache, StallInspector* stall) {
   const int n = context.size;
   const int self = context.rank;
   const size_t bitset_bytes = BitsetBytes(cache.size());
   const size_t round_bytes = RoundBytes(cache);
   NegotiationMailbox& mailbox = NegotiationMailbox::Of(context);
-  auto state = std::make_unique<State>(context, mailbox);
+  auto state = std::make_unique<State>(context, mailbox, stall);
   CollectiveScope& scope = state->scope;
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   if (!mailbox.posted()) {
@@ -302,7 +356,15 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
   const int n = scope.size();
   const int self = scope.rank();
   const size_t round_bytes = mailbox.round_bytes();
-  HVDD_RETURN_IF_ERROR(scope.WaitExchange(state.posted));
+  // The exchange, one peer at a time, so the stall check knows who is late.
+  for (int i = 0; i < state.posted.receives; ++i) {
+    int source = -1;
+    HVDD_RETURN_IF_ERROR(scope.WaitRecv(*state.posted.recv, &source));
+    if (state.stall != nullptr) state.stall->PeerArrived(source);
+  }
+  for (int i = 0; i < state.posted.sends; ++i) {
+    HVDD_RETURN_IF_ERROR(scope.WaitSend(*state.posted.send));
+  }
   mailbox.Consumed();
 
   RoundData data;
@@ -357,9 +419,11 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
 
 absl::StatusOr<NegotiationResult> Negotiate(GlooContext& context,
                                             const std::vector<const Request*>& pending,
-                                            int64_t fusion_threshold, ResponseCache& cache) {
-  HVDD_ASSIGN_OR_RETURN(const std::unique_ptr<NegotiationInFlight> round,
-                        NegotiationInFlight::Start(context, pending, fusion_threshold, cache));
+                                            int64_t fusion_threshold, ResponseCache& cache,
+                                            StallInspector* stall) {
+  HVDD_ASSIGN_OR_RETURN(
+      const std::unique_ptr<NegotiationInFlight> round,
+      NegotiationInFlight::Start(context, pending, fusion_threshold, cache, stall));
   return round->Finish(cache);
 }
 

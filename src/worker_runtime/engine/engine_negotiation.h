@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker_runtime/engine/engine_request.h"
+#include "worker_runtime/engine/engine_stall.h"
 #include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::internal {
@@ -64,14 +66,29 @@ struct NegotiationResult {
   std::vector<std::string> ready;  // identical on every rank
   std::vector<Conflict> conflicts;  // identical on every rank
   int64_t fusion_threshold = 0;    // rank 0's
+  // Ranks with a join pending (kJoin), ascending. While there are any, a
+  // request is ready when every other rank has it; a joined rank that does
+  // not runs it on zeros, from the descriptor (an allreduce only: other
+  // kinds are conflicts then, as in Horovod).
+  std::vector<int> joined;
+  // Only while some rank has joined, parallel to `ready`: the descriptor
+  // every rank that has the request agreed on, and how many ranks have it
+  // (what an average divides by).
+  std::vector<std::string> ready_descriptors;
+  std::vector<int> ready_contributors;
+  // Names pending on some ranks but not ready, with the ranks that do not
+  // have them (joined ranks count as having everything): the stall check's.
+  std::map<std::string, std::vector<int>> waiting;
 };
 
 // Runs one round on `context` (made by ConnectGlooContext) with this rank's
 // pending requests and fusion threshold. Errors are the ring's (the context
 // is dead afterwards), or DATA_LOSS for a peer's message that does not parse.
+// `stall` (optional) hears which peers' parts arrived (engine_stall.h).
 absl::StatusOr<NegotiationResult> Negotiate(GlooContext& context,
                                             const std::vector<const Request*>& pending,
-                                            int64_t fusion_threshold, ResponseCache& cache);
+                                            int64_t fusion_threshold, ResponseCache& cache,
+                                            StallInspector* stall = nullptr);
 
 // The same round in two halves, so the engine can run one collective on the
 // same context while the round's first exchange is in flight (see
@@ -83,7 +100,7 @@ class NegotiationInFlight {
  public:
   static absl::StatusOr<std::unique_ptr<NegotiationInFlight>> Start(
       GlooContext& context, const std::vector<const Request*>& pending,
-      int64_t fusion_threshold, const ResponseCache& cache);
+      int64_t fusion_threshold, const ResponseCache& cache, StallInspector* stall = nullptr);
   ~NegotiationInFlight();
   NegotiationInFlight(const NegotiationInFlight&) = delete;
   NegotiationInFlight& operator=(const NegotiationInFlight&) = delete;

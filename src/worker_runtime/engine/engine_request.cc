@@ -1,6 +1,7 @@
 #include "worker_runtime/engine/engine_request.h"
 
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -118,6 +119,14 @@ std::string RequestDescriptor::ToString() const {
   return text;
 }
 
+std::string UserFacingName(const std::string& name) {
+  constexpr std::string_view kSync = "horovodd.sync.";
+  if (name.compare(0, kSync.size(), kSync) != 0) return name;
+  const std::string rest = name.substr(kSync.size());
+  const size_t dot = rest.find('.');
+  return dot == std::string::npos ? rest : rest.substr(dot + 1);
+}
+
 size_t Request::nbytes() const {
   size_t total = 0;
   for (const TensorView& tensor : tensors) total += tensor.nbytes();
@@ -132,6 +141,7 @@ RequestDescriptor Describe(const Request& request) {
     case RequestKind::kBroadcast: d.operation = "broadcast"; break;
     case RequestKind::kAllgather: d.operation = "allgather"; break;
     case RequestKind::kOpaque: d.operation = request.opaque_operation; break;
+    case RequestKind::kJoin: d.operation = "join"; break;
   }
   if (!request.tensors.empty()) {
     d.device = request.tensors.front().device.type;

@@ -22,7 +22,19 @@ enum class RequestKind : uint8_t {
   kBroadcast,  // in place, fusable with others of the same root
   kAllgather,  // result in the handle's output
   kOpaque,     // runs `run` alone (alltoall, reducescatter, barrier, CUDA tensors)
+  // This rank is out of data (horovodd::Join). Until every rank has one
+  // pending, the others' allreduces run with this rank contributing zeros;
+  // once all have, it completes with the last rank to join (an int32).
+  kJoin,
 };
+
+// The name every rank's join request has.
+inline constexpr char kJoinRequestName[] = "horovodd.sync.join";
+
+// A request's name as users know it, for the stall check and the timeline:
+// a synchronous call's request "horovodd.sync.<op>.<name>" is "<name>"
+// ("<op>" when it has none); any other name is itself.
+std::string UserFacingName(const std::string& name);
 
 // Everything about a request that every rank must agree on. Allgather leaves
 // out the first dimension (ranks may contribute different ones).

@@ -87,8 +87,8 @@ absl::Status DirectAllreduce(CollectiveScope& scope, const void* input, TensorVi
   for (int p = 1; p < n; ++p) {
     ReduceInto(result.dtype, options.op, result.data, all.data + p * bytes, result.numel());
   }
-  FinishReduction(result.dtype, options.op, result.data, result.numel(), n,
-                  options.postscale_factor);
+  FinishReduction(result.dtype, options.op, result.data, result.numel(),
+                  AverageDivisor(options, n), options.postscale_factor);
   return absl::OkStatus();
 }
 
@@ -186,7 +186,8 @@ absl::Status FinishReduceScatter(CollectiveScope& scope, const PostedReduceScatt
       HVDD_RETURN_IF_ERROR(scope.WaitRecv(*posted.slots[p]));
       ReduceInto(input.dtype, options.op, result, posted.parts + p * own_bytes, own_count);
     }
-    FinishReduction(input.dtype, options.op, result, own_count, n, options.postscale_factor);
+    FinishReduction(input.dtype, options.op, result, own_count, AverageDivisor(options, n),
+                    options.postscale_factor);
   } else if (own_bytes > 0) {
     const uint8_t* own_part = Bytes(input.data) + posted.chunks[rank].offset;
     if (own_part == result && rank != 0) {
@@ -205,7 +206,8 @@ absl::Status FinishReduceScatter(CollectiveScope& scope, const PostedReduceScatt
         ReduceInto(input.dtype, options.op, result, part, own_count);
       }
     }
-    FinishReduction(input.dtype, options.op, result, own_count, n, options.postscale_factor);
+    FinishReduction(input.dtype, options.op, result, own_count, AverageDivisor(options, n),
+                    options.postscale_factor);
   }
   for (int i = 0; i < posted.sends; ++i) HVDD_RETURN_IF_ERROR(scope.WaitSend(*posted.input));
   return absl::OkStatus();
@@ -267,7 +269,7 @@ absl::Status RingAllreduce(CollectiveScope& scope, TensorView inout,
   const ElementRange mine = layout.chunk(scope.rank());
   FinishReduction(inout.dtype, options.op,
                   Bytes(inout.data) + mine.offset * layout.element_size(), mine.count,
-                  scope.size(), options.postscale_factor);
+                  AverageDivisor(options, scope.size()), options.postscale_factor);
   return RingAllgather(scope, *buffer, layout);
 }
 
@@ -276,6 +278,7 @@ absl::Status CheckAllreduce(const CollectiveScope& scope, const std::string& lab
                             const TensorView& tensor, const AllreduceOptions& options) {
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   HVDD_RETURN_IF_ERROR(CheckTensor(label, tensor));
+  HVDD_RETURN_IF_ERROR(CheckReducible(label, tensor.dtype));
   HVDD_RETURN_IF_ERROR(CheckScaleFactor(label, "prescale_factor", options.prescale_factor));
   return CheckScaleFactor(label, "postscale_factor", options.postscale_factor);
 }

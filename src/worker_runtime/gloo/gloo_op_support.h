@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "horovodd/tensor.h"
 #include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::internal {
@@ -12,6 +13,12 @@ namespace horovodd::internal {
 // "allreduce", or "allreduce 'grads'": the collective in errors.
 inline std::string Label(const char* op, const std::string& name) {
   return name.empty() ? std::string(op) : absl::StrCat(op, " '", name, "'");
+}
+
+// What kAverage divides by on a ring of `ranks`: the ranks that
+// contributed, fewer than all of them while some have joined (engine join).
+inline int AverageDivisor(const AllreduceOptions& options, int ranks) {
+  return options.contributors > 0 ? options.contributors : ranks;
 }
 
 inline uint8_t* Bytes(void* data) { return static_cast<uint8_t*>(data); }

@@ -222,6 +222,7 @@ absl::StatusOr<Tensor> Reducescatter(GlooContext& context, const TensorView& inp
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   absl::Status own_error = CheckTensor(label, input);
   if (own_error.ok()) own_error = NeedsDimension(label, input);
+  if (own_error.ok()) own_error = CheckReducible(label, input.dtype);
   if (own_error.ok()) own_error = CheckScaleFactor(label, "prescale_factor", prescale_factor);
   if (own_error.ok()) own_error = CheckScaleFactor(label, "postscale_factor", postscale_factor);
 

@@ -123,10 +123,10 @@ absl::Status CollectiveScope::WaitSend(gloo::transport::UnboundBuffer& buffer) {
   }
 }
 
-absl::Status CollectiveScope::WaitRecv(gloo::transport::UnboundBuffer& buffer) {
+absl::Status CollectiveScope::WaitRecv(gloo::transport::UnboundBuffer& buffer, int* source) {
   if (!failure_.ok()) return failure_;
   try {
-    if (buffer.waitRecv(nullptr, RemainingTime())) return absl::OkStatus();
+    if (buffer.waitRecv(source, RemainingTime())) return absl::OkStatus();
     return Fail(AbortedStatus());
   } catch (const std::exception& e) {
     return FromException(e);

@@ -85,7 +85,8 @@ class CollectiveScope {
                     size_t bytes, Channel channel);
   // Wait for one posted send / receive of `buffer` to complete.
   absl::Status WaitSend(gloo::transport::UnboundBuffer& buffer);
-  absl::Status WaitRecv(gloo::transport::UnboundBuffer& buffer);
+  // `source` (optional) receives the rank whose message completed.
+  absl::Status WaitRecv(gloo::transport::UnboundBuffer& buffer, int* source = nullptr);
 
   // Sends to[p] of `send` to every peer p and receives from[p] of `recv`
   // from every peer, all in flight at once. Entries for this rank and empty

@@ -1,6 +1,7 @@
 #include "worker_runtime/nccl/nccl_args.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker_runtime/tensor/collective_args.h"
 
 namespace horovodd::internal {
@@ -13,8 +14,24 @@ ncclDataType_t NcclDataType(DType dtype) {
     case DType::kFloat16: return ncclFloat16;
     case DType::kFloat32: return ncclFloat32;
     case DType::kFloat64: return ncclFloat64;
+    case DType::kInt8: return ncclInt8;
+    // NCCL has no int16 and no bool: both move as elements of their size
+    // (broadcast, allgather, alltoall); CheckNcclReducible refuses reducing them.
+    case DType::kInt16: return ncclFloat16;
+    case DType::kBool: return ncclUint8;
+    case DType::kBFloat16: return ncclBfloat16;
   }
   return ncclFloat32;  // unreachable: CheckGpuTensor rejects unknown dtypes
+}
+
+absl::Status CheckNcclReducible(const std::string& label, DType dtype) {
+  HVDD_RETURN_IF_ERROR(CheckReducible(label, dtype));
+  if (dtype == DType::kInt16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, ": NCCL cannot reduce int16 tensors (as in Horovod); use HOROVOD_GPU_OPERATIONS="
+               "gloo or another dtype"));
+  }
+  return absl::OkStatus();
 }
 
 ncclRedOp_t NcclReduceOp(ReduceOp op) {

@@ -18,6 +18,8 @@
 namespace horovodd::internal {
 
 ncclDataType_t NcclDataType(DType dtype);
+// INVALID_ARGUMENT, starting with `label`, for a dtype NCCL cannot reduce.
+absl::Status CheckNcclReducible(const std::string& label, DType dtype);
 // Average is ncclAvg: a sum divided by the size (integers truncate).
 ncclRedOp_t NcclReduceOp(ReduceOp op);
 

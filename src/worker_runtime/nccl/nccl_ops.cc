@@ -25,6 +25,7 @@ absl::Status Allreduce(NcclComm& comm, TensorView inout, const AllreduceOptions&
   const std::string label = OpLabel("allreduce", options.name);
   if (!comm.health().ok()) return comm.health();
   if (absl::Status valid = CheckGpuTensor(label, inout, comm.device()); !valid.ok()) return valid;
+  if (absl::Status valid = CheckNcclReducible(label, inout.dtype); !valid.ok()) return valid;
   for (const auto& [name, factor] : {std::pair{"prescale_factor", options.prescale_factor},
                                      std::pair{"postscale_factor", options.postscale_factor}}) {
     if (absl::Status valid = CheckScaleFactor(label, name, factor); !valid.ok()) return valid;
@@ -71,6 +72,7 @@ absl::StatusOr<DeviceTensor> Reducescatter(NcclComm& comm, const TensorView& inp
   if (!comm.health().ok()) return comm.health();
   absl::Status own_error = CheckGpuTensor(label, input, comm.device());
   if (own_error.ok()) own_error = NeedsDimension(label, input);
+  if (own_error.ok()) own_error = CheckNcclReducible(label, input.dtype);
   if (own_error.ok()) own_error = CheckScaleFactor(label, "prescale_factor", prescale_factor);
   if (own_error.ok()) own_error = CheckScaleFactor(label, "postscale_factor", postscale_factor);
 

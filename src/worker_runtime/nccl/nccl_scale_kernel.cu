@@ -1,3 +1,4 @@
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
@@ -35,6 +36,13 @@ __device__ T ScaleOne(T value, double factor, Limits<T> limits) {
 template <>
 __device__ __half ScaleOne<__half>(__half value, double factor, Limits<__half>) {
   return __float2half_rn(static_cast<float>(static_cast<double>(__half2float(value)) * factor));
+}
+
+template <>
+__device__ __nv_bfloat16 ScaleOne<__nv_bfloat16>(__nv_bfloat16 value, double factor,
+                                                 Limits<__nv_bfloat16>) {
+  return __float2bfloat16_rn(
+      static_cast<float>(static_cast<double>(__bfloat162float(value)) * factor));
 }
 
 template <typename T>
@@ -75,6 +83,10 @@ cudaError_t LaunchScale(DType dtype, const void* input, void* output, size_t cou
     case DType::kFloat16: return Launch<__half>(input, output, count, factor, stream);
     case DType::kFloat32: return Launch<float>(input, output, count, factor, stream);
     case DType::kFloat64: return Launch<double>(input, output, count, factor, stream);
+    case DType::kInt8: return Launch<int8_t>(input, output, count, factor, stream);
+    case DType::kInt16: return Launch<int16_t>(input, output, count, factor, stream);
+    case DType::kBFloat16: return Launch<__nv_bfloat16>(input, output, count, factor, stream);
+    case DType::kBool: return cudaErrorInvalidValue;  // never scaled: not reducible
   }
   return cudaErrorInvalidValue;
 }

@@ -51,46 +51,51 @@ void BindAsync(py::module_& module) {
   module.def(
       "allreduce_async_",
       [](const TensorView& inout, ReduceOp op, double prescale_factor, double postscale_factor,
-         std::string name) {
+         std::string name, int process_set_id) {
         RequireInit("allreduce_async_");
         AllreduceOptions options;
         options.op = op;
         options.prescale_factor = prescale_factor;
         options.postscale_factor = postscale_factor;
+        options.process_set_id = process_set_id;
         return HandleOrThrow(AllreduceAsync(std::move(name), inout, options));
       },
       py::arg("inout"), py::arg("op"), py::arg("prescale_factor") = 1.0,
-      py::arg("postscale_factor") = 1.0, py::arg("name"),
+      py::arg("postscale_factor") = 1.0, py::arg("name"), py::kw_only(),
+      py::arg("process_set_id") = 0,
       "Queues an in-place allreduce under `name`; keep the tensor alive until it completes.");
   module.def(
       "grouped_allreduce_async_",
       [](const std::vector<TensorView>& inouts, ReduceOp op, double prescale_factor,
-         double postscale_factor, std::string name) {
+         double postscale_factor, std::string name, int process_set_id) {
         RequireInit("grouped_allreduce_async_");
         AllreduceOptions options;
         options.op = op;
         options.prescale_factor = prescale_factor;
         options.postscale_factor = postscale_factor;
+        options.process_set_id = process_set_id;
         return HandleOrThrow(GroupedAllreduceAsync(std::move(name), inouts, options));
       },
       py::arg("inouts"), py::arg("op"), py::arg("prescale_factor") = 1.0,
-      py::arg("postscale_factor") = 1.0, py::arg("name"),
+      py::arg("postscale_factor") = 1.0, py::arg("name"), py::kw_only(),
+      py::arg("process_set_id") = 0,
       "Queues in-place allreduces of tensors of one dtype, fused together, as one request.");
   module.def(
       "broadcast_async_",
-      [](const TensorView& inout, int root_rank, std::string name) {
+      [](const TensorView& inout, int root_rank, std::string name, int process_set_id) {
         RequireInit("broadcast_async_");
-        return HandleOrThrow(BroadcastAsync(std::move(name), inout, root_rank));
+        return HandleOrThrow(BroadcastAsync(std::move(name), inout, root_rank, process_set_id));
       },
-      py::arg("inout"), py::arg("root_rank"), py::arg("name"),
+      py::arg("inout"), py::arg("root_rank"), py::arg("name"), py::kw_only(),
+      py::arg("process_set_id") = 0,
       "Queues an in-place broadcast from root_rank under `name`.");
   module.def(
       "allgather_async",
-      [](const TensorView& input, std::string name) {
+      [](const TensorView& input, std::string name, int process_set_id) {
         RequireInit("allgather_async");
-        return HandleOrThrow(AllgatherAsync(std::move(name), input));
+        return HandleOrThrow(AllgatherAsync(std::move(name), input, process_set_id));
       },
-      py::arg("input"), py::arg("name"),
+      py::arg("input"), py::arg("name"), py::kw_only(), py::arg("process_set_id") = 0,
       "Queues an allgather under `name`; the result comes from take_output().");
 }
 

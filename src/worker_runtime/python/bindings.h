@@ -11,6 +11,8 @@ void BindMembership(pybind11::module_& module);
 void BindCollectives(pybind11::module_& module);
 // AsyncHandle and the *_async collectives on the engine.
 void BindAsync(pybind11::module_& module);
+// add_process_set, remove_process_set, process_set_ranks.
+void BindProcessSets(pybind11::module_& module);
 // The primitives horovodd/elastic.py builds its run loop from.
 void BindElastic(pybind11::module_& module);
 

@@ -15,5 +15,6 @@ PYBIND11_MODULE(_horovodd, module) {
   horovodd::python::BindMembership(module);
   horovodd::python::BindCollectives(module);
   horovodd::python::BindAsync(module);
+  horovodd::python::BindProcessSets(module);
   horovodd::python::BindElastic(module);
 }

@@ -16,8 +16,10 @@ namespace {
 
 namespace py = pybind11;
 
-constexpr DType kAllDTypes[] = {DType::kUInt8,   DType::kInt32,   DType::kInt64,
-                                DType::kFloat16, DType::kFloat32, DType::kFloat64};
+constexpr DType kAllDTypes[] = {DType::kUInt8,   DType::kInt8,    DType::kInt16,
+                                DType::kInt32,   DType::kInt64,   DType::kFloat16,
+                                DType::kBFloat16, DType::kFloat32, DType::kFloat64,
+                                DType::kBool};
 
 DType ParseDType(const std::string& name) {
   std::vector<std::string> known;
@@ -71,7 +73,8 @@ void BindTensorRef(py::module_& module) {
 }
 
 py::array ToNumpy(Tensor tensor) {
-  const py::dtype dtype(DTypeName(tensor.dtype()));
+  // numpy has no bfloat16: its raw bits travel as int16 (see tensor_args.h).
+  const py::dtype dtype(tensor.dtype() == DType::kBFloat16 ? "int16" : DTypeName(tensor.dtype()));
   const std::vector<py::ssize_t> shape(tensor.shape().begin(), tensor.shape().end());
   if (tensor.nbytes() == 0) return py::array(dtype, shape);
   auto owned = std::make_unique<Tensor>(std::move(tensor));

@@ -24,6 +24,8 @@ namespace horovodd::python {
 void BindTensorRef(pybind11::module_& module);
 
 // Hands `tensor`'s storage to a numpy array of the same dtype and shape.
+// numpy has no bfloat16, so a bfloat16 result comes back as an int16 array
+// of the same bits: torch.from_numpy(a).view(torch.bfloat16) is the tensor.
 pybind11::array ToNumpy(Tensor tensor);
 
 }  // namespace horovodd::python

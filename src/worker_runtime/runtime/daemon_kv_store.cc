@@ -11,22 +11,31 @@
 
 namespace horovodd::internal {
 
+std::vector<std::string> DaemonKvStore::Prefixed(const std::vector<std::string>& keys) const {
+  if (key_prefix_.empty()) return keys;
+  std::vector<std::string> prefixed;
+  prefixed.reserve(keys.size());
+  for (const std::string& key : keys) prefixed.push_back(absl::StrCat(key_prefix_, key));
+  return prefixed;
+}
+
 absl::Status DaemonKvStore::Set(const std::string& key, std::string value) {
-  return daemon_.KvSet(generation_, key, std::move(value));
+  return daemon_.KvSet(generation_, absl::StrCat(key_prefix_, key), std::move(value));
 }
 
 absl::StatusOr<std::vector<std::string>> DaemonKvStore::Get(
     const std::vector<std::string>& keys, absl::Duration timeout) {
-  return daemon_.KvGet(generation_, keys, timeout);
+  return daemon_.KvGet(generation_, Prefixed(keys), timeout);
 }
 
 absl::Status DaemonKvStore::Wait(const std::vector<std::string>& keys, absl::Duration timeout) {
-  return daemon_.KvGet(generation_, keys, timeout).status();
+  return daemon_.KvGet(generation_, Prefixed(keys), timeout).status();
 }
 
 RingResult ConnectRingThroughStore(KvStore& store, const RingOptions& options) {
   GlooKvStore gloo_store(store, options.timeout);
-  gloo::rendezvous::PrefixStore prefixed(absl::StrCat("g", options.generation), gloo_store);
+  gloo::rendezvous::PrefixStore prefixed(
+      absl::StrCat("g", options.generation, options.key_scope), gloo_store);
   ConnectOptions connect;
   connect.rank = options.rank;
   connect.size = options.size;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "worker_runtime/gloo/gloo_context.h"
@@ -21,9 +22,10 @@ namespace horovodd::internal {
 // generation is superseded. Thread-safe as the connection is.
 class DaemonKvStore final : public KvStore {
  public:
-  // `daemon` must outlive the store.
-  DaemonKvStore(DaemonConnection& daemon, int64_t generation)
-      : daemon_(daemon), generation_(generation) {}
+  // `daemon` must outlive the store. Every key is put under `key_prefix`
+  // (see RingOptions::key_scope: a ring's keys stay apart from another's).
+  DaemonKvStore(DaemonConnection& daemon, int64_t generation, std::string key_prefix = "")
+      : daemon_(daemon), generation_(generation), key_prefix_(std::move(key_prefix)) {}
 
   absl::Status Set(const std::string& key, std::string value) override;
   // One KvGet for all keys.
@@ -32,8 +34,11 @@ class DaemonKvStore final : public KvStore {
   absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) override;
 
  private:
+  std::vector<std::string> Prefixed(const std::vector<std::string>& keys) const;
+
   DaemonConnection& daemon_;
   const int64_t generation_;
+  const std::string key_prefix_;
 };
 
 struct RingOptions {
@@ -41,6 +46,12 @@ struct RingOptions {
   int rank = 0;
   int size = 0;
   std::string bind_address;
+  // Appended to "g<generation>" in the key prefix. Empty for the
+  // generation's first global ring; every other ring the ranks build in the
+  // same generation (after shutdown and init again in one process, or for
+  // a process set) names its own, so no rank reads a previous ring's
+  // addresses (which would be refused: nobody listens there any more).
+  std::string key_scope;
   // Bounds every store wait while connecting, and the ring's operations.
   absl::Duration timeout = absl::Seconds(30);
 };
@@ -53,7 +64,7 @@ struct RingResult {
 };
 
 // Connects generation `options.generation`'s ring through `store` (that
-// generation's namespace), under the key prefix "g<generation>".
+// generation's namespace), under the key prefix "g<generation><key_scope>".
 RingResult ConnectRingThroughStore(KvStore& store, const RingOptions& options);
 
 // The same through the daemon's namespace for the generation.

@@ -1,5 +1,6 @@
 #include "worker_runtime/runtime/engine_api.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "horovodd/process_sets.h"
 #include "worker_runtime/engine/engine_loop.h"
 #include "worker_runtime/engine/engine_request.h"
 #include "worker_runtime/runtime/runtime.h"
@@ -27,10 +29,18 @@ bool OnCuda(const TensorView& tensor) { return tensor.device.type == DeviceType:
 
 constexpr char kSyncPrefix[] = "horovodd.sync.";
 
-absl::StatusOr<Handle> Submit(Runtime& runtime, Request request, bool urgent) {
+absl::StatusOr<Handle> Submit(const ProcessSetView& set, Request request, bool urgent) {
   request.descriptor = Describe(request).Encode();
   if (!IsSyncName(request.name)) request.error_prefix = absl::StrCat("'", request.name, "': ");
-  return runtime.engine().Enqueue(std::move(request), urgent);
+  return set.engine->Enqueue(std::move(request), urgent);
+}
+
+// The GPU collectives know the global set only.
+absl::Status CheckGpuSet(const std::string& label, const TensorView& tensor, int set) {
+  if (set == 0 || !OnCuda(tensor)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      label, ": collectives on CUDA tensors run on the global process set only (got set ", set,
+      ")"));
 }
 
 // CPU tensors are checked here, so a bad one fails on its own rank at once
@@ -65,6 +75,7 @@ absl::StatusOr<Handle> EnqueueAllreduce(Runtime& runtime, std::string name,
   const std::string label = absl::StrCat("allreduce '", name, "'");
   if (absl::Status s = CheckName("allreduce", name); !s.ok()) return s;
   if (absl::Status s = CheckTensors(label, inouts); !s.ok()) return s;
+  if (absl::Status s = CheckReducible(label, inouts.front().dtype); !s.ok()) return s;
   if (absl::Status s = CheckScaleFactor(label, "prescale_factor", options.prescale_factor);
       !s.ok()) {
     return s;
@@ -73,15 +84,18 @@ absl::StatusOr<Handle> EnqueueAllreduce(Runtime& runtime, std::string name,
       !s.ok()) {
     return s;
   }
+  HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(options.process_set_id));
+  if (absl::Status s = CheckGpuSet(label, inouts.front(), set.id); !s.ok()) return s;
   Request request;
   request.name = std::move(name);
   request.tensors = std::move(inouts);
   request.options = options;
+  request.options.contributors = 0;  // the engine's to set
   // Errors name the tensor: the request's name, or a synchronous call's own.
   if (!IsSyncName(request.name)) request.options.name = request.name;
   if (!OnCuda(request.tensors.front())) {
     request.kind = RequestKind::kAllreduce;
-    return Submit(runtime, std::move(request), urgent);
+    return Submit(set, std::move(request), urgent);
   }
   request.kind = RequestKind::kOpaque;
   request.opaque_operation = "allreduce";
@@ -92,11 +106,11 @@ absl::StatusOr<Handle> EnqueueAllreduce(Runtime& runtime, std::string name,
     }
     return absl::OkStatus();
   };
-  return Submit(runtime, std::move(request), urgent);
+  return Submit(set, std::move(request), urgent);
 }
 
 absl::StatusOr<Handle> EnqueueBroadcast(Runtime& runtime, std::string name, TensorView inout,
-                                        int root, bool urgent) {
+                                        int root, bool urgent, int process_set_id) {
   const std::string label = absl::StrCat("broadcast '", name, "'");
   if (absl::Status s = CheckName("broadcast", name); !s.ok()) return s;
   if (absl::Status s = CheckTensors(label, {inout}); !s.ok()) return s;
@@ -105,10 +119,19 @@ absl::StatusOr<Handle> EnqueueBroadcast(Runtime& runtime, std::string name, Tens
     return absl::InvalidArgumentError(
         absl::StrCat(label, ": root ", root, " is out of range for ", size, " ranks"));
   }
+  HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(process_set_id));
+  if (absl::Status s = CheckGpuSet(label, inout, set.id); !s.ok()) return s;
+  // The root is a rank of the job (as in Horovod); on the set's ring it is
+  // its place among the set's ranks.
+  auto root_in_set = std::find(set.ranks.begin(), set.ranks.end(), root);
+  if (root_in_set == set.ranks.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": root ", root,
+                                                   " is not a member of process set ", set.id));
+  }
   Request request;
   request.name = std::move(name);
   request.tensors = {inout};
-  request.root = root;
+  request.root = static_cast<int>(root_in_set - set.ranks.begin());
   request.kind = RequestKind::kBroadcast;
   if (OnCuda(inout)) {
     request.kind = RequestKind::kOpaque;
@@ -117,15 +140,17 @@ absl::StatusOr<Handle> EnqueueBroadcast(Runtime& runtime, std::string name, Tens
       return runtime.gpu().Broadcast(inout, root);
     };
   }
-  return Submit(runtime, std::move(request), urgent);
+  return Submit(set, std::move(request), urgent);
 }
 
 absl::StatusOr<Handle> EnqueueAllgather(Runtime& runtime, std::string name, TensorView input,
-                                        bool urgent) {
+                                        bool urgent, int process_set_id) {
   const std::string label = absl::StrCat("allgather '", name, "'");
   if (absl::Status s = CheckName("allgather", name); !s.ok()) return s;
   if (absl::Status s = CheckTensors(label, {input}); !s.ok()) return s;
   if (absl::Status s = NeedsDimension(label, input); !s.ok()) return s;
+  HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(process_set_id));
+  if (absl::Status s = CheckGpuSet(label, input, set.id); !s.ok()) return s;
   Request request;
   request.name = std::move(name);
   request.tensors = {input};
@@ -140,20 +165,30 @@ absl::StatusOr<Handle> EnqueueAllgather(Runtime& runtime, std::string name, Tens
       return absl::OkStatus();
     };
   }
-  return Submit(runtime, std::move(request), urgent);
+  return Submit(set, std::move(request), urgent);
 }
 
 absl::StatusOr<Handle> EnqueueOpaque(Runtime& runtime, std::string name, std::string operation,
                                      std::vector<TensorView> tensors,
                                      std::function<absl::Status(std::optional<Tensor>*)> run,
-                                     bool urgent) {
+                                     bool urgent, int process_set_id) {
+  HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(process_set_id));
   Request request;
   request.name = std::move(name);
   request.kind = RequestKind::kOpaque;
   request.opaque_operation = std::move(operation);
   request.tensors = std::move(tensors);
   request.run = std::move(run);
-  return Submit(runtime, std::move(request), urgent);
+  return Submit(set, std::move(request), urgent);
+}
+
+absl::StatusOr<Handle> EnqueueJoin(Runtime& runtime) {
+  HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(0));
+  Request request;
+  request.name = kJoinRequestName;
+  request.kind = RequestKind::kJoin;
+  request.produces_output = true;
+  return Submit(set, std::move(request), /*urgent=*/true);
 }
 
 }  // namespace horovodd::internal
@@ -243,18 +278,42 @@ absl::StatusOr<Handle> GroupedAllreduceAsync(std::string name, std::vector<Tenso
                                     /*urgent=*/false);
 }
 
-absl::StatusOr<Handle> BroadcastAsync(std::string name, TensorView inout, int root) {
+absl::StatusOr<Handle> BroadcastAsync(std::string name, TensorView inout, int root,
+                                      int process_set_id) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("BroadcastAsync");
   return internal::EnqueueBroadcast(*runtime, std::move(name), std::move(inout), root,
-                                    /*urgent=*/false);
+                                    /*urgent=*/false, process_set_id);
 }
 
-absl::StatusOr<Handle> AllgatherAsync(std::string name, TensorView input) {
+absl::StatusOr<Handle> AllgatherAsync(std::string name, TensorView input, int process_set_id) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("AllgatherAsync");
   return internal::EnqueueAllgather(*runtime, std::move(name), std::move(input),
-                                    /*urgent=*/false);
+                                    /*urgent=*/false, process_set_id);
+}
+
+absl::StatusOr<int> AddProcessSet(std::vector<int> ranks, bool at_init) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized("AddProcessSet");
+  return runtime->AddProcessSet(std::move(ranks), at_init);
+}
+
+absl::Status RemoveProcessSet(int process_set_id) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized("RemoveProcessSet");
+  return runtime->RemoveProcessSet(process_set_id);
+}
+
+absl::StatusOr<std::vector<int>> ProcessSetRanks(int process_set_id) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized("ProcessSetRanks");
+  return runtime->ProcessSetRanks(process_set_id);
+}
+
+std::vector<int> ProcessSetIds() {
+  Runtime* runtime = CurrentRuntime();
+  return runtime == nullptr ? std::vector<int>{} : runtime->ProcessSetIds();
 }
 
 }  // namespace horovodd

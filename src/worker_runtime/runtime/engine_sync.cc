@@ -39,21 +39,28 @@ absl::Status WaitFor(const absl::StatusOr<Handle>& handle) {
 // may send different first dimensions).
 template <typename Result>
 absl::Status RunAlone(Runtime& runtime, const char* operation, const TensorView* tensor,
+                      int process_set_id,
                       std::function<Result(internal::GlooContext&)> on_ring,
                       std::function<Result(internal::GpuCollectives&)> on_gpu, Result* result) {
   const bool cuda = tensor != nullptr && tensor->device.type == DeviceType::kCUDA;
-  auto run = [&runtime, cuda, &on_ring, &on_gpu, result](std::optional<Tensor>*) {
+  if (cuda && process_set_id != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        operation, ": collectives on CUDA tensors run on the global process set only (got set ",
+        process_set_id, ")"));
+  }
+  auto run = [&runtime, cuda, process_set_id, &on_ring, &on_gpu,
+              result](std::optional<Tensor>*) {
     if (cuda) {
       *result = on_gpu(runtime.gpu());
       return StatusOf(*result);
     }
-    return runtime.RunCollective([&](internal::GlooContext& ring) {
+    return runtime.RunCollective(process_set_id, [&](internal::GlooContext& ring) {
       *result = on_ring(ring);
       return StatusOf(*result);
     });
   };
   return WaitFor(internal::EnqueueOpaque(runtime, SyncName(operation, ""), operation,
-                                         /*tensors=*/{}, run, /*urgent=*/true));
+                                         /*tensors=*/{}, run, /*urgent=*/true, process_set_id));
 }
 
 }  // namespace
@@ -65,29 +72,30 @@ absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) {
                                             {std::move(inout)}, options, /*urgent=*/true));
 }
 
-absl::StatusOr<Tensor> Allgather(const TensorView& input) {
+absl::StatusOr<Tensor> Allgather(const TensorView& input, int process_set_id) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("Allgather");
-  HVDD_ASSIGN_OR_RETURN(
-      Handle handle,
-      internal::EnqueueAllgather(*runtime, SyncName("allgather", ""), input, /*urgent=*/true));
+  HVDD_ASSIGN_OR_RETURN(Handle handle,
+                        internal::EnqueueAllgather(*runtime, SyncName("allgather", ""), input,
+                                                   /*urgent=*/true, process_set_id));
   return handle.TakeOutput();
 }
 
-absl::Status Broadcast(TensorView inout, int root) {
+absl::Status Broadcast(TensorView inout, int root, int process_set_id) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("Broadcast");
   return WaitFor(internal::EnqueueBroadcast(*runtime, SyncName("broadcast", ""),
-                                            std::move(inout), root, /*urgent=*/true));
+                                            std::move(inout), root, /*urgent=*/true,
+                                            process_set_id));
 }
 
 absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64_t>& splits,
-                                std::vector<int64_t>* received_splits) {
+                                std::vector<int64_t>* received_splits, int process_set_id) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("Alltoall");
   absl::StatusOr<Tensor> result = absl::UnknownError("alltoall did not run");
   absl::Status status = RunAlone<absl::StatusOr<Tensor>>(
-      *runtime, "alltoall", &input,
+      *runtime, "alltoall", &input, process_set_id,
       [&](internal::GlooContext& ring) {
         return internal::Alltoall(ring, input, splits, received_splits);
       },
@@ -97,25 +105,33 @@ absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64
   return result;
 }
 
-absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op) {
+absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op, int process_set_id) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("Reducescatter");
   absl::StatusOr<Tensor> result = absl::UnknownError("reducescatter did not run");
   HVDD_RETURN_IF_ERROR(RunAlone<absl::StatusOr<Tensor>>(
-      *runtime, "reducescatter", &input,
+      *runtime, "reducescatter", &input, process_set_id,
       [&](internal::GlooContext& ring) { return internal::Reducescatter(ring, input, op); },
       [&](internal::GpuCollectives& gpu) { return gpu.Reducescatter(input, op); }, &result));
   return result;
 }
 
-absl::Status Barrier() {
+absl::Status Barrier(int process_set_id) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("Barrier");
   absl::Status result;
   return RunAlone<absl::Status>(
-      *runtime, "barrier", nullptr,
+      *runtime, "barrier", nullptr, process_set_id,
       [](internal::GlooContext& ring) { return internal::Barrier(ring); },
       [](internal::GpuCollectives&) { return absl::OkStatus(); }, &result);
+}
+
+absl::StatusOr<int> Join() {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized("Join");
+  HVDD_ASSIGN_OR_RETURN(Handle handle, internal::EnqueueJoin(*runtime));
+  HVDD_ASSIGN_OR_RETURN(const Tensor last, handle.TakeOutput());
+  return *last.data_as<int32_t>();
 }
 
 }  // namespace horovodd

@@ -1,12 +1,15 @@
 #include "worker_runtime/runtime/runtime.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/network_interface.h"
 #include "common/status_macros.h"
 #include "horovodd/async.h"
@@ -91,6 +94,26 @@ absl::Status CheckAssignment(const v1::RendezvousResponse& response, int64_t aft
   return absl::OkStatus();
 }
 
+// How many global rings each worker of this process has built per
+// generation, kept across runtimes: after Shutdown() and Init() a process
+// joins the same generation again, and its ranks must not meet under the
+// keys (the addresses) of the ring they just closed. Every rank of the
+// generation counts the same, since every rank re-inits alike; a new
+// generation starts again from 1.
+int NextRingIncarnation(const std::string& worker, int64_t generation) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* const built = new std::map<std::string, std::pair<int64_t, int>>();
+  absl::MutexLock lock(&mu);
+  std::pair<int64_t, int>& entry = (*built)[worker];
+  if (entry.first != generation) entry = {generation, 0};
+  return ++entry.second;
+}
+
+// "" for a generation's first ring, ".i<n>" for the n-th.
+std::string IncarnationScope(int incarnation) {
+  return incarnation <= 1 ? std::string() : absl::StrCat(".i", incarnation);
+}
+
 }  // namespace
 
 absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
@@ -133,6 +156,7 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
     }
     options.local.slot_bytes = static_cast<size_t>(bytes);
   }
+  HVDD_ASSIGN_OR_RETURN(options.stall, StallOptions::FromEnvironment());
   return options;
 }
 
@@ -145,7 +169,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   // every lock order in a global graph (gRPC locks absl::Mutex on each call),
   // costly on every collective and RPC. It is a debugging aid; off.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  std::unique_ptr<Runtime> runtime(new Runtime(options.ring_timeout, options.local));
+  std::unique_ptr<Runtime> runtime(
+      new Runtime(options.ring_timeout, options.local, options.stall));
+  runtime->worker_key_ = absl::StrCat(options.daemon.job_id, "/", options.daemon.worker_id);
   Runtime* self = runtime.get();
   GpuCollectivesOptions gpu;
   gpu.operations = options.gpu_operations;
@@ -161,13 +187,15 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   } else {
     HVDD_ASSIGN_OR_RETURN(runtime->client_, DaemonClient::Create(std::move(daemon)));
   }
-  runtime->engine_ = std::make_unique<Engine>(options.engine);
+  runtime->engine_ = std::make_unique<Engine>(options.engine, options.stall);
   runtime->client_->StartAttach();
   return runtime;
 }
 
 Runtime::~Runtime() {
   SayGoodbye();
+  StopTimeline();
+  DropProcessSets(absl::AbortedError("the worker runtime is shutting down"));
   // The engine first: its thread runs collectives on the ring and the GPU.
   DetachEngine(absl::AbortedError("the worker runtime is shutting down"));
   engine_.reset();
@@ -223,6 +251,9 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
   // Whatever is still pending belongs to the generation being left.
   DetachEngine(absl::AbortedError(absl::StrCat(
       "this worker is leaving generation ", assignment_.generation, " to rejoin the job")));
+  // After a reset only the global set exists, as in Horovod.
+  DropProcessSets(absl::AbortedError(absl::StrCat(
+      "this worker is leaving generation ", assignment_.generation, " to rejoin the job")));
   SetRing(nullptr, 0);  // a ring is never reused across generations
   // nor an NCCL communicator, though the next generation may shrink it
   gpu_->LeaveGeneration();
@@ -252,6 +283,8 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       HVDD_ASSIGN_OR_RETURN(ring_options.bind_address, InterfaceIPv4Address(interface));
     }
     ring_options.timeout = ring_timeout_;
+    ring_options.key_scope =
+        IncarnationScope(NextRingIncarnation(worker_key_, next.generation));
     RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
     if (result.ring.ok()) {
       // The host's shared memory, before the ring's first collective.
@@ -267,12 +300,20 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
     }
     if (result.ring.ok()) {
       assignment_ = std::move(next);
+      key_scope_ = ring_options.key_scope;
+      bind_address_ = ring_options.bind_address;
       SetRing(*std::move(result.ring), assignment_.generation);
-      gpu_->EnterGeneration(assignment_.generation, assignment_.rank, assignment_.size,
-                            assignment_.shrink,
-                            std::make_unique<DaemonKvStore>(*client_, assignment_.generation));
-      engine_->Attach(assignment_.generation,
-                      [this](const RingOp& op) { return RunCollective(op); });
+      // The NCCL unique id too: a re-init must not read the last one's.
+      gpu_->EnterGeneration(
+          assignment_.generation, assignment_.rank, assignment_.size, assignment_.shrink,
+          std::make_unique<DaemonKvStore>(*client_, assignment_.generation,
+                                          key_scope_.empty() ? "" : key_scope_ + "/"));
+      engine_->Attach(
+          assignment_.generation, [this](const RingOp& op) { return RunCollective(op); },
+          [this] {
+            absl::MutexLock lock(&ring_mu_);
+            if (ring_ != nullptr) AbortGlooContext(*ring_);
+          });
       return JoinOutcome::kJoined;
     }
     // A ring of a superseded generation was bound to fail; anything else is
@@ -292,12 +333,21 @@ absl::Status Runtime::SupersededError(const absl::Status& cause) const {
   return absl::AbortedError(message);
 }
 
-absl::Status Runtime::RunCollective(const RingOp& op) {
+absl::Status Runtime::RunCollective(const RingOp& op) { return RunCollective(0, op); }
+
+absl::Status Runtime::RunCollective(int process_set_id, const RingOp& op) {
   std::shared_ptr<GlooContext> ring;
   int64_t ring_generation = 0;
   {
     absl::MutexLock lock(&ring_mu_);
-    ring = ring_;
+    if (process_set_id == 0) {
+      ring = ring_;
+    } else if (auto it = set_rings_.find(process_set_id); it != set_rings_.end()) {
+      ring = it->second;
+    } else {
+      return absl::AbortedError(
+          absl::StrCat("process set ", process_set_id, " was removed"));
+    }
     ring_generation = ring_generation_;
   }
   if (ring == nullptr) {
@@ -315,6 +365,238 @@ absl::Status Runtime::RunCollective(const RingOp& op) {
   return status;
 }
 
+absl::Status Runtime::StartTimeline(const std::string& path, bool mark_cycles) {
+  if (path.empty()) return absl::InvalidArgumentError("start_timeline needs a file name");
+  if (assignment_.rank != 0) return absl::OkStatus();  // rank 0 writes it, as in Horovod
+  HVDD_ASSIGN_OR_RETURN(std::unique_ptr<Timeline> opened, Timeline::Open(path, mark_cycles));
+  StopTimeline();
+  timeline_ = std::move(opened);
+  engine_->set_timeline(timeline_);
+  return absl::OkStatus();
+}
+
+void Runtime::StopTimeline() {
+  if (timeline_ == nullptr) return;
+  engine_->set_timeline(nullptr);
+  timeline_->Stop();
+  timeline_.reset();
+}
+
+// ---------------------------------------------------------------------------
+// Process sets
+// ---------------------------------------------------------------------------
+
+namespace {
+
+bool DynamicProcessSetsEnabled() {
+  const std::string value = OptionalEnv("HOROVOD_DYNAMIC_PROCESS_SETS");
+  return !value.empty() && value != "0" && value != "false" && value != "False";
+}
+
+std::string RanksText(const std::vector<int>& ranks) {
+  std::vector<std::string> texts;
+  for (int rank : ranks) texts.push_back(std::to_string(rank));
+  return absl::StrCat("[", absl::StrJoin(texts, ", "), "]");
+}
+
+}  // namespace
+
+absl::StatusOr<ProcessSetView> Runtime::ProcessSetFor(int process_set_id) {
+  ProcessSetView view;
+  view.id = process_set_id;
+  if (process_set_id == 0) {
+    view.engine = engine_.get();
+    for (int r = 0; r < assignment_.size; ++r) view.ranks.push_back(r);
+    view.set_rank = assignment_.rank;
+    return view;
+  }
+  absl::MutexLock lock(&sets_mu_);
+  auto it = sets_.find(process_set_id);
+  if (it == sets_.end()) {
+    return absl::NotFoundError(absl::StrCat("process set ", process_set_id, " does not exist"));
+  }
+  if (it->second.set_rank < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", assignment_.rank, " is not a member of process set ",
+                     process_set_id, " (ranks ", RanksText(it->second.ranks), ")"));
+  }
+  view.engine = it->second.engine.get();
+  view.keep_alive = it->second.engine;
+  view.ranks = it->second.ranks;
+  view.set_rank = it->second.set_rank;
+  return view;
+}
+
+absl::StatusOr<int> Runtime::AddProcessSet(std::vector<int> ranks, bool at_init) {
+  const std::string label = absl::StrCat("add_process_set ", RanksText(ranks));
+  if (!at_init && !DynamicProcessSetsEnabled()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        label, ": adding process sets at run time needs HOROVOD_DYNAMIC_PROCESS_SETS=1 "
+               "(as in Horovod), or pass them to init"));
+  }
+  if (ranks.empty()) return absl::InvalidArgumentError(absl::StrCat(label, ": no ranks"));
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i] < 0 || sorted[i] >= assignment_.size) {
+      return absl::InvalidArgumentError(absl::StrCat(label, ": rank ", sorted[i],
+                                                     " is out of range for ", assignment_.size,
+                                                     " ranks"));
+    }
+    if (i > 0 && sorted[i] == sorted[i - 1]) {
+      return absl::InvalidArgumentError(absl::StrCat(label, ": rank ", sorted[i], " is repeated"));
+    }
+  }
+  {
+    absl::MutexLock lock(&sets_mu_);
+    for (const auto& [id, set] : sets_) {
+      if (set.ranks == sorted) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(label, ": process set ", id, " already has these ranks"));
+      }
+    }
+  }
+  // Collective over every rank: the descriptor carries the ranks, so ranks
+  // that disagree fail together (a conflict) instead of building different
+  // sets.
+  HVDD_ASSIGN_OR_RETURN(
+      Handle agreed,
+      EnqueueOpaque(*this, SyncName("add_process_set", ""), absl::StrCat("add_process_set ",
+                                                                          RanksText(sorted)),
+                    /*tensors=*/{}, [](std::optional<Tensor>*) { return absl::OkStatus(); },
+                    /*urgent=*/true, /*process_set_id=*/0));
+  HVDD_RETURN_IF_ERROR(agreed.Wait());
+
+  ProcessSet set;
+  set.ranks = sorted;
+  auto mine = std::find(sorted.begin(), sorted.end(), assignment_.rank);
+  set.set_rank = mine == sorted.end() ? -1 : static_cast<int>(mine - sorted.begin());
+  int id = 0;
+  {
+    absl::MutexLock lock(&sets_mu_);
+    id = next_set_id_++;  // every rank counts alike, members or not
+  }
+  if (set.set_rank >= 0) {
+    RingOptions ring_options;
+    ring_options.generation = assignment_.generation;
+    ring_options.rank = set.set_rank;
+    ring_options.size = static_cast<int>(sorted.size());
+    ring_options.bind_address = bind_address_;
+    ring_options.timeout = ring_timeout_;
+    ring_options.key_scope = absl::StrCat(key_scope_, ".ps", id);
+    RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
+    if (!result.ring.ok()) {
+      return absl::UnavailableError(absl::StrCat(label, ": its ring did not connect: ",
+                                                 result.ring.status().message()));
+    }
+    {
+      absl::MutexLock lock(&ring_mu_);
+      set_rings_[id] = *std::move(result.ring);
+    }
+    set.engine = std::make_shared<Engine>(engine_->options(), stall_);
+    set.engine->Attach(
+        assignment_.generation, [this, id](const RingOp& op) { return RunCollective(id, op); },
+        [this, id] {
+          absl::MutexLock lock(&ring_mu_);
+          if (auto it = set_rings_.find(id); it != set_rings_.end()) AbortGlooContext(*it->second);
+        });
+  }
+  absl::MutexLock lock(&sets_mu_);
+  sets_.emplace(id, std::move(set));
+  return id;
+}
+
+absl::Status Runtime::RemoveProcessSet(int process_set_id) {
+  if (process_set_id == 0) {
+    return absl::InvalidArgumentError("the global process set (0) cannot be removed");
+  }
+  {
+    absl::MutexLock lock(&sets_mu_);
+    if (sets_.count(process_set_id) == 0) {
+      return absl::NotFoundError(
+          absl::StrCat("process set ", process_set_id, " does not exist"));
+    }
+  }
+  HVDD_ASSIGN_OR_RETURN(
+      Handle agreed,
+      EnqueueOpaque(*this, SyncName("remove_process_set", ""),
+                    absl::StrCat("remove_process_set ", process_set_id), /*tensors=*/{},
+                    [](std::optional<Tensor>*) { return absl::OkStatus(); }, /*urgent=*/true,
+                    /*process_set_id=*/0));
+  HVDD_RETURN_IF_ERROR(agreed.Wait());
+  ProcessSet set;
+  {
+    absl::MutexLock lock(&sets_mu_);
+    auto it = sets_.find(process_set_id);
+    if (it == sets_.end()) return absl::OkStatus();
+    set = std::move(it->second);
+    sets_.erase(it);
+  }
+  std::shared_ptr<GlooContext> ring;
+  {
+    absl::MutexLock lock(&ring_mu_);
+    if (auto it = set_rings_.find(process_set_id); it != set_rings_.end()) {
+      ring = std::move(it->second);
+      set_rings_.erase(it);
+    }
+  }
+  if (set.engine != nullptr) {
+    set.engine->Detach(
+        absl::AbortedError(absl::StrCat("process set ", process_set_id, " was removed")),
+        [ring] {
+          if (ring != nullptr) AbortGlooContext(*ring);
+        });
+  }
+  reaper_.Retire(std::move(ring));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> Runtime::ProcessSetRanks(int process_set_id) const {
+  if (process_set_id == 0) {
+    std::vector<int> ranks;
+    for (int r = 0; r < assignment_.size; ++r) ranks.push_back(r);
+    return ranks;
+  }
+  absl::MutexLock lock(&sets_mu_);
+  auto it = sets_.find(process_set_id);
+  if (it == sets_.end()) {
+    return absl::NotFoundError(absl::StrCat("process set ", process_set_id, " does not exist"));
+  }
+  return it->second.ranks;
+}
+
+std::vector<int> Runtime::ProcessSetIds() const {
+  std::vector<int> ids = {0};
+  absl::MutexLock lock(&sets_mu_);
+  for (const auto& [id, set] : sets_) ids.push_back(id);
+  return ids;
+}
+
+void Runtime::DropProcessSets(const absl::Status& reason) {
+  std::map<int, ProcessSet> sets;
+  {
+    absl::MutexLock lock(&sets_mu_);
+    sets = std::move(sets_);
+    sets_.clear();
+    next_set_id_ = 1;
+  }
+  std::map<int, std::shared_ptr<GlooContext>> rings;
+  {
+    absl::MutexLock lock(&ring_mu_);
+    rings = std::move(set_rings_);
+    set_rings_.clear();
+  }
+  for (auto& [id, set] : sets) {
+    if (set.engine == nullptr) continue;
+    std::shared_ptr<GlooContext> ring = rings.count(id) ? rings[id] : nullptr;
+    set.engine->Detach(reason, [ring] {
+      if (ring != nullptr) AbortGlooContext(*ring);
+    });
+  }
+  sets.clear();  // joins the engines' threads
+  for (auto& [id, ring] : rings) reaper_.Retire(std::move(ring));
+}
+
 void Runtime::OnDaemonMessage(int64_t generation, bool abort) {
   if (!abort) return;
   int64_t aborted = aborted_generation_.load();
@@ -326,7 +608,10 @@ void Runtime::OnDaemonMessage(int64_t generation, bool abort) {
   // An NCCL op in flight sees it at its next poll.
   gpu_->Abort(generation);
   absl::MutexLock lock(&ring_mu_);
-  if (ring_ != nullptr && generation > ring_generation_) AbortGlooContext(*ring_);
+  if (ring_ != nullptr && generation > ring_generation_) {
+    AbortGlooContext(*ring_);
+    for (auto& [id, ring] : set_rings_) AbortGlooContext(*ring);
+  }
 }
 
 void Runtime::ReportCommit(int64_t commits) {
@@ -433,6 +718,11 @@ absl::Status Init() {
     return internal::ExitAsRemoved();
   }
   internal::ExportEnvironment(runtime->assignment());
+  if (const std::string timeline = internal::OptionalEnv("HOROVOD_TIMELINE"); !timeline.empty()) {
+    const std::string marks = internal::OptionalEnv("HOROVOD_TIMELINE_MARK_CYCLES");
+    HVDD_RETURN_IF_ERROR(
+        runtime->StartTimeline(timeline, !marks.empty() && marks != "0" && marks != "false"));
+  }
   internal::g_process_owner = std::move(runtime);
   internal::g_process_runtime = internal::g_process_owner.get();
   return absl::OkStatus();
@@ -449,6 +739,20 @@ void Shutdown() {
 }
 
 bool IsInitialized() { return CurrentRuntime() != nullptr; }
+
+absl::Status StartTimeline(const std::string& path, bool mark_cycles) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) {
+    return absl::FailedPreconditionError("StartTimeline needs horovodd::Init() first");
+  }
+  return runtime->StartTimeline(path, mark_cycles);
+}
+
+absl::Status StopTimeline() {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime != nullptr) runtime->StopTimeline();
+  return absl::OkStatus();
+}
 
 int Rank() { return AssignmentField([](const internal::Assignment& a) { return a.rank; }, -1); }
 int Size() { return AssignmentField([](const internal::Assignment& a) { return a.size; }, 0); }

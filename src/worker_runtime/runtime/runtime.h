@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,8 @@ struct RuntimeOptions {
   // hierarchical allreduce across hosts (HOROVOD_HIERARCHICAL_ALLREDUCE);
   // the places come from each generation's assignment (gloo_local.h).
   LocalOptions local;
+  // Horovod's stall check (HOROVOD_STALL_CHECK_*), for every engine.
+  StallOptions stall;
 
   // From the environment the daemon gives its workers: HOROVODD_DAEMON_ADDR,
   // HOROVODD_JOB_ID, HOROVODD_WORKER_ID (required), HOROVODD_WORKER_TOKEN,
@@ -54,8 +57,9 @@ struct RuntimeOptions {
   // names the job's own), HOROVODD_DAEMON_GRACE_S, HOROVODD_RING_TIMEOUT_S
   // (or Horovod's HOROVOD_GLOO_TIMEOUT_SECONDS, which it overrides),
   // HOROVODD_SHM, HOROVODD_SHM_SLOT_BYTES, and the user's
-  // HOROVOD_GPU_OPERATIONS, HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME and
-  // HOROVOD_HIERARCHICAL_ALLREDUCE.
+  // HOROVOD_GPU_OPERATIONS, HOROVOD_FUSION_THRESHOLD, HOROVOD_CYCLE_TIME,
+  // HOROVOD_HIERARCHICAL_ALLREDUCE and HOROVOD_STALL_CHECK_DISABLE /
+  // HOROVOD_STALL_CHECK_TIME_SECONDS / HOROVOD_STALL_SHUTDOWN_TIME_SECONDS.
   // FAILED_PRECONDITION naming the first missing variable; INVALID_ARGUMENT
   // naming a variable whose value does not parse.
   static absl::StatusOr<RuntimeOptions> FromEnvironment();
@@ -75,6 +79,16 @@ struct Assignment {
 };
 
 enum class JoinOutcome { kJoined, kRemoved };
+
+// Where a collective on one process set (process_sets.h) goes: that set's
+// engine, its ranks, and this rank's place in them.
+struct ProcessSetView {
+  int id = 0;
+  Engine* engine = nullptr;
+  std::shared_ptr<Engine> keep_alive;  // a set's engine, while the request is made
+  std::vector<int> ranks;              // job ranks, ascending
+  int set_rank = -1;                   // this rank's index in `ranks`
+};
 
 // One worker's membership in its job. The training thread calls every method;
 // the attach thread only aborts the current ring (OnDaemonMessage); the
@@ -118,6 +132,26 @@ class Runtime {
   // and attaches it to the new one.
   Engine& engine() { return *engine_; }
 
+  // Process sets (process_sets.h). Each added set's members build its ring
+  // through the daemon's store under "g<generation><scope>.ps<id>" and run
+  // its collectives on an engine of its own; Join drops every set.
+  // ProcessSetFor: FAILED_PRECONDITION when this rank is not a member,
+  // NOT_FOUND for an unknown id.
+  absl::StatusOr<ProcessSetView> ProcessSetFor(int process_set_id) ABSL_LOCKS_EXCLUDED(sets_mu_);
+  absl::StatusOr<int> AddProcessSet(std::vector<int> ranks, bool at_init)
+      ABSL_LOCKS_EXCLUDED(sets_mu_);
+  absl::Status RemoveProcessSet(int process_set_id) ABSL_LOCKS_EXCLUDED(sets_mu_);
+  absl::StatusOr<std::vector<int>> ProcessSetRanks(int process_set_id) const
+      ABSL_LOCKS_EXCLUDED(sets_mu_);
+  std::vector<int> ProcessSetIds() const ABSL_LOCKS_EXCLUDED(sets_mu_);
+  // The timeline (horovodd.h): rank 0 opens `path` and hands it to the
+  // global engine; other ranks do nothing. Training thread.
+  absl::Status StartTimeline(const std::string& path, bool mark_cycles);
+  void StopTimeline();
+
+  // RunCollective on a set's ring (0: the global ring).
+  absl::Status RunCollective(int process_set_id, const RingOp& op) ABSL_LOCKS_EXCLUDED(ring_mu_);
+
   // Asynchronous; never block the training thread. A failure is not
   // reported when the daemon already announced a newer generation: then it
   // is a consequence of that change, not news.
@@ -125,8 +159,8 @@ class Runtime {
   void ReportFailure(const absl::Status& failure);
 
  private:
-  Runtime(absl::Duration ring_timeout, LocalOptions local)
-      : ring_timeout_(ring_timeout), local_(local) {}
+  Runtime(absl::Duration ring_timeout, LocalOptions local, StallOptions stall)
+      : ring_timeout_(ring_timeout), local_(local), stall_(stall) {}
   // Attach thread: aborts the ring of a generation the daemon superseded.
   void OnDaemonMessage(int64_t generation, bool abort) ABSL_LOCKS_EXCLUDED(ring_mu_);
   absl::Status SupersededError(const absl::Status& cause) const;
@@ -137,9 +171,24 @@ class Runtime {
   void DetachEngine(const absl::Status& reason);
   // Meets the other ranks in one last barrier (bounded) before the ring closes.
   void SayGoodbye() ABSL_LOCKS_EXCLUDED(ring_mu_);
+  // Detaches every process set's engine (failing its requests with
+  // `reason`) and retires their rings; the next set added is 1 again.
+  void DropProcessSets(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(sets_mu_, ring_mu_);
+
+  // A process set beside the global one.
+  struct ProcessSet {
+    std::vector<int> ranks;          // job ranks, ascending
+    int set_rank = -1;               // -1: this rank is not a member
+    std::shared_ptr<Engine> engine;  // members only
+  };
 
   const absl::Duration ring_timeout_;
   const LocalOptions local_;  // its places filled in per generation
+  const StallOptions stall_;
+  // "<job>/<worker id>": whose rings NextRingIncarnation counts.
+  std::string worker_key_;
+  // The current generation's RingOptions::key_scope (training thread).
+  std::string key_scope_;
   std::unique_ptr<DaemonConnection> client_;
   // Declared after client_ so it is destroyed first: its store refers to it.
   std::unique_ptr<GpuCollectives> gpu_;
@@ -152,6 +201,17 @@ class Runtime {
   absl::Mutex ring_mu_;
   std::shared_ptr<GlooContext> ring_ ABSL_GUARDED_BY(ring_mu_);
   int64_t ring_generation_ ABSL_GUARDED_BY(ring_mu_) = 0;
+  // The process sets' rings (members only), of ring_generation_.
+  std::map<int, std::shared_ptr<GlooContext>> set_rings_ ABSL_GUARDED_BY(ring_mu_);
+  // Process sets: the training thread adds and removes them; any thread
+  // making a request looks one up.
+  mutable absl::Mutex sets_mu_;
+  std::map<int, ProcessSet> sets_ ABSL_GUARDED_BY(sets_mu_);
+  int next_set_id_ ABSL_GUARDED_BY(sets_mu_) = 1;
+  // The current generation's ring address (training thread), for set rings.
+  std::string bind_address_;
+  // The running timeline, if any (training thread; the engine has a copy).
+  std::shared_ptr<Timeline> timeline_;
   // Where replaced rings go to be torn down (ring_reaper.h).
   RingReaper reaper_;
   // Declared last, destroyed first: its thread runs collectives through

@@ -62,6 +62,13 @@ absl::Status CheckTensorLayout(const std::string& label, const TensorView& view)
   return absl::OkStatus();
 }
 
+absl::Status CheckReducible(const std::string& label, DType dtype) {
+  if (DTypeReducible(dtype)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      label, ": ", DTypeName(dtype), " tensors cannot be reduced (as in Horovod, ",
+      DTypeName(dtype), " is supported by broadcast, allgather and alltoall only)"));
+}
+
 absl::Status CheckScaleFactor(const std::string& label, const char* name, double factor) {
   if (std::isfinite(factor)) return absl::OkStatus();
   return absl::InvalidArgumentError(

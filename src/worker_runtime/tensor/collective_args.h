@@ -24,6 +24,10 @@ absl::Status CheckTensorLayout(const std::string& label, const TensorView& view)
 // CheckTensorLayout on a CPU tensor.
 absl::Status CheckTensor(const std::string& label, const TensorView& view);
 
+// INVALID_ARGUMENT for a dtype no reduction takes (bool, as in Horovod,
+// which allows it only for broadcast, allgather and alltoall).
+absl::Status CheckReducible(const std::string& label, DType dtype);
+
 // Scale factors must be finite.
 absl::Status CheckScaleFactor(const std::string& label, const char* name, double factor);
 

@@ -1,5 +1,6 @@
-// IEEE 754 binary16 ("half") <-> float conversions. Tensors of dtype float16
-// hold the raw 16-bit patterns; the collectives reduce them through float.
+// IEEE 754 binary16 ("half") and bfloat16 <-> float conversions. Tensors of
+// dtype float16 and bfloat16 hold the raw 16-bit patterns; the collectives
+// reduce them through float.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +63,25 @@ inline uint16_t FloatToHalf(float value) {
   const uint32_t halfway = 1u << (shift - 1u);
   if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
   return static_cast<uint16_t>(sign | half);
+}
+
+// bfloat16 is the upper half of a float32: widening is exact.
+inline float BFloat16ToFloat(uint16_t bits16) {
+  const uint32_t bits = static_cast<uint32_t>(bits16) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// Rounds to nearest, ties to even (as torch does); NaN stays a quiet NaN.
+inline uint16_t FloatToBFloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {
+    return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  }
+  const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
 }  // namespace horovodd::internal

@@ -86,10 +86,13 @@ void ReduceTyped(ReduceOp op, void* accumulator, const void* incoming, size_t co
   }
 }
 
-void ReduceHalf(ReduceOp op, void* accumulator, const void* incoming, size_t count) {
+// float16 and bfloat16: each step widens both sides to float32, combines
+// them there and rounds once (ToFloat/FromFloat are the format's converters).
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void ReduceThroughFloat(ReduceOp op, void* accumulator, const void* incoming, size_t count) {
   auto through_float = [&](auto fn) {
     Zip<uint16_t>(accumulator, incoming, count, [&](uint16_t a, uint16_t b) {
-      return FloatToHalf(fn(HalfToFloat(a), HalfToFloat(b)));
+      return FromFloat(fn(ToFloat(a), ToFloat(b)));
     });
   };
   switch (op) {
@@ -107,6 +110,29 @@ void ReduceHalf(ReduceOp op, void* accumulator, const void* incoming, size_t cou
       through_float([](float a, float b) { return a * b; });
       return;
   }
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void ScaleThroughFloat(void* data, size_t count, double factor) {
+  Map<uint16_t>(data, count, [factor](uint16_t v) {
+    return FromFloat(static_cast<float>(ToFloat(v) * factor));
+  });
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void DivideThroughFloat(void* data, size_t count, int ranks) {
+  Map<uint16_t>(data, count, [ranks](uint16_t v) {
+    return FromFloat(ToFloat(v) / static_cast<float>(ranks));
+  });
+}
+
+// bool is refused by every reduction before it gets here (DTypeReducible);
+// should one arrive anyway, it combines as logical or/and on bytes.
+void ReduceBool(ReduceOp op, void* accumulator, const void* incoming, size_t count) {
+  const bool conjunction = op == ReduceOp::kMin || op == ReduceOp::kProduct;
+  Zip<uint8_t>(accumulator, incoming, count, [conjunction](uint8_t a, uint8_t b) {
+    return static_cast<uint8_t>(conjunction ? (a != 0 && b != 0) : (a != 0 || b != 0));
+  });
 }
 
 template <typename T>
@@ -131,9 +157,16 @@ void ReduceInto(DType dtype, ReduceOp op, void* accumulator, const void* incomin
     case DType::kUInt8: return ReduceTyped<uint8_t>(op, accumulator, incoming, count);
     case DType::kInt32: return ReduceTyped<int32_t>(op, accumulator, incoming, count);
     case DType::kInt64: return ReduceTyped<int64_t>(op, accumulator, incoming, count);
-    case DType::kFloat16: return ReduceHalf(op, accumulator, incoming, count);
+    case DType::kFloat16:
+      return ReduceThroughFloat<HalfToFloat, FloatToHalf>(op, accumulator, incoming, count);
     case DType::kFloat32: return ReduceTyped<float>(op, accumulator, incoming, count);
     case DType::kFloat64: return ReduceTyped<double>(op, accumulator, incoming, count);
+    case DType::kInt8: return ReduceTyped<int8_t>(op, accumulator, incoming, count);
+    case DType::kInt16: return ReduceTyped<int16_t>(op, accumulator, incoming, count);
+    case DType::kBool: return ReduceBool(op, accumulator, incoming, count);
+    case DType::kBFloat16:
+      return ReduceThroughFloat<BFloat16ToFloat, FloatToBFloat16>(op, accumulator, incoming,
+                                                                  count);
   }
 }
 
@@ -146,13 +179,19 @@ void ScaleInPlace(DType dtype, void* data, size_t count, double factor) {
     case DType::kInt64:
       return Map<int64_t>(data, count, [factor](int64_t v) { return Scale(v, factor); });
     case DType::kFloat16:
-      return Map<uint16_t>(data, count, [factor](uint16_t v) {
-        return FloatToHalf(static_cast<float>(HalfToFloat(v) * factor));
-      });
+      return ScaleThroughFloat<HalfToFloat, FloatToHalf>(data, count, factor);
     case DType::kFloat32:
       return Map<float>(data, count, [factor](float v) { return Scale(v, factor); });
     case DType::kFloat64:
       return Map<double>(data, count, [factor](double v) { return Scale(v, factor); });
+    case DType::kInt8:
+      return Map<int8_t>(data, count, [factor](int8_t v) { return Scale(v, factor); });
+    case DType::kInt16:
+      return Map<int16_t>(data, count, [factor](int16_t v) { return Scale(v, factor); });
+    case DType::kBool:
+      return;  // not reducible, so never scaled (DTypeReducible)
+    case DType::kBFloat16:
+      return ScaleThroughFloat<BFloat16ToFloat, FloatToBFloat16>(data, count, factor);
   }
 }
 
@@ -163,13 +202,15 @@ void FinishReduction(DType dtype, ReduceOp op, void* data, size_t count, int ran
       case DType::kUInt8: DivideTyped<uint8_t>(data, count, ranks); break;
       case DType::kInt32: DivideTyped<int32_t>(data, count, ranks); break;
       case DType::kInt64: DivideTyped<int64_t>(data, count, ranks); break;
-      case DType::kFloat16:
-        Map<uint16_t>(data, count, [ranks](uint16_t v) {
-          return FloatToHalf(HalfToFloat(v) / static_cast<float>(ranks));
-        });
-        break;
+      case DType::kFloat16: DivideThroughFloat<HalfToFloat, FloatToHalf>(data, count, ranks); break;
       case DType::kFloat32: DivideTyped<float>(data, count, ranks); break;
       case DType::kFloat64: DivideTyped<double>(data, count, ranks); break;
+      case DType::kInt8: DivideTyped<int8_t>(data, count, ranks); break;
+      case DType::kInt16: DivideTyped<int16_t>(data, count, ranks); break;
+      case DType::kBool: break;
+      case DType::kBFloat16:
+        DivideThroughFloat<BFloat16ToFloat, FloatToBFloat16>(data, count, ranks);
+        break;
     }
   }
   if (postscale != 1.0) ScaleInPlace(dtype, data, count, postscale);

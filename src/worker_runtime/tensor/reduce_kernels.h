@@ -1,5 +1,6 @@
 // Element-wise kernels the collectives run on raw buffers of one dtype.
-// float16 goes through float; integer sums and products wrap around (two's
+// float16 and bfloat16 go through float32 (each step widens both sides,
+// combines them and rounds once); integer sums and products wrap around (two's
 // complement) instead of overflowing; scaling an integer truncates toward
 // zero and saturates at the type's limits.
 #pragma once

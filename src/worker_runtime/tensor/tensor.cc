@@ -23,9 +23,15 @@ size_t DTypeSize(DType dtype) {
     case DType::kFloat16: return 2;
     case DType::kFloat32: return 4;
     case DType::kFloat64: return 8;
+    case DType::kInt8: return 1;
+    case DType::kInt16: return 2;
+    case DType::kBool: return 1;
+    case DType::kBFloat16: return 2;
   }
   return 0;
 }
+
+bool DTypeReducible(DType dtype) { return dtype != DType::kBool && DTypeSize(dtype) != 0; }
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
@@ -35,6 +41,10 @@ const char* DTypeName(DType dtype) {
     case DType::kFloat16: return "float16";
     case DType::kFloat32: return "float32";
     case DType::kFloat64: return "float64";
+    case DType::kInt8: return "int8";
+    case DType::kInt16: return "int16";
+    case DType::kBool: return "bool";
+    case DType::kBFloat16: return "bfloat16";
   }
   return "unknown";
 }

@@ -90,12 +90,14 @@ absl::StatusOr<Handle> GroupedAllreduceAsync(std::string name, std::vector<Tenso
                                              const AllreduceOptions& options = {});
 
 // In place, like Broadcast: every rank ends with root's inout.
-absl::StatusOr<Handle> BroadcastAsync(std::string name, TensorView inout, int root);
+absl::StatusOr<Handle> BroadcastAsync(std::string name, TensorView inout, int root,
+                                      int process_set_id = 0);
 
 // Like Allgather (ranks may contribute different first dimensions); the
 // result comes from handle.TakeOutput(). The input must stay alive until the
 // handle completes.
-absl::StatusOr<Handle> AllgatherAsync(std::string name, TensorView input);
+absl::StatusOr<Handle> AllgatherAsync(std::string name, TensorView input,
+                                      int process_set_id = 0);
 
 // Horovod's names: Synchronize waits without a deadline, Poll never blocks.
 absl::Status Synchronize(const Handle& handle);

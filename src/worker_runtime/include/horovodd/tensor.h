@@ -11,7 +11,17 @@
 
 namespace horovodd {
 
-enum class DType : uint8_t { kUInt8, kInt32, kInt64, kFloat16, kFloat32, kFloat64 };
+// New dtypes go at the end: descriptors carry the value between ranks.
+// kBool is one byte per element (0 or 1); kBFloat16 holds raw bfloat16 bit
+// patterns (the upper half of a float32), reduced through float32.
+enum class DType : uint8_t {
+  kUInt8, kInt32, kInt64, kFloat16, kFloat32, kFloat64,
+  kInt8, kInt16, kBool, kBFloat16,
+};
+
+// Whether allreduce, reducescatter and the like may combine this dtype.
+// Horovod takes bool only for broadcast, allgather and alltoall.
+bool DTypeReducible(DType dtype);
 
 // Bytes per element, and a lower-case name ("float32") for messages.
 size_t DTypeSize(DType dtype);
@@ -64,6 +74,9 @@ class Tensor {
 // Maps C++ element types to DType.
 template <typename T> struct DTypeOf;
 template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
+template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kInt8; };
+template <> struct DTypeOf<int16_t> { static constexpr DType value = DType::kInt16; };
+template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
 template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
 template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
 template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
@@ -86,6 +99,12 @@ struct AllreduceOptions {
   double postscale_factor = 1.0;
   // Identifies the tensor in errors and (later) in the fusion engine.
   std::string name;
+  // The process set (process_sets.h) whose ranks reduce; 0 is every rank.
+  int process_set_id = 0;
+  // Set by the engine, not by callers: while some ranks have joined
+  // (horovodd::Join) they contribute zeros, and kAverage divides by this
+  // many ranks, those that contributed (0: every rank).
+  int contributors = 0;
 };
 
 }  // namespace horovodd

@@ -1,0 +1,121 @@
+"""The engine's features through the _horovodd module in real jobs
+(workers/engine_worker.py): the dtypes Horovod takes on CPU, init and
+shutdown repeated in one process, join, process sets, the stall check and
+the timeline."""
+
+import json
+import re
+
+import pytest
+
+from python_harness import WORKERS
+
+WORKER = WORKERS / "engine_worker.py"
+
+
+def fixed_size(np_):
+    return ["-np", np_, "-H", f"localhost:{np_}"]
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_int8_int16_bool_and_bfloat16(python_job, np_):
+    run = python_job(fixed_size(np_), WORKER, "dtypes")
+    assert run.wait() == 0, run.output()
+    assert run.count(r"<stdout>:rank \d: dtypes ok$") == np_, run.output()
+    assert run.count(r"<stdout>:rank \d: bool allreduce refused: .*bool tensors cannot be "
+                     r"reduced \(as in Horovod, bool is supported by broadcast, allgather and "
+                     r"alltoall only\)$") == np_, run.output()
+
+
+def test_init_and_shutdown_ten_times_in_one_process(python_job):
+    run = python_job(fixed_size(2), WORKER, "init-cycles", 10)
+    assert run.wait() == 0, run.output()
+    for rank in range(2):
+        for cycle in range(10):
+            assert run.count(rf"^\[{rank}\]<stdout>:rank {rank}: cycle {cycle} ok$") == 1, \
+                run.output()
+    # "Well under a second" per cycle: the broken version waited out a ring
+    # timeout (150 s) on a stale address; this bound leaves a loaded machine
+    # room and still catches any timeout.
+    slowest = [float(s) for s in re.findall(r"slowest cycle ([0-9.]+) s", run.output())]
+    assert len(slowest) == 2 and max(slowest) < 10, run.output()
+
+
+@pytest.mark.parametrize("steps", ["2,5", "1,6,3", "4,4,1"])
+def test_join_lets_the_others_go_on_with_zeros(python_job, steps):
+    counts = [int(s) for s in steps.split(",")]
+    run = python_job(fixed_size(len(counts)), WORKER, "join", steps)
+    assert run.wait() == 0, run.output()
+    assert run.count(r"<stdout>:rank \d: join ok$") == len(counts), run.output()
+    last = max(range(len(counts)), key=lambda r: (counts[r], r))
+    if counts.count(max(counts)) == 1:
+        assert run.count(rf"<stdout>:rank \d: joined after \d+ steps, last to join {last}$") \
+            == len(counts), run.output()
+
+
+def test_a_process_set_of_two_beside_the_global_set(python_job):
+    run = python_job(fixed_size(3), WORKER, "process-sets",
+                     env={"HOROVOD_DYNAMIC_PROCESS_SETS": "1"})
+    assert run.wait() == 0, run.output()
+    assert run.count(r"<stdout>:rank \d: process sets ok$") == 3, run.output()
+    assert run.count(r"^\[1\]<stdout>:rank 1: not a member: rank 1 is not a member of "
+                     r"process set 1 \(ranks \[0, 2\]\)$") == 1, run.output()
+    assert run.count(r"<stdout>:rank \d: after removal: process set 1 does not exist$") == 3, \
+        run.output()
+
+
+def test_adding_a_process_set_at_run_time_needs_dynamic_sets(python_job):
+    run = python_job(fixed_size(3), WORKER, "process-sets")
+    assert run.wait() != 0
+    assert run.count(r"HOROVOD_DYNAMIC_PROCESS_SETS=1") >= 1, run.output()
+
+
+def test_stall_check_names_the_missing_rank_then_shuts_down(python_job):
+    run = python_job(fixed_size(2), WORKER, "stall", 60,
+                     env={"HOROVOD_STALL_CHECK_TIME_SECONDS": "1",
+                          "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "4"})
+    assert run.wait() != 0, run.output()
+    output = run.output()
+    assert re.search(r"^\[0\]<stderr>:horovodd: stall check: One or more tensors were "
+                     r"submitted to be reduced, gathered or broadcasted by subset of ranks and "
+                     r"are waiting for remainder of ranks for more than 1 seconds", output,
+                     re.M), output
+    assert re.search(r"^\[0\]<stderr>:1: \[late\.tensor\]$", output, re.M), output
+    assert re.search(r"^\[0\]<stdout>:rank 0: late tensor failed: .*the stall check shut the "
+                     r"job down", output, re.M), output
+
+
+def test_stall_check_disabled_waits_without_a_word(python_job):
+    run = python_job(fixed_size(2), WORKER, "stall", 3,
+                     env={"HOROVOD_STALL_CHECK_TIME_SECONDS": "1",
+                          "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "2",
+                          "HOROVOD_STALL_CHECK_DISABLE": "1"})
+    assert run.wait() == 0, run.output()
+    assert "stall check" not in run.output()
+    assert run.count(r"<stdout>:rank \d: late tensor reduced to 2.0$") == 2, run.output()
+
+
+def test_timeline_has_every_tensors_phases(python_job, tmp_path):
+    path = tmp_path / "timeline.json"
+    # A long cycle, so the three async requests fuse for certain.
+    run = python_job(fixed_size(2), WORKER, "timeline", path, env={"HOROVOD_CYCLE_TIME": "50"})
+    assert run.wait() == 0, run.output()
+    events = json.loads(path.read_text())  # a complete JSON array
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    by_tensor = {}
+    for event in events:
+        if event.get("ph") == "B":
+            by_tensor.setdefault(names[event["pid"]], []).append(event["name"])
+    for tensor in ("grad.a", "grad.b", "fused.0", "fused.1", "fused.2"):
+        phases = by_tensor.get(tensor)
+        assert phases is not None, (tensor, sorted(by_tensor))
+        # Three steps, each: negotiation, the op, its wait, the collective.
+        assert phases == ["NEGOTIATE_ALLREDUCE", "ALLREDUCE", "WAIT_FOR_DATA",
+                          "GLOO_ALLREDUCE"] * 3, (tensor, phases)
+    begins = sum(e["ph"] == "B" for e in events)
+    ends = sum(e["ph"] == "E" for e in events)
+    assert begins == ends
+    assert any(e.get("name") == "CYCLE_START" for e in events)
+    batches = [e["args"]["tensors_in_batch"] for e in events
+               if e.get("name") == "GLOO_ALLREDUCE"]
+    assert max(batches) >= 2, batches  # the async ones fused
