@@ -102,8 +102,11 @@ def dynamic_enabled():
         "1", "true", "yes", "on")
 
 
-def _register(process_set):
-    process_set_id = _horovodd.add_process_set(list(process_set.ranks))
+def _register(process_set, at_init):
+    # at_init: the runtime skips its own HOROVOD_DYNAMIC_PROCESS_SETS check, for
+    # init(process_sets=[...]) and for init(process_sets="dynamic"), which this
+    # module checked already.
+    process_set_id = _horovodd.add_process_set(list(process_set.ranks), at_init=at_init)
     process_set.process_set_id = int(process_set_id)
     _registered[process_set.process_set_id] = process_set
     return process_set
@@ -126,7 +129,7 @@ def setup_at_init(process_sets):
             process_set = ProcessSet(process_set)
         if process_set.process_set_id is not None:
             continue  # already registered (init called again)
-        _register(process_set)
+        _register(process_set, at_init=True)
 
 
 def forget_all():
@@ -150,7 +153,7 @@ def add_process_set(process_set):
         process_set = ProcessSet(process_set)
     if process_set.process_set_id is not None:
         raise ValueError(f"{process_set} is already registered")
-    return _register(process_set)
+    return _register(process_set, at_init=_dynamic)
 
 
 def remove_process_set(process_set):
