@@ -35,11 +35,13 @@ using discovery::HostSet;
 // Horovod's defaults.
 constexpr double kDefaultElasticTimeout = 600;
 constexpr double kDefaultStartTimeout = 30;
-constexpr double kDefaultCooldownLow = 10;
-constexpr double kDefaultCooldownHigh = 300;
+// No range: a failing host is blacklisted for the rest of the job (the daemon reads HI 0 so).
+constexpr double kDefaultCooldownLow = 0;
+constexpr double kDefaultCooldownHigh = 0;
 constexpr double kDefaultDiscoveryInterval = 1;
 constexpr double kDefaultDiscoveryTimeout = 10;
-constexpr double kDefaultLivenessTimeout = 5;
+// A stopped worker is found in under 3 s (heartbeats every timeout/4).
+constexpr double kDefaultLivenessTimeout = 2;
 constexpr int kDefaultSlotsPerHost = 1;
 
 constexpr char kErrorPrefix[] = "horovodrun: error: ";
@@ -89,15 +91,15 @@ constexpr FlagDef kFlags[] = {
      "How long a worker may take to start.\nDefault: 30.", kElasticGroup},
     {"blacklist_cooldown_range", "--blacklist-cooldown-range", "--blacklist-cooldown-range",
      "LO HI",
-     "A failing host sits out LO seconds, doubling\nup to HI on each new failure.\nDefault: 10 "
-     "300.",
+     "A failing host is blacklisted for LO*2^n\nseconds on its n-th failure, at most HI.\n"
+     "Default: none = for good.",
      kElasticGroup},
     {"discovery_interval", "--discovery-interval", "--discovery-interval", "SECONDS",
      "How often the discovery script runs.\nDefault: 1.", kElasticGroup},
     {"discovery_timeout", "--discovery-timeout", "--discovery-timeout", "SECONDS",
      "How long one discovery run may take.\nDefault: 10.", kElasticGroup},
     {"liveness_timeout", "--liveness-timeout", "--liveness-timeout", "SECONDS",
-     "How long a worker may stay silent before\nit is declared lost. Default: 5.", kElasticGroup},
+     "How long a worker may stay silent before\nit is declared lost. Default: 2.", kElasticGroup},
     {"cwd", "--cwd", "--cwd", "DIR", "Workers' working directory.\nDefault: this directory.",
      kLaunchGroup},
     {"env", "--env", "--env", "NAME=VALUE",
