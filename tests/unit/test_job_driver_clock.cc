@@ -251,7 +251,7 @@ TEST_CASE("simulated time: when every worker failed and no host is usable the jo
   status = EndedStatus(*job.driver);
   CHECK(status.state() == v1::FAILED);
   CHECK_THAT(status.reason(), Catch::StartsWith(kNonZeroExitMessage));
-  CHECK_THAT(status.reason(), Catch::Contains("worker 1 (localhost) exited with status 3"));
+  CHECK_THAT(status.reason(), Catch::Contains("worker 1 (localhost, pid 1001) exited with status 3"));
 }
 
 TEST_CASE("simulated time: a silent worker is found in under 3 s with the default timeout",

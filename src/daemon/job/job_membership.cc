@@ -392,7 +392,7 @@ void JobDriver::ScheduleCooldownWakeup() {
 std::string JobDriver::Describe(const Worker& w) const {
   int rank = generations_.RankOf(w.id);
   return absl::StrCat("worker ", w.id, " (", rank >= 0 ? absl::StrCat("rank ", rank, ", ") : "",
-                      w.host, w.handle != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
+                      w.host, w.pid != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
 }
 
 }  // namespace horovodd::daemon
