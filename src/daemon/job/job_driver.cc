@@ -46,7 +46,8 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
             if (observer != nullptr) observer->OnJobEvent(id, e);
           },
           &clock_),
-      generations_(spec_.max_np()),
+      // A fixed-size job is -np workers, whatever its hosts offer.
+      generations_(spec_.elastic() ? spec_.max_np() : spec_.num_proc()),
       liveness_(spec_),
       hosts_(CooldownPolicyOf(spec_)),
       kv_(context_.kv_limits),
