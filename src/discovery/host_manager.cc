@@ -55,25 +55,40 @@ HostDiff HostManager::UpdateDiscovered(const HostSet& hosts) {
     record.discovered = true;
     record.slots = h.slots;
   }
+  // Hosts known before keep their places; new ones follow, in the order they are listed.
+  std::vector<std::string> order;
+  order.reserve(hosts.size());
+  for (const std::string& host : order_) {
+    if (hosts_.at(host).discovered) order.push_back(host);
+  }
+  for (const HostSlots& h : hosts) {
+    if (std::find(order.begin(), order.end(), h.host) == order.end()) order.push_back(h.host);
+  }
+  order_ = std::move(order);
   ForgetOldLostHosts();
   return diff;
 }
 
-absl::Duration HostManager::CooldownAfter(int failures) const {
+absl::Duration HostManager::CooldownAfter(int cooldowns) const {
   absl::Duration cooldown = policy_.min;
-  // Doubling stops at max, so any number of failures neither overflows nor loops long.
-  for (int i = 1; i < failures && cooldown < policy_.max; ++i) cooldown *= 2;
-  return std::min(cooldown, policy_.max);
+  // min * 2^cooldowns; doubling stops at max, so any count neither overflows nor loops long.
+  for (int i = 0; i < cooldowns && cooldown < policy_.max; ++i) cooldown *= 2;
+  return std::clamp(cooldown, policy_.min, policy_.max);
 }
 
-void HostManager::ReportFailure(const std::string& host, const std::string& reason,
-                                absl::Time now) {
+absl::Duration HostManager::ReportFailure(const std::string& host, const std::string& reason,
+                                          absl::Time now) {
   Record& record = RecordOf(host);
   ++record.failures;
   record.last_failure = reason;
-  record.cooldown_until = now + CooldownAfter(record.failures);
   record.last_change = next_change_++;
+  if (record.cooldown_until <= now) {
+    ++record.cooldowns;
+    record.cooldown_until = now + CooldownAfter(record.cooldowns);
+  }
+  const absl::Duration left = record.cooldown_until - now;
   ForgetOldLostHosts();
+  return left;
 }
 
 void HostManager::Drain(const std::string& host) {
@@ -90,24 +105,32 @@ void HostManager::Undrain(const std::string& host) {
 
 HostSet HostManager::UsableHosts(absl::Time now) const {
   HostSet usable;
-  for (const auto& [host, record] : hosts_) {
+  for (const std::string& host : order_) {
+    const Record& record = hosts_.at(host);
     if (StateOf(record, now) == HostState::kUsable) usable.push_back({host, record.slots});
   }
   return usable;
 }
 
+HostInfo HostManager::InfoOf(const std::string& host, const Record& record,
+                             absl::Time now) const {
+  HostInfo info;
+  info.host = host;
+  info.slots = record.slots;
+  info.state = StateOf(record, now);
+  info.cooldown_left = std::max(record.cooldown_until - now, absl::ZeroDuration());
+  info.failures = record.failures;
+  info.cooldowns = record.cooldowns;
+  info.last_failure = record.last_failure;
+  return info;
+}
+
 std::vector<HostInfo> HostManager::Hosts(absl::Time now) const {
   std::vector<HostInfo> infos;
   infos.reserve(hosts_.size());
+  for (const std::string& host : order_) infos.push_back(InfoOf(host, hosts_.at(host), now));
   for (const auto& [host, record] : hosts_) {
-    HostInfo info;
-    info.host = host;
-    info.slots = record.slots;
-    info.state = StateOf(record, now);
-    info.cooldown_left = std::max(record.cooldown_until - now, absl::ZeroDuration());
-    info.failures = record.failures;
-    info.last_failure = record.last_failure;
-    infos.push_back(std::move(info));
+    if (!record.discovered) infos.push_back(InfoOf(host, record, now));
   }
   return infos;
 }

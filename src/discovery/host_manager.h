@@ -14,8 +14,11 @@
 
 namespace horovodd::discovery {
 
-// A host's first failure benches it for `min`; each further failure doubles that, up to `max`.
-// min = max = absl::InfiniteDuration() blacklists a failing host for good.
+// Horovod's blacklist cooldown (--blacklist-cooldown-range LO HI): the n-th time a host is
+// blacklisted it sits out min * 2^n, kept within [min, max] (so 2 * min the first time).
+// Horovod adds a random jitter of up to `min`; this does not, so the cooldown a user reads in
+// the status is the one that runs. min = max = absl::InfiniteDuration() blacklists a failing
+// host for good (Horovod's behaviour when no range is given).
 struct CooldownPolicy {
   absl::Duration min = absl::Seconds(10);
   absl::Duration max = absl::Seconds(300);
@@ -39,6 +42,7 @@ struct HostInfo {
   HostState state = HostState::kUsable;
   absl::Duration cooldown_left;  // zero unless a cooldown is running (whatever the state)
   int failures = 0;              // failures reported so far, never reset
+  int cooldowns = 0;             // times it was blacklisted (what the back-off counts)
   std::string last_failure;      // reason given with the latest failure
 };
 
@@ -57,21 +61,26 @@ class HostManager {
   // state). Hosts no longer discovered become lost but keep their history.
   HostDiff UpdateDiscovered(const HostSet& hosts);
 
-  // A worker on `host` failed: the host sits out policy.min the first time, twice as long
-  // each further time, at most policy.max, counted from `now`. Workers already running there
-  // are not affected (the caller decides). A host never discovered is remembered as lost,
-  // so the cooldown applies if it appears.
-  void ReportFailure(const std::string& host, const std::string& reason, absl::Time now);
+  // A worker on `host` failed: unless its cooldown is already running (several workers of
+  // one host failing together are one incident, as in Horovod), the host is blacklisted for
+  // the next cooldown of the policy, counted from `now`. Workers already running there are
+  // not affected (the caller decides). A host never discovered is remembered as lost, so the
+  // cooldown applies if it appears. Returns the cooldown that runs from now on.
+  absl::Duration ReportFailure(const std::string& host, const std::string& reason,
+                               absl::Time now);
 
   // Takes `host` out of the usable set until Undrain, even across loss and rediscovery. A
   // host not yet discovered may be drained ahead of time.
   void Drain(const std::string& host);
   void Undrain(const std::string& host);  // no-op unless drained
 
-  // Discovered hosts that are neither in cooldown nor drained, as of `now`; sorted by host.
+  // Discovered hosts that are neither in cooldown nor drained, as of `now`, in assignment
+  // order: the order they were first listed in, a host discovered later after the ones known
+  // before it (Horovod's order_available_hosts), so the oldest hosts keep the lowest ranks.
   HostSet UsableHosts(absl::Time now) const;
 
-  // Every host known (discovered, or remembered as lost) with its state; sorted by host.
+  // Every host known with its state: the discovered ones in assignment order, then the ones
+  // remembered as lost, by name.
   std::vector<HostInfo> Hosts(absl::Time now) const;
 
   // When the next cooldown of a discovered, undrained host ends after `now`
@@ -84,12 +93,14 @@ class HostManager {
     bool discovered = false;
     bool drained = false;
     int failures = 0;
+    int cooldowns = 0;
     std::string last_failure;
     absl::Time cooldown_until = absl::InfinitePast();
     uint64_t last_change = 0;  // sequence number of its last loss, failure or drain
   };
 
-  absl::Duration CooldownAfter(int failures) const;
+  absl::Duration CooldownAfter(int cooldowns) const;
+  HostInfo InfoOf(const std::string& host, const Record& record, absl::Time now) const;
   static HostState StateOf(const Record& record, absl::Time now);
   Record& RecordOf(const std::string& host);  // creates a lost record if needed
   // Keeps at most kMaxRememberedLostHosts lost hosts; may erase any lost record, so callers
@@ -98,6 +109,7 @@ class HostManager {
 
   const CooldownPolicy policy_;
   std::map<std::string, Record> hosts_;
+  std::vector<std::string> order_;  // the discovered hosts, in assignment order
   uint64_t next_change_ = 0;
 };
 

@@ -104,28 +104,30 @@ absl::Status AtEntry(absl::string_view kind, int number, absl::string_view text,
       absl::StrCat(kind, " ", number, " ", Quote(text), ": ", what.message()));
 }
 
-// Collects entries, collapsing exact duplicates and rejecting conflicting ones.
+// Collects entries in the order they are listed (the order ranks are assigned in, as in
+// Horovod), collapsing exact duplicates and rejecting conflicting ones.
 class HostSetBuilder {
  public:
   absl::Status Add(HostSlots entry) {
-    auto [it, inserted] = slots_by_host_.emplace(entry.host, entry.slots);
-    if (!inserted && it->second != entry.slots) {
-      return absl::InvalidArgumentError(absl::StrCat("host ", entry.host, " is listed with ",
-                                                     it->second, " slots and again with ",
-                                                     entry.slots, " slots"));
+    auto [it, inserted] = index_by_host_.emplace(entry.host, hosts_.size());
+    if (!inserted) {
+      const int listed = hosts_[it->second].slots;
+      if (listed != entry.slots) {
+        return absl::InvalidArgumentError(absl::StrCat("host ", entry.host, " is listed with ",
+                                                       listed, " slots and again with ",
+                                                       entry.slots, " slots"));
+      }
+      return absl::OkStatus();
     }
+    hosts_.push_back(std::move(entry));
     return absl::OkStatus();
   }
 
-  HostSet Build() const {
-    HostSet hosts;
-    hosts.reserve(slots_by_host_.size());
-    for (const auto& [host, slots] : slots_by_host_) hosts.push_back({host, slots});
-    return hosts;
-  }
+  HostSet Build() const { return hosts_; }
 
  private:
-  std::map<std::string, int> slots_by_host_;  // sorted, so Build() needs no sort
+  HostSet hosts_;                                 // in listed order
+  std::map<std::string, size_t> index_by_host_;   // into hosts_
 };
 
 // The line without its '#' comment and surrounding whitespace.

@@ -6,7 +6,7 @@
 //  - the same host twice with the same slots collapses; with different slots it is an error.
 // Any bad entry rejects the whole input with INVALID_ARGUMENT naming the line (or entry)
 // number and its text, so a caller keeps its last good host set instead of a partial one.
-// The result is sorted by host.
+// The result keeps the order the hosts are listed in (the first listing of each).
 #pragma once
 
 #include <string_view>

@@ -20,7 +20,8 @@ struct HostSlots {
   bool operator!=(const HostSlots& other) const { return !(*this == other); }
 };
 
-// Sorted by host, one entry per host (the parsers guarantee both).
+// One entry per host (the parsers guarantee it), in the order the hosts were listed: the
+// order ranks are assigned in.
 using HostSet = std::vector<HostSlots>;
 
 int TotalSlots(const HostSet& hosts);

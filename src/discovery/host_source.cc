@@ -73,9 +73,7 @@ std::unique_ptr<HostSource> MakeScriptHostSource(std::string path, int default_s
 }
 
 std::unique_ptr<HostSource> MakeStaticHostSource(HostSet hosts) {
-  // Keep the HostSet promise (sorted by host) even for a hand-built list.
-  std::sort(hosts.begin(), hosts.end(),
-            [](const HostSlots& a, const HostSlots& b) { return a.host < b.host; });
+  // In the order given: the order ranks are assigned in.
   return std::make_unique<StaticHostSource>(std::move(hosts));
 }
 

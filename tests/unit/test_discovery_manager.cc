@@ -36,18 +36,50 @@ TEST_CASE("discovered hosts are usable", "[manager]") {
   CHECK(manager.NextCooldownEnd(kStart) == absl::InfiniteFuture());
 }
 
-TEST_CASE("cooldown doubles with each failure and stops at max", "[manager]") {
+TEST_CASE("cooldown is LO * 2^n on the n-th blacklisting, within [LO, HI]", "[manager]") {
+  // Horovod's back-off (without its random jitter).
   HostManager manager(CooldownPolicy{absl::Seconds(10), absl::Seconds(300)});
   manager.UpdateDiscovered({{"a", 2}});
   absl::Time now = kStart;
-  for (int expected : {10, 20, 40, 80, 160, 300, 300, 300}) {
-    manager.ReportFailure("a", "worker exited with status 1", now);
+  int n = 0;
+  for (int expected : {20, 40, 80, 160, 300, 300}) {
+    CHECK(manager.ReportFailure("a", "worker exited with status 1", now) ==
+          absl::Seconds(expected));
     const HostInfo info = InfoOf(manager, "a", now);
     CHECK(info.state == HostState::kCooldown);
     CHECK(info.cooldown_left == absl::Seconds(expected));
-    now += absl::Seconds(1);
+    CHECK(info.cooldowns == ++n);
+    now += absl::Seconds(expected);  // back, then failing again
   }
-  CHECK(InfoOf(manager, "a", now).failures == 8);
+  CHECK(InfoOf(manager, "a", now).failures == 6);
+}
+
+TEST_CASE("failures during a running cooldown are one incident", "[manager]") {
+  // Two workers of one host failing together do not double its cooldown.
+  HostManager manager(CooldownPolicy{absl::Seconds(10), absl::Seconds(300)});
+  manager.UpdateDiscovered({{"a", 2}});
+  CHECK(manager.ReportFailure("a", "rank 0 exited with status 1", kStart) == absl::Seconds(20));
+  CHECK(manager.ReportFailure("a", "rank 1 exited with status 1", kStart + absl::Seconds(1)) ==
+        absl::Seconds(19));
+  const HostInfo info = InfoOf(manager, "a", kStart + absl::Seconds(1));
+  CHECK(info.cooldowns == 1);
+  CHECK(info.failures == 2);
+  CHECK(info.last_failure == "rank 1 exited with status 1");
+}
+
+TEST_CASE("hosts keep the order they were listed in; new ones are appended", "[manager]") {
+  HostManager manager(CooldownPolicy{});
+  manager.UpdateDiscovered({{"z", 1}, {"a", 1}});
+  CHECK(manager.UsableHosts(kStart) == HostSet{{"z", 1}, {"a", 1}});
+  // A later listing in another order keeps the known hosts' places (the oldest
+  // hosts keep the lowest ranks, as in Horovod).
+  manager.UpdateDiscovered({{"m", 2}, {"a", 1}, {"z", 1}});
+  CHECK(manager.UsableHosts(kStart) == HostSet{{"z", 1}, {"a", 1}, {"m", 2}});
+  manager.UpdateDiscovered({{"m", 2}, {"a", 1}});
+  CHECK(manager.UsableHosts(kStart) == HostSet{{"a", 1}, {"m", 2}});
+  std::vector<std::string> all;
+  for (const HostInfo& h : manager.Hosts(kStart)) all.push_back(h.host);
+  CHECK(all == std::vector<std::string>{"a", "m", "z"});  // z, lost, last
 }
 
 TEST_CASE("a host becomes usable again when its cooldown ends", "[manager]") {
@@ -56,15 +88,15 @@ TEST_CASE("a host becomes usable again when its cooldown ends", "[manager]") {
   manager.ReportFailure("a", "rank 3 lost its connection", kStart);
 
   CHECK(manager.UsableHosts(kStart) == HostSet{{"b", 2}});
-  CHECK(manager.NextCooldownEnd(kStart) == kStart + absl::Seconds(10));
+  CHECK(manager.NextCooldownEnd(kStart) == kStart + absl::Seconds(20));
 
-  const absl::Time almost = kStart + absl::Seconds(9);
+  const absl::Time almost = kStart + absl::Seconds(19);
   CHECK(manager.UsableHosts(almost) == HostSet{{"b", 2}});
   const HostInfo benched = InfoOf(manager, "a", almost);
   CHECK(benched.cooldown_left == absl::Seconds(1));
   CHECK(benched.last_failure == "rank 3 lost its connection");
 
-  const absl::Time over = kStart + absl::Seconds(10);
+  const absl::Time over = kStart + absl::Seconds(20);
   CHECK(manager.UsableHosts(over) == HostSet{{"a", 2}, {"b", 2}});
   CHECK(InfoOf(manager, "a", over).state == HostState::kUsable);
   CHECK(InfoOf(manager, "a", over).cooldown_left == absl::ZeroDuration());
@@ -74,11 +106,11 @@ TEST_CASE("a host becomes usable again when its cooldown ends", "[manager]") {
 TEST_CASE("the next cooldown end is the earliest one", "[manager]") {
   HostManager manager(CooldownPolicy{absl::Seconds(10), absl::Seconds(300)});
   manager.UpdateDiscovered({{"a", 1}, {"b", 1}});
-  manager.ReportFailure("a", "x", kStart);
-  manager.ReportFailure("a", "x", kStart);  // 20 s
-  manager.ReportFailure("b", "x", kStart + absl::Seconds(5));  // ends at 15 s
-  CHECK(manager.NextCooldownEnd(kStart) == kStart + absl::Seconds(15));
-  CHECK(manager.NextCooldownEnd(kStart + absl::Seconds(15)) == kStart + absl::Seconds(20));
+  manager.ReportFailure("a", "x", kStart - absl::Seconds(20));
+  manager.ReportFailure("a", "x", kStart);  // the second time: 40 s
+  manager.ReportFailure("b", "x", kStart + absl::Seconds(5));  // ends at 25 s
+  CHECK(manager.NextCooldownEnd(kStart) == kStart + absl::Seconds(25));
+  CHECK(manager.NextCooldownEnd(kStart + absl::Seconds(25)) == kStart + absl::Seconds(40));
 }
 
 TEST_CASE("an infinite cooldown blacklists for good", "[manager]") {
@@ -112,10 +144,10 @@ TEST_CASE("drain and undrain", "[manager]") {
   SECTION("a drained host's cooldown wakes nobody, and still shows") {
     manager.ReportFailure("a", "x", kStart);
     CHECK(manager.NextCooldownEnd(kStart) == absl::InfiniteFuture());
-    CHECK(InfoOf(manager, "a", kStart).cooldown_left == absl::Seconds(10));
+    CHECK(InfoOf(manager, "a", kStart).cooldown_left == absl::Seconds(20));
     manager.Undrain("a");
     CHECK(InfoOf(manager, "a", kStart).state == HostState::kCooldown);
-    CHECK(manager.NextCooldownEnd(kStart) == kStart + absl::Seconds(10));
+    CHECK(manager.NextCooldownEnd(kStart) == kStart + absl::Seconds(20));
   }
 }
 
@@ -149,11 +181,12 @@ TEST_CASE("lost hosts keep their history", "[manager]") {
     CHECK(back.added == std::vector<std::string>{"a"});
     CHECK(InfoOf(manager, "a", kStart).state == HostState::kCooldown);
     CHECK(InfoOf(manager, "a", kStart).slots == 4);
-    CHECK(manager.UsableHosts(kStart + absl::Seconds(10)) == HostSet{{"a", 4}, {"b", 2}});
+    // Back after the others: it comes after them in the assignment order.
+    CHECK(manager.UsableHosts(kStart + absl::Seconds(20)) == HostSet{{"b", 2}, {"a", 4}});
   }
-  SECTION("a further failure while lost still doubles") {
-    manager.ReportFailure("a", "late report", kStart);
-    CHECK(InfoOf(manager, "a", kStart).cooldown_left == absl::Seconds(20));
+  SECTION("a further failure while lost, after its cooldown, still doubles") {
+    manager.ReportFailure("a", "late report", kStart + absl::Seconds(20));
+    CHECK(InfoOf(manager, "a", kStart + absl::Seconds(20)).cooldown_left == absl::Seconds(40));
   }
 }
 

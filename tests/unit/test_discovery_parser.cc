@@ -18,7 +18,8 @@ std::string MessageOf(const absl::StatusOr<T>& result) {
   return MessageOf(result.status());
 }
 
-TEST_CASE("script output: comments, blank lines, whitespace and default slots", "[parser]") {
+TEST_CASE("script output: comments, blank lines, whitespace and default slots, in listed order",
+          "[parser]") {
   const auto hosts = ParseHostLines(
       "# hosts from the inventory\n"
       "\n"
@@ -29,8 +30,9 @@ TEST_CASE("script output: comments, blank lines, whitespace and default slots", 
       "gpu_host.example.com:8",
       2);
   REQUIRE(hosts.ok());
-  CHECK(*hosts == HostSet{{"10.0.0.7", 2}, {"gpu_host.example.com", 8}, {"node-a", 2},
-                          {"node-b", 4}});
+  // The order ranks are given in, as in Horovod: the first host listed gets rank 0.
+  CHECK(*hosts == HostSet{{"node-b", 4}, {"node-a", 2}, {"10.0.0.7", 2},
+                          {"gpu_host.example.com", 8}});
   CHECK(TotalSlots(*hosts) == 16);
 }
 
@@ -43,9 +45,9 @@ TEST_CASE("script output with no hosts is an empty set, not an error", "[parser]
 }
 
 TEST_CASE("the same host twice collapses when the slots agree", "[parser]") {
-  const auto hosts = ParseHostLines("a:2\nb\na:2\nb:1\n", 1);
+  const auto hosts = ParseHostLines("b\na:2\nb:1\na:2\n", 1);
   REQUIRE(hosts.ok());
-  CHECK(*hosts == HostSet{{"a", 2}, {"b", 1}});
+  CHECK(*hosts == HostSet{{"b", 1}, {"a", 2}});  // where each was first listed
 }
 
 TEST_CASE("the same host with different slots names the host and the line", "[parser]") {
@@ -118,7 +120,7 @@ TEST_CASE("--hosts list", "[parser]") {
   SECTION("slots and defaults, spaces around entries") {
     const auto hosts = ParseHostList(" b:2, a ,c:8", 3);
     REQUIRE(hosts.ok());
-    CHECK(*hosts == HostSet{{"a", 3}, {"b", 2}, {"c", 8}});
+    CHECK(*hosts == HostSet{{"b", 2}, {"a", 3}, {"c", 8}});
   }
   SECTION("an empty list") {
     CHECK_THAT(MessageOf(ParseHostList("  ", 1)), Contains("host list is empty"));

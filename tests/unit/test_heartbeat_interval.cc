@@ -43,12 +43,13 @@ TEST_CASE("heartbeat interval: 500 ms for small jobs, scaled so a job sends 2,00
   CHECK(HeartbeatSchedule::IntervalFor(100000, 0) == absl::Seconds(50));
 }
 
-TEST_CASE("heartbeat interval: at most a third of the liveness timeout", "[heartbeat]") {
-  // horovodrun's default --liveness-timeout is 5 s.
-  CHECK(HeartbeatSchedule::IntervalFor(10000, 5) == absl::Milliseconds(1666));
-  CHECK(HeartbeatSchedule::IntervalFor(4096, 3) == absl::Seconds(1));
+TEST_CASE("heartbeat interval: at most a quarter of the liveness timeout", "[heartbeat]") {
+  // horovodrun's default --liveness-timeout is 2 s.
+  CHECK(HeartbeatSchedule::IntervalFor(10000, 2) == absl::Milliseconds(500));
+  CHECK(HeartbeatSchedule::IntervalFor(10000, 5) == absl::Milliseconds(1250));
+  CHECK(HeartbeatSchedule::IntervalFor(4096, 3) == absl::Milliseconds(750));
   // Below the 500 ms minimum too: the liveness check must see heartbeats.
-  CHECK(HeartbeatSchedule::IntervalFor(2, 0.9) == absl::Milliseconds(300));
+  CHECK(HeartbeatSchedule::IntervalFor(2, 0.9) == absl::Milliseconds(225));
   CHECK(HeartbeatSchedule::IntervalFor(2, 0.001) == absl::Milliseconds(1));
 }
 
@@ -127,8 +128,8 @@ TEST_CASE("the announced interval is in every message of the Attach stream", "[h
   REQUIRE(stream->Write(hello));
   v1::DaemonMessage message;
   REQUIRE(stream->Read(&message));
-  // 4,096 workers would ask for 2,048 ms; a third of the 3 s liveness timeout wins.
-  CHECK(message.heartbeat_interval_ms() == 1000);
+  // 4,096 workers would ask for 2,048 ms; a quarter of the 3 s liveness timeout wins.
+  CHECK(message.heartbeat_interval_ms() == 750);
   CHECK(message.generation() >= 1);
   context.TryCancel();
   stream->Finish();

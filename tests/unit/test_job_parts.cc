@@ -141,24 +141,52 @@ void AddWaiting(WorkerTable& table, int n, const std::string& host, int64_t afte
   }
 }
 
+std::vector<int64_t> Ids(const std::vector<Member>& members) {
+  std::vector<int64_t> ids;
+  for (const Member& m : members) ids.push_back(m.worker_id);
+  return ids;
+}
+
 discovery::HostManager Hosts(const discovery::HostSet& hosts) {
   discovery::HostManager manager(discovery::CooldownPolicy{absl::Seconds(1), absl::Seconds(2)});
   manager.UpdateDiscovered(hosts);
   return manager;
 }
 
-TEST_CASE("generation planner: the first generation starts --num-proc workers on usable slots",
+TEST_CASE("generation planner: the first generation uses every usable slot up to --max-np",
           "[job_parts]") {
-  GenerationPlanner planner(/*num_proc=*/3, /*max_np=*/8);
+  // Hosts in the order discovery listed them: rank 0 on the first one.
+  GenerationPlanner planner(/*max_np=*/5);
   WorkerTable table;
-  Plan plan = planner.Next(table, Hosts({{"a", 2}, {"b", 4}}), kT0);
-  CHECK(plan.new_hosts == std::vector<std::string>{"a", "a", "b"});
+  Plan plan = planner.Next(table, Hosts({{"b", 4}, {"a", 2}}), kT0);
+  CHECK(plan.new_hosts == std::vector<std::string>{"b", "b", "b", "b", "a"});
   CHECK(plan.survivors.empty());
+  GenerationPlanner unlimited(/*max_np=*/0);
+  CHECK(unlimited.Next(table, Hosts({{"b", 4}, {"a", 2}}), kT0).size() == 6);
+}
+
+TEST_CASE("generation planner: a blacklisted host's workers leave when others survive",
+          "[job_parts]") {
+  GenerationPlanner planner(/*max_np=*/0);
+  WorkerTable table;
+  AddWaiting(table, 2, "a");
+  AddWaiting(table, 2, "b");
+  discovery::HostManager hosts = Hosts({{"a", 2}, {"b", 2}});
+  Plan first = planner.Next(table, hosts, kT0);
+  planner.Begin(first, kT0);
+  for (const auto& [id, w] : table) planner.AddMember(id);
+  WorkerTable::Exited(table.at(1), ExitInfo{1, 0});
+  table.at(1).state = v1::WORKER_FAILED;
+  hosts.ReportFailure("a", "exited with status 1", kT0);
+  Plan next = planner.Next(table, hosts, kT0);
+  CHECK(Ids(next.survivors) == std::vector<int64_t>{3, 4});
+  CHECK(next.left_blacklisted == std::vector<int64_t>{2});
+  CHECK(next.new_hosts.empty());
 }
 
 TEST_CASE("generation planner: forms a generation once every member waits, then answers ranks",
           "[job_parts]") {
-  GenerationPlanner planner(2, 2);
+  GenerationPlanner planner(2);
   WorkerTable table;
   AddWaiting(table, 2, "a");
   table.at(2).waiting = false;
@@ -192,7 +220,7 @@ TEST_CASE("generation planner: forms a generation once every member waits, then 
 
 TEST_CASE("generation planner: a generation that only drops workers shrinks the last one",
           "[job_parts]") {
-  GenerationPlanner planner(3, 3);
+  GenerationPlanner planner(3);
   WorkerTable table;
   AddWaiting(table, 3, "a");
   planner.Begin(Plan{}, kT0);
@@ -217,7 +245,7 @@ TEST_CASE("generation planner: a generation that only drops workers shrinks the 
 
 TEST_CASE("generation planner: members of a growing job are told once every joiner waits",
           "[job_parts]") {
-  GenerationPlanner planner(1, 2);
+  GenerationPlanner planner(2);
   WorkerTable table;
   AddWaiting(table, 1, "a");
   planner.Begin(Plan{}, kT0);
@@ -254,7 +282,7 @@ struct LivenessCase {
   }
   v1::JobSpec spec;
   WorkerTable table;
-  GenerationPlanner planner{1, 1};
+  GenerationPlanner planner{1};
 };
 
 std::vector<std::string> Reasons(const std::vector<LivenessMonitor::Lost>& lost) {
@@ -269,12 +297,31 @@ TEST_CASE("liveness: a worker that never connects is lost after --start-timeout"
   Worker& w = c.table.Add("a", 0);
   WorkerTable::Started(w, LaunchedProcess{1, 1});
   monitor.Launched(w.id, kT0);
-  CHECK(monitor.Check(kT0 + absl::Seconds(10), c.table, c.planner).empty());
-  CHECK(Reasons(monitor.Check(kT0 + absl::Seconds(11), c.table, c.planner)) ==
+  CHECK(monitor.Check(kT0 + absl::Seconds(10), c.table).empty());
+  CHECK(Reasons(monitor.Check(kT0 + absl::Seconds(11), c.table)) ==
         std::vector<std::string>{"1: did not connect within --start-timeout 10s"});
   // Gone workers are nobody's concern.
   WorkerTable::Exited(w, ExitInfo{});
-  CHECK(monitor.Check(kT0 + absl::Seconds(11), c.table, c.planner).empty());
+  CHECK(monitor.Check(kT0 + absl::Seconds(11), c.table).empty());
+}
+
+TEST_CASE("liveness: --start-timeout runs from launch to the first rendezvous", "[job_parts]") {
+  LivenessCase c;
+  LivenessMonitor monitor(c.spec);
+  Worker& slow = c.table.Add("a", 0);
+  WorkerTable::Started(slow, LaunchedProcess{1, 1});
+  Worker& fast = c.table.Add("a", 1);
+  WorkerTable::Started(fast, LaunchedProcess{2, 2});
+  monitor.Launched(slow.id, kT0);
+  monitor.Launched(fast.id, kT0);
+  // Both connect and heartbeat; only one asks for a generation.
+  for (int s = 1; s <= 11; ++s) {
+    monitor.Seen(slow.id, kT0 + absl::Seconds(s));
+    monitor.Seen(fast.id, kT0 + absl::Seconds(s));
+    if (s == 9) monitor.AskedRendezvous(fast.id);
+  }
+  CHECK(Reasons(monitor.Check(kT0 + absl::Seconds(11), c.table)) ==
+        std::vector<std::string>{"1: did not ask for a rendezvous within --start-timeout 10s"});
 }
 
 TEST_CASE("liveness: a connected worker is lost once silent past --liveness-timeout",
@@ -284,31 +331,48 @@ TEST_CASE("liveness: a connected worker is lost once silent past --liveness-time
   Worker& w = c.table.Add("a", 0);
   WorkerTable::Started(w, LaunchedProcess{1, 1});
   monitor.Launched(w.id, kT0);
+  w.attached = true;
   monitor.Seen(w.id, kT0 + absl::Seconds(1));
-  w.waiting = true;  // so the join timeout does not apply
-  CHECK(monitor.Check(kT0 + absl::Seconds(6), c.table, c.planner).empty());
-  CHECK(Reasons(monitor.Check(kT0 + absl::Milliseconds(6500), c.table, c.planner)) ==
+  monitor.AskedRendezvous(w.id);
+  CHECK(monitor.Check(kT0 + absl::Seconds(6), c.table).empty());
+  CHECK(Reasons(monitor.Check(kT0 + absl::Milliseconds(6500), c.table)) ==
         std::vector<std::string>{"1: silent for 5500 ms (--liveness-timeout 5s)"});
   monitor.Seen(w.id, kT0 + absl::Seconds(6));
-  CHECK(monitor.Check(kT0 + absl::Milliseconds(6500), c.table, c.planner).empty());
-  CHECK(monitor.period() == absl::Seconds(1));  // a quarter of the timeout, at most 1 s
+  CHECK(monitor.Check(kT0 + absl::Milliseconds(6500), c.table).empty());
+  CHECK(monitor.period() == absl::Milliseconds(625));  // an eighth of the timeout, at most 1 s
 }
 
-TEST_CASE("liveness: a member told of a generation must join it within --elastic-timeout",
+TEST_CASE("liveness: a worker that closed its stream gets the runtime's grace to exit",
           "[job_parts]") {
+  // Its runtime shut down; the interpreter takes its time to exit.
   LivenessCase c;
   LivenessMonitor monitor(c.spec);
   Worker& w = c.table.Add("a", 0);
   WorkerTable::Started(w, LaunchedProcess{1, 1});
   monitor.Launched(w.id, kT0);
+  monitor.Seen(w.id, kT0);
+  monitor.AskedRendezvous(w.id);
+  w.attached = false;  // detached
+  CHECK(monitor.Check(kT0 + absl::Seconds(30), c.table).empty());
+  CHECK(Reasons(monitor.Check(kT0 + absl::Seconds(31), c.table)) ==
+        std::vector<std::string>{
+            "1: silent for 31000 ms after closing its stream (--liveness-timeout 5s)"});
+}
+
+TEST_CASE("liveness: a member that heartbeats is never lost for not joining a generation",
+          "[job_parts]") {
+  // --elastic-timeout bounds only the wait for --min-np slots, as in Horovod:
+  // a member in a long step joins when its step ends.
+  LivenessCase c;
+  LivenessMonitor monitor(c.spec);
+  Worker& w = c.table.Add("a", 0);
+  WorkerTable::Started(w, LaunchedProcess{1, 1});
+  monitor.Launched(w.id, kT0);
+  monitor.AskedRendezvous(w.id);
   c.planner.Begin(Plan{}, kT0);
   c.planner.AddMember(w.id);
-  // It heartbeats but never calls Rendezvous.
-  monitor.Seen(w.id, kT0 + absl::Seconds(20));
-  CHECK(monitor.Check(kT0 + absl::Seconds(20), c.table, c.planner).empty());
-  monitor.Seen(w.id, kT0 + absl::Seconds(21));
-  CHECK(Reasons(monitor.Check(kT0 + absl::Seconds(21), c.table, c.planner)) ==
-        std::vector<std::string>{"1: did not join generation 1 within --elastic-timeout 20s"});
+  for (int s = 1; s <= 120; ++s) monitor.Seen(w.id, kT0 + absl::Seconds(s));
+  CHECK(monitor.Check(kT0 + absl::Seconds(120), c.table).empty());
 }
 
 }  // namespace

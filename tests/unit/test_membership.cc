@@ -17,16 +17,61 @@ std::vector<int64_t> Ids(const std::vector<Member>& members) {
 }
 }  // namespace
 
+std::vector<std::pair<std::string, int>> Usable(const std::map<std::string, int>& hosts) {
+  return {hosts.begin(), hosts.end()};
+}
+
 TEST_CASE("survivors keep their order and rank 0 stays on a survivor") {
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "b"}, {3, "b"}, {4, "c"}};
+  in.lost = {2};
+  in.discovered = {{"a", 1}, {"b", 2}, {"c", 1}};
+  in.usable = {{"a", 1}, {"b", 2}, {"c", 1}};
+  auto plan = PlanGeneration(in);
+  CHECK(Ids(plan.survivors) == std::vector<int64_t>{1, 3, 4});
+  CHECK(plan.new_hosts == std::vector<std::string>{"b"});  // the free slot, appended
+  CHECK(plan.removed.empty());
+}
+
+TEST_CASE("a failing worker's host is blacklisted: its other workers leave") {
   PlanInput in;
   in.current = {{1, "a"}, {2, "a"}, {3, "b"}, {4, "b"}};
   in.lost = {2};
   in.discovered = {{"a", 2}, {"b", 2}};
+  in.blacklisted = {"a"};
   in.usable = {{"b", 2}};  // a is in cooldown after the failure
   auto plan = PlanGeneration(in);
-  CHECK(Ids(plan.survivors) == std::vector<int64_t>{1, 3, 4});
-  CHECK(plan.new_hosts.empty());  // the free slot on a is cooling down
+  CHECK(Ids(plan.survivors) == std::vector<int64_t>{3, 4});
+  CHECK(plan.removed == std::vector<int64_t>{1});
+  CHECK(plan.left_blacklisted == std::vector<int64_t>{1});
+  CHECK_FALSE(plan.kept_on_blacklisted);
+  CHECK(plan.new_hosts.empty());
+}
+
+TEST_CASE("survivors on blacklisted hosts stay when nobody else would survive") {
+  // A single-host job: Horovod would fail ("No hosts from previous set
+  // remaining"); here the survivors carry the training state on.
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "a"}, {3, "a"}};
+  in.lost = {1};
+  in.discovered = {{"a", 3}, {"b", 2}};
+  in.blacklisted = {"a"};
+  in.usable = {{"b", 2}};
+  auto plan = PlanGeneration(in);
+  CHECK(Ids(plan.survivors) == std::vector<int64_t>{2, 3});
   CHECK(plan.removed.empty());
+  CHECK(plan.kept_on_blacklisted);
+  CHECK(plan.new_hosts == std::vector<std::string>{"b", "b"});
+}
+
+TEST_CASE("new workers fill hosts in assignment order, slot by slot") {
+  PlanInput in;
+  in.discovered = {{"z", 2}, {"a", 1}, {"m", 2}};
+  in.usable = {{"z", 2}, {"a", 1}, {"m", 2}};  // as the script printed them
+  auto plan = PlanGeneration(in);
+  CHECK(plan.new_hosts == std::vector<std::string>{"z", "z", "a", "m", "m"});
+  in.max_size = 3;
+  CHECK(PlanGeneration(in).new_hosts == std::vector<std::string>{"z", "z", "a"});
 }
 
 TEST_CASE("when rank 0 dies the lowest survivor becomes rank 0") {
@@ -43,7 +88,7 @@ TEST_CASE("new workers are appended after the survivors, up to max size") {
   PlanInput in;
   in.current = {{1, "a"}, {2, "a"}};
   in.discovered = {{"a", 2}, {"b", 4}};
-  in.usable = in.discovered;
+  in.usable = Usable(in.discovered);
   in.max_size = 4;
   auto plan = PlanGeneration(in);
   CHECK(Ids(plan.survivors) == std::vector<int64_t>{1, 2});
@@ -56,7 +101,7 @@ TEST_CASE("a host that loses slots sheds its highest ranks") {
   PlanInput in;
   in.current = {{1, "a"}, {2, "b"}, {3, "a"}, {4, "b"}};
   in.discovered = {{"a", 1}, {"b", 2}};
-  in.usable = in.discovered;
+  in.usable = Usable(in.discovered);
   auto plan = PlanGeneration(in);
   CHECK(Ids(plan.survivors) == std::vector<int64_t>{1, 2, 4});
   CHECK(plan.removed == std::vector<int64_t>{3});
@@ -66,7 +111,7 @@ TEST_CASE("a host that disappears removes all its workers") {
   PlanInput in;
   in.current = {{1, "a"}, {2, "b"}};
   in.discovered = {{"a", 1}};
-  in.usable = in.discovered;
+  in.usable = Usable(in.discovered);
   auto plan = PlanGeneration(in);
   CHECK(Ids(plan.survivors) == std::vector<int64_t>{1});
   CHECK(plan.removed == std::vector<int64_t>{2});
@@ -76,7 +121,7 @@ TEST_CASE("nothing changes when the hosts still fit the members") {
   PlanInput in;
   in.current = {{1, "a"}, {2, "a"}};
   in.discovered = {{"a", 2}};
-  in.usable = in.discovered;
+  in.usable = Usable(in.discovered);
   CHECK(PlanGeneration(in).unchanged(2));
 }
 
@@ -84,7 +129,7 @@ TEST_CASE("max size caps survivors too") {
   PlanInput in;
   in.current = {{1, "a"}, {2, "a"}, {3, "a"}};
   in.discovered = {{"a", 3}};
-  in.usable = in.discovered;
+  in.usable = Usable(in.discovered);
   in.max_size = 2;
   auto plan = PlanGeneration(in);
   CHECK(Ids(plan.survivors) == std::vector<int64_t>{1, 2});

@@ -39,11 +39,13 @@ using discovery::HostSet;
 // Horovod's defaults.
 constexpr double kDefaultElasticTimeout = 600;
 constexpr double kDefaultStartTimeout = 30;
-constexpr double kDefaultCooldownLow = 10;
-constexpr double kDefaultCooldownHigh = 300;
+// No range: a failing host is blacklisted for the rest of the job (the daemon reads HI 0 so).
+constexpr double kDefaultCooldownLow = 0;
+constexpr double kDefaultCooldownHigh = 0;
 constexpr double kDefaultDiscoveryInterval = 1;
 constexpr double kDefaultDiscoveryTimeout = 10;
-constexpr double kDefaultLivenessTimeout = 5;
+// A stopped worker is found in under 3 s (heartbeats every timeout/4).
+constexpr double kDefaultLivenessTimeout = 2;
 constexpr int kDefaultSlotsPerHost = 1;
 
 constexpr char kErrorPrefix[] = "horovodrun: error: ";
@@ -171,15 +173,15 @@ constexpr FlagDef kFlags[] = {
      "Membership resets before the job fails.\nDefault: 0 = no limit.", kElasticGroup},
     {"blacklist_cooldown_range", "--blacklist-cooldown-range", "--blacklist-cooldown-range",
      "LO HI",
-     "A failing host sits out LO seconds, doubling\nup to HI on each new failure.\nDefault: 10 "
-     "300.",
+     "A failing host is blacklisted for LO*2^n\nseconds on its n-th failure, at most HI.\n"
+     "Default: none = for good.",
      kElasticGroup},
     {"discovery_interval", "--discovery-interval", "--discovery-interval", "SECONDS",
      "How often the discovery script runs.\nDefault: 1.", kElasticGroup},
     {"discovery_timeout", "--discovery-timeout", "--discovery-timeout", "SECONDS",
      "How long one discovery run may take.\nDefault: 10.", kElasticGroup},
     {"liveness_timeout", "--liveness-timeout", "--liveness-timeout", "SECONDS",
-     "How long a worker may stay silent before\nit is declared lost. Default: 5.", kElasticGroup},
+     "How long a worker may stay silent before\nit is declared lost. Default: 2.", kElasticGroup},
 
     // Timeline.
     {"timeline_filename", "--timeline-filename", "--timeline-filename", "FILE",
@@ -261,7 +263,7 @@ constexpr FlagDef kFlags[] = {
     // Slurm (slurm_settings.h).
     {"launcher", "--launcher", "--launcher", "NAME",
      "slurm (each worker an srun step), ssh\n(this machine forked, others over SSH)\nor local "
-     "(every worker forked here).\nDefault: slurm inside an allocation,\nelse ssh.",
+     "(every worker forked here).\nDefault: slurm inside an allocation\n(unless -H names only this machine),\nelse ssh.",
      kGeneralGroup},
     {"host_discovery", "--host-discovery", "--host-discovery", "slurm",
      "Hosts are the Slurm allocation's usable\nnodes, slots its tasks per node (makes\nthe "

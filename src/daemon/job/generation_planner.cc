@@ -28,14 +28,15 @@ Plan GenerationPlanner::Next(const WorkerTable& workers, const discovery::HostMa
     if (w.state == v1::WORKER_FAILED || w.gone()) input.lost.insert(id);
   }
   for (const auto& h : hosts.Hosts(now)) {
-    // Drained hosts keep no workers; hosts in cooldown keep the ones they have.
+    // Drained hosts keep no workers; blacklisted ones (in cooldown) keep them
+    // only when nobody else would survive (PlanGeneration).
     if (h.state == discovery::HostState::kUsable || h.state == discovery::HostState::kCooldown) {
       input.discovered[h.host] = h.slots;
     }
+    if (h.state == discovery::HostState::kCooldown) input.blacklisted.insert(h.host);
   }
-  for (const auto& h : hosts.UsableHosts(now)) input.usable[h.host] = h.slots;
-  input.max_size =
-      generation_ == 0 ? std::min(num_proc_, max_np_ > 0 ? max_np_ : num_proc_) : max_np_;
+  for (const auto& h : hosts.UsableHosts(now)) input.usable.emplace_back(h.host, h.slots);
+  input.max_size = max_np_;
   return PlanGeneration(input);
 }
 

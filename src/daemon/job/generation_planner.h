@@ -22,9 +22,10 @@ namespace horovodd::daemon {
 
 class GenerationPlanner {
  public:
-  // What a job may have: --num-proc workers at first, then up to --max-np
-  // (0: no limit).
-  GenerationPlanner(int num_proc, int max_np) : num_proc_(num_proc), max_np_(max_np) {}
+  // A job has as many workers as the usable slots allow, up to --max-np (0: no
+  // limit), from its first generation on, as in Horovod (-np is only how many
+  // slots must be there before it starts: JobDriver waits for those).
+  explicit GenerationPlanner(int max_np) : max_np_(max_np) {}
 
   int64_t generation() const { return generation_; }              // newest planned
   int64_t ready_generation() const { return ready_generation_; }  // newest formed
@@ -71,7 +72,6 @@ class GenerationPlanner {
   v1::RendezvousResponse RemovedAnswer() const;
 
  private:
-  const int num_proc_;
   const int max_np_;
   int64_t generation_ = 0;
   int64_t ready_generation_ = 0;

@@ -22,6 +22,16 @@ double UnixSeconds(absl::Time t) {
 
 }  // namespace
 
+discovery::CooldownPolicy CooldownPolicyOf(const v1::JobSpec& spec) {
+  // No range (0 0): Horovod's default, a failing host is blacklisted for the
+  // rest of the job.
+  if (spec.blacklist_cooldown_max_seconds() <= 0) {
+    return {absl::InfiniteDuration(), absl::InfiniteDuration()};
+  }
+  return {absl::Seconds(spec.blacklist_cooldown_min_seconds()),
+          absl::Seconds(spec.blacklist_cooldown_max_seconds())};
+}
+
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   // The checks live with those of every other request (request_validation.h).
   return ValidateJobSpecFields(spec);
@@ -37,11 +47,10 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
             if (observer != nullptr) observer->OnJobEvent(id, e);
           },
           &clock_),
-      generations_(spec_.num_proc(), spec_.max_np()),
+      // A fixed-size job is -np workers, whatever its hosts offer.
+      generations_(spec_.elastic() ? spec_.max_np() : spec_.num_proc()),
       liveness_(spec_),
-      hosts_(discovery::CooldownPolicy{
-          absl::Seconds(spec_.blacklist_cooldown_min_seconds()),
-          absl::Seconds(spec_.blacklist_cooldown_max_seconds())}),
+      hosts_(CooldownPolicyOf(spec_)),
       kv_(context_.kv_limits),
       created_(clock_.Now()),
       loop_(&clock_) {}
@@ -79,7 +88,7 @@ void JobDriver::Start() {
                        spec_.max_np() > 0 ? std::to_string(spec_.max_np()) : "unlimited",
                        spec_.elastic() ? ", elastic)" : ", fixed size)"));
     // Until enough hosts show up the job is below min np.
-    ArmBelowMinTimer(0);
+    ArmBelowMinTimer(0, spec_.num_proc());
     const auto& d = spec_.discovery();
     std::unique_ptr<discovery::HostSource> source;
     if (d.slurm()) {
@@ -95,10 +104,9 @@ void JobDriver::Start() {
             loop_.Post([this, hosts = std::move(hosts)] { OnHosts(hosts); });
           });
     } else {
+      // In the order given (-H, --hostfile): the order ranks are assigned in.
       discovery::HostSet hosts;
       for (const auto& h : d.hosts()) hosts.push_back({h.host(), h.slots()});
-      std::sort(hosts.begin(), hosts.end(),
-                [](const auto& a, const auto& b) { return a.host < b.host; });
       OnHosts(hosts);
     }
     CheckLiveness();
@@ -141,6 +149,7 @@ void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply
       return;
     }
     liveness_.Seen(w->id, Now());
+    liveness_.AskedRendezvous(w->id);
     w->Refuse(absl::AbortedError("superseded by a newer rendezvous call"));
     w->waiting = true;
     w->after_generation = request.after_generation();
@@ -303,7 +312,10 @@ v1::JobStatus JobDriver::StatusNow() {
     hs->set_host(h.host);
     hs->set_slots(h.slots);
     hs->set_state(discovery::HostStateName(h.state));
-    hs->set_cooldown_seconds_left(absl::ToDoubleSeconds(h.cooldown_left));
+    // -1: blacklisted for the rest of the job (no --blacklist-cooldown-range).
+    hs->set_cooldown_seconds_left(h.cooldown_left == absl::InfiniteDuration()
+                                      ? -1
+                                      : absl::ToDoubleSeconds(h.cooldown_left));
   }
   s.set_resets(resets_.resets());
   s.set_last_commit(resets_.last_commit());

@@ -143,7 +143,12 @@ class JobDriver {
   void DeclareLost(Worker& w, const std::string& reason);
   void CheckLiveness();
   void ScheduleCooldownWakeup();
-  void ArmBelowMinTimer(int available);
+  // `needed`: the slots the job waits for (-np at its start, --min-np later).
+  void ArmBelowMinTimer(int available, int needed);
+  // Every worker failed or is gone and `plan` has nothing to run on.
+  bool NothingLeftToRunOn(const Plan& plan) const;
+  // Why a removed worker leaves, for its event.
+  std::string WhyLeaving(const Plan& plan, const Worker& w) const;
 
   // Launching (job_launch.cc).
   void LaunchWorker(const std::string& host, int planned_rank);
@@ -184,6 +189,9 @@ class JobDriver {
   bool hosts_known_ = false;
   std::string last_discovery_error_;
   bool finishing_ = false;          // a member exited 0: no more resets
+  // The first worker that failed and how ("worker 3 (rank 1, a, pid 9): exited
+  // with status 1"), for the job's end when nothing is left.
+  std::string first_failure_;
   EventLoop::TimerId below_min_timer_ = 0;
   EventLoop::TimerId cooldown_timer_ = 0;
   EventLoop::TimerId kv_timer_ = 0;
@@ -199,6 +207,16 @@ class JobDriver {
   LaunchPool launches_{kMaxConcurrentLaunches};
   EventLoop loop_;  // last: destroyed (joined) first
 };
+
+// The blacklist cooldown of `spec` (--blacklist-cooldown-range LO HI); with no
+// range (HI 0), Horovod's default: blacklisted for the rest of the job.
+discovery::CooldownPolicy CooldownPolicyOf(const v1::JobSpec& spec);
+
+// What a job ends with when no worker is left and nothing can run (Horovod's
+// launcher message, then the first worker that failed and how).
+inline constexpr char kNonZeroExitMessage[] =
+    "Horovod detected that one or more processes exited with non-zero status, thus causing "
+    "the job to be terminated. The first process to do so was ";
 
 // Checks a submitted spec; INVALID_ARGUMENT naming the field otherwise.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);

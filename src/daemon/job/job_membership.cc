@@ -37,7 +37,12 @@ void JobDriver::OnHosts(absl::StatusOr<discovery::HostSet> hosts) {
   discovery::HostDiff diff = hosts_.UpdateDiscovered(*hosts);
   const bool first = !hosts_known_;
   hosts_known_ = true;
-  if (!first && diff.empty()) return;
+  if (!first && diff.empty()) {
+    // Every discovery run may grow the job to the usable slots (a launch that
+    // failed, say); a plan that changes nothing does nothing.
+    Replan("discovery", ReplanTrigger::kMembershipChange);
+    return;
+  }
   std::vector<std::string> parts;
   for (const auto& h : *hosts) parts.push_back(absl::StrCat(h.host, ":", h.slots));
   std::string summary = absl::StrCat("hosts ", parts.empty() ? "(none)" : absl::StrJoin(parts, ","));
@@ -52,10 +57,20 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
   const bool failure = trigger != ReplanTrigger::kMembershipChange;
   const absl::Time now = Now();
   Plan plan = generations_.Next(workers_, hosts_, now);
-  if (plan.size() < spec_.min_np()) {
+  // Horovod starts once -np slots are there and after a reset goes on with
+  // --min-np; either way with as many workers as the usable slots allow.
+  const int needed = generations_.generation() == 0 ? spec_.num_proc() : spec_.min_np();
+  if (plan.size() < needed) {
+    if (NothingLeftToRunOn(plan)) {
+      Finish(v1::FAILED, absl::StrCat(kNonZeroExitMessage, first_failure_,
+                                      " (no usable host is left: ",
+                                      discovery::TotalSlots(hosts_.UsableHosts(now)),
+                                      " usable slot(s))"));
+      return;
+    }
     // Also when nothing changed: a job whose hosts all refuse workers must
     // still end at --elastic-timeout.
-    ArmBelowMinTimer(plan.size());
+    ArmBelowMinTimer(plan.size(), needed);
     return;
   }
   if (trigger != ReplanTrigger::kBrokenRing &&
@@ -66,20 +81,33 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
     loop_.Cancel(below_min_timer_);
     below_min_timer_ = 0;
   }
-  if (generations_.generation() > 0) {
+  if (generations_.generation() > 0 && generations_.rendezvous_open()) {
+    // The generation planned last never formed: this plan is part of the
+    // reset (or the start) that planned it.
+    if (generations_.ready_generation() > 0) resets_.Replanned(generations_.generation() + 1);
+  } else if (generations_.generation() > 0) {
     if (spec_.reset_limit() > 0 && resets_.resets() >= spec_.reset_limit()) {
-      Finish(v1::FAILED, absl::StrCat("reset limit ", spec_.reset_limit(),
-                                      " reached (--reset-limit); last cause: ", cause));
+      Finish(v1::FAILED,
+             absl::StrCat("Horovod was shutdown because number of resets during elastic job "
+                          "exceeded limit: ",
+                          spec_.reset_limit(), " (--reset-limit; last cause: ", cause, ")"));
       return;
     }
     SetState(v1::RESETTING);
     resets_.Began(generations_.generation() + 1, cause, now);
   }
+  if (plan.kept_on_blacklisted) {
+    Event(v1::JobEvent::WARNING,
+          "the workers on blacklisted hosts stay: removing them would leave no surviving "
+          "worker (Horovod would stop here: \"No hosts from previous set remaining, unable to "
+          "broadcast state\")",
+          "blacklisted_kept");
+  }
   generations_.Begin(plan, now);
   PlanRanks(plan);
   for (int64_t id : plan.removed) {
     Worker& w = workers_.at(id);
-    Event(v1::JobEvent::INFO, absl::StrCat(Describe(w), " leaves: its slot is gone"));
+    Event(v1::JobEvent::INFO, absl::StrCat(Describe(w), " leaves: ", WhyLeaving(plan, w)));
     w.state = v1::WORKER_REMOVED;
     if (w.waiting) AnswerRemoved(w);
   }
@@ -120,20 +148,50 @@ void JobDriver::NotifyOnceJoinersWait() {
   NotifyWorkers(GenerationNotice::kJoinWhenReady);
 }
 
-void JobDriver::ArmBelowMinTimer(int available) {
+bool JobDriver::NothingLeftToRunOn(const Plan& plan) const {
+  if (first_failure_.empty() || !plan.survivors.empty() || !plan.new_hosts.empty()) {
+    return false;
+  }
+  // A worker still running (leaving, or not yet exited) may still fail or
+  // finish: its exit decides.
+  for (const auto& [id, w] : workers_) {
+    if (!w.gone()) return false;
+  }
+  return true;
+}
+
+std::string JobDriver::WhyLeaving(const Plan& plan, const Worker& w) const {
+  if (std::find(plan.left_blacklisted.begin(), plan.left_blacklisted.end(), w.id) !=
+      plan.left_blacklisted.end()) {
+    return absl::StrCat("host ", w.host, " is blacklisted");
+  }
+  for (const auto& h : hosts_.Hosts(Now())) {
+    if (h.host != w.host) continue;
+    if (h.state == discovery::HostState::kDrained) {
+      return absl::StrCat("host ", w.host, " is drained");
+    }
+    if (h.state == discovery::HostState::kLost) {
+      return absl::StrCat("host ", w.host, " is no longer discovered");
+    }
+  }
+  return "its slot is gone";
+}
+
+void JobDriver::ArmBelowMinTimer(int available, int needed) {
   if (below_min_timer_ != 0) return;
+  const char* flag = needed == spec_.min_np() ? "--min-np" : "-np";
   if (hosts_known_) {
     Event(v1::JobEvent::WARNING,
-          absl::StrCat("only ", available, " worker(s) possible, below --min-np ",
-                       spec_.min_np(), "; waiting up to --elastic-timeout ",
-                       spec_.elastic_timeout_seconds(), "s for more slots"));
+          absl::StrCat("only ", available, " worker(s) possible, below ", flag, " ", needed,
+                       "; waiting up to --elastic-timeout ", spec_.elastic_timeout_seconds(),
+                       "s for more slots"));
   }
   below_min_timer_ = loop_.PostAfter(
-      absl::Seconds(spec_.elastic_timeout_seconds()), [this] {
+      absl::Seconds(spec_.elastic_timeout_seconds()), [this, flag, needed] {
         below_min_timer_ = 0;
         int usable = discovery::TotalSlots(hosts_.UsableHosts(Now()));
         std::string why = absl::StrCat(
-            "could not reach --min-np ", spec_.min_np(), " within --elastic-timeout ",
+            "could not reach ", flag, " ", needed, " within --elastic-timeout ",
             spec_.elastic_timeout_seconds(), "s (", usable, " usable slot(s)");
         if (!last_discovery_error_.empty()) {
           absl::StrAppend(&why, "; discovery: ", last_discovery_error_);
@@ -201,8 +259,13 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
   }
   if (w->state == v1::WORKER_REMOVED) {
     Event(v1::JobEvent::INFO, absl::StrCat(Describe(*w), " left the job (", exit.Describe(), ")"));
-    // The job may have been waiting for it to go before it can end.
-    if (finishing_) MaybeFinishSucceeded(Finishers::kReadyMembers);
+    // The job may have been waiting for it to go before it can end, or to
+    // see that nothing is left to run on (NothingLeftToRunOn).
+    if (finishing_) {
+      MaybeFinishSucceeded(Finishers::kReadyMembers);
+    } else if (!first_failure_.empty()) {
+      Replan(absl::StrCat(Describe(*w), " left"), ReplanTrigger::kMembershipChange);
+    }
     return;
   }
   const std::vector<int64_t>& ready_members = generations_.ready_members();
@@ -268,17 +331,29 @@ void JobDriver::MaybeFinishSucceeded(Finishers whose) {
 void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
   w.state = v1::WORKER_FAILED;
   const std::string description = absl::StrCat(Describe(w), " ", what);
+  if (first_failure_.empty()) first_failure_ = description;
   if (!spec_.elastic()) {
-    Finish(v1::FAILED, description);
+    Finish(v1::FAILED, absl::StrCat(kNonZeroExitMessage, description));
     return;
   }
   if (finishing_) {
     Finish(v1::FAILED, absl::StrCat(description, ", after other workers had finished"));
     return;
   }
+  // Horovod's rule: a failing worker blacklists its host; the host's other
+  // workers leave at the reset this starts (Replan, PlanGeneration).
   const absl::Time now = Now();
-  hosts_.ReportFailure(w.host, what, now);
-  Event(v1::JobEvent::WARNING, absl::StrCat(description, "; host ", w.host, " in cooldown"),
+  const absl::Duration cooldown = hosts_.ReportFailure(w.host, what, now);
+  int times = 0;
+  for (const auto& h : hosts_.Hosts(now)) {
+    if (h.host == w.host) times = h.cooldowns;
+  }
+  const std::string blacklisted =
+      cooldown == absl::InfiniteDuration()
+          ? absl::StrCat("host ", w.host, " is blacklisted for the rest of the job")
+          : absl::StrCat("host ", w.host, " is blacklisted for ", Millis(cooldown),
+                         " (cooldown ", times, ")");
+  Event(v1::JobEvent::WARNING, absl::StrCat(description, "; ", blacklisted),
         w.lost_reason.empty() ? "worker_failed" : "worker_lost");
   ScheduleCooldownWakeup();
   resets_.Detected(now);
@@ -297,7 +372,7 @@ void JobDriver::DeclareLost(Worker& w, const std::string& reason) {
 void JobDriver::CheckLiveness() {
   liveness_timer_ = 0;
   if (Terminal()) return;
-  for (const LivenessMonitor::Lost& lost : liveness_.Check(Now(), workers_, generations_)) {
+  for (const LivenessMonitor::Lost& lost : liveness_.Check(Now(), workers_)) {
     DeclareLost(workers_.at(lost.worker_id), lost.reason);
   }
   liveness_timer_ = loop_.PostAfter(liveness_.period(), [this] { CheckLiveness(); });
@@ -318,7 +393,7 @@ void JobDriver::ScheduleCooldownWakeup() {
 std::string JobDriver::Describe(const Worker& w) const {
   int rank = generations_.RankOf(w.id);
   return absl::StrCat("worker ", w.id, " (", rank >= 0 ? absl::StrCat("rank ", rank, ", ") : "",
-                      w.host, w.handle != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
+                      w.host, w.pid != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
 }
 
 }  // namespace horovodd::daemon

@@ -15,8 +15,7 @@ std::string Millis(absl::Duration d) {
 
 LivenessMonitor::LivenessMonitor(const v1::JobSpec& spec)
     : start_timeout_s_(spec.start_timeout_seconds()),
-      liveness_timeout_s_(spec.liveness_timeout_seconds()),
-      elastic_timeout_s_(spec.elastic_timeout_seconds()) {}
+      liveness_timeout_s_(spec.liveness_timeout_seconds()) {}
 
 void LivenessMonitor::Launched(int64_t id, absl::Time now) { heard_[id] = Heard{now, now}; }
 
@@ -27,42 +26,52 @@ void LivenessMonitor::Seen(int64_t id, absl::Time now) {
   it->second.heard_from = true;
 }
 
+void LivenessMonitor::AskedRendezvous(int64_t id) {
+  auto it = heard_.find(id);
+  if (it != heard_.end()) it->second.asked_rendezvous = true;
+}
+
 void LivenessMonitor::Forget(int64_t id) { heard_.erase(id); }
 
 std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(
-    absl::Time now, const WorkerTable& workers, const GenerationPlanner& generations) const {
+    absl::Time now, const WorkerTable& workers) const {
   const absl::Duration silent_limit = absl::Seconds(liveness_timeout_s_);
   const absl::Duration start_limit = absl::Seconds(start_timeout_s_);
-  const absl::Duration join_limit = absl::Seconds(elastic_timeout_s_);
   std::vector<Lost> lost;
   for (const auto& [id, w] : workers) {
     if (w.handle == 0 || w.state == v1::WORKER_REMOVED) continue;
     auto it = heard_.find(id);
     if (it == heard_.end()) continue;
     const Heard& heard = it->second;
-    if (!w.attached && w.joined_generation == 0 && !heard.heard_from) {
-      if (now - heard.launched_at > start_limit) {
-        lost.push_back({id, absl::StrCat("did not connect within --start-timeout ",
-                                         start_timeout_s_, "s")});
-      }
+    const bool started = heard.asked_rendezvous || w.joined_generation != 0;
+    if (!started && now - heard.launched_at > start_limit) {
+      // Attached or not: a worker that never asked for a generation is still
+      // starting, however alive it sounds.
+      lost.push_back({id, absl::StrCat(heard.heard_from ? "did not ask for a rendezvous"
+                                                        : "did not connect",
+                                       " within --start-timeout ", start_timeout_s_, "s")});
       continue;
     }
-    if (now - heard.last_seen > silent_limit) {
+    if (!heard.heard_from) continue;  // not connected yet: only its start is bounded
+    // A worker that closed its Attach stream is ending (its runtime shut
+    // down; the interpreter may take seconds to exit on a loaded machine) or
+    // reconnecting: its exit or its new stream is awaited up to the grace
+    // after which a worker cut off from its daemon ends itself.
+    const absl::Duration limit =
+        w.attached ? silent_limit : std::max(silent_limit, kDetachedGrace);
+    if (now - heard.last_seen > limit) {
       lost.push_back({id, absl::StrCat("silent for ", Millis(now - heard.last_seen),
+                                       w.attached ? "" : " after closing its stream",
                                        " (--liveness-timeout ", liveness_timeout_s_, "s)")});
-    } else if (generations.rendezvous_open() && !w.waiting &&
-               now - generations.planned_at() > join_limit && generations.IsMember(id) &&
-               generations.Told(id)) {  // last: O(members) per worker
-      lost.push_back({id, absl::StrCat("did not join generation ", generations.generation(),
-                                       " within --elastic-timeout ", elastic_timeout_s_,
-                                       "s")});
     }
   }
   return lost;
 }
 
 absl::Duration LivenessMonitor::period() const {
-  return std::clamp(absl::Seconds(liveness_timeout_s_) / 4, absl::Milliseconds(50),
+  // Finer than the heartbeat interval (timeout/4), so a silence is found at
+  // most an eighth of the timeout late.
+  return std::clamp(absl::Seconds(liveness_timeout_s_) / 8, absl::Milliseconds(50),
                     absl::Seconds(1));
 }
 

@@ -1,8 +1,10 @@
 // When each worker of a job was last heard from (a heartbeat, an Attach, a
-// rendezvous call), and which workers are to be declared lost: those that
-// never connected within --start-timeout, went silent past
-// --liveness-timeout, or did not join a generation within --elastic-timeout.
-// It only decides; JobDriver kills the lost ones.
+// rendezvous call), and which workers are to be declared lost: those that did
+// not reach their first rendezvous within --start-timeout of their launch (as
+// Horovod bounds a new worker's start), or went silent past
+// --liveness-timeout. --elastic-timeout is not theirs: it bounds only the
+// wait for --min-np slots (JobDriver). It only decides; JobDriver kills the
+// lost ones.
 //
 // Threading: owned by one JobDriver and used only on its loop thread.
 #pragma once
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "daemon/job/generation_planner.h"
 #include "daemon/job/worker_table.h"
 #include "horovodd.pb.h"
 
@@ -21,13 +22,19 @@ namespace horovodd::daemon {
 
 class LivenessMonitor {
  public:
-  // The spec's --start-timeout, --liveness-timeout and --elastic-timeout.
+  // How long a worker that closed its Attach stream may stay silent: the
+  // runtime's daemon grace (DaemonClient), after which it ends itself.
+  static constexpr absl::Duration kDetachedGrace = absl::Seconds(30);
+
+  // The spec's --start-timeout and --liveness-timeout.
   explicit LivenessMonitor(const v1::JobSpec& spec);
 
   // Worker `id` was started at `now`: its start timeout runs.
   void Launched(int64_t id, absl::Time now);
   // Worker `id` was heard from at `now`.
   void Seen(int64_t id, absl::Time now);
+  // Worker `id` asked for a rendezvous: it has started (--start-timeout is met).
+  void AskedRendezvous(int64_t id);
   // Worker `id` never started after all.
   void Forget(int64_t id);
 
@@ -36,8 +43,7 @@ class LivenessMonitor {
     std::string reason;  // for its event, e.g. "silent for 6000 ms (--liveness-timeout 5s)"
   };
   // The workers with a process that are lost at `now`, in id order.
-  std::vector<Lost> Check(absl::Time now, const WorkerTable& workers,
-                          const GenerationPlanner& generations) const;
+  std::vector<Lost> Check(absl::Time now, const WorkerTable& workers) const;
   // How often Check is worth running.
   absl::Duration period() const;
 
@@ -46,11 +52,11 @@ class LivenessMonitor {
     absl::Time launched_at;
     absl::Time last_seen;       // launch, or the last time it was heard from
     bool heard_from = false;
+    bool asked_rendezvous = false;
   };
 
   const double start_timeout_s_;
   const double liveness_timeout_s_;
-  const double elastic_timeout_s_;
   std::map<int64_t, Heard> heard_;
 };
 

@@ -22,6 +22,22 @@ Plan PlanGeneration(const PlanInput& input) {
       alive_on_host[host]--;
     }
   }
+  // Blacklisted hosts' workers leave too, unless nobody would be left to carry
+  // the training state on.
+  bool survivor_elsewhere = false;
+  for (size_t i = 0; i < alive.size(); ++i) {
+    if (keep[i] && !input.blacklisted.count(alive[i].host)) survivor_elsewhere = true;
+  }
+  std::vector<bool> blacklisted_leaver(alive.size(), false);
+  for (size_t i = 0; i < alive.size(); ++i) {
+    if (!keep[i] || !input.blacklisted.count(alive[i].host)) continue;
+    if (survivor_elsewhere) {
+      keep[i] = false;
+      blacklisted_leaver[i] = true;
+    } else {
+      plan.kept_on_blacklisted = true;
+    }
+  }
   for (size_t i = 0; i < alive.size(); ++i) {
     if (!keep[i]) continue;
     if (input.max_size > 0 &&
@@ -33,9 +49,11 @@ Plan PlanGeneration(const PlanInput& input) {
     kept_on_host[alive[i].host]++;
   }
   for (size_t i = 0; i < alive.size(); ++i) {
-    if (!keep[i]) plan.removed.push_back(alive[i].worker_id);
+    if (keep[i]) continue;
+    plan.removed.push_back(alive[i].worker_id);
+    if (blacklisted_leaver[i]) plan.left_blacklisted.push_back(alive[i].worker_id);
   }
-  // Fill free usable slots.
+  // Fill free usable slots, host by host.
   for (const auto& [host, slots] : input.usable) {
     int free = slots - kept_on_host[host];
     for (int i = 0; i < free; ++i) {

@@ -22,14 +22,24 @@ struct Member {
 struct PlanInput {
   std::vector<Member> current;          // current generation, in rank order
   std::set<int64_t> lost;               // workers that exited or were declared lost
-  std::map<std::string, int> discovered;  // host -> slots, as discovery says now
-  std::map<std::string, int> usable;      // host -> slots new workers may use
+  // host -> slots where workers may stay: discovered, not drained (blacklisted ones too).
+  std::map<std::string, int> discovered;
+  // Hosts in cooldown after a failure (Horovod's blacklist): their workers leave, unless
+  // that would leave no survivor at all.
+  std::set<std::string> blacklisted;
+  // (host, slots) new workers may use, in assignment order (the order ranks are given in).
+  std::vector<std::pair<std::string, int>> usable;
   int max_size = 0;                     // 0 = no limit
 };
 
 struct Plan {
   std::vector<Member> survivors;        // kept, in their old rank order
-  std::vector<int64_t> removed;         // alive but leaving (slot or host gone)
+  std::vector<int64_t> removed;         // alive but leaving (slot or host gone, blacklisted)
+  // The removed workers that leave because their host is blacklisted.
+  std::vector<int64_t> left_blacklisted;
+  // Survivors on blacklisted hosts kept because removing them would leave no survivor (see
+  // PlanGeneration).
+  bool kept_on_blacklisted = false;
   std::vector<std::string> new_hosts;   // one entry per worker to start, in rank order
   int size() const { return static_cast<int>(survivors.size() + new_hosts.size()); }
   // Nothing changes: no generation needed.
@@ -40,8 +50,11 @@ struct Plan {
 
 // Survivors keep their order (so rank 0 stays on a surviving worker when one
 // survives); workers on hosts that lost slots leave from the highest rank on
-// that host down; new workers fill free usable slots, hosts in name order,
-// appended after the survivors, up to max_size.
+// that host down; workers on blacklisted hosts leave, as in Horovod, except
+// when every survivor is on one (a single-host job, say): then they stay, where
+// Horovod would fail with "No hosts from previous set remaining, unable to
+// broadcast state"; new workers fill free usable slots host by host, in
+// assignment order, appended after the survivors, up to max_size.
 Plan PlanGeneration(const PlanInput& input);
 
 struct RankInfo {

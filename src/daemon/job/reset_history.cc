@@ -23,6 +23,12 @@ void ResetHistory::Began(int64_t generation, const std::string& cause, absl::Tim
   if (records_.size() > kMaxRecords) records_.pop_front();
 }
 
+void ResetHistory::Replanned(int64_t generation) {
+  if (!records_.empty() && records_.back().ready_unix() == 0) {
+    records_.back().set_generation(generation);
+  }
+}
+
 std::optional<absl::Duration> ResetHistory::Ready(int64_t generation, absl::Time now) {
   std::optional<absl::Duration> took;
   if (detected_.has_value()) took = now - *detected_;

@@ -28,6 +28,11 @@ class ResetHistory {
   // Generation `generation` was planned to replace a running one, for
   // `cause`: one more reset, and its record.
   void Began(int64_t generation, const std::string& cause, absl::Time now);
+  // Generation `generation` was planned before the one the running reset
+  // planned had formed (a worker failed meanwhile, say): the same reset goes
+  // on, its record names the newer generation. As in Horovod, a reset is
+  // counted once per round, however many plans it took.
+  void Replanned(int64_t generation);
   // Generation `generation` formed at `now`: the running reset is over. How
   // long it took since it was detected, if one was running.
   std::optional<absl::Duration> Ready(int64_t generation, absl::Time now);

@@ -72,6 +72,7 @@ class AttachStream final
       driver_->Attach(worker_id_, channel_);
     } else if (in_.has_heartbeat() && driver_) {
       driver_->Heartbeat(worker_id_);
+      EchoHeartbeat();
     } else if (in_.has_rendezvous()) {
       if (!driver_) {
         EndStream(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -155,6 +156,18 @@ class AttachStream final
     StartWrite(&outbox_.front());
   }
 
+  // Heartbeats go both ways: each one the worker sends is answered with an
+  // empty message (generation 0, no abort: the runtime ignores it), so the
+  // worker hears the daemon itself, not only its own transport. Nothing is
+  // queued while a write is in flight: that one already tells the worker.
+  void EchoHeartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (writing_ || finished_ || finish_pending_) return;
+    }
+    Enqueue(v1::DaemonMessage());
+  }
+
   void EndStream(grpc::Status status) {
     std::unique_lock<std::mutex> lock(mu_);
     if (finished_ || finish_pending_) return;
@@ -203,7 +216,9 @@ absl::Duration HeartbeatSchedule::IntervalFor(int64_t workers, double liveness_t
                             kHeartbeatsPerSecond;
   absl::Duration interval = std::max(absl::Milliseconds(budget_ms), kMinHeartbeatInterval);
   if (liveness_timeout_s > 0) {
-    interval = std::min(interval, absl::Seconds(liveness_timeout_s) / 3);
+    // Four heartbeats per timeout: a worker is declared lost only after
+    // missing several in a row, never for one late one on a loaded machine.
+    interval = std::min(interval, absl::Seconds(liveness_timeout_s) / 4);
   }
   return std::max(absl::Floor(interval, absl::Milliseconds(1)), absl::Milliseconds(1));
 }
