@@ -15,12 +15,19 @@ bool IsLocalHost(const std::string& host) {
   return false;
 }
 
+absl::StatusOr<LaunchedProcess> LocalProcessLauncher::Launch(const WorkerLaunch& launch,
+                                                             ProcessCallbacks callbacks) {
+  HVDD_ASSIGN_OR_RETURN(auto pid, local_->Launch(launch.spec, std::move(callbacks)));
+  return LaunchedProcess{pid, pid};
+}
+
+absl::Status LocalProcessLauncher::Signal(int64_t handle, int sig) {
+  return local_->Signal(static_cast<pid_t>(handle), sig);
+}
+
 absl::StatusOr<LaunchedProcess> HostRouter::Launch(const WorkerLaunch& launch,
                                                    ProcessCallbacks callbacks) {
-  if (IsLocalHost(launch.host)) {
-    HVDD_ASSIGN_OR_RETURN(auto pid, local_->Launch(launch.spec, std::move(callbacks)));
-    return LaunchedProcess{pid, pid};
-  }
+  if (IsLocalHost(launch.host)) return local_->Launch(launch, std::move(callbacks));
   if (remote_ == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "host '", launch.host, "' is not this machine, and this daemon cannot launch remotely"));
@@ -33,7 +40,7 @@ absl::StatusOr<LaunchedProcess> HostRouter::Launch(const WorkerLaunch& launch,
 }
 
 absl::Status HostRouter::Signal(int64_t handle, int sig) {
-  if (handle > 0) return local_->Signal(static_cast<pid_t>(handle), sig);
+  if (handle > 0) return local_->Signal(handle, sig);
   int64_t remote_handle;
   {
     absl::MutexLock lock(&mu_);

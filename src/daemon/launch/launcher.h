@@ -1,6 +1,7 @@
 // Starting workers on a host, wherever that host is. The job driver sees only
 // this interface: HostRouter sends hosts that name this machine to the local
-// fork/exec launcher and every other host to the remote (SSH) launcher.
+// launcher (fork/exec, or through horovodd-shim: launch/shim/shim_launcher.h)
+// and every other host to the remote (SSH) launcher.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,14 @@ struct LaunchedProcess {
   int pid = 0;         // its pid on its host, for people (0 if unknown)
 };
 
+// A worker that a supervisor (horovodd-shim) still held when a restarted
+// daemon found it again (ShimLauncher::Reattach).
+struct ReattachedWorker {
+  int64_t worker_id = 0;  // the id the job driver gave it
+  LaunchedProcess process;
+  bool exited = false;  // its on_exit follows its buffered output
+};
+
 class Launcher {
  public:
   virtual ~Launcher() = default;
@@ -56,20 +65,39 @@ class Launcher {
 // True for names of this machine: localhost, 127.0.0.1, ::1, its host name.
 bool IsLocalHost(const std::string& host);
 
-class HostRouter final : public Launcher {
+// LocalLauncher as a Launcher: the handle is the pid.
+class LocalProcessLauncher final : public Launcher {
  public:
-  // `local` must outlive the router; `remote` may be null (then remote hosts
-  // are refused with a clear error).
-  HostRouter(LocalLauncher* local, Launcher* remote) : local_(local), remote_(remote) {}
-
+  explicit LocalProcessLauncher(LocalLauncher* local) : local_(local) {}
   absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
                                          ProcessCallbacks callbacks) override;
   absl::Status Signal(int64_t handle, int sig) override;
 
  private:
   LocalLauncher* const local_;
+};
+
+class HostRouter final : public Launcher {
+ public:
+  // `local` must outlive the router; `remote` may be null (then remote hosts
+  // are refused with a clear error).
+  HostRouter(LocalLauncher* local, Launcher* remote)
+      : owned_local_(std::make_unique<LocalProcessLauncher>(local)),
+        local_(owned_local_.get()),
+        remote_(remote) {}
+  // The same with any launcher for this machine's hosts (its handles must be
+  // positive, e.g. ShimLauncher's).
+  HostRouter(Launcher* local, Launcher* remote) : local_(local), remote_(remote) {}
+
+  absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
+                                         ProcessCallbacks callbacks) override;
+  absl::Status Signal(int64_t handle, int sig) override;
+
+ private:
+  const std::unique_ptr<LocalProcessLauncher> owned_local_;
+  Launcher* const local_;
   Launcher* const remote_;
-  // Our handles: local ones are the pid; remote ones are mapped to the remote
+  // Our handles: local ones are the local launcher's (positive); remote ones are mapped to the remote
   // launcher's handle.
   absl::Mutex mu_;
   std::map<int64_t, int64_t> remote_handles_ ABSL_GUARDED_BY(mu_);
