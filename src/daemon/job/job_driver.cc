@@ -62,24 +62,28 @@ void JobDriver::Start() {
                        spec_.elastic() ? ", elastic)" : ", fixed size)"));
     // Until enough hosts show up the job is below min np.
     ArmBelowMinTimer(0);
-    const auto& d = spec_.discovery();
-    if (!d.script().empty()) {
-      poller_ = std::make_unique<DiscoveryPoller>(
-          discovery::MakeScriptHostSource(d.script(), std::max(1, d.default_slots()),
-                                          absl::Seconds(d.script_timeout_seconds())),
-          absl::Seconds(d.interval_seconds()),
-          [this](absl::StatusOr<discovery::HostSet> hosts) {
-            loop_.Post([this, hosts = std::move(hosts)] { OnHosts(hosts); });
-          });
-    } else {
-      discovery::HostSet hosts;
-      for (const auto& h : d.hosts()) hosts.push_back({h.host(), h.slots()});
-      std::sort(hosts.begin(), hosts.end(),
-                [](const auto& a, const auto& b) { return a.host < b.host; });
-      OnHosts(hosts);
-    }
+    StartDiscovery();
     CheckLiveness();
   });
+}
+
+void JobDriver::StartDiscovery() {
+  const auto& d = spec_.discovery();
+  if (!d.script().empty()) {
+    poller_ = std::make_unique<DiscoveryPoller>(
+        discovery::MakeScriptHostSource(d.script(), std::max(1, d.default_slots()),
+                                        absl::Seconds(d.script_timeout_seconds())),
+        absl::Seconds(d.interval_seconds()),
+        [this](absl::StatusOr<discovery::HostSet> hosts) {
+          loop_.Post([this, hosts = std::move(hosts)] { OnHosts(hosts); });
+        });
+  } else {
+    discovery::HostSet hosts;
+    for (const auto& h : d.hosts()) hosts.push_back({h.host(), h.slots()});
+    std::sort(hosts.begin(), hosts.end(),
+              [](const auto& a, const auto& b) { return a.host < b.host; });
+    OnHosts(hosts);
+  }
 }
 
 void JobDriver::Cancel(const std::string& reason) {
@@ -224,6 +228,7 @@ void JobDriver::ReportCommit(const v1::CommitReport& report) {
     if (Worker* w = workers_.Find(report.who().worker_id())) {
       w->last_commit = std::max(w->last_commit, report.commit());
       resets_.Committed(report.generation(), report.commit(), Now());
+      RequestCheckpoint(/*urgent=*/false);
     }
   });
 }
@@ -345,6 +350,7 @@ void JobDriver::SetState(v1::JobState state) {
   e.set_generation(generations_.generation());
   e.set_message(absl::StrCat("job is ", v1::JobState_Name(state)));
   events_.Append(std::move(e));
+  RequestCheckpoint(/*urgent=*/true);
 }
 
 void JobDriver::Event(v1::JobEvent::Kind kind, const std::string& message,
@@ -355,6 +361,7 @@ void JobDriver::Event(v1::JobEvent::Kind kind, const std::string& message,
   e.set_code(code);
   e.set_generation(generations_.generation());
   events_.Append(std::move(e));
+  RequestCheckpoint(/*urgent=*/true);
 }
 
 }  // namespace horovodd::daemon

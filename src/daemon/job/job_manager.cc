@@ -60,6 +60,31 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   return id;
 }
 
+std::shared_ptr<JobDriver> JobManager::Readmit(const std::string& job_id,
+                                               const v1::JobSpec& spec,
+                                               std::string worker_token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_job_number_ = std::max(next_job_number_, JobNumber(job_id) + 1);
+  auto driver = std::make_shared<JobDriver>(
+      JobContext{job_id, worker_address_, launcher_, observer_, std::move(worker_token),
+                 worker_env_, kv_limits_},
+      spec);
+  jobs_[job_id] = driver;
+  archived_.erase(job_id);
+  return driver;
+}
+
+void JobManager::Abandon() {
+  std::vector<std::shared_ptr<JobDriver>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+    abandoned_ = true;
+    for (const auto& [id, driver] : jobs_) jobs.push_back(driver);
+  }
+  for (auto& job : jobs) job->Abandon();
+}
+
 std::vector<std::shared_ptr<JobDriver>> JobManager::ForgetOldEndedLocked() {
   // Job numbers give the submission order of live and archived jobs alike.
   std::map<int64_t, std::string> ended;
@@ -182,6 +207,7 @@ void JobManager::Shutdown(const std::string& reason, absl::Duration grace) {
   std::vector<std::shared_ptr<JobDriver>> jobs;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (abandoned_) return;  // left running on purpose
     shutting_down_ = true;
     for (const auto& [id, driver] : jobs_) jobs.push_back(driver);
   }
