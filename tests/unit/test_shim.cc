@@ -139,9 +139,10 @@ TEST_CASE("a worker's output and exit status come through its shim", "[shim]") {
   const int shim_pid = (*launcher)->ShimPid("job-1");
   CHECK(shim_pid > 0);
   CHECK(shim_pid != getpid());
-  // The daemon leaves with every exit status delivered: the shim ends.
-  launcher->reset();
+  // The job is over (every exit status delivered): its shim ends.
+  (*launcher)->Close("job-1");
   CHECK(WaitUntil([&] { return !Alive(shim_pid) && !std::filesystem::exists(socket); }));
+  CHECK((*launcher)->ShimPid("job-1") == 0);
 }
 
 TEST_CASE("a command that cannot run is refused like LocalLauncher refuses it", "[shim]") {

@@ -206,7 +206,7 @@ bool ShimServer::ShouldEnd(absl::Time now) {
   for (const auto& [id, w] : workers_) {
     if (!w.exited) return false;
   }
-  if (greeted_) return false;  // the daemon decides while it is here
+  if (greeted_ || candidate_.valid()) return false;  // a daemon is here, or saying Hello
   if (had_daemon_ && workers_.empty()) {
     Log("no worker left and every exit status delivered: ending");
     return true;

@@ -442,7 +442,26 @@ void ShimLauncher::ReadLoop(std::shared_ptr<Shim> shim) {
     exit.exit_code = -1;  // the status was lost with the shim
     if (callbacks && callbacks->on_exit) callbacks->on_exit(exit);
   }
+  // Nothing more is read or sent: the shim sees its daemon leave.
+  shutdown(shim->fd.get(), SHUT_RDWR);
   DropShim(shim);
+}
+
+void ShimLauncher::Close(const std::string& job_id) {
+  std::shared_ptr<Shim> shim;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = shims_.find(job_id);
+    if (it == shims_.end()) return;
+    shim = it->second;
+  }
+  {
+    absl::MutexLock lock(&shim->mu);
+    shim->detaching = true;
+  }
+  // As in DetachAll: a Release on its way still goes out; the reader then
+  // ends, closes the connection and retires the shim.
+  shutdown(shim->fd.get(), SHUT_RD);
 }
 
 void ShimLauncher::DropShim(const std::shared_ptr<Shim>& shim) {

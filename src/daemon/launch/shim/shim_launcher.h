@@ -80,6 +80,9 @@ class ShimLauncher final : public Launcher {
   // SIGTERM to every worker, SIGKILL to those left after `grace`; returns
   // once all exits were delivered (or 5 s more passed). Not from a callback.
   void TerminateAll(absl::Duration grace);
+  // The job ended (every exit was delivered): lets its shim go, which then
+  // ends. Any thread, callbacks included; does not wait.
+  void Close(const std::string& job_id);
   // Closes every shim connection; no callback runs afterwards. The shims and
   // their workers run on, for the next daemon.
   void DetachAll();
