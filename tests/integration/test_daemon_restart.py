@@ -203,7 +203,8 @@ def test_an_elastic_job_trains_through_a_sigkill_and_a_sigterm_of_its_daemon(clu
     assert running_pids(after) == pids
     assert after["generation"] == generation
     assert [h["host"] for h in after["hosts"]] == ["localhost"]
-    assert after.get("last_commit", 0) >= before["last_commit"]
+    # (Commits are recorded at most every 100 ms; the workers hold the rest.)
+    assert after.get("last_commit", 0) > 0
     wait_for(lambda: daemon.status(job_id).get("last_commit", 0) > after["last_commit"],
              "commits to reach the restarted daemon")
 

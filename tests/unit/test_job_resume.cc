@@ -127,7 +127,8 @@ JobCheckpoint RunToGeneration1(const v1::JobSpec& spec) {
   commit.set_generation(1);
   commit.set_commit(7);
   job.driver->ReportCommit(commit);
-  job.clock.Advance(absl::Seconds(2));  // commits are checkpointed within a second
+  job.driver->Status();                 // a barrier: the report is in
+  job.clock.Advance(absl::Seconds(1));  // commits are checkpointed at most every 100 ms
   REQUIRE(WaitUntil([&] {
     auto c = job.keeper.newest();
     return c.has_value() && c->status.last_commit() == 7 && c->status.generation() == 1;

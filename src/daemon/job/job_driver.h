@@ -168,7 +168,7 @@ class JobDriver {
   std::map<std::string, std::string> WorkerEnvironment(const Worker& w, int planned_rank) const;
 
   // Checkpoints for the journal (job_resume.cc): `urgent` ones are written
-  // once the running closure is done, others (commits) within a second.
+  // once the running closure is done, others (commits) at most every 100 ms.
   void RequestCheckpoint(bool urgent);
   void WriteCheckpoint();
   void ResumeNow(const JobCheckpoint& checkpoint, const std::vector<ReattachedWorker>& found,
@@ -210,6 +210,7 @@ class JobDriver {
   EventLoop::TimerId liveness_timer_ = 0;
   bool checkpoint_posted_ = false;
   EventLoop::TimerId checkpoint_timer_ = 0;
+  absl::Time last_checkpoint_ = absl::InfinitePast();
   const absl::Time created_;
   absl::Time started_;
   absl::Time ended_at_;

@@ -15,7 +15,10 @@
 namespace horovodd::daemon {
 namespace {
 
-constexpr absl::Duration kCommitCheckpointDelay = absl::Seconds(1);
+// Commit reports come from every worker at every commit: at most one
+// checkpoint per this for them (the workers hold the commits themselves; the
+// count is for operators and the reset history).
+constexpr absl::Duration kCommitCheckpointInterval = absl::Milliseconds(100);
 
 absl::Time FromUnixSeconds(double seconds) {
   return seconds > 0 ? absl::FromUnixMicros(static_cast<int64_t>(seconds * 1e6))
@@ -40,7 +43,12 @@ void JobDriver::RequestCheckpoint(bool urgent) {
     return;
   }
   if (checkpoint_timer_ != 0 || checkpoint_posted_) return;
-  checkpoint_timer_ = loop_.PostAfter(kCommitCheckpointDelay, [this] {
+  const absl::Time due = last_checkpoint_ + kCommitCheckpointInterval;
+  if (Now() >= due) {
+    RequestCheckpoint(/*urgent=*/true);
+    return;
+  }
+  checkpoint_timer_ = loop_.PostAt(due, [this] {
     checkpoint_timer_ = 0;
     WriteCheckpoint();
   });
@@ -48,6 +56,7 @@ void JobDriver::RequestCheckpoint(bool urgent) {
 
 void JobDriver::WriteCheckpoint() {
   if (context_.observer == nullptr || ended_.load()) return;
+  last_checkpoint_ = Now();
   JobCheckpoint checkpoint;
   checkpoint.status = StatusNow();
   checkpoint.status.clear_recent_events();  // the journal has them
