@@ -217,7 +217,7 @@ def test_an_elastic_job_trains_through_a_sigkill_and_a_sigterm_of_its_daemon(clu
 
     final = ended(daemon, job_id)
     assert final["state"] == "SUCCEEDED", (final, daemon.output())
-    assert final.get("resets", 0) == 0, final
+    assert final.get("resets", 0) == 0, daemon.output()
     assert final["generation"] == generation
     result = read_result(tmp_path / "result.json")
     assert result["epochs_completed"] == 40

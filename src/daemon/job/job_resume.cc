@@ -143,7 +143,7 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
       continue;
     }
     WorkerTable::Started(w, it->second->process);
-    liveness_.Launched(w.id, Now());
+    liveness_.Reattached(w.id, Now());
     callbacks[w.id] = CallbacksFor(w);
     if (!it->second->exited) ++running;
   }

@@ -20,6 +20,12 @@ LivenessMonitor::LivenessMonitor(const v1::JobSpec& spec)
 
 void LivenessMonitor::Launched(int64_t id, absl::Time now) { heard_[id] = Heard{now, now}; }
 
+void LivenessMonitor::Reattached(int64_t id, absl::Time now) {
+  Heard heard{now, now};
+  heard.reattached = true;
+  heard_[id] = heard;
+}
+
 void LivenessMonitor::Seen(int64_t id, absl::Time now) {
   auto it = heard_.find(id);
   if (it == heard_.end()) return;
@@ -40,7 +46,7 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(
     auto it = heard_.find(id);
     if (it == heard_.end()) continue;
     const Heard& heard = it->second;
-    if (!w.attached && w.joined_generation == 0 && !heard.heard_from) {
+    if (!heard.heard_from && ((!w.attached && w.joined_generation == 0) || heard.reattached)) {
       if (now - heard.launched_at > start_limit) {
         lost.push_back({id, absl::StrCat("did not connect within --start-timeout ",
                                          start_timeout_s_, "s")});

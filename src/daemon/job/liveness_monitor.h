@@ -26,6 +26,9 @@ class LivenessMonitor {
 
   // Worker `id` was started at `now`: its start timeout runs.
   void Launched(int64_t id, absl::Time now);
+  // Worker `id`, taken back after a daemon restart at `now`, has until its
+  // start timeout to reconnect (as a new one has), not its liveness timeout.
+  void Reattached(int64_t id, absl::Time now);
   // Worker `id` was heard from at `now`.
   void Seen(int64_t id, absl::Time now);
   // Worker `id` never started after all.
@@ -46,6 +49,7 @@ class LivenessMonitor {
     absl::Time launched_at;
     absl::Time last_seen;       // launch, or the last time it was heard from
     bool heard_from = false;
+    bool reattached = false;    // by a restarted daemon, not heard from since
   };
 
   const double start_timeout_s_;
