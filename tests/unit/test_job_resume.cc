@@ -82,6 +82,7 @@ struct Job {
     context.observer = &keeper;
     context.worker_token = "token";
     context.clock = &clock;
+    context.checkpoints = true;
     driver = std::make_unique<JobDriver>(std::move(context), spec);
   }
   SimulatedClock clock;

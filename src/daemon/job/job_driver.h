@@ -59,6 +59,9 @@ struct JobContext {
   KvLimits kv_limits;
   // What the job reads time from and its loop waits on; outlives the job.
   const Clock* clock = &RealClock();
+  // Write JobCheckpoints to the observer (a daemon that takes jobs back
+  // after a restart); off, nothing is computed for them.
+  bool checkpoints = false;
 };
 
 class JobDriver {

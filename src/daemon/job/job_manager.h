@@ -35,6 +35,8 @@ class JobManager {
   }
   // What each new job's key-value namespace may hold; set before serving.
   void set_kv_limits(KvLimits limits) { kv_limits_ = limits; }
+  // Jobs write checkpoints for a restarted daemon (JobContext::checkpoints).
+  void set_checkpoints(bool on) { checkpoints_ = on; }
 
   // Jobs an earlier run recorded; call before serving. New job numbers
   // continue after the highest archived one, so no id is ever reused.
@@ -87,6 +89,7 @@ class JobManager {
   std::string worker_address_;
   std::map<std::string, std::string> worker_env_;
   KvLimits kv_limits_;
+  bool checkpoints_ = false;
   mutable std::mutex mu_;
   bool shutting_down_ = false;                                 // guarded by mu_
   bool abandoned_ = false;                                     // guarded by mu_

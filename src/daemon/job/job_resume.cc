@@ -32,7 +32,7 @@ bool Alive(v1::WorkerState state) {
 }  // namespace
 
 void JobDriver::RequestCheckpoint(bool urgent) {
-  if (context_.observer == nullptr || ended_.load()) return;
+  if (!context_.checkpoints || context_.observer == nullptr || ended_.load()) return;
   if (urgent) {
     if (checkpoint_posted_) return;
     // After the running closure: one write for everything it changed.

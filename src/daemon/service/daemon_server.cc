@@ -94,6 +94,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   }
   daemon->jobs_ = std::make_unique<JobManager>(daemon->router_.get(), &daemon->observers_);
   daemon->jobs_->set_kv_limits(KvLimitsOf(options.limits));
+  // Only a daemon whose workers outlive it takes jobs back.
+  daemon->jobs_->set_checkpoints(daemon->shim_launcher_ != nullptr && daemon->journal_ != nullptr);
   daemon->jobs_->set_worker_environment(WorkerTlsEnvironment(options.tls));
   daemon->access_->set_worker_token_check(
       [jobs = daemon->jobs_.get()](absl::string_view token) { return jobs->IsWorkerToken(token); });
