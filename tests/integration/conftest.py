@@ -41,7 +41,7 @@ import signal  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
-from harness import BUILD, EVENT_DEADLINE  # noqa: E402
+from harness import BUILD, EVENT_DEADLINE, kill_shims  # noqa: E402
 
 HOROVODD = BUILD / "bin" / "horovodd"
 
@@ -115,3 +115,5 @@ def horovodd(tmp_path):
     yield start
     for daemon in daemons:
         daemon.stop()
+    # SIGTERM leaves running jobs to the next daemon, under their shims.
+    kill_shims(tmp_path)

@@ -181,3 +181,35 @@ def wait_pid_gone(pid, timeout=EVENT_DEADLINE):
         if time.monotonic() > deadline:
             raise AssertionError(f"process {pid} still alive after {timeout}s")
         time.sleep(0.05)
+
+
+SHIM_PID_LINE = re.compile(r"horovodd-shim: pid (\d+) serving job")
+
+
+def shim_pids(root):
+    """The pids of the horovodd-shim processes still running under any state
+    dir below `root` (each writes "pid N serving job J" to
+    <state dir>/shims/<job>.log)."""
+    pids = set()
+    for log in Path(root).rglob("shims/*.log"):
+        for match in SHIM_PID_LINE.finditer(log.read_text(errors="replace")):
+            pid = int(match.group(1))
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    is_shim = b"horovodd-shim" in f.read()
+            except OSError:
+                is_shim = False
+            if is_shim and _pid_alive(pid):
+                pids.add(pid)
+    return pids
+
+
+def kill_shims(root):
+    """Ends every shim below `root` by PID (SIGKILL); their workers die with
+    them (parent-death signal). A daemon stopped with SIGTERM leaves its jobs
+    running under their shims for the next daemon: tests end them here."""
+    for pid in shim_pids(root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -1,7 +1,10 @@
 """Restarting horovodd with the same --state-dir: jobs that ended are still
 listed with their events; a job that was running is shown with what became of
-it (SIGTERM: ended with the daemon's reason; SIGKILL: its workers died with the
-daemon, and the restarted daemon records it FAILED), never silently lost.
+it (SIGTERM with shutdown.stop_jobs: ended with the daemon's reason; SIGKILL:
+its workers ran on under their shims and the restarted daemon takes it back;
+its shims gone too: recorded FAILED, saying its workers were lost), never
+silently lost. (tests/integration/test_daemon_restart.py trains through
+restarts.)
 
 Real processes: horovodd on a free loopback port, horovodrun to submit,
 horovodctl --output json to read back what an operator would see."""
@@ -9,33 +12,35 @@ horovodctl --output json to read back what an operator would see."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
 
 import pytest
 
-from harness import BUILD, ELASTIC_TRAIN, EVENT_DEADLINE, HOROVODRUN, _pid_alive, wait_pid_gone
+from harness import (BUILD, ELASTIC_TRAIN, EVENT_DEADLINE, HOROVODRUN, _pid_alive, kill_shims,
+                     shim_pids, wait_pid_gone)
 
 HOROVODD = BUILD / "bin" / "horovodd"
 HOROVODCTL = BUILD / "bin" / "horovodctl"
-STOPPED_REASON = "horovodd stopped while the job was running; its workers were stopped with it"
 CLI_DEADLINE = 60
 
 
 class Daemon:
     """One horovodd process; its output is collected so a failure can show it."""
 
-    def __init__(self, state_dir):
+    def __init__(self, state_dir, listen="127.0.0.1:0", config=None):
         # The admin token the daemon keeps in its state dir (the same across restarts).
         self.token_file = state_dir / "admin.token"
         for binary in (HOROVODD, HOROVODCTL):
             assert binary.exists(), f"build first: missing {binary}"
         self.lines = []
         self._cond = threading.Condition()
+        extra = ["--config", str(config)] if config else []
         self.proc = subprocess.Popen(
-            [str(HOROVODD), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-             "--state-dir", str(state_dir)],
+            [str(HOROVODD), "--listen", listen, "--metrics-listen", "127.0.0.1:0",
+             "--state-dir", str(state_dir), *extra],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
@@ -116,18 +121,28 @@ class Daemon:
 
 
 @pytest.fixture
-def daemons():
-    """Starts horovodd processes; kills whatever is left at the end, by PID."""
+def daemons(tmp_path):
+    """Starts horovodd processes; kills whatever is left at the end, by PID
+    (the daemons, then the shims their jobs' workers run under)."""
     started = []
 
-    def start(state_dir):
-        daemon = Daemon(state_dir)
+    def start(state_dir, **kwargs):
+        daemon = Daemon(state_dir, **kwargs)
         started.append(daemon)
         return daemon
 
     yield start
     for daemon in started:
         daemon.cleanup()
+    kill_shims(tmp_path)
+
+
+def free_port():
+    """A loopback port free now: a restarted daemon must listen where its
+    jobs' workers dial."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -209,7 +224,9 @@ def test_finished_job_is_listed_with_its_events_after_sigterm_restart(
 def test_running_job_ended_by_sigterm_keeps_the_daemons_reason(
         daemons, worker_pids, tmp_path):
     state_dir = tmp_path / "state"
-    daemon = daemons(state_dir)
+    config = tmp_path / "stop_jobs.yaml"
+    config.write_text("shutdown:\n  stop_jobs: true\n")
+    daemon = daemons(state_dir, config=config)
     job_id = daemon.submit_detached("-np", 2, "-H", "localhost:2", "sleep", 600)
     worker_pids.extend(running_worker_pids(daemon, job_id, 2))
 
@@ -226,7 +243,34 @@ def test_running_job_ended_by_sigterm_keeps_the_daemons_reason(
     assert events[-1]["kind"] == "JOB_ENDED" and events[-1]["message"] == job["reason"]
 
 
-def test_running_job_is_recorded_failed_after_sigkill_restart(daemons, worker_pids, tmp_path):
+def test_running_job_outlives_a_sigkilled_daemon_and_is_taken_back(
+        daemons, worker_pids, tmp_path):
+    state_dir = tmp_path / "state"
+    listen = f"127.0.0.1:{free_port()}"
+    daemon = daemons(state_dir, listen=listen)
+    job_id = daemon.submit_detached("-np", 2, "-H", "localhost:2", "sleep", 600)
+    worker_pids.extend(running_worker_pids(daemon, job_id, 2))
+    before = daemon.ctl_json("status", job_id)
+
+    assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+    # The workers are the shim's children, not the daemon's: they run on.
+    assert all(_pid_alive(pid) for pid in worker_pids)
+    daemon = daemons(state_dir, listen=listen)
+
+    status = daemon.ctl_json("status", job_id)
+    assert status["state"] == before["state"], status  # a plain command never forms a ring
+    assert sorted(w["pid"] for w in status["workers"]) == sorted(worker_pids)
+    # An operator can still end it, and then nothing is left behind.
+    cancel = daemon.ctl("cancel", job_id, "--wait")
+    assert cancel.returncode == 0, cancel
+    for pid in worker_pids:
+        wait_pid_gone(pid)
+    assert daemon.jobs()[job_id]["state"] == "CANCELLED"
+    wait_for(lambda: not shim_pids(state_dir), "the job's shim to end")
+
+
+def test_running_job_is_recorded_failed_when_its_shims_died_with_the_daemon(
+        daemons, worker_pids, tmp_path):
     state_dir = tmp_path / "state"
     daemon = daemons(state_dir)
     job_id = daemon.submit_detached("-np", 2, "-H", "localhost:2", "sleep", 600)
@@ -234,21 +278,21 @@ def test_running_job_is_recorded_failed_after_sigkill_restart(daemons, worker_pi
     assert all(_pid_alive(pid) for pid in worker_pids)
 
     assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
-    # The workers die with the daemon (PDEATHSIG), nothing is left behind.
+    kill_shims(state_dir)
+    # The workers die with their shim (its parent-death signal): nothing is left.
     for pid in worker_pids:
         wait_pid_gone(pid)
     daemon = daemons(state_dir)
 
-    job = daemon.jobs()[job_id]
-    assert job["state"] == "FAILED", job
-    assert job["reason"] == STOPPED_REASON
+    # A fixed-size job cannot go on without them: FAILED, saying why.
+    job = wait_for(lambda: (daemon.jobs()[job_id] if daemon.jobs()[job_id]["state"] == "FAILED"
+                            else None), f"{job_id} to be recorded FAILED")
+    assert "its shim was not found after horovodd restarted" in job["reason"], job
     rc, events = daemon.watch(job_id)
     assert rc == 1
     assert events[-1]["kind"] == "JOB_ENDED"
-    assert events[-1]["state"] == "FAILED" and events[-1]["message"] == STOPPED_REASON
-    # What it did before the daemon died is still there.
-    assert any("submitted" in e.get("message", "") for e in events), events
+    assert events[-1]["state"] == "FAILED" and events[-1]["message"] == job["reason"]
     # An ended job cannot be cancelled; the restarted daemon says so and changes nothing.
     cancel = daemon.ctl("cancel", job_id)
     assert cancel.returncode == 0 and "had already ended: FAILED" in cancel.stdout, cancel
-    assert daemon.jobs()[job_id]["reason"] == STOPPED_REASON
+    assert daemon.jobs()[job_id]["reason"] == job["reason"]

@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from harness import (BUILD, DISCOVER_HOSTS, ELASTIC_TRAIN, EVENT_DEADLINE, REPO, HostsFile,
+from harness import (kill_shims, BUILD, DISCOVER_HOSTS, ELASTIC_TRAIN, EVENT_DEADLINE, REPO, HostsFile,
                      wait_pid_gone)
 
 HOROVODD = BUILD / "bin" / "horovodd"
@@ -121,6 +121,8 @@ def daemon_process(tmp_path):
     yield start
     for daemon in daemons:
         daemon.cleanup()
+    # SIGTERM leaves running jobs to the next daemon, under their shims.
+    kill_shims(tmp_path)
 
 
 def serve_args(tmp_path, *extra):
@@ -205,10 +207,14 @@ def test_metrics_count_a_jobs_resets_and_logs_are_json_lines(daemon_process, hor
     assert not any(re.search(r"epoch \d+/3", m) for m in messages), "worker output was logged"
 
 
-def test_sigterm_ends_running_jobs_with_a_recorded_reason_and_exits_0(daemon_process,
-                                                                      horovodrun, tmp_path):
+def test_sigterm_with_stop_jobs_ends_running_jobs_with_a_recorded_reason_and_exits_0(
+        daemon_process, horovodrun, tmp_path):
+    # shutdown.stop_jobs: without it SIGTERM leaves running jobs to the next
+    # daemon (tests/integration/test_daemon_restart.py).
+    config = tmp_path / "stop_jobs.yaml"
+    config.write_text("shutdown:\n  stop_jobs: true\n")
     HostsFile(tmp_path, "localhost:2")
-    daemon = daemon_process(*serve_args(tmp_path))
+    daemon = daemon_process(*serve_args(tmp_path, "--config", config))
     run = horovodrun(*elastic_job(daemon, tmp_path, 2, 2, 2, epochs=1000, delay_ms=50))
     workers = run.wait_for_size(2)
 
@@ -222,7 +228,7 @@ def test_sigterm_ends_running_jobs_with_a_recorded_reason_and_exits_0(daemon_pro
     assert "job-1: ended CANCELLED: horovodd stopped (SIGTERM)" in log, daemon.output()
 
     # The next run on the same state dir has the job on record.
-    again = daemon_process(*serve_args(tmp_path))
+    again = daemon_process(*serve_args(tmp_path, "--config", config))
     again.wait_for_line(again.stderr, r"1 jobs recovered from earlier runs", "the recovery")
     assert sample(scrape(again.metrics_address()), 'horovodd_jobs{state="cancelled"}') == 1
     assert again.stop() == 0

@@ -54,6 +54,24 @@ void CheckDefaults(const DaemonConfig& c) {
   CHECK(c.limits.max_workers_per_job == 1024);
 }
 
+TEST_CASE("the shutdown policy, the workers' grace and the shim are keys") {
+  TempConfig file("shutdown:\n  stop_jobs: true\nworker:\n  daemon_grace: 90s\n"
+                  "shim:\n  binary: /opt/horovodd/bin/horovodd-shim\n");
+  auto config = LoadDaemonConfig(file.path());
+  REQUIRE(config.ok());
+  CHECK(config->stop_jobs_on_shutdown);
+  CHECK(config->worker_daemon_grace == absl::Seconds(90));
+  CHECK(config->shim_binary == "/opt/horovodd/bin/horovodd-shim");
+  const DaemonConfig defaults;
+  CHECK_FALSE(defaults.stop_jobs_on_shutdown);  // SIGTERM leaves jobs running
+  CHECK(defaults.worker_daemon_grace == absl::Minutes(10));
+
+  TempConfig bad("worker:\n  daemon_grace: soon\n");
+  CHECK(absl::StrContains(LoadError(bad), "worker.daemon_grace: 'soon' is not a duration"));
+  TempConfig bad_bool("shutdown:\n  stop_jobs: maybe\n");
+  CHECK(absl::StrContains(LoadError(bad_bool), "'maybe' is not true or false"));
+}
+
 }  // namespace
 
 TEST_CASE("no config file and no flags means the documented defaults") {
@@ -166,7 +184,8 @@ TEST_CASE("an unknown key is an error naming the file, line, key and the known k
   const std::string error = LoadError(file);
   CHECK(absl::StartsWith(error, file.path() + ":2: unknown key 'listen_port'"));
   CHECK(
-      absl::StrContains(error, "listen, state_dir, metrics_listen, log_level, log_format, limits"));
+      absl::StrContains(error, "listen, state_dir, metrics_listen, log_level, log_format, shutdown, "
+                               "worker, shim, limits"));
 }
 
 TEST_CASE("an unknown key inside a section names the section's keys") {

@@ -219,7 +219,7 @@ TEST_CASE("A journal written by the previous schema is upgraded in place and kep
     CHECK(jobs[0].status.spec().name() == "resnet");
     CHECK(jobs[0].status.workers_size() == 0);  // version 1 did not keep them
   }
-  // Upgraded: a job ending now keeps its tables, and the file reads as version 2.
+  // Upgraded: a job ending now keeps its tables, and the file reads as version 3.
   {
     auto journal = OpenJournal(dir);
     v1::JobStatus final_status;
@@ -239,7 +239,7 @@ TEST_CASE("A journal written by the previous schema is upgraded in place and kep
   absl::StatusOr<bool> row = (*version)->Step();
   REQUIRE(row.ok());
   REQUIRE(*row);
-  CHECK((*version)->Int(0) == 2);
+  CHECK((*version)->Int(0) == 3);
 }
 
 TEST_CASE("A job that had not ended when the journal closed comes back FAILED, once") {
@@ -415,7 +415,7 @@ TEST_CASE("A state dir or database that cannot be used is refused, naming it") {
     CHECK(journal.status().code() == absl::StatusCode::kFailedPrecondition);
     CHECK(journal.status().message() ==
           "journal " + dir.File("horovodd.db") +
-              " was written by a newer horovodd (schema version 7; this one reads version 2)");
+              " was written by a newer horovodd (schema version 7; this one reads version 3)");
   }
   SECTION("the state dir is not writable") {
     // root writes anywhere: only an unprivileged user sees this refusal.
@@ -438,6 +438,81 @@ TEST_CASE("Journal limits below 1 are refused") {
   CHECK(journal.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(journal.status().message() ==
         "journal limits must be at least 1 (events per job 0, finished jobs 1000)");
+}
+
+// A running job's checkpoint: what a restarted daemon takes it back from.
+JobCheckpoint RunningCheckpoint() {
+  JobCheckpoint checkpoint;
+  checkpoint.status.set_state(v1::RUNNING);
+  checkpoint.status.set_generation(3);
+  checkpoint.status.set_last_commit(41);
+  checkpoint.status.set_resets(2);
+  for (int id : {4, 2}) {
+    v1::WorkerStatus* w = checkpoint.status.add_workers();
+    w->set_worker_id(id);
+    w->set_pid(1000 + id);
+    w->set_host("localhost");
+    w->set_rank(id == 4 ? 0 : 1);
+    w->set_state(v1::WORKER_RUNNING);
+  }
+  checkpoint.planned_generation = 4;
+  checkpoint.planned_members = {4, 2, 7};
+  return checkpoint;
+}
+
+TEST_CASE("A running job's newest checkpoint is handed back for the daemon to take it back") {
+  TempDir dir;
+  {
+    auto journal = OpenJournal(dir);
+    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000));
+    journal->OnJobEvent("job-1", StateEvent(1, v1::RUNNING, 1700000001, 3));
+    JobCheckpoint older = RunningCheckpoint();
+    older.status.set_last_commit(5);
+    journal->OnJobCheckpoint("job-1", older);
+    journal->OnJobCheckpoint("job-1", RunningCheckpoint());
+    journal->OnJobEvent("job-1", MakeEvent(2, v1::JobEvent::INFO, 1700000002, 3, "commit"));
+  }
+  auto journal = OpenJournal(dir);
+  std::vector<ResumableJob> running;
+  auto archived = journal->Recover(&running);
+  REQUIRE(archived.ok());
+  CHECK(archived->empty());  // not archived, not FAILED: it runs on
+  REQUIRE(running.size() == 1);
+  const ResumableJob& job = running[0];
+  CHECK(job.job_id == "job-1");
+  CHECK(job.spec.name() == "resnet");
+  CHECK(job.checkpoint.status.last_commit() == 41);
+  CHECK(job.checkpoint.status.workers_size() == 2);
+  CHECK(job.checkpoint.status.workers(0).pid() == 1004);
+  CHECK(job.checkpoint.planned_generation == 4);
+  CHECK(job.checkpoint.planned_members == std::vector<int64_t>{4, 2, 7});
+  CHECK(job.checkpoint.last_event_seq == 2);  // its events number on after this
+
+  // Once it ends there is nothing to take back, and a late checkpoint
+  // does not bring it back.
+  journal->OnJobEvent("job-1", EndEvent(3, v1::SUCCEEDED, 1700000010, 3, "done"));
+  journal->OnJobCheckpoint("job-1", RunningCheckpoint());
+  journal.reset();
+  auto again = OpenJournal(dir);
+  std::vector<ResumableJob> none;
+  auto jobs = again->Recover(&none);
+  REQUIRE(jobs.ok());
+  CHECK(none.empty());
+  REQUIRE(jobs->size() == 1);
+  CHECK((*jobs)[0].status.state() == v1::SUCCEEDED);
+}
+
+TEST_CASE("Without a daemon to take it back, a checkpointed job comes back FAILED as before") {
+  TempDir dir;
+  {
+    auto journal = OpenJournal(dir);
+    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000));
+    journal->OnJobCheckpoint("job-1", RunningCheckpoint());
+  }
+  const auto jobs = RecoverFrom(dir);  // Recover() with nowhere to put running jobs
+  REQUIRE(jobs.size() == 1);
+  CHECK(jobs[0].status.state() == v1::FAILED);
+  CHECK(jobs[0].status.reason() == Journal::kStoppedReason);
 }
 
 }  // namespace

@@ -130,6 +130,41 @@ absl::Status CheckLimitsAgree(const std::string& name, const DaemonLimits& limit
   return absl::OkStatus();
 }
 
+absl::Status SetStopJobs(const std::string& origin, const std::string& value, DaemonConfig& c) {
+  if (value == "true") {
+    c.stop_jobs_on_shutdown = true;
+  } else if (value == "false") {
+    c.stop_jobs_on_shutdown = false;
+  } else {
+    return Bad(origin, value, "is not true or false");
+  }
+  return absl::OkStatus();
+}
+
+// Seconds ("600") or a duration ("10m", "90s", "1h").
+absl::Status SetDaemonGrace(const std::string& origin, const std::string& value,
+                            DaemonConfig& c) {
+  double seconds = 0;
+  absl::Duration grace;
+  if (absl::SimpleAtod(value, &seconds)) {
+    grace = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(value, &grace)) {
+    return Bad(origin, value, "is not a duration (seconds, or e.g. 10m, 90s)");
+  }
+  if (grace < absl::Seconds(1)) return Bad(origin, value, "is shorter than 1s");
+  c.worker_daemon_grace = grace;
+  return absl::OkStatus();
+}
+
+absl::Status SetShimBinary(const std::string& origin, const std::string& value,
+                           DaemonConfig& c) {
+  if (!value.empty() && value.front() != '/') {
+    return Bad(origin, value, "is not an absolute path");
+  }
+  c.shim_binary = value;
+  return absl::OkStatus();
+}
+
 using Setter = std::function<absl::Status(const std::string& origin, const std::string& value,
                                           DaemonConfig& config)>;
 struct Key {
@@ -145,6 +180,9 @@ const std::vector<Key>& Keys() {
       {"metrics_listen", SetMetricsListen, true},
       {"log_level", SetLogLevel, false},
       {"log_format", SetLogFormat, false},
+      {"shutdown.stop_jobs", SetStopJobs, false},
+      {"worker.daemon_grace", SetDaemonGrace, false},
+      {"shim.binary", SetShimBinary, true},
   };
   static const std::vector<Key> all = [] {
     std::vector<Key> with_limits = keys;

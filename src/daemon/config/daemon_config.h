@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/config/auth_settings.h"
 
 namespace horovodd::daemon {
@@ -45,6 +46,17 @@ struct DaemonConfig {
   std::string metrics_listen = "127.0.0.1:9464";  // host:port of GET /metrics; empty = off
   std::string log_level = "info";                 // trace | debug | info | warn | error
   LogFormat log_format = LogFormat::kText;
+  // Workers outlive the daemon (README, "Upgrading horovodd without stopping
+  // jobs"). shutdown.stop_jobs: SIGTERM ends the running jobs (CANCELLED)
+  // instead of leaving them to the next daemon on this state dir.
+  bool stop_jobs_on_shutdown = false;
+  // worker.daemon_grace: how long a worker trains on without its daemon
+  // before it ends (exported to workers as HOROVODD_DAEMON_GRACE_S, unless a
+  // job sets its own).
+  absl::Duration worker_daemon_grace = absl::Minutes(10);
+  // shim.binary: the horovodd-shim that supervises local workers; empty:
+  // the one next to the horovodd executable.
+  std::string shim_binary;
   DaemonLimits limits;
   AuthSettings auth;  // keys auth.* (see auth_config.h)
   TlsSettings tls;    // keys tls.*

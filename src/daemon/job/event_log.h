@@ -4,6 +4,7 @@
 // dropped past `capacity`, so a chatty job cannot exhaust the daemon's memory.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -27,6 +28,12 @@ class EventLog {
                     const Clock* clock = &RealClock())
       : capacity_(capacity), sink_(std::move(sink)), clock_(clock) {}
 
+  // The first event appended gets `seq` (a job taken back after a daemon
+  // restart continues its numbering). Before any Append.
+  void ContinueAt(uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (events_.empty()) next_seq_ = std::max(next_seq_, seq);
+  }
   // Stamps seq and time, keeps it, wakes watchers. Returns the seq.
   uint64_t Append(v1::JobEvent event);
   // No events follow (the job ended); watchers drain and stop.

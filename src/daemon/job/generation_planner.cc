@@ -41,11 +41,29 @@ Plan GenerationPlanner::Next(const WorkerTable& workers, const discovery::HostMa
 }
 
 void GenerationPlanner::Begin(const Plan& plan, absl::Time now) {
-  ++generation_;
+  generation_ = std::max(generation_, generation_floor_) + 1;
   planned_at_ = now;
   members_.clear();
   rendezvous_scan_ = 0;
   for (const auto& m : plan.survivors) members_.push_back(m.worker_id);
+}
+
+void GenerationPlanner::Restore(int64_t ready, std::vector<int64_t> ready_members,
+                                int64_t planned, std::vector<int64_t> planned_members,
+                                const WorkerTable& workers, absl::Time now) {
+  rendezvous_scan_ = 0;
+  ForgetJoiners();
+  planned_at_ = now;
+  ready_members_.clear();  // nothing to shrink from
+  if (ready_members.empty()) {
+    generation_ = planned;
+    members_ = std::move(planned_members);
+    return;
+  }
+  generation_ = ready;
+  generation_floor_ = std::max(ready, planned);
+  members_ = std::move(ready_members);
+  MarkReady(workers);
 }
 
 void GenerationPlanner::RemoveMember(int64_t id) {

@@ -51,6 +51,15 @@ class GenerationPlanner {
   // A planned member that never started leaves the plan.
   void RemoveMember(int64_t id);
 
+  // A job taken back after a daemon restart. With `ready_members` (in rank
+  // order), `ready` is the ready generation (ranks as MarkReady gives them)
+  // and the next one planned is numbered above `planned` (the newest an
+  // earlier run had announced, so no worker hears a number twice). Without,
+  // nothing had formed yet: `planned` is planned with `planned_members`.
+  void Restore(int64_t ready, std::vector<int64_t> ready_members, int64_t planned,
+               std::vector<int64_t> planned_members, const WorkerTable& workers,
+               absl::Time now);
+
   // The members from `first_new` on join a running job: the others hear of
   // the generation once every joiner waits for it (see JoinersWait).
   void ExpectJoiners(size_t first_new);
@@ -88,6 +97,7 @@ class GenerationPlanner {
   int64_t shrinks_generation_ = 0;
   std::vector<int> excluded_ranks_;
   absl::Time planned_at_;
+  int64_t generation_floor_ = 0;  // Begin numbers the next one above it (Restore)
 };
 
 // The address a worker on `host` binds its rings to (job_launch.cc).

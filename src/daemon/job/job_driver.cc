@@ -89,28 +89,32 @@ void JobDriver::Start() {
                        spec_.elastic() ? ", elastic)" : ", fixed size)"));
     // Until enough hosts show up the job is below min np.
     ArmBelowMinTimer(0, spec_.num_proc());
-    const auto& d = spec_.discovery();
-    std::unique_ptr<discovery::HostSource> source;
-    if (d.slurm()) {
-      source = discovery::MakeSlurmHostSource(SlurmHostSourceOptionsOf(spec_));
-    } else if (!d.script().empty()) {
-      source = discovery::MakeScriptHostSource(d.script(), std::max(1, d.default_slots()),
-                                               absl::Seconds(d.script_timeout_seconds()));
-    }
-    if (source != nullptr) {
-      poller_ = std::make_unique<DiscoveryPoller>(
-          std::move(source), absl::Seconds(d.interval_seconds()),
-          [this](absl::StatusOr<discovery::HostSet> hosts) {
-            loop_.Post([this, hosts = std::move(hosts)] { OnHosts(hosts); });
-          });
-    } else {
-      // In the order given (-H, --hostfile): the order ranks are assigned in.
-      discovery::HostSet hosts;
-      for (const auto& h : d.hosts()) hosts.push_back({h.host(), h.slots()});
-      OnHosts(hosts);
-    }
+    StartDiscovery();
     CheckLiveness();
   });
+}
+
+void JobDriver::StartDiscovery() {
+  const auto& d = spec_.discovery();
+  std::unique_ptr<discovery::HostSource> source;
+  if (d.slurm()) {
+    source = discovery::MakeSlurmHostSource(SlurmHostSourceOptionsOf(spec_));
+  } else if (!d.script().empty()) {
+    source = discovery::MakeScriptHostSource(d.script(), std::max(1, d.default_slots()),
+                                             absl::Seconds(d.script_timeout_seconds()));
+  }
+  if (source != nullptr) {
+    poller_ = std::make_unique<DiscoveryPoller>(
+        std::move(source), absl::Seconds(d.interval_seconds()),
+        [this](absl::StatusOr<discovery::HostSet> hosts) {
+          loop_.Post([this, hosts = std::move(hosts)] { OnHosts(hosts); });
+        });
+  } else {
+    // In the order given (-H, --hostfile): the order ranks are assigned in.
+    discovery::HostSet hosts;
+    for (const auto& h : d.hosts()) hosts.push_back({h.host(), h.slots()});
+    OnHosts(hosts);
+  }
 }
 
 void JobDriver::Cancel(const std::string& reason) {
@@ -256,6 +260,7 @@ void JobDriver::ReportCommit(const v1::CommitReport& report) {
     if (Worker* w = workers_.Find(report.who().worker_id())) {
       w->last_commit = std::max(w->last_commit, report.commit());
       resets_.Committed(report.generation(), report.commit(), Now());
+      RequestCheckpoint(/*urgent=*/false);
     }
   });
 }
@@ -380,6 +385,7 @@ void JobDriver::SetState(v1::JobState state) {
   e.set_generation(generations_.generation());
   e.set_message(absl::StrCat("job is ", v1::JobState_Name(state)));
   events_.Append(std::move(e));
+  RequestCheckpoint(/*urgent=*/true);
 }
 
 void JobDriver::Event(v1::JobEvent::Kind kind, const std::string& message,
@@ -390,6 +396,7 @@ void JobDriver::Event(v1::JobEvent::Kind kind, const std::string& message,
   e.set_code(code);
   e.set_generation(generations_.generation());
   events_.Append(std::move(e));
+  RequestCheckpoint(/*urgent=*/true);
 }
 
 }  // namespace horovodd::daemon

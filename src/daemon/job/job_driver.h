@@ -59,6 +59,9 @@ struct JobContext {
   KvLimits kv_limits;
   // What the job reads time from and its loop waits on; outlives the job.
   const Clock* clock = &RealClock();
+  // Write JobCheckpoints to the observer (a daemon that takes jobs back
+  // after a restart); off, nothing is computed for them.
+  bool checkpoints = false;
 };
 
 class JobDriver {
@@ -76,6 +79,21 @@ class JobDriver {
   ~JobDriver();
 
   void Start();
+  // Instead of Start, for a job an earlier run of the daemon was running
+  // (job_resume.cc): its state from `checkpoint`, and the workers that its
+  // shims still hold (`found`; the others count as lost). When none of them
+  // is still running and the daemon was away (`daemon_away`) past the
+  // workers' grace period (`worker_grace`), they ended for want of a daemon:
+  // the job FAILED, saying so. Returns the callbacks for each found worker's
+  // output and exit. Blocks until the loop has done it.
+  std::map<int64_t, ProcessCallbacks> Resume(const JobCheckpoint& checkpoint,
+                                             const std::vector<ReattachedWorker>& found,
+                                             absl::Duration daemon_away,
+                                             absl::Duration worker_grace);
+  // The daemon goes away and leaves this job running, for a restarted one
+  // to Resume: the loop stops now, nothing more is decided or recorded.
+  // The launcher must not call back afterwards (ShimLauncher::DetachAll).
+  void Abandon();
   void Cancel(const std::string& reason);
   // Operator control of one host for this job (see DrainHostRequest).
   void Drain(const std::string& host);
@@ -160,6 +178,16 @@ class JobDriver {
   // then new workers), for the HOROVOD_* variables each new worker starts with.
   void PlanRanks(const Plan& plan);
 
+  // Checkpoints for the journal (job_resume.cc): `urgent` ones are written
+  // once the running closure is done, others (commits) at most every 100 ms.
+  void RequestCheckpoint(bool urgent);
+  void WriteCheckpoint();
+  void ResumeNow(const JobCheckpoint& checkpoint, const std::vector<ReattachedWorker>& found,
+                 absl::Duration daemon_away, absl::Duration worker_grace,
+                 std::map<int64_t, ProcessCallbacks>& callbacks);
+  void StartDiscovery();
+  ProcessCallbacks CallbacksFor(const Worker& w);
+
   // Job end.
   void Finish(v1::JobState state, const std::string& reason);
   void MaybeCloseLog();
@@ -196,6 +224,9 @@ class JobDriver {
   EventLoop::TimerId cooldown_timer_ = 0;
   EventLoop::TimerId kv_timer_ = 0;
   EventLoop::TimerId liveness_timer_ = 0;
+  bool checkpoint_posted_ = false;
+  EventLoop::TimerId checkpoint_timer_ = 0;
+  absl::Time last_checkpoint_ = absl::InfinitePast();
   const absl::Time created_;
   absl::Time started_;
   absl::Time ended_at_;

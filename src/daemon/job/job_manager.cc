@@ -49,7 +49,7 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
     id = absl::StrCat(kJobIdPrefix, next_job_number_++);
     driver = std::make_shared<JobDriver>(
         JobContext{id, worker_address_, launcher_, observer_, std::move(*worker_token),
-                   worker_env_, kv_limits_},
+                   worker_env_, kv_limits_, &RealClock(), checkpoints_},
         spec);
     jobs_[id] = driver;
     forgotten = ForgetOldEndedLocked();
@@ -58,6 +58,31 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   if (observer_ != nullptr) observer_->OnJobSubmitted(id, spec, RealClock().Now());
   driver->Start();
   return id;
+}
+
+std::shared_ptr<JobDriver> JobManager::Readmit(const std::string& job_id,
+                                               const v1::JobSpec& spec,
+                                               std::string worker_token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_job_number_ = std::max(next_job_number_, JobNumber(job_id) + 1);
+  auto driver = std::make_shared<JobDriver>(
+      JobContext{job_id, worker_address_, launcher_, observer_, std::move(worker_token),
+                 worker_env_, kv_limits_, &RealClock(), checkpoints_},
+      spec);
+  jobs_[job_id] = driver;
+  archived_.erase(job_id);
+  return driver;
+}
+
+void JobManager::Abandon() {
+  std::vector<std::shared_ptr<JobDriver>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+    abandoned_ = true;
+    for (const auto& [id, driver] : jobs_) jobs.push_back(driver);
+  }
+  for (auto& job : jobs) job->Abandon();
 }
 
 std::vector<std::shared_ptr<JobDriver>> JobManager::ForgetOldEndedLocked() {
@@ -182,6 +207,7 @@ void JobManager::Shutdown(const std::string& reason, absl::Duration grace) {
   std::vector<std::shared_ptr<JobDriver>> jobs;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (abandoned_) return;  // left running on purpose
     shutting_down_ = true;
     for (const auto& [id, driver] : jobs_) jobs.push_back(driver);
   }

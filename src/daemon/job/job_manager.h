@@ -35,12 +35,22 @@ class JobManager {
   }
   // What each new job's key-value namespace may hold; set before serving.
   void set_kv_limits(KvLimits limits) { kv_limits_ = limits; }
+  // Jobs write checkpoints for a restarted daemon (JobContext::checkpoints).
+  void set_checkpoints(bool on) { checkpoints_ = on; }
 
   // Jobs an earlier run recorded; call before serving. New job numbers
   // continue after the highest archived one, so no id is ever reused.
   void AddArchived(std::vector<ArchivedJob> jobs);
 
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
+  // A job an earlier run of the daemon was running, to be taken back
+  // (JobDriver::Resume next): its old id and worker token, so its workers
+  // get back in. Not a submission: observers are not told of it.
+  std::shared_ptr<JobDriver> Readmit(const std::string& job_id, const v1::JobSpec& spec,
+                                     std::string worker_token);
+  // The daemon goes and leaves its jobs running for the next one: refuses
+  // new jobs and stops every driver (JobDriver::Abandon) without ending it.
+  void Abandon();
   // A live job's driver; nullptr if unknown or archived.
   std::shared_ptr<JobDriver> Find(const std::string& job_id) const;
   // An archived job; nullptr if unknown or live.
@@ -79,8 +89,10 @@ class JobManager {
   std::string worker_address_;
   std::map<std::string, std::string> worker_env_;
   KvLimits kv_limits_;
+  bool checkpoints_ = false;
   mutable std::mutex mu_;
   bool shutting_down_ = false;                                 // guarded by mu_
+  bool abandoned_ = false;                                     // guarded by mu_
   int64_t next_job_number_ = 1;                                // guarded by mu_
   std::map<std::string, std::shared_ptr<JobDriver>> jobs_;     // guarded by mu_
   std::map<std::string, std::shared_ptr<const ArchivedJob>> archived_;  // guarded by mu_

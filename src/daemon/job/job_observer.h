@@ -12,6 +12,19 @@
 
 namespace horovodd::daemon {
 
+// What a restarted daemon needs to take a running job back (Journal keeps
+// the newest one of each job): its status (workers with pid, host, rank and
+// state; hosts; resets; last commit; the ready generation) and the newest
+// generation it had planned.
+struct JobCheckpoint {
+  v1::JobStatus status;
+  int64_t planned_generation = 0;
+  std::vector<int64_t> planned_members;  // of planned_generation, in rank order
+  // Filled in by the journal when it reads the checkpoint back: the newest
+  // event it recorded, so the job's events number on after it.
+  uint64_t last_event_seq = 0;
+};
+
 class JobObserver {
  public:
   virtual ~JobObserver() = default;
@@ -22,6 +35,9 @@ class JobObserver {
   // Once, just before its JOB_ENDED event: the job's status as it ended
   // (its workers, hosts and resets, which events do not carry).
   virtual void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) {}
+  // After each change a restart must not lose (a worker started or ended, a
+  // generation planned or formed, a commit), from the job's loop.
+  virtual void OnJobCheckpoint(const std::string& job_id, const JobCheckpoint& checkpoint) {}
 };
 
 // Fans out to several observers; add them before any job starts.
@@ -37,6 +53,9 @@ class ObserverList final : public JobObserver {
   }
   void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) override {
     for (auto* o : observers_) o->OnJobFinalStatus(job_id, status);
+  }
+  void OnJobCheckpoint(const std::string& job_id, const JobCheckpoint& checkpoint) override {
+    for (auto* o : observers_) o->OnJobCheckpoint(job_id, checkpoint);
   }
 
  private:

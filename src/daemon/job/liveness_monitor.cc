@@ -19,6 +19,12 @@ LivenessMonitor::LivenessMonitor(const v1::JobSpec& spec)
 
 void LivenessMonitor::Launched(int64_t id, absl::Time now) { heard_[id] = Heard{now, now}; }
 
+void LivenessMonitor::Reattached(int64_t id, absl::Time now) {
+  Heard heard{now, now};
+  heard.reattached = true;
+  heard_[id] = heard;
+}
+
 void LivenessMonitor::Seen(int64_t id, absl::Time now) {
   auto it = heard_.find(id);
   if (it == heard_.end()) return;
@@ -43,6 +49,14 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(
     auto it = heard_.find(id);
     if (it == heard_.end()) continue;
     const Heard& heard = it->second;
+    if (heard.reattached && !heard.heard_from) {
+      // Taken back by a restarted daemon: it has its start timeout to reconnect.
+      if (now - heard.launched_at > start_limit) {
+        lost.push_back({id, absl::StrCat("did not reconnect within --start-timeout ",
+                                         start_timeout_s_, "s after horovodd restarted")});
+      }
+      continue;
+    }
     const bool started = heard.asked_rendezvous || w.joined_generation != 0;
     if (!started && now - heard.launched_at > start_limit) {
       // Attached or not: a worker that never asked for a generation is still

@@ -31,6 +31,9 @@ class LivenessMonitor {
 
   // Worker `id` was started at `now`: its start timeout runs.
   void Launched(int64_t id, absl::Time now);
+  // Worker `id`, taken back after a daemon restart at `now`, has until its
+  // start timeout to reconnect (as a new one has), not its liveness timeout.
+  void Reattached(int64_t id, absl::Time now);
   // Worker `id` was heard from at `now`.
   void Seen(int64_t id, absl::Time now);
   // Worker `id` asked for a rendezvous: it has started (--start-timeout is met).
@@ -53,6 +56,7 @@ class LivenessMonitor {
     absl::Time last_seen;       // launch, or the last time it was heard from
     bool heard_from = false;
     bool asked_rendezvous = false;
+    bool reattached = false;    // by a restarted daemon, not heard from since
   };
 
   const double start_timeout_s_;

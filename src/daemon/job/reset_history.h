@@ -40,6 +40,13 @@ class ResetHistory {
   // generation that formed after a reset marks when training resumed.
   void Committed(int64_t generation, int64_t commit, absl::Time now);
 
+  // A job taken back after a daemon restart: what the earlier run counted.
+  void Restore(int resets, int64_t last_commit, std::deque<v1::ResetRecord> records) {
+    resets_ = resets;
+    last_commit_ = last_commit;
+    records_ = std::move(records);
+  }
+
   int resets() const { return resets_; }
   int64_t last_commit() const { return last_commit_; }
   const std::deque<v1::ResetRecord>& records() const { return records_; }  // newest last

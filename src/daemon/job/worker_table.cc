@@ -1,5 +1,7 @@
 #include "daemon/job/worker_table.h"
 
+#include <algorithm>
+
 #include "common/check.h"
 
 namespace horovodd::daemon {
@@ -25,6 +27,16 @@ Worker& WorkerTable::Add(const std::string& host, int planned_rank) {
   w.id = id;
   w.host = host;
   w.rank = std::make_shared<std::atomic<int>>(planned_rank);
+  return w;
+}
+
+Worker& WorkerTable::Restore(int64_t id, const std::string& host, int rank) {
+  HVDD_CHECK_GT(id, 0);
+  next_id_ = std::max(next_id_, id + 1);
+  Worker& w = workers_[id];
+  w.id = id;
+  w.host = host;
+  w.rank = std::make_shared<std::atomic<int>>(rank);
   return w;
 }
 

@@ -61,6 +61,9 @@ class WorkerTable {
   // A new worker, not yet started, on `host`; its output carries
   // `planned_rank` until it gets a rank. Ids count up from 1, never reused.
   Worker& Add(const std::string& host, int planned_rank);
+  // A worker an earlier run of the daemon had, under its old id (a job taken
+  // back after a restart); later ids count on past it.
+  Worker& Restore(int64_t id, const std::string& host, int rank);
   // Forgets a worker that never started.
   void Erase(int64_t id);
   Worker* Find(int64_t id);

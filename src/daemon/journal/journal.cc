@@ -10,7 +10,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "daemon/journal/journal_sqlite.h"
 
@@ -19,7 +22,19 @@ namespace {
 
 // Bump with a migration in EnsureSchema when the tables change.
 // 2: jobs.final_status (version 1 files are upgraded in place).
-constexpr int64_t kSchemaVersion = 2;
+// 3: checkpoints (running jobs a restarted daemon takes back).
+constexpr int64_t kSchemaVersion = 3;
+
+// One row per running job: its newest JobCheckpoint. Gone once it ended.
+constexpr const char* kCheckpointsTable = R"sql(
+CREATE TABLE checkpoints (
+  job_id TEXT NOT NULL PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+  status BLOB NOT NULL,                   -- horovodd.v1.JobStatus: workers, hosts, resets
+  planned_generation INTEGER NOT NULL,
+  planned_members TEXT NOT NULL,          -- its worker ids in rank order: "3,1,2"
+  time_unix REAL NOT NULL
+);
+)sql";
 // As many as a live job's status shows.
 constexpr size_t kRecentEvents = 20;
 
@@ -160,6 +175,7 @@ absl::Status Upgrade(SqliteDb& db, int64_t version) {
       return st;
     }
   }
+  if (version <= 2) HVDD_RETURN_IF_ERROR(db.Exec(kCheckpointsTable));
   if (version == kSchemaVersion) return absl::OkStatus();
   return db.Exec(absl::StrCat("UPDATE schema_version SET version = ", kSchemaVersion));
 }
@@ -181,8 +197,8 @@ absl::Status EnsureSchema(SqliteDb& db) {
     absl::StatusOr<int64_t> version = CheckVersion(db);
     status = version.ok() ? Upgrade(db, *version) : version.status();
   } else if (status.ok()) {
-    status = db.Exec(
-        absl::StrCat(kSchema, "INSERT INTO schema_version VALUES (", kSchemaVersion, ");"));
+    status = db.Exec(absl::StrCat(kSchema, kCheckpointsTable, "INSERT INTO schema_version VALUES (",
+                                  kSchemaVersion, ");"));
   }
   if (status.ok()) return db.Exec("COMMIT");
   db.Exec("ROLLBACK").IgnoreError();
@@ -211,6 +227,7 @@ struct Journal::Statements {
   std::unique_ptr<SqliteStatement> set_final_status;
   std::unique_ptr<SqliteStatement> prune_events, prune_finished_jobs;
   std::unique_ptr<SqliteStatement> unfinished_jobs, last_seq, all_jobs, job_events;
+  std::unique_ptr<SqliteStatement> put_checkpoint, drop_checkpoint, get_checkpoint;
 
   absl::Status Prepare(SqliteDb& db) {
     const std::pair<std::unique_ptr<SqliteStatement>*, const char*> all[] = {
@@ -249,6 +266,14 @@ struct Journal::Statements {
         {&all_jobs,
          "SELECT id, spec, state, reason, created_unix, started_unix, ended_unix, generation,"
          " size, resets, final_status FROM jobs ORDER BY rowid"},
+        // Only for a job still running: a late checkpoint does not revive one.
+        {&put_checkpoint,
+         "INSERT OR REPLACE INTO checkpoints (job_id, status, planned_generation,"
+         " planned_members, time_unix) SELECT ?1, ?2, ?3, ?4, ?5"
+         " WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1 AND finished = 0)"},
+        {&drop_checkpoint, "DELETE FROM checkpoints WHERE job_id = ?1"},
+        {&get_checkpoint,
+         "SELECT status, planned_generation, planned_members FROM checkpoints WHERE job_id = ?1"},
         {&job_events,
          "SELECT seq, time_unix, kind, code, message, generation, state, size, reset_seconds"
          " FROM events WHERE job_id = ?1 ORDER BY seq"},
@@ -393,6 +418,8 @@ absl::Status Journal::RecordEvent(const std::string& job_id, const v1::JobEvent&
     case v1::JobEvent::JOB_ENDED:
       // Nothing follows: trim the job to its final size, then the finished jobs.
       stored_events_.erase(job_id);
+      status = s.drop_checkpoint->BindText(1, job_id).Run();
+      if (!status.ok()) return status;
       status = s.set_ended->BindText(1, job_id)
                    .BindText(2, v1::JobState_Name(event.state()))
                    .BindText(3, event.message())
@@ -416,6 +443,50 @@ absl::Status Journal::RecordEvent(const std::string& job_id, const v1::JobEvent&
   return status;
 }
 
+void Journal::OnJobCheckpoint(const std::string& job_id, const JobCheckpoint& checkpoint) {
+  absl::MutexLock lock(&mu_);
+  NoteWrite(statements_->put_checkpoint->BindText(1, job_id)
+                .BindBlob(2, checkpoint.status.SerializeAsString())
+                .BindInt(3, checkpoint.planned_generation)
+                .BindText(4, absl::StrJoin(checkpoint.planned_members, ","))
+                .BindDouble(5, UnixSeconds(absl::Now()))
+                .Run(),
+            absl::StrCat("the checkpoint of ", job_id));
+}
+
+absl::StatusOr<std::optional<JobCheckpoint>> Journal::ReadCheckpoint(const std::string& job_id) {
+  std::optional<JobCheckpoint> checkpoint;
+  statements_->get_checkpoint->BindText(1, job_id);
+  auto status = ForEachRow(*statements_->get_checkpoint, [&](SqliteStatement& row) {
+    JobCheckpoint c;
+    if (!c.status.ParseFromString(row.Blob(0))) {
+      return absl::DataLossError(
+          absl::StrCat("journal ", path_, ": the checkpoint of ", job_id, " cannot be read"));
+    }
+    c.planned_generation = row.Int(1);
+    for (absl::string_view id : absl::StrSplit(row.Text(2), ',', absl::SkipEmpty())) {
+      int64_t member = 0;
+      if (!absl::SimpleAtoi(id, &member)) {
+        return absl::DataLossError(absl::StrCat("journal ", path_, ": the checkpoint of ",
+                                                job_id, " names worker '", id, "'"));
+      }
+      c.planned_members.push_back(member);
+    }
+    checkpoint = std::move(c);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  if (checkpoint.has_value()) {
+    statements_->last_seq->BindText(1, job_id);
+    status = ForEachRow(*statements_->last_seq, [&](SqliteStatement& row) {
+      checkpoint->last_event_seq = static_cast<uint64_t>(row.Int(0));
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+  }
+  return checkpoint;
+}
+
 absl::Status Journal::MarkStopped(const std::string& job_id, int64_t generation) {
   int64_t last_seq = 0;
   statements_->last_seq->BindText(1, job_id);
@@ -434,18 +505,32 @@ absl::Status Journal::MarkStopped(const std::string& job_id, int64_t generation)
   return RecordEvent(job_id, end);
 }
 
-absl::StatusOr<std::vector<ArchivedJob>> Journal::Recover() {
+absl::StatusOr<std::vector<ArchivedJob>> Journal::Recover(std::vector<ResumableJob>* running) {
   absl::MutexLock lock(&mu_);
   std::vector<std::pair<std::string, int64_t>> unfinished;
   auto status = ForEachRow(*statements_->unfinished_jobs, [&](SqliteStatement& row) {
     unfinished.emplace_back(row.Text(0), row.Int(1));
     return absl::OkStatus();
   });
+  std::map<std::string, JobCheckpoint> resumable;
   for (const auto& [id, stopped_generation] : unfinished) {
     if (!status.ok()) break;
     // Named copies: a lambda cannot capture structured bindings in C++17.
     const std::string& job_id = id;
     const int64_t generation = stopped_generation;
+    if (running != nullptr) {
+      absl::StatusOr<std::optional<JobCheckpoint>> checkpoint = ReadCheckpoint(job_id);
+      if (!checkpoint.ok()) {
+        status = checkpoint.status();
+        break;
+      }
+      if (checkpoint->has_value()) {
+        // Its workers may still run under their shims: the daemon takes it back.
+        resumable[job_id] = std::move(**checkpoint);
+        stored_events_[job_id] = 0;
+        continue;
+      }
+    }
     status = InTransaction(
         [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return MarkStopped(job_id, generation); });
     if (status.ok())
@@ -456,7 +541,23 @@ absl::StatusOr<std::vector<ArchivedJob>> Journal::Recover() {
     status = statements_->prune_finished_jobs->BindInt(1, limits_.max_finished_jobs).Run();
   }
   if (!status.ok()) return RecoveryError(status);
-  return ReadAll();
+  absl::StatusOr<std::vector<ArchivedJob>> all = ReadAll();
+  if (!all.ok() || resumable.empty()) return all;
+  std::vector<ArchivedJob> archived;
+  for (ArchivedJob& job : *all) {
+    auto it = resumable.find(job.status.job_id());
+    if (it == resumable.end()) {
+      archived.push_back(std::move(job));
+      continue;
+    }
+    ResumableJob resume;
+    resume.job_id = job.status.job_id();
+    resume.spec = job.status.spec();
+    resume.created = absl::FromUnixMicros(static_cast<int64_t>(job.status.created_unix() * 1e6));
+    resume.checkpoint = std::move(it->second);
+    running->push_back(std::move(resume));
+  }
+  return archived;
 }
 
 absl::StatusOr<std::vector<ArchivedJob>> Journal::ReadAll() {

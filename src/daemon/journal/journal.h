@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,15 @@ class SqliteStatement;
 struct ArchivedJob {
   v1::JobStatus status;
   std::vector<v1::JobEvent> events;
+};
+
+// A job an earlier run was running when it stopped, with what taking it
+// back needs (JobDriver::Resume).
+struct ResumableJob {
+  std::string job_id;
+  v1::JobSpec spec;
+  absl::Time created;
+  JobCheckpoint checkpoint;
 };
 
 // How much the journal keeps; the oldest records beyond these go first.
@@ -57,8 +67,12 @@ class Journal final : public JobObserver {
   ~Journal() override;
 
   // Jobs an earlier run recorded, oldest first. Jobs that had not ended are
-  // returned (and re-recorded) as FAILED with kStoppedReason.
-  absl::StatusOr<std::vector<ArchivedJob>> Recover() ABSL_LOCKS_EXCLUDED(mu_);
+  // returned (and re-recorded) as FAILED with kStoppedReason, except, when
+  // `running` is given, those with a checkpoint: they go to `running`
+  // instead, untouched, for the daemon to take back (their workers run
+  // under shims that outlived it).
+  absl::StatusOr<std::vector<ArchivedJob>> Recover(std::vector<ResumableJob>* running = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
                       absl::Time created) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -67,6 +81,9 @@ class Journal final : public JobObserver {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Keeps its worker, host and reset tables, for the status of the archived job.
   void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Keeps the job's newest checkpoint until it ends.
+  void OnJobCheckpoint(const std::string& job_id, const JobCheckpoint& checkpoint) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& path() const { return path_; }
@@ -81,6 +98,8 @@ class Journal final : public JobObserver {
   absl::Status RecordEvent(const std::string& job_id, const v1::JobEvent& event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MarkStopped(const std::string& job_id, int64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::optional<JobCheckpoint>> ReadCheckpoint(const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<ArchivedJob>> ReadAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `body` in a transaction: committed if it succeeds, rolled back if not.

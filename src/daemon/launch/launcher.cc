@@ -15,6 +15,16 @@ bool IsLocalHost(const std::string& host) {
   return false;
 }
 
+absl::StatusOr<LaunchedProcess> LocalProcessLauncher::Launch(const WorkerLaunch& launch,
+                                                             ProcessCallbacks callbacks) {
+  HVDD_ASSIGN_OR_RETURN(auto pid, local_->Launch(launch.spec, std::move(callbacks)));
+  return LaunchedProcess{pid, pid};
+}
+
+absl::Status LocalProcessLauncher::Signal(int64_t handle, int sig) {
+  return local_->Signal(static_cast<pid_t>(handle), sig);
+}
+
 absl::StatusOr<LaunchedProcess> HostRouter::Launch(const WorkerLaunch& launch,
                                                    ProcessCallbacks callbacks) {
   Launcher* other = remote_;
@@ -24,8 +34,7 @@ absl::StatusOr<LaunchedProcess> HostRouter::Launch(const WorkerLaunch& launch,
       return absl::UnimplementedError("this daemon cannot start Slurm steps");
     }
   } else if (launch.route == LaunchRoute::kLocal || IsLocalHost(launch.host)) {
-    HVDD_ASSIGN_OR_RETURN(auto pid, local_->Launch(launch.spec, std::move(callbacks)));
-    return LaunchedProcess{pid, pid};
+    return local_->Launch(launch, std::move(callbacks));
   }
   if (other == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
@@ -39,7 +48,7 @@ absl::StatusOr<LaunchedProcess> HostRouter::Launch(const WorkerLaunch& launch,
 }
 
 absl::Status HostRouter::Signal(int64_t handle, int sig) {
-  if (handle > 0) return local_->Signal(static_cast<pid_t>(handle), sig);
+  if (handle > 0) return local_->Signal(handle, sig);
   std::pair<Launcher*, int64_t> remote;
   {
     absl::MutexLock lock(&mu_);

@@ -1,8 +1,11 @@
 // Starting workers on a host, wherever that host is. The job driver sees only
 // this interface: HostRouter sends hosts that name this machine to the local
-// fork/exec launcher and every other host to the remote (SSH) launcher, unless
-// the job chose otherwise (LaunchRoute: every worker forked here, or every
-// worker an srun step of a Slurm allocation).
+// Starting workers on a host, wherever that host is. The job driver sees only
+// this interface: HostRouter sends hosts that name this machine to the local
+// launcher (fork/exec, or through horovodd-shim: launch/shim/shim_launcher.h)
+// and every other host to the remote (SSH) launcher, unless the job chose
+// otherwise (LaunchRoute: every worker forked here, or every worker an srun
+// step of a Slurm allocation).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +57,14 @@ struct LaunchedProcess {
   int pid = 0;         // its pid on its host, for people (0 if unknown)
 };
 
+// A worker that a supervisor (horovodd-shim) still held when a restarted
+// daemon found it again (ShimLauncher::Reattach).
+struct ReattachedWorker {
+  int64_t worker_id = 0;  // the id the job driver gave it
+  LaunchedProcess process;
+  bool exited = false;  // its on_exit follows its buffered output
+};
+
 class Launcher {
  public:
   virtual ~Launcher() = default;
@@ -68,11 +79,30 @@ class Launcher {
 // True for names of this machine: localhost, 127.0.0.1, ::1, its host name.
 bool IsLocalHost(const std::string& host);
 
+// LocalLauncher as a Launcher: the handle is the pid.
+class LocalProcessLauncher final : public Launcher {
+ public:
+  explicit LocalProcessLauncher(LocalLauncher* local) : local_(local) {}
+  absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
+                                         ProcessCallbacks callbacks) override;
+  absl::Status Signal(int64_t handle, int sig) override;
+
+ private:
+  LocalLauncher* const local_;
+};
+
 class HostRouter final : public Launcher {
  public:
   // `local` must outlive the router; `remote` and `slurm` may be null (then
   // remote hosts, or Slurm steps, are refused with a clear error).
   HostRouter(LocalLauncher* local, Launcher* remote, Launcher* slurm = nullptr)
+      : owned_local_(std::make_unique<LocalProcessLauncher>(local)),
+        local_(owned_local_.get()),
+        remote_(remote),
+        slurm_(slurm) {}
+  // The same with any launcher for this machine's hosts (its handles must be
+  // positive, e.g. ShimLauncher's).
+  HostRouter(Launcher* local, Launcher* remote, Launcher* slurm = nullptr)
       : local_(local), remote_(remote), slurm_(slurm) {}
 
   absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
@@ -80,11 +110,12 @@ class HostRouter final : public Launcher {
   absl::Status Signal(int64_t handle, int sig) override;
 
  private:
-  LocalLauncher* const local_;
+  const std::unique_ptr<LocalProcessLauncher> owned_local_;
+  Launcher* const local_;
   Launcher* const remote_;
   Launcher* const slurm_;
-  // Our handles: local ones are the pid; the others are mapped to their
-  // launcher and its handle.
+  // Our handles: local ones are the local launcher's (positive); the others
+  // are mapped to their launcher and its handle.
   absl::Mutex mu_;
   std::map<int64_t, std::pair<Launcher*, int64_t>> remote_handles_ ABSL_GUARDED_BY(mu_);
   int64_t next_remote_handle_ ABSL_GUARDED_BY(mu_) = -1;  // negative: never collides with a pid

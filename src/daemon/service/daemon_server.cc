@@ -14,11 +14,13 @@
 #include <system_error>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/host_port.h"
 #include "common/loopback.h"
 #include "common/status_macros.h"
+#include "daemon/auth/auth_token.h"
 #include "daemon/auth/tls_credentials.h"
 #include "daemon/metrics/metrics_interceptor.h"
 #include "daemon/rpc/guarded_job_service.h"
@@ -39,6 +41,18 @@ void EnableHealthAndReflection() {
   });
 }
 
+// Lets a job's shim go once the job has ended (all its exits delivered).
+class ShimCloser final : public JobObserver {
+ public:
+  explicit ShimCloser(ShimLauncher* shims) : shims_(shims) {}
+  void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus&) override {
+    shims_->Close(job_id);
+  }
+
+ private:
+  ShimLauncher* const shims_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOptions& options) {
@@ -57,28 +71,101 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   daemon->observers_.Add(daemon->heartbeats_.get());
   if (options.log_job_events) daemon->observers_.Add(&daemon->job_logger_);
 
-  HVDD_ASSIGN_OR_RETURN(auto launcher, LocalLauncher::Create());
-  daemon->launcher_ = std::move(launcher);
   HVDD_ASSIGN_OR_RETURN(auto ssh_launcher, SshLauncher::Create());
   daemon->ssh_launcher_ = std::move(ssh_launcher);
+  // This machine's workers when there are no shims, and the srun processes of
+  // Slurm steps always.
+  HVDD_ASSIGN_OR_RETURN(auto launcher, LocalLauncher::Create());
+  daemon->launcher_ = std::move(launcher);
   daemon->slurm_launcher_ = SlurmLauncher::Create(daemon->launcher_.get());
-  daemon->router_ = std::make_unique<HostRouter>(
-      daemon->launcher_.get(), daemon->ssh_launcher_.get(), daemon->slurm_launcher_.get());
+  if (!options.state_dir.empty() && !options.shim_binary.empty()) {
+    ShimLauncherOptions shims;
+    shims.shim_binary = options.shim_binary;
+    shims.socket_dir = (std::filesystem::path(options.state_dir) / "shims").string();
+    // Exit statuses wait for a daemon at least as long as workers do.
+    shims.shim_idle_timeout = std::max(options.worker_grace, absl::Minutes(10));
+    HVDD_ASSIGN_OR_RETURN(auto shim_launcher, ShimLauncher::Create(shims));
+    daemon->shim_launcher_ = std::move(shim_launcher);
+    daemon->shim_closer_ = std::make_unique<ShimCloser>(daemon->shim_launcher_.get());
+    daemon->observers_.Add(daemon->shim_closer_.get());
+    daemon->leave_jobs_running_ = options.leave_jobs_running;
+    daemon->router_ = std::make_unique<HostRouter>(
+        static_cast<Launcher*>(daemon->shim_launcher_.get()), daemon->ssh_launcher_.get(),
+        daemon->slurm_launcher_.get());
+  } else {
+    daemon->router_ = std::make_unique<HostRouter>(
+        daemon->launcher_.get(), daemon->ssh_launcher_.get(), daemon->slurm_launcher_.get());
+  }
   daemon->jobs_ = std::make_unique<JobManager>(daemon->router_.get(), &daemon->observers_);
   daemon->jobs_->set_kv_limits(KvLimitsOf(options.limits));
+  // Only a daemon whose workers outlive it takes jobs back.
+  daemon->jobs_->set_checkpoints(daemon->shim_launcher_ != nullptr && daemon->journal_ != nullptr);
   daemon->jobs_->set_worker_environment(WorkerTlsEnvironment(options.tls));
   daemon->access_->set_worker_token_check(
       [jobs = daemon->jobs_.get()](absl::string_view token) { return jobs->IsWorkerToken(token); });
+  std::vector<ResumableJob> running;
   if (daemon->journal_) {
-    HVDD_ASSIGN_OR_RETURN(auto recovered, daemon->journal_->Recover());
+    HVDD_ASSIGN_OR_RETURN(auto recovered, daemon->journal_->Recover(
+                                              daemon->shim_launcher_ ? &running : nullptr));
     for (const ArchivedJob& job : recovered) {
       daemon->metrics_.AddRecoveredJob(job.status.job_id(), job.status.state());
     }
-    daemon->recovered_jobs_ = recovered.size();
+    daemon->recovered_jobs_ = recovered.size() + running.size();
     daemon->jobs_->AddArchived(std::move(recovered));
+  }
+  if (!running.empty()) {
+    // Taken back before serving, so a worker that reconnects at once finds
+    // its job. They dial the address they were given: the same listen
+    // address (a fixed port) brings them back.
+    absl::StatusOr<HostPort> listen = ParseHostPort(options.listen_address);
+    if (listen.ok() && listen->port != 0) {
+      std::string host = listen->host;
+      if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
+      daemon->jobs_->set_worker_address(absl::StrCat(host, ":", listen->port));
+    }
+    for (const ResumableJob& job : running) daemon->ResumeJob(job, options);
   }
   HVDD_RETURN_IF_ERROR(daemon->Serve(options));
   return daemon;
+}
+
+void DaemonServer::ResumeJob(const ResumableJob& job, const DaemonOptions& options) {
+  ShimContents contents;
+  absl::StatusOr<ShimContents> reattached = shim_launcher_->Reattach(job.job_id);
+  if (reattached.ok()) {
+    contents = std::move(*reattached);
+  } else {
+    spdlog::warn("job {}: {}; its local workers count as lost", job.job_id,
+                 std::string(reattached.status().message()));
+  }
+  std::string token = contents.worker_token;
+  if (token.empty()) {
+    // No worker of the old token is left to come back.
+    absl::StatusOr<std::string> fresh = GenerateToken();
+    token = fresh.ok() ? *fresh : std::string();
+  }
+  std::shared_ptr<JobDriver> driver = jobs_->Readmit(job.job_id, job.spec, token);
+  // What a submission would have told them; the journal has the job already.
+  metrics_.OnJobSubmitted(job.job_id, job.spec, job.created);
+  heartbeats_->OnJobSubmitted(job.job_id, job.spec, job.created);
+  absl::Duration grace = options.worker_grace;
+  auto own = job.spec.env().find("HOROVODD_DAEMON_GRACE_S");
+  double seconds = 0;
+  if (own != job.spec.env().end() && absl::SimpleAtod(own->second, &seconds) && seconds > 0) {
+    grace = absl::Seconds(seconds);
+  }
+  std::map<int64_t, ProcessCallbacks> callbacks =
+      driver->Resume(job.checkpoint, contents.workers, contents.daemon_away, grace);
+  if (reattached.ok()) {
+    shim_launcher_->Adopt(job.job_id, [&callbacks](int64_t worker_id) {
+      auto it = callbacks.find(worker_id);
+      return it == callbacks.end() ? ProcessCallbacks{} : std::move(it->second);
+    });
+  }
+  ++resumed_jobs_;
+  spdlog::info("job {} taken back: {} worker(s) held by its shim (protocol {}), away {}",
+               job.job_id, contents.workers.size(), contents.protocol_version,
+               absl::FormatDuration(absl::Trunc(contents.daemon_away, absl::Milliseconds(100))));
 }
 
 absl::Status DaemonServer::OpenJournal(const std::string& state_dir) {
@@ -153,17 +240,36 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
 }
 
 void DaemonServer::Shutdown(const std::string& reason) {
+  ShutdownWith(reason, /*stop_jobs=*/!leave_jobs_running_);
+}
+
+void DaemonServer::ShutdownStoppingJobs(const std::string& reason) {
+  ShutdownWith(reason, /*stop_jobs=*/true);
+}
+
+void DaemonServer::ShutdownWith(const std::string& reason, bool stop_jobs) {
   if (shut_down_) return;
   shut_down_ = true;
   if (server_ && server_->GetHealthCheckService() != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
   }
-  jobs_->Shutdown(reason, absl::Seconds(5));
-  // Nothing new can be launched now; make sure nothing is left running. Slurm
-  // steps first: their srun processes are the local launcher's children.
-  slurm_launcher_->TerminateAll(absl::Seconds(2));
+  if (stop_jobs || !shim_launcher_) {
+    jobs_->Shutdown(reason, absl::Seconds(5));
+    // Nothing new can be launched now; make sure nothing is left running.
+    // Slurm steps first: their srun processes are the local launcher's children.
+    slurm_launcher_->TerminateAll(absl::Seconds(2));
+    if (shim_launcher_) shim_launcher_->TerminateAll(absl::Seconds(2));
+  } else {
+    // The drivers stop deciding first, then the shims are let go: from here
+    // on nothing is recorded, and the next daemon takes the jobs back.
+    jobs_->Abandon();
+    shim_launcher_->DetachAll();
+    spdlog::info("{}: running jobs left to the next horovodd ({} local worker(s))", reason,
+                 shim_launcher_->running());
+    slurm_launcher_->TerminateAll(absl::Seconds(2));  // srun steps cannot outlive it yet
+  }
   launcher_->TerminateAll(absl::Seconds(2));
-  ssh_launcher_->TerminateAll(absl::Seconds(2));
+  ssh_launcher_->TerminateAll(absl::Seconds(2));  // remote workers cannot outlive the daemon yet
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 

@@ -17,6 +17,7 @@
 #include "daemon/journal/journal.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/launch/local_launcher.h"
+#include "daemon/launch/shim/shim_launcher.h"
 #include "daemon/launch/slurm/slurm_launcher.h"
 #include "daemon/launch/ssh/ssh_launcher.h"
 #include "daemon/metrics/metrics.h"
@@ -59,6 +60,18 @@ struct DaemonOptions {
   // Write job events (not worker output) to the log: horovodd does;
   // horovodrun prints them itself.
   bool log_job_events = false;
+  // With a state dir: this machine's workers run under this horovodd-shim
+  // (launch/shim/shim_launcher.h) instead of as the daemon's children, so
+  // they outlive it, and Start takes back the jobs an earlier run left
+  // running. Empty: the daemon's children, which die with it (the daemon
+  // embedded in horovodrun).
+  std::string shim_binary;
+  // With shims: Shutdown leaves the running jobs to the next daemon (false:
+  // it cancels them, shutdown.stop_jobs).
+  bool leave_jobs_running = false;
+  // The workers' grace period without a daemon (worker.daemon_grace): a job
+  // whose workers all ended while the daemon was away longer is FAILED.
+  absl::Duration worker_grace = absl::Minutes(10);
 };
 
 class DaemonServer {
@@ -77,6 +90,8 @@ class DaemonServer {
   const std::string& metrics_address() const { return metrics_address_; }
   // Jobs an earlier run recorded, recovered from the journal at start.
   size_t recovered_jobs() const { return recovered_jobs_; }
+  // Of those, the running ones taken back.
+  size_t resumed_jobs() const { return resumed_jobs_; }
   // The admin token (the embedded daemon's horovodrun uses it), and the file
   // it is kept in (empty when it is only in memory).
   const std::string& admin_token() const { return access_->admin_token(); }
@@ -85,24 +100,36 @@ class DaemonServer {
   Metrics& metrics() { return metrics_; }
   // Marks the server NOT_SERVING for health checks, refuses new jobs, cancels
   // every job with `reason` (recorded in the journal), waits for their
-  // workers, stops serving.
+  // workers, stops serving. With leave_jobs_running (and shims) it leaves
+  // the jobs and their local workers running instead, recording nothing, so
+  // that the next daemon takes them back; remote workers still end.
   void Shutdown(const std::string& reason);
+  // Shutdown(reason) ending the jobs whatever leave_jobs_running says.
+  void ShutdownStoppingJobs(const std::string& reason);
 
  private:
   DaemonServer() = default;
   absl::Status OpenJournal(const std::string& state_dir);
   absl::Status Serve(const DaemonOptions& options);
+  // A job an earlier run left running: its shim reattached, its driver
+  // resumed (never fails: workers not found count as lost).
+  void ResumeJob(const ResumableJob& job, const DaemonOptions& options);
+  void ShutdownWith(const std::string& reason, bool stop_jobs);
 
   std::string address_;
   std::string metrics_address_;
   size_t recovered_jobs_ = 0;
+  size_t resumed_jobs_ = 0;
+  bool leave_jobs_running_ = false;
   // Observers outlive the job manager, which calls them from its drivers.
   Metrics metrics_;
   std::unique_ptr<Journal> journal_;  // null without a state dir
   JobEventLogger job_logger_;
   std::unique_ptr<HeartbeatSchedule> heartbeats_;  // each job's, for its Attach streams
   ObserverList observers_;
-  std::unique_ptr<LocalLauncher> launcher_;
+  std::unique_ptr<LocalLauncher> launcher_;           // without shims
+  std::unique_ptr<ShimLauncher> shim_launcher_;      // with shims
+  std::unique_ptr<JobObserver> shim_closer_;         // lets an ended job's shim go
   std::unique_ptr<SshLauncher> ssh_launcher_;  // hosts that are not this machine
   // srun steps (--launcher slurm); declared after launcher_, so it goes first.
   std::unique_ptr<SlurmLauncher> slurm_launcher_;

@@ -1,6 +1,8 @@
 // horovodd: the long-running daemon. Reads its config (--config, flags
-// override keys), serves jobs until SIGTERM/SIGINT, then ends every job with
-// a recorded reason and exits 0. Under systemd (Type=notify) it says when it
+// override keys), serves jobs until SIGTERM/SIGINT, then leaves the running
+// jobs to the next horovodd on the same state dir (their local workers run
+// under horovodd-shim), or with shutdown.stop_jobs ends every job with a
+// recorded reason, and exits 0. Under systemd (Type=notify) it says when it
 // is ready and stopping, and sends watchdog keep-alives.
 //
 // Exit codes: 0 stopped by a signal, 1 could not start (address in use,
@@ -8,10 +10,16 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
+#include <system_error>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "daemon/config/auth_config.h"
@@ -35,6 +43,16 @@ int WaitForTerminationSignal() {
   int sig = 0;
   sigwait(&set, &sig);
   return sig;
+}
+
+// horovodd-shim beside this executable (bin/ in the build tree and when
+// installed); empty when there is none.
+std::string ShimNextToUs() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return "";
+  const std::filesystem::path shim = self.parent_path() / "horovodd-shim";
+  return access(shim.c_str(), X_OK) == 0 ? shim.string() : "";
 }
 
 int Fail(int code, absl::string_view message) {
@@ -114,8 +132,28 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
+  // Workers inherit the daemon's environment, and a job's own -x wins over
+  // it: so worker.daemon_grace reaches them unless the job says otherwise.
+  // Set before any thread starts.
+  // An operator's (or a test's) HOROVODD_DAEMON_GRACE_S wins over the key.
+  double grace_seconds = 0;
+  if (const char* grace = getenv("HOROVODD_DAEMON_GRACE_S");
+      grace != nullptr && absl::SimpleAtod(grace, &grace_seconds) && grace_seconds > 0) {
+    config.worker_daemon_grace = absl::Seconds(grace_seconds);
+  } else {
+    setenv("HOROVODD_DAEMON_GRACE_S",
+           absl::StrCat(absl::ToDoubleSeconds(config.worker_daemon_grace)).c_str(), 1);
+  }
+
   horovodd::daemon::DaemonOptions options;
   options.listen_address = config.listen;
+  options.shim_binary = config.shim_binary.empty() ? ShimNextToUs() : config.shim_binary;
+  if (!config.state_dir.empty() && options.shim_binary.empty()) {
+    spdlog::warn("no horovodd-shim next to horovodd: local workers are this daemon's children "
+                 "and end with it (set shim.binary)");
+  }
+  options.leave_jobs_running = !config.stop_jobs_on_shutdown;
+  options.worker_grace = config.worker_daemon_grace;
   options.state_dir = config.state_dir;
   options.metrics_listen = config.metrics_listen;
   options.limits = config.limits;
@@ -170,8 +208,11 @@ int main(int argc, char** argv) {
   const int sig = WaitForTerminationSignal();
   const std::string reason =
       absl::StrCat("horovodd stopped (", sig == SIGTERM ? "SIGTERM" : "SIGINT", ")");
-  systemd.Stopping(absl::StrCat(reason, ", ending jobs"));
-  spdlog::info("{}: refusing new jobs, ending running ones", reason);
+  const bool leaving = options.leave_jobs_running && !options.shim_binary.empty() &&
+                       !config.state_dir.empty();
+  systemd.Stopping(absl::StrCat(reason, leaving ? ", leaving jobs running" : ", ending jobs"));
+  spdlog::info("{}: refusing new jobs, {}", reason,
+               leaving ? "leaving running ones to the next horovodd" : "ending running ones");
   daemon.Shutdown(reason);
   spdlog::info("stopped");
   return 0;

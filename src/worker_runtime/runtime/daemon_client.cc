@@ -58,7 +58,9 @@ void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
 }
 
 void ExitForLostDaemon(const DaemonClientOptions& options) {
-  std::fprintf(stderr, "horovodd: lost the daemon at %s for %s, exiting\n",
+  std::fprintf(stderr,
+               "horovodd: lost the daemon at %s for %s (its grace period, worker.daemon_grace "
+               "or HOROVODD_DAEMON_GRACE_S), exiting\n",
                options.address.c_str(),
                absl::FormatDuration(options.daemon_grace).c_str());
   ExitProcess(ExitReason::kDaemonLost);
@@ -351,20 +353,30 @@ void DaemonClient::ReporterLoop() {
       v1::CommitReport report = std::move(*pending_commit_);
       pending_commit_.reset();
       report_mu_.Unlock();
-      SendCommit(report, deadline);
+      const bool sent = SendCommit(report, deadline);
       report_mu_.Lock();
+      if (!sent && !reporter_done_) {
+        // The daemon is away (restarting): the commit waits for it, unless
+        // a newer one replaced it meanwhile. Retried after a pause, or at
+        // once when something new is queued.
+        if (!pending_commit_.has_value()) pending_commit_ = std::move(report);
+        report_cv_.WaitWithTimeout(&report_mu_, kMaxBackoff);
+      }
     } else {
       return;  // done and drained
     }
   }
 }
 
-// Errors are dropped on purpose: reports are advisory (see kReportDeadline).
-void DaemonClient::SendCommit(const v1::CommitReport& report, absl::Time deadline) {
+// False when the daemon could not be reached (the reporter keeps the commit
+// for it); any other error drops the report: reports are advisory.
+bool DaemonClient::SendCommit(const v1::CommitReport& report, absl::Time deadline) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline));
   v1::Empty response;
-  stub_->ReportCommit(&context, report, &response);
+  const grpc::Status status = stub_->ReportCommit(&context, report, &response);
+  return status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+         status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED;
 }
 
 void DaemonClient::SendFailure(const PendingFailure& failure, absl::Time deadline) {

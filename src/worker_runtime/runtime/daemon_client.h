@@ -130,7 +130,7 @@ class DaemonClient final : public DaemonConnection {
   // (`any_id`: whatever request it waits for, e.g. the stream's refusal).
   void DeliverRendezvous(const v1::StreamRendezvousAnswer& answer, bool any_id = false)
       ABSL_LOCKS_EXCLUDED(rendezvous_mu_);
-  void SendCommit(const v1::CommitReport& report, absl::Time deadline);
+  bool SendCommit(const v1::CommitReport& report, absl::Time deadline);
   void SendFailure(const PendingFailure& failure, absl::Time deadline);
   void MarkContact() ABSL_LOCKS_EXCLUDED(contact_mu_);
   // Follows the interval a DaemonMessage names (0: it names none).

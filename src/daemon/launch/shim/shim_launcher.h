@@ -1,0 +1,118 @@
+// A Launcher that starts this machine's workers through horovodd-shim
+// (daemon/shim/shim_server.h): one shim per job, started detached, so the
+// workers are not the daemon's children and a daemon that dies or restarts
+// leaves them running. Output lines, exit statuses and signals pass through
+// the shim's unix socket (<socket_dir>/<job id>.sock); a restarted daemon
+// finds the shim there again (Reattach) and gets what happened meanwhile.
+//
+// The guarantees are LocalLauncher's: callbacks as ProcessCallbacks says
+// (lines before the one on_exit), signals reach the worker's process group,
+// and nothing is orphaned: a worker dies with its shim (the shim's parent-
+// death signal), and a shim ends once its workers are gone and their exit
+// statuses were handed over (or after its idle timeout with no daemon).
+//
+// Workers are named the way the job driver names them in their environment
+// (HOROVODD_JOB_ID, HOROVODD_WORKER_ID), so a restarted daemon finds each by
+// the ids it journaled.
+//
+// Threads: Launch/Reattach/Signal from any thread (Launch blocks until the
+// shim answered); one reader thread per shim connection runs the callbacks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/launch/launcher.h"
+
+namespace horovodd::daemon {
+
+struct ShimLauncherOptions {
+  std::string shim_binary;  // the horovodd-shim executable
+  std::string socket_dir;   // created if missing; each job's socket and log
+  // A shim with no worker running and no daemon ends after this.
+  absl::Duration shim_idle_timeout = absl::Minutes(10);
+  // How many output lines a shim keeps for an absent daemon; 0: its default.
+  int shim_buffered_lines = 0;
+  // How long Launch waits for the shim's answer.
+  absl::Duration launch_timeout = absl::Seconds(60);
+};
+
+// What a job's shim held when a restarted daemon found it again.
+struct ShimContents {
+  std::vector<ReattachedWorker> workers;  // every worker not yet released
+  std::string worker_token;               // the job's, from its workers' environment
+  absl::Duration daemon_away;             // how long no daemon was connected
+  uint32_t protocol_version = 0;          // the shim's
+};
+
+class ShimLauncher final : public Launcher {
+ public:
+  // INVALID_ARGUMENT when the binary is not executable or the socket dir
+  // cannot be made.
+  static absl::StatusOr<std::unique_ptr<ShimLauncher>> Create(ShimLauncherOptions options);
+  // DetachAll(): the workers keep running under their shims.
+  ~ShimLauncher() override;
+
+  absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
+                                         ProcessCallbacks callbacks) override;
+  absl::Status Signal(int64_t handle, int sig) override;
+
+  // Finds the shim of `job_id` again (after a daemon restart) and says what
+  // it holds. Nothing is read past its Welcome until Adopt: call Adopt next
+  // (or DetachAll). NOT_FOUND when no shim listens for the job (it ended, or
+  // died with its workers); FAILED_PRECONDITION when it speaks a protocol
+  // this daemon does not (the message says which).
+  absl::StatusOr<ShimContents> Reattach(const std::string& job_id);
+  // Delivers the reattached workers' output and exits from now on, each to
+  // the callbacks `callbacks_for(worker_id)` returns (called here, once per
+  // worker).
+  void Adopt(const std::string& job_id,
+             const std::function<ProcessCallbacks(int64_t)>& callbacks_for);
+
+  // SIGTERM to every worker, SIGKILL to those left after `grace`; returns
+  // once all exits were delivered (or 5 s more passed). Not from a callback.
+  void TerminateAll(absl::Duration grace);
+  // The job ended (every exit was delivered): lets its shim go, which then
+  // ends. Any thread, callbacks included; does not wait.
+  void Close(const std::string& job_id);
+  // Closes every shim connection; no callback runs afterwards. The shims and
+  // their workers run on, for the next daemon.
+  void DetachAll();
+
+  // Where the job's shim listens.
+  std::string SocketPath(const std::string& job_id) const;
+  // The pid of the job's shim while connected to it, else 0.
+  int ShimPid(const std::string& job_id) const;
+  // Workers started or taken back whose exit has not been delivered.
+  size_t running() const;
+
+ private:
+  struct Shim;
+  explicit ShimLauncher(ShimLauncherOptions options) : options_(std::move(options)) {}
+  absl::StatusOr<std::shared_ptr<Shim>> ShimFor(const std::string& job_id);
+  absl::StatusOr<std::shared_ptr<Shim>> Connect(const std::string& job_id, bool start);
+  absl::Status StartShim(const std::string& job_id);
+  void ReadLoop(std::shared_ptr<Shim> shim);
+  void DropShim(const std::shared_ptr<Shim>& shim);
+
+  const ShimLauncherOptions options_;
+  absl::Mutex start_mu_;  // one shim start (or reattach) at a time
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Shim>> shims_ ABSL_GUARDED_BY(mu_);  // by job id
+  // Shims whose connection ended; their reader threads are joined later.
+  std::vector<std::shared_ptr<Shim>> retired_ ABSL_GUARDED_BY(mu_);
+  // handle -> (job id, worker id)
+  std::map<int64_t, std::pair<std::string, int64_t>> handles_ ABSL_GUARDED_BY(mu_);
+  int64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t next_unnamed_worker_ ABSL_GUARDED_BY(mu_) = int64_t{1} << 40;
+};
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,297 @@
+// horovodd-shim and the ShimLauncher over it, against the real shim binary
+// and real processes: output, exit statuses and signals pass through; the
+// workers outlive the launcher (a daemon going away); a new launcher takes
+// them back with the output kept meanwhile (dropped lines counted) and the
+// exit statuses; a shim that dies takes its workers with it.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/launch/shim/shim_launcher.h"
+#include "daemon/shim/shim_protocol.h"
+#include "shim.pb.h"
+#include "wait_until.h"
+
+namespace horovodd::daemon {
+namespace {
+
+using testing::WaitUntil;
+
+// Everything one worker reported; outlives the launchers that call it.
+class Recorder {
+ public:
+  ProcessCallbacks Callbacks() {
+    ProcessCallbacks callbacks;
+    callbacks.on_line = [this](OutputStream stream, std::string_view line) {
+      absl::MutexLock lock(&mu_);
+      lines_.push_back(absl::StrCat(stream == OutputStream::kStderr ? "err:" : "out:",
+                                    absl::string_view(line.data(), line.size())));
+    };
+    callbacks.on_exit = [this](const ExitInfo& exit) {
+      absl::MutexLock lock(&mu_);
+      ++exits_;
+      exit_ = exit;
+    };
+    return callbacks;
+  }
+  bool Exited() {
+    absl::MutexLock lock(&mu_);
+    return exits_ > 0;
+  }
+  ExitInfo AwaitExit() {
+    REQUIRE(WaitUntil([this] { return Exited(); }));
+    absl::MutexLock lock(&mu_);
+    CHECK(exits_ == 1);
+    return exit_;
+  }
+  std::vector<std::string> lines() {
+    absl::MutexLock lock(&mu_);
+    return lines_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> lines_;
+  int exits_ = 0;
+  ExitInfo exit_;
+};
+
+struct TempDir {
+  TempDir() {
+    char pattern[] = "/tmp/hvdd-shim-XXXXXX";
+    path = mkdtemp(pattern);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+
+ShimLauncherOptions OptionsIn(const TempDir& dir) {
+  ShimLauncherOptions options;
+  options.shim_binary = HVDD_BUILD_DIR "/bin/horovodd-shim";
+  options.socket_dir = dir.path + "/shims";
+  options.shim_idle_timeout = absl::Seconds(60);
+  return options;
+}
+
+WorkerLaunch Shell(const std::string& script, int64_t worker_id, const std::string& job = "job-1") {
+  WorkerLaunch launch;
+  launch.host = "localhost";
+  launch.spec.argv = {"/bin/sh", "-c", script};
+  launch.spec.env = {{"PATH", "/usr/bin:/bin"},
+                     {"HOROVODD_JOB_ID", job},
+                     {"HOROVODD_WORKER_ID", std::to_string(worker_id)}};
+  return launch;
+}
+
+bool Alive(int pid) { return kill(pid, 0) == 0; }
+
+TEST_CASE("shim frames are cut at their length prefix", "[shim]") {
+  shim::v1::ShimEvent event;
+  event.mutable_output()->set_line("hello");
+  const std::string frame = shim::EncodeFrame(event);
+  shim::FrameReader reader;
+  reader.Append(frame.data(), 3);
+  auto none = reader.Next();
+  REQUIRE(none.ok());
+  CHECK(!none->has_value());
+  reader.Append(frame.data() + 3, frame.size() - 3);
+  reader.Append(frame.data(), frame.size());
+  for (int i = 0; i < 2; ++i) {
+    auto next = reader.Next();
+    REQUIRE(next.ok());
+    REQUIRE(next->has_value());
+    shim::v1::ShimEvent parsed;
+    REQUIRE(parsed.ParseFromString(**next));
+    CHECK(parsed.output().line() == "hello");
+  }
+  const char huge[4] = {0x7f, 0, 0, 0};
+  reader.Append(huge, 4);
+  CHECK(reader.Next().status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a worker's output and exit status come through its shim", "[shim]") {
+  TempDir dir;
+  Recorder worker;
+  auto launcher = ShimLauncher::Create(OptionsIn(dir));
+  REQUIRE(launcher.ok());
+  auto launched = (*launcher)->Launch(Shell("echo one; echo two >&2; exit 3", 1),
+                                      worker.Callbacks());
+  REQUIRE(launched.ok());
+  CHECK(launched->pid > 0);
+  CHECK(worker.AwaitExit().exit_code == 3);
+  const std::vector<std::string> lines = worker.lines();
+  CHECK(std::count(lines.begin(), lines.end(), "out:one") == 1);
+  CHECK(std::count(lines.begin(), lines.end(), "err:two") == 1);
+  const std::string socket = (*launcher)->SocketPath("job-1");
+  const int shim_pid = (*launcher)->ShimPid("job-1");
+  CHECK(shim_pid > 0);
+  CHECK(shim_pid != getpid());
+  // The job is over (every exit status delivered): its shim ends.
+  (*launcher)->Close("job-1");
+  CHECK(WaitUntil([&] { return !Alive(shim_pid) && !std::filesystem::exists(socket); }));
+  CHECK((*launcher)->ShimPid("job-1") == 0);
+}
+
+TEST_CASE("a command that cannot run is refused like LocalLauncher refuses it", "[shim]") {
+  TempDir dir;
+  Recorder worker;
+  auto launcher = ShimLauncher::Create(OptionsIn(dir));
+  REQUIRE(launcher.ok());
+  WorkerLaunch launch = Shell("", 1);
+  launch.spec.argv = {"/no/such/program"};
+  auto launched = (*launcher)->Launch(launch, worker.Callbacks());
+  REQUIRE(!launched.ok());
+  CHECK(launched.status().code() == absl::StatusCode::kNotFound);
+  CHECK(launched.status().message().find("/no/such/program") != std::string::npos);
+}
+
+TEST_CASE("signals reach the worker through its shim", "[shim]") {
+  TempDir dir;
+  Recorder worker;
+  auto launcher = ShimLauncher::Create(OptionsIn(dir));
+  REQUIRE(launcher.ok());
+  auto launched = (*launcher)->Launch(Shell("echo ready; exec sleep 100", 1), worker.Callbacks());
+  REQUIRE(launched.ok());
+  REQUIRE(WaitUntil([&] { return !worker.lines().empty(); }));
+  REQUIRE((*launcher)->Signal(launched->handle, SIGTERM).ok());
+  const ExitInfo exit = worker.AwaitExit();
+  CHECK(exit.signal == SIGTERM);
+  CHECK((*launcher)->Signal(launched->handle, SIGTERM).code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("workers outlive the launcher, and a new one takes them back", "[shim]") {
+  TempDir dir;
+  ShimLauncherOptions options = OptionsIn(dir);
+  options.shim_buffered_lines = 100;
+  const std::string go = dir.path + "/go";
+  Recorder before;
+  int pid = 0;
+  {
+    auto launcher = ShimLauncher::Create(options);
+    REQUIRE(launcher.ok());
+    // Waits for the file `go`, then prints 300 lines (more than the shim
+    // keeps) and exits 7.
+    const std::string script = absl::StrCat(
+        "echo started; while [ ! -e ", go, " ]; do sleep 0.05; done; "
+        "i=0; while [ $i -lt 300 ]; do echo line$i; i=$((i+1)); done; exit 7");
+    WorkerLaunch launch = Shell(script, 5);
+    launch.spec.env["HOROVODD_WORKER_TOKEN"] = "secret";
+    auto launched = (*launcher)->Launch(launch, before.Callbacks());
+    REQUIRE(launched.ok());
+    pid = launched->pid;
+    REQUIRE(WaitUntil([&] { return !before.lines().empty(); }));
+  }  // the "daemon" goes away
+  CHECK(Alive(pid));
+  CHECK(!before.Exited());
+  { std::ofstream(go) << "go"; }
+  // The worker runs to its end with no daemon to read its output.
+  REQUIRE(WaitUntil([&] { return !Alive(pid); }));
+
+  Recorder after;
+  auto launcher = ShimLauncher::Create(options);
+  REQUIRE(launcher.ok());
+  int64_t asked = 0;
+  auto found = (*launcher)->Reattach("job-1");
+  REQUIRE(found.ok());
+  REQUIRE(found->workers.size() == 1);
+  CHECK(found->workers[0].worker_id == 5);
+  CHECK(found->workers[0].process.pid == pid);
+  CHECK(found->workers[0].exited);
+  CHECK(found->worker_token == "secret");
+  CHECK(found->daemon_away > absl::ZeroDuration());
+  (*launcher)->Adopt("job-1", [&](int64_t worker_id) {
+    asked = worker_id;
+    return after.Callbacks();
+  });
+  CHECK(asked == 5);
+  CHECK(after.AwaitExit().exit_code == 7);
+  const std::vector<std::string> lines = after.lines();
+  REQUIRE(lines.size() == 101);  // the notice, then the newest 100 lines
+  CHECK(lines[0] == "err:[horovodd-shim: 200 line(s) of output dropped while no daemon read them]");
+  CHECK(lines[1] == "out:line200");
+  CHECK(lines[100] == "out:line299");
+}
+
+TEST_CASE("a worker still running is taken back and stopped by the new launcher", "[shim]") {
+  TempDir dir;
+  Recorder before, after;
+  int pid = 0;
+  {
+    auto launcher = ShimLauncher::Create(OptionsIn(dir));
+    REQUIRE(launcher.ok());
+    auto launched = (*launcher)->Launch(Shell("exec sleep 100", 2), before.Callbacks());
+    REQUIRE(launched.ok());
+    pid = launched->pid;
+  }
+  CHECK(Alive(pid));
+  auto launcher = ShimLauncher::Create(OptionsIn(dir));
+  REQUIRE(launcher.ok());
+  auto found = (*launcher)->Reattach("job-1");
+  REQUIRE(found.ok());
+  REQUIRE(found->workers.size() == 1);
+  CHECK(!found->workers[0].exited);
+  (*launcher)->Adopt("job-1", [&](int64_t) { return after.Callbacks(); });
+  CHECK((*launcher)->running() == 1);
+  (*launcher)->TerminateAll(absl::Seconds(10));
+  CHECK(after.AwaitExit().signal == SIGTERM);
+  CHECK(!before.Exited());
+  CHECK(!Alive(pid));
+  CHECK((*launcher)->Reattach("job-2").status().code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("a shim that dies takes its workers with it", "[shim]") {
+  TempDir dir;
+  Recorder worker;
+  auto launcher = ShimLauncher::Create(OptionsIn(dir));
+  REQUIRE(launcher.ok());
+  auto launched = (*launcher)->Launch(Shell("exec sleep 100", 1), worker.Callbacks());
+  REQUIRE(launched.ok());
+  const int shim_pid = (*launcher)->ShimPid("job-1");
+  REQUIRE(shim_pid > 0);
+  REQUIRE(kill(shim_pid, SIGKILL) == 0);
+  const ExitInfo exit = worker.AwaitExit();
+  CHECK(exit.exit_code == -1);  // the status was lost with the shim
+  CHECK(WaitUntil([&] { return !Alive(launched->pid); }));
+}
+
+TEST_CASE("a shim refuses a daemon of an unknown protocol or another job", "[shim]") {
+  TempDir dir;
+  Recorder worker;
+  auto launcher = ShimLauncher::Create(OptionsIn(dir));
+  REQUIRE(launcher.ok());
+  auto launched = (*launcher)->Launch(Shell("exec sleep 100", 1), worker.Callbacks());
+  REQUIRE(launched.ok());
+  for (const auto& [version, job] : {std::pair{0u, "job-1"}, std::pair{1u, "job-9"}}) {
+    auto fd = shim::ConnectUnix((*launcher)->SocketPath("job-1"));
+    REQUIRE(fd.ok());
+    shim::v1::ShimRequest hello;
+    hello.mutable_hello()->set_protocol_version(version);
+    hello.mutable_hello()->set_job_id(job);
+    REQUIRE(shim::WriteAll(*fd, shim::EncodeFrame(hello)).ok());
+    shim::FrameReader reader;
+    shim::v1::ShimEvent answer;
+    REQUIRE(shim::ReadMessage(*fd, reader, answer).ok());
+    CHECK(answer.has_refused());
+    close(*fd);
+  }
+  // The refused clients changed nothing: the launcher still drives the worker.
+  CHECK(Alive(launched->pid));
+  REQUIRE((*launcher)->Signal(launched->handle, SIGKILL).ok());
+  CHECK(worker.AwaitExit().signal == SIGKILL);
+}
+
+}  // namespace
+}  // namespace horovodd::daemon
