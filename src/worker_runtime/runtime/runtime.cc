@@ -171,7 +171,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<Runtime> runtime(
       new Runtime(options.ring_timeout, options.local, options.stall));
-  runtime->worker_key_ = absl::StrCat(options.daemon.job_id, "/", options.daemon.worker_id);
+  // The daemon's address too: processes that host several daemons' workers in
+  // turn (the in-process tests) count each daemon's rings apart.
+  runtime->worker_key_ = absl::StrCat(options.daemon.address, "/", options.daemon.job_id, "/",
+                                      options.daemon.worker_id);
   Runtime* self = runtime.get();
   GpuCollectivesOptions gpu;
   gpu.operations = options.gpu_operations;

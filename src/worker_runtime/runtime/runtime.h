@@ -185,7 +185,7 @@ class Runtime {
   const absl::Duration ring_timeout_;
   const LocalOptions local_;  // its places filled in per generation
   const StallOptions stall_;
-  // "<job>/<worker id>": whose rings NextRingIncarnation counts.
+  // "<daemon address>/<job>/<worker id>": whose rings NextRingIncarnation counts.
   std::string worker_key_;
   // The current generation's RingOptions::key_scope (training thread).
   std::string key_scope_;
