@@ -62,7 +62,10 @@ absl::Status ReduceRounds(ShmGroup& group, DType dtype, const uint8_t* input, in
   const size_t element = DTypeSize(dtype);
   const int n = group.size();
   const int me = group.rank();
-  const int total_ranks = cross != nullptr ? cross->total_ranks : n;
+  // What kAverage divides by: every rank of the job, or only the ranks that
+  // contributed while others have joined (engine join; as AverageDivisor).
+  const int all_ranks = cross != nullptr ? cross->total_ranks : n;
+  const int total_ranks = options.contributors > 0 ? options.contributors : all_ranks;
   const int64_t per_round = static_cast<int64_t>(group.slot_bytes() / element);
   for (int64_t offset = 0; offset < count; offset += per_round) {
     const int64_t m = std::min(per_round, count - offset);

@@ -101,7 +101,11 @@ def like(array, model):
     otherwise."""
     if not is_torch(model):
         return array
-    result = _torch().from_numpy(array)
+    torch = _torch()
+    result = torch.from_numpy(array)
+    if model.dtype == torch.bfloat16 and result.dtype == torch.int16:
+        # numpy has no bfloat16: the runtime hands its bits back as int16.
+        result = result.view(torch.bfloat16)
     return result if model.device.type == "cpu" else result.to(model.device)
 
 
