@@ -8,12 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -74,7 +75,15 @@ struct TempDir {
     char pattern[] = "/tmp/hvdd-shim-XXXXXX";
     path = mkdtemp(pattern);
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
+  ~TempDir() {
+    // A shim that is ending may unlink its socket while the tree is removed:
+    // remove_all then fails on the vanished file, and another pass finishes.
+    std::error_code error;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      std::filesystem::remove_all(path, error);
+      if (!error) return;
+    }
+  }
   std::string path;
 };
 
