@@ -12,8 +12,17 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export BUILD_DIR="${BUILD_DIR:-$repo_root/build}"
 export HVDD_BUILD_DIR="$BUILD_DIR"
 
+# Each stage says how long it took, so the slow ones are plain in CI's log.
+stage_began=$SECONDS
+stage_took() {
+  echo "== $1 took $((SECONDS - stage_began)) s"
+  stage_began=$SECONDS
+}
+
 "$repo_root/scripts/install_deps.sh"
+stage_took "installing packages"
 "$repo_root/scripts/build.sh"
+stage_took "build"
 
 failed=()
 
@@ -22,6 +31,7 @@ echo "== unit tests (ctest in $BUILD_DIR)"
 if ! (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 600); then
   failed+=("unit tests")
 fi
+stage_took "unit tests"
 
 echo "== integration tests (pytest tests/integration tests/python)"
 if [[ -z "$(find "$repo_root/tests/integration" -name 'test_*.py' -o -name '*_test.py')" ]]; then
@@ -41,21 +51,24 @@ else
     failed+=("integration tests")
   # tests/python's workers import the horovodd package from the build tree.
   elif ! (cd "$repo_root" && PYTHONPATH="$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" \
-            "$python" -m pytest -q tests/integration tests/python); then
+            "$python" -m pytest -q --durations=20 tests/integration tests/python); then
     failed+=("integration tests")
   fi
 fi
+stage_took "integration tests"
 
 echo "== fuzz (scripts/fuzz.sh: clang build in build-fuzz, ${FUZZ_SECONDS:-15}s per target)"
 # Short on purpose (CI); tests/fuzz/README.md says how to run longer.
 if ! FUZZ_SECONDS="${FUZZ_SECONDS:-15}" "$repo_root/scripts/fuzz.sh"; then
   failed+=("fuzz")
 fi
+stage_took "fuzz"
 
 echo "== thread safety (scripts/thread_safety.sh: clang -Wthread-safety over src/)"
 if ! "$repo_root/scripts/thread_safety.sh"; then
   failed+=("thread safety")
 fi
+stage_took "thread safety"
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "FAILED: ${failed[*]}" >&2
