@@ -1,6 +1,7 @@
 #include "daemon/shim/shim_protocol.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/unique_fd.h"
 
 namespace horovodd::shim {
 namespace {
@@ -16,16 +18,38 @@ absl::Status ErrnoStatus(absl::StatusCode code, absl::string_view what) {
   return absl::Status(code, absl::StrCat(what, ": ", strerror(errno)));
 }
 
-absl::StatusOr<sockaddr_un> AddressOf(const std::string& path) {
+// The address of the unix socket at `path`. sun_path holds 107 bytes, less than a deep state
+// dir needs (a test's temp dir, a home directory): a longer path is reached through its
+// directory instead, "/proc/self/fd/<dir>/<name>", which bind and connect resolve as they
+// would the path itself. `dir` keeps that directory open while the address is used.
+struct UnixAddress {
   sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shim socket path '", path, "' is empty or longer than ", sizeof(addr.sun_path) - 1,
-        " bytes; use a shorter state dir"));
+  daemon::UniqueFd dir;
+};
+
+absl::StatusOr<UnixAddress> AddressOf(const std::string& path) {
+  UnixAddress address;
+  address.addr.sun_family = AF_UNIX;
+  constexpr size_t kCapacity = sizeof(address.addr.sun_path);
+  if (path.empty()) return absl::InvalidArgumentError("shim socket path is empty");
+  std::string reachable = path;
+  if (path.size() >= kCapacity) {
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    address.dir.Reset(open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!address.dir.valid()) {
+      return ErrnoStatus(absl::StatusCode::kFailedPrecondition,
+                         absl::StrCat("cannot open the shim socket's directory ", dir));
+    }
+    reachable = absl::StrCat("/proc/self/fd/", address.dir.get(), "/", name);
+    if (name.empty() || reachable.size() >= kCapacity) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shim socket name '", name, "' in ", dir, " is empty or too long for a unix socket"));
+    }
   }
-  memcpy(addr.sun_path, path.data(), path.size());
-  return addr;
+  memcpy(address.addr.sun_path, reachable.data(), reachable.size());
+  return address;
 }
 
 }  // namespace
@@ -99,11 +123,12 @@ absl::Status ReadMessage(int fd, FrameReader& reader, google::protobuf::MessageL
 absl::Status CheckSocketPath(const std::string& path) { return AddressOf(path).status(); }
 
 absl::StatusOr<int> ConnectUnix(const std::string& path) {
-  absl::StatusOr<sockaddr_un> addr = AddressOf(path);
-  if (!addr.ok()) return addr.status();
+  absl::StatusOr<UnixAddress> address = AddressOf(path);
+  if (!address.ok()) return address.status();
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus(absl::StatusCode::kInternal, "cannot create a unix socket");
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address->addr), sizeof(address->addr)) !=
+      0) {
     absl::Status status =
         ErrnoStatus(absl::StatusCode::kUnavailable, absl::StrCat("cannot reach shim at ", path));
     close(fd);
@@ -113,15 +138,16 @@ absl::StatusOr<int> ConnectUnix(const std::string& path) {
 }
 
 absl::StatusOr<int> ListenUnix(const std::string& path) {
-  absl::StatusOr<sockaddr_un> addr = AddressOf(path);
-  if (!addr.ok()) return addr.status();
+  absl::StatusOr<UnixAddress> address = AddressOf(path);
+  if (!address.ok()) return address.status();
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus(absl::StatusCode::kInternal, "cannot create a unix socket");
   unlink(path.c_str());
   // Only the daemon's user may talk to the shim (it starts processes): the
   // socket is made 0600 from the start, not chmod'ed after.
   const mode_t old_mask = umask(0177);
-  const int bound = bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr));
+  const int bound =
+      bind(fd, reinterpret_cast<const sockaddr*>(&address->addr), sizeof(address->addr));
   umask(old_mask);
   if (bound != 0 || listen(fd, 4) != 0) {
     absl::Status status = ErrnoStatus(absl::StatusCode::kFailedPrecondition,

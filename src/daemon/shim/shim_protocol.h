@@ -52,8 +52,9 @@ class FrameReader {
 // INVALID_ARGUMENT for a bad frame.
 absl::Status ReadMessage(int fd, FrameReader& reader, google::protobuf::MessageLite& message);
 
-// The unix socket path `path` as a sockaddr_un; INVALID_ARGUMENT when it is
-// longer than sun_path holds.
+// Whether a unix socket can be made at `path`: INVALID_ARGUMENT when it is empty, or when
+// even its directory-relative form (used for paths longer than sun_path's 107 bytes) does
+// not fit; FAILED_PRECONDITION when that directory cannot be opened.
 absl::Status CheckSocketPath(const std::string& path);
 
 // A connected socket to the shim listening at `path`, or UNAVAILABLE naming
