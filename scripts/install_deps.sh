@@ -12,7 +12,7 @@ packages=(
   libssh-dev libsystemd-dev libsqlite3-dev
   systemd  # systemd-analyze verifies deploy/systemd/horovodd.service in the tests
   openssh-server openssh-client  # a private sshd for the multi-host tests (tests/integration/sshd.py)
-  python3 python3-pytest
+  python3 python3-pytest python3-pytest-xdist  # -n 2: the integration tests mostly wait, two at a time
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-torch  # the horovodd Python package
   clang libclang-rt-14-dev  # libFuzzer and ASan for scripts/fuzz.sh (tests/fuzz)
   slurm-wlm munge  # a private Slurm cluster on loopback for the Slurm launcher's tests

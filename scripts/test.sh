@@ -50,9 +50,19 @@ else
     echo "no python3 with pytest found (install python3-pytest)" >&2
     failed+=("integration tests")
   # tests/python's workers import the horovodd package from the build tree.
-  elif ! (cd "$repo_root" && PYTHONPATH="$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" \
-            "$python" -m pytest -q --durations=20 tests/integration tests/python); then
-    failed+=("integration tests")
+  else
+    # Two test files at a time (pytest-xdist, one file per worker, so a file's
+    # fixtures such as its Slurm cluster are made once): the tests mostly wait on
+    # real processes. PYTEST_JOBS=1 runs them one by one.
+    parallel=()
+    jobs="${PYTEST_JOBS:-2}"
+    if [[ "$jobs" -gt 1 ]] && "$python" -c "import xdist" 2>/dev/null; then
+      parallel=(-n "$jobs" --dist loadfile)
+    fi
+    if ! (cd "$repo_root" && PYTHONPATH="$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" \
+            "$python" -m pytest -q --durations=20 "${parallel[@]}" tests/integration tests/python); then
+      failed+=("integration tests")
+    fi
   fi
 fi
 stage_took "integration tests"
