@@ -1,12 +1,18 @@
 // Engines over in-process rings for the engine tests: one Engine per rank
 // (threads of this process), attached to a RankGroup's contexts, and helpers
-// that build the requests the public API would.
+// that build the requests the public API would. Every rank is on this host,
+// so the rings get their shared memory as the runtime's do (collectives and
+// negotiation in the segment), unless HOROVODD_SHM=0 (the test_engine_tcp
+// run): then everything goes over TCP.
 #pragma once
 
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
 #include <gloo/rendezvous/hash_store.h>
 
 #include "absl/status/statusor.h"
@@ -15,6 +21,7 @@
 #include "worker_runtime/engine/engine_loop.h"
 #include "worker_runtime/engine/engine_request.h"
 #include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/gloo/gloo_local.h"
 
 namespace horovodd::testing {
 
@@ -71,6 +78,16 @@ class EngineGroup {
   // A new ring (a new "generation") for every engine, which must be detached.
   void Connect() {
     ring_ = std::make_unique<RankGroup>(store_, "ring" + std::to_string(++rings_), size_);
+    const char* shm = std::getenv("HOROVODD_SHM");
+    if (shm == nullptr || std::strcmp(shm, "0") != 0) {
+      const auto connected = OnEveryRank<absl::Status>(size_, [&](int rank) {
+        internal::LocalOptions local;
+        local.local_rank = rank;
+        local.local_size = size_;
+        return internal::ConnectLocalGroup(context(rank), local);
+      });
+      for (const absl::Status& status : connected) REQUIRE(status.ok());
+    }
     for (int r = 0; r < size_; ++r) {
       std::shared_ptr<internal::GlooContext> context = ring_->shared(r);
       engines_[r]->Attach(rings_,

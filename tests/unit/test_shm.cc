@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 
 #include <atomic>
 #include <cstdint>
@@ -17,11 +18,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "test_collectives_harness.h"
 #include "worker_runtime/shm/shm_collectives.h"
 #include "worker_runtime/shm/shm_group.h"
+#include "worker_runtime/shm/shm_negotiation.h"
 
 namespace horovodd {
 namespace {
@@ -255,6 +258,97 @@ TEST_CASE("a local peer that exits is noticed by a rank waiting for it") {
   waitpid(child, &child_status, 0);
   CHECK(status.code() == absl::StatusCode::kUnavailable);
   CHECK(std::string(status.message()).find("exited") != std::string::npos);
+}
+
+// --- the negotiation channel (shm_negotiation.h) -----------------------------
+
+using internal::shm::NegotiationChannel;
+
+// Rank r's part of round k: a length and bytes that differ by rank and round.
+std::string PartOf(int rank, int round) {
+  return std::string(1 + (rank * 13 + round * 7) % 300, static_cast<char>('a' + (rank + round) % 26));
+}
+
+TEST_CASE("negotiation parts from 2 to 4 ranks reach every rank, round after round") {
+  for (int size = 2; size <= 4; ++size) {
+    auto groups = MakeGroups(size, 1024);
+    const auto results = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
+      NegotiationChannel channel(*groups[rank]);
+      for (int round = 0; round < 5; ++round) {  // both sets, twice
+        const std::string mine = PartOf(rank, round);
+        std::memcpy(channel.NextPart(), mine.data(), mine.size());
+        channel.Publish(mine.size());
+        if (absl::Status s = channel.Collect(Deadline(), {}); !s.ok()) return s.ToString();
+        for (int r = 0; r < size; ++r) {
+          const absl::Span<const uint8_t> part = channel.Part(r);
+          if (std::string(part.begin(), part.end()) != PartOf(r, round)) {
+            return absl::StrCat("round ", round, ": rank ", r, "'s part differs");
+          }
+        }
+      }
+      return "";
+    });
+    for (const std::string& r : results) CHECK(r == "");
+  }
+}
+
+TEST_CASE("a negotiation round hears each peer as it arrives, and ends with the last") {
+  auto groups = MakeGroups(3, 1024);
+  std::vector<std::unique_ptr<NegotiationChannel>> channels;
+  for (auto& g : groups) channels.push_back(std::make_unique<NegotiationChannel>(*g));
+  for (auto& c : channels) c->NextPart()[0] = 'x';
+  absl::Notification heard_rank_1;
+  std::vector<int> heard;
+  absl::Status collected;
+  channels[0]->Publish(1);
+  std::thread waiter([&] {
+    collected = channels[0]->Collect(Deadline(), [&](int r) {
+      heard.push_back(r);
+      if (r == 1) heard_rank_1.Notify();
+    });
+  });
+  channels[1]->Publish(1);
+  // Rank 2 publishes only once rank 1's part was heard: the round is still open.
+  REQUIRE(heard_rank_1.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  channels[2]->Publish(1);
+  waiter.join();
+  CHECK(collected.ok());
+  CHECK(heard == std::vector<int>{1, 2});
+}
+
+TEST_CASE("an abort wakes a rank collecting a round its peer never publishes") {
+  auto groups = MakeGroups(2, 1024);
+  NegotiationChannel channel(*groups[0]);
+  channel.Publish(0);
+  absl::Status collected;
+  std::thread waiter([&] { collected = channel.Collect(Deadline(), {}); });
+  groups[1]->Abort();  // the generation was superseded
+  waiter.join();
+  CHECK(collected.code() == absl::StatusCode::kAborted);
+}
+
+TEST_CASE("a negotiation round ends when the peer it waits for exits") {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  GroupOptions options;
+  options.size = 2;
+  options.slot_bytes = 1024;
+  options.pids = {getpid(), child};
+  auto group = ShmGroup::Create(options);
+  REQUIRE(group.ok());
+  NegotiationChannel channel(**group);
+  channel.Publish(0);
+  absl::Status collected;
+  std::thread waiter([&] { collected = channel.Collect(Deadline(), {}); });
+  kill(child, SIGKILL);
+  waiter.join();
+  int child_status = 0;
+  waitpid(child, &child_status, 0);
+  CHECK(collected.code() == absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

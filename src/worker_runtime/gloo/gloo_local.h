@@ -11,8 +11,8 @@
 //                             host (one ring per local rank), shared back
 //                             within the host; everything else over TCP.
 //
-// The engine's negotiation rounds post their own transfers on the ring
-// (engine_negotiation.cc) and stay on TCP.
+// The engine's negotiation rounds make the same choice themselves
+// (engine_negotiation.cc): the host's segment when every rank shares it.
 #pragma once
 
 #include <cstddef>

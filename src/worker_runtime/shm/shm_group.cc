@@ -85,7 +85,8 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 size_t ShmGroup::SegmentBytes(int size, size_t slot_bytes) {
   const size_t control = sizeof(Header) + size * sizeof(RankControl);
-  return RoundUp(control + 2 * MetaBytes(size), kPage) + 2 * size * RoundUp(slot_bytes, kLine);
+  return RoundUp(control + 2 * MetaBytes(size), kPage) + 2 * size * RoundUp(slot_bytes, kLine) +
+         size * kNegotiationBytesPerRank;
 }
 
 ShmGroup::ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> segment)
@@ -170,6 +171,12 @@ uint8_t* ShmGroup::slot(int r) const {
   return segment_->data() + data + (set * size_ + r) * slot_bytes_;
 }
 
+uint8_t* ShmGroup::negotiation_area() const {
+  const size_t control = sizeof(Header) + size_ * sizeof(RankControl);
+  const size_t data = RoundUp(control + 2 * MetaBytes(size_), kPage);
+  return segment_->data() + data + 2 * size_ * slot_bytes_;
+}
+
 absl::Status ShmGroup::health() const {
   switch (header().state.load(std::memory_order_acquire)) {
     case kUsable:
@@ -215,14 +222,23 @@ int ShmGroup::DeadPeer() const {
 absl::Status ShmGroup::Sync(absl::Time deadline) {
   HVDD_RETURN_IF_ERROR(health());
   const uint64_t round = ++syncs_;
-  Header& h = header();
   control(rank_).arrived.store(round, std::memory_order_seq_cst);
+  Notify();
+  return Await([&] { return AllArrived(round); }, deadline);
+}
+
+void ShmGroup::Notify() {
+  Header& h = header();
   if (h.sleepers.load(std::memory_order_seq_cst) > 0) {
     h.bell.fetch_add(1, std::memory_order_seq_cst);
     Futex(&h.bell, FUTEX_WAKE, INT_MAX, nullptr);
   }
+}
+
+absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline) {
+  Header& h = header();
   for (int i = 0; i < kSpinChecks + kYieldChecks; ++i) {
-    if (AllArrived(round)) return absl::OkStatus();
+    if (done()) return absl::OkStatus();
     if (h.state.load(std::memory_order_relaxed) != kUsable) return health();
     if (i < kSpinChecks) {
       CpuRelax();
@@ -236,8 +252,8 @@ absl::Status ShmGroup::Sync(absl::Time deadline) {
     h.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t bell = h.bell.load(std::memory_order_seq_cst);
     absl::Status status = health();
-    const bool done = status.ok() && AllArrived(round);
-    if (status.ok() && !done) {
+    const bool finished = status.ok() && done();
+    if (status.ok() && !finished) {
       const absl::Duration left = deadline - absl::Now();
       const absl::Duration wait = std::min(kLivenessPoll, std::max(left, absl::ZeroDuration()));
       timespec timeout = absl::ToTimespec(wait);
@@ -245,7 +261,7 @@ absl::Status ShmGroup::Sync(absl::Time deadline) {
     }
     h.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (!status.ok()) return status;
-    if (done || AllArrived(round)) return absl::OkStatus();
+    if (finished || done()) return absl::OkStatus();
     HVDD_RETURN_IF_ERROR(health());
     if (const int dead = DeadPeer(); dead >= 0) {
       Fail();

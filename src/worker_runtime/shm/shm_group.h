@@ -27,6 +27,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -40,6 +41,10 @@ inline constexpr size_t kDefaultSlotBytes = size_t{1} << 20;
 // Header words per rank per destination in a round (collective_args.h's
 // ArgumentHeader fits).
 inline constexpr size_t kMetaWords = 16;
+// The negotiation area (shm_negotiation.h): this many bytes per rank, the
+// first kNegotiationControlBytes of them its control line, then its two parts.
+inline constexpr size_t kNegotiationControlBytes = 128;
+inline constexpr size_t kNegotiationBytesPerRank = kNegotiationControlBytes + (size_t{64} << 10);
 
 struct GroupOptions {
   int rank = 0;  // this process's index in the group (its local rank)
@@ -82,6 +87,16 @@ class ShmGroup {
   absl::Status Sync(absl::Time deadline);
   // Ends the round (after at least one Sync): the next one uses the other set.
   void NextRound() { ++round_; }
+
+  // The negotiation channel's area (kNegotiationBytesPerRank per rank, zeros
+  // at first), beside the rounds: it keeps its own counts.
+  uint8_t* negotiation_area() const;
+  // Waits, as Sync does (spin, then sleep until rung), until `done` holds;
+  // `done` is called on this thread only. Same errors as Sync.
+  absl::Status Await(absl::FunctionRef<bool()> done, absl::Time deadline);
+  // Rings for the sleepers of the host, if any: call after publishing what
+  // their Await looks for.
+  void Notify();
 
   // OK while usable, else why not.
   absl::Status health() const;
