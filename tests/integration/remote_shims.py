@@ -9,7 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
-from harness import kill_shims
+from harness import SHIM_PID_LINE, kill_shims
 
 NAMESPACE_LINE = re.compile(r"under ~/\.horovodd/([0-9a-f]+)/shims there")
 
@@ -26,3 +26,11 @@ def remove_remote_shims(root):
     removes it."""
     kill_shims(root)
     shutil.rmtree(root, ignore_errors=True)
+
+
+def remote_shim_pid(root, job_id, host):
+    """The pid of job_id's shim on `host` (from its log, <job>.<host>.log)."""
+    log = root / "shims" / f"{job_id}.{host}.log"
+    match = SHIM_PID_LINE.search(log.read_text(errors="replace"))
+    assert match, f"no pid in {log}"
+    return int(match.group(1))

@@ -10,16 +10,18 @@ no reset, every epoch's samples exactly once.
 Real processes on loopback, modelled on test_daemon_restart.py (whose
 helpers are used); every process is ended by PID at the end."""
 
+import os
 import signal
 import subprocess
 import time
 
 import pytest
 
-from harness import DISCOVER_HOSTS, ELASTIC_TRAIN, HOROVODRUN, HostsFile, _pid_alive, shim_pids
-from remote_shims import remote_shim_root, remove_remote_shims
+from harness import DISCOVER_HOSTS, ELASTIC_TRAIN, HOROVODRUN, HostsFile, _pid_alive, read_result, \
+    shim_pids
+from remote_shims import remote_shim_pid, remote_shim_root, remove_remote_shims
 from restart_checks import assert_finished_without_reset
-from test_daemon_restart import CLI_DEADLINE, SAMPLES, cluster, running_pids, training, \
+from test_daemon_restart import CLI_DEADLINE, SAMPLES, cluster, ended, running_pids, training, \
     wait_for  # noqa: F401 (cluster: the fixture)
 
 HOSTS = ["127.0.0.2", "127.0.0.3"]
@@ -42,9 +44,9 @@ def remote_cluster(cluster, sshd):
     sshd.kill_sessions()
 
 
-def submit_over_ssh(daemon, sshd, tmp_path, epochs, delay_ms):
+def submit_over_ssh(daemon, sshd, tmp_path, epochs, delay_ms, min_np=2):
     """An elastic job of 2 (one worker per host), discovered from hosts.txt."""
-    args = [HOROVODRUN, *daemon.client_args(), "--detach", "-np", 2, "--min-np", 2,
+    args = [HOROVODRUN, *daemon.client_args(), "--detach", "-np", 2, "--min-np", min_np,
             "--max-np", 2, "--host-discovery-script", DISCOVER_HOSTS,
             "--discovery-interval", 0.2, *sshd.client_args(tmp_path / "known_hosts"),
             ELASTIC_TRAIN, "--epochs", epochs, "--samples", SAMPLES, "--step-delay-ms", delay_ms,
@@ -92,3 +94,30 @@ def test_remote_workers_train_through_a_sigkill_of_their_daemon(remote_cluster, 
     assert_finished_without_reset(daemon, job_id, tmp_path / "result.json", 40, generation, pids)
     # The job is over: the shims end on their hosts.
     wait_for(lambda: not shim_pids(remote_root), "the remote shims to end")
+
+
+def test_a_host_whose_shim_is_gone_after_the_restart_counts_its_workers_as_lost(
+        remote_cluster, sshd, tmp_path):
+    hosts = HostsFile(tmp_path, "\n".join(f"{host}:1" for host in HOSTS))
+    daemon = remote_cluster()
+    job_id = submit_over_ssh(daemon, sshd, tmp_path, epochs=30, delay_ms=15, min_np=1)
+    pids = running_pids(training(daemon, job_id, 2))
+    remote_root = remote_shim_root(daemon.output())
+
+    assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+    # While the daemon is away, 127.0.0.3's shim dies, and its worker with it.
+    gone = remote_shim_pid(remote_root, job_id, HOSTS[1])
+    os.kill(gone, signal.SIGKILL)
+    wait_for(lambda: sum(_pid_alive(pid) for pid in pids) == 1, "its worker to die with it")
+    hosts.write(f"{HOSTS[0]}:1")
+
+    daemon = remote_cluster()
+    daemon.wait_for_output(f"job {job_id} taken back", "the job to be taken back")
+    assert f"on {HOSTS[1]}" in daemon.output() and "count as lost" in daemon.output(), \
+        daemon.output()
+    final = ended(daemon, job_id)
+    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert final.get("resets", 0) >= 1, final
+    result = read_result(tmp_path / "result.json")
+    assert result["samples_per_epoch"] == [SAMPLES] * 30
+    assert result["final_size"] == 1
