@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/launch/shim/shim_launcher.h"
+#include "daemon/launch/shim/shim_launcher_internal.h"
 #include "daemon/shim/shim_protocol.h"
 #include "shim.pb.h"
 #include "wait_until.h"
@@ -107,6 +108,20 @@ WorkerLaunch Shell(const std::string& script, int64_t worker_id, const std::stri
 
 bool Alive(int pid) { return kill(pid, 0) == 0; }
 
+// What every case starts with: a temp dir and a launcher (a "daemon") over it.
+struct ShimFixture {
+  TempDir dir;
+  ShimLauncherOptions options = OptionsIn(dir);
+  std::unique_ptr<ShimLauncher> launcher = Start();
+
+  // A launcher over the same dir and options: a daemon (re)started.
+  std::unique_ptr<ShimLauncher> Start() const {
+    absl::StatusOr<std::unique_ptr<ShimLauncher>> created = ShimLauncher::Create(options);
+    REQUIRE(created.ok());
+    return *std::move(created);
+  }
+};
+
 TEST_CASE("shim frames are cut at their length prefix", "[shim]") {
   shim::v1::ShimEvent event;
   event.mutable_output()->set_line("hello");
@@ -131,12 +146,10 @@ TEST_CASE("shim frames are cut at their length prefix", "[shim]") {
   CHECK(reader.Next().status().code() == absl::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("a worker's output and exit status come through its shim", "[shim]") {
-  TempDir dir;
+TEST_CASE_METHOD(ShimFixture, "a worker's output and exit status come through its shim",
+                 "[shim]") {
   Recorder worker;
-  auto launcher = ShimLauncher::Create(OptionsIn(dir));
-  REQUIRE(launcher.ok());
-  auto launched = (*launcher)->Launch(Shell("echo one; echo two >&2; exit 3", 1),
+  auto launched = launcher->Launch(Shell("echo one; echo two >&2; exit 3", 1),
                                       worker.Callbacks());
   REQUIRE(launched.ok());
   CHECK(launched->pid > 0);
@@ -144,53 +157,46 @@ TEST_CASE("a worker's output and exit status come through its shim", "[shim]") {
   const std::vector<std::string> lines = worker.lines();
   CHECK(std::count(lines.begin(), lines.end(), "out:one") == 1);
   CHECK(std::count(lines.begin(), lines.end(), "err:two") == 1);
-  const std::string socket = (*launcher)->SocketPath("job-1");
-  const int shim_pid = (*launcher)->ShimPid("job-1");
+  const std::string socket = launcher->SocketPath("job-1");
+  const int shim_pid = launcher->ShimPid("job-1");
   CHECK(shim_pid > 0);
   CHECK(shim_pid != getpid());
   // The job is over (every exit status delivered): its shim ends.
-  (*launcher)->Close("job-1");
+  launcher->Close("job-1");
   CHECK(WaitUntil([&] { return !Alive(shim_pid) && !std::filesystem::exists(socket); }));
-  CHECK((*launcher)->ShimPid("job-1") == 0);
+  CHECK(launcher->ShimPid("job-1") == 0);
 }
 
-TEST_CASE("a command that cannot run is refused like LocalLauncher refuses it", "[shim]") {
-  TempDir dir;
+TEST_CASE_METHOD(ShimFixture, "a command that cannot run is refused like LocalLauncher refuses it",
+                 "[shim]") {
   Recorder worker;
-  auto launcher = ShimLauncher::Create(OptionsIn(dir));
-  REQUIRE(launcher.ok());
   WorkerLaunch launch = Shell("", 1);
   launch.spec.argv = {"/no/such/program"};
-  auto launched = (*launcher)->Launch(launch, worker.Callbacks());
+  auto launched = launcher->Launch(launch, worker.Callbacks());
   REQUIRE(!launched.ok());
   CHECK(launched.status().code() == absl::StatusCode::kNotFound);
   CHECK(launched.status().message().find("/no/such/program") != std::string::npos);
 }
 
-TEST_CASE("signals reach the worker through its shim", "[shim]") {
-  TempDir dir;
+TEST_CASE_METHOD(ShimFixture, "signals reach the worker through its shim", "[shim]") {
   Recorder worker;
-  auto launcher = ShimLauncher::Create(OptionsIn(dir));
-  REQUIRE(launcher.ok());
-  auto launched = (*launcher)->Launch(Shell("echo ready; exec sleep 100", 1), worker.Callbacks());
+  auto launched = launcher->Launch(Shell("echo ready; exec sleep 100", 1), worker.Callbacks());
   REQUIRE(launched.ok());
   REQUIRE(WaitUntil([&] { return !worker.lines().empty(); }));
-  REQUIRE((*launcher)->Signal(launched->handle, SIGTERM).ok());
+  REQUIRE(launcher->Signal(launched->handle, SIGTERM).ok());
   const ExitInfo exit = worker.AwaitExit();
   CHECK(exit.signal == SIGTERM);
-  CHECK((*launcher)->Signal(launched->handle, SIGTERM).code() == absl::StatusCode::kNotFound);
+  CHECK(launcher->Signal(launched->handle, SIGTERM).code() == absl::StatusCode::kNotFound);
 }
 
-TEST_CASE("workers outlive the launcher, and a new one takes them back", "[shim]") {
-  TempDir dir;
-  ShimLauncherOptions options = OptionsIn(dir);
+TEST_CASE_METHOD(ShimFixture, "workers outlive the launcher, and a new one takes them back",
+                 "[shim]") {
   options.shim_buffered_lines = 100;
+  launcher = Start();
   const std::string go = dir.path + "/go";
   Recorder before;
   int pid = 0;
   {
-    auto launcher = ShimLauncher::Create(options);
-    REQUIRE(launcher.ok());
     // Waits for the file `go`, then prints 300 lines (more than the shim
     // keeps) and exits 7.
     const std::string script = absl::StrCat(
@@ -198,11 +204,12 @@ TEST_CASE("workers outlive the launcher, and a new one takes them back", "[shim]
         "i=0; while [ $i -lt 300 ]; do echo line$i; i=$((i+1)); done; exit 7");
     WorkerLaunch launch = Shell(script, 5);
     launch.spec.env["HOROVODD_WORKER_TOKEN"] = "secret";
-    auto launched = (*launcher)->Launch(launch, before.Callbacks());
+    auto launched = launcher->Launch(launch, before.Callbacks());
     REQUIRE(launched.ok());
     pid = launched->pid;
     REQUIRE(WaitUntil([&] { return !before.lines().empty(); }));
-  }  // the "daemon" goes away
+    launcher.reset();  // the "daemon" goes away
+  }
   CHECK(Alive(pid));
   CHECK(!before.Exited());
   { std::ofstream(go) << "go"; }
@@ -210,10 +217,9 @@ TEST_CASE("workers outlive the launcher, and a new one takes them back", "[shim]
   REQUIRE(WaitUntil([&] { return !Alive(pid); }));
 
   Recorder after;
-  auto launcher = ShimLauncher::Create(options);
-  REQUIRE(launcher.ok());
+  launcher = Start();
   int64_t asked = 0;
-  auto found = (*launcher)->Reattach("job-1");
+  auto found = launcher->Reattach("job-1");
   REQUIRE(found.ok());
   REQUIRE(found->workers.size() == 1);
   CHECK(found->workers[0].worker_id == 5);
@@ -221,7 +227,7 @@ TEST_CASE("workers outlive the launcher, and a new one takes them back", "[shim]
   CHECK(found->workers[0].exited);
   CHECK(found->worker_token == "secret");
   CHECK(found->daemon_away > absl::ZeroDuration());
-  (*launcher)->Adopt("job-1", [&](int64_t worker_id) {
+  launcher->Adopt("job-1", [&](int64_t worker_id) {
     asked = worker_id;
     return after.Callbacks();
   });
@@ -234,41 +240,37 @@ TEST_CASE("workers outlive the launcher, and a new one takes them back", "[shim]
   CHECK(lines[100] == "out:line299");
 }
 
-TEST_CASE("a worker still running is taken back and stopped by the new launcher", "[shim]") {
-  TempDir dir;
+TEST_CASE_METHOD(ShimFixture,
+                 "a worker still running is taken back and stopped by the new launcher",
+                 "[shim]") {
   Recorder before, after;
   int pid = 0;
   {
-    auto launcher = ShimLauncher::Create(OptionsIn(dir));
-    REQUIRE(launcher.ok());
-    auto launched = (*launcher)->Launch(Shell("exec sleep 100", 2), before.Callbacks());
+    auto launched = launcher->Launch(Shell("exec sleep 100", 2), before.Callbacks());
     REQUIRE(launched.ok());
     pid = launched->pid;
+    launcher.reset();
   }
   CHECK(Alive(pid));
-  auto launcher = ShimLauncher::Create(OptionsIn(dir));
-  REQUIRE(launcher.ok());
-  auto found = (*launcher)->Reattach("job-1");
+  launcher = Start();
+  auto found = launcher->Reattach("job-1");
   REQUIRE(found.ok());
   REQUIRE(found->workers.size() == 1);
   CHECK(!found->workers[0].exited);
-  (*launcher)->Adopt("job-1", [&](int64_t) { return after.Callbacks(); });
-  CHECK((*launcher)->running() == 1);
-  (*launcher)->TerminateAll(absl::Seconds(10));
+  launcher->Adopt("job-1", [&](int64_t) { return after.Callbacks(); });
+  CHECK(launcher->running() == 1);
+  launcher->TerminateAll(absl::Seconds(10));
   CHECK(after.AwaitExit().signal == SIGTERM);
   CHECK(!before.Exited());
   CHECK(!Alive(pid));
-  CHECK((*launcher)->Reattach("job-2").status().code() == absl::StatusCode::kNotFound);
+  CHECK(launcher->Reattach("job-2").status().code() == absl::StatusCode::kNotFound);
 }
 
-TEST_CASE("a shim that dies takes its workers with it", "[shim]") {
-  TempDir dir;
+TEST_CASE_METHOD(ShimFixture, "a shim that dies takes its workers with it", "[shim]") {
   Recorder worker;
-  auto launcher = ShimLauncher::Create(OptionsIn(dir));
-  REQUIRE(launcher.ok());
-  auto launched = (*launcher)->Launch(Shell("exec sleep 100", 1), worker.Callbacks());
+  auto launched = launcher->Launch(Shell("exec sleep 100", 1), worker.Callbacks());
   REQUIRE(launched.ok());
-  const int shim_pid = (*launcher)->ShimPid("job-1");
+  const int shim_pid = launcher->ShimPid("job-1");
   REQUIRE(shim_pid > 0);
   REQUIRE(kill(shim_pid, SIGKILL) == 0);
   const ExitInfo exit = worker.AwaitExit();
@@ -276,15 +278,13 @@ TEST_CASE("a shim that dies takes its workers with it", "[shim]") {
   CHECK(WaitUntil([&] { return !Alive(launched->pid); }));
 }
 
-TEST_CASE("a shim refuses a daemon of an unknown protocol or another job", "[shim]") {
-  TempDir dir;
+TEST_CASE_METHOD(ShimFixture, "a shim refuses a daemon of an unknown protocol or another job",
+                 "[shim]") {
   Recorder worker;
-  auto launcher = ShimLauncher::Create(OptionsIn(dir));
-  REQUIRE(launcher.ok());
-  auto launched = (*launcher)->Launch(Shell("exec sleep 100", 1), worker.Callbacks());
+  auto launched = launcher->Launch(Shell("exec sleep 100", 1), worker.Callbacks());
   REQUIRE(launched.ok());
   for (const auto& [version, job] : {std::pair{0u, "job-1"}, std::pair{1u, "job-9"}}) {
-    auto fd = shim::ConnectUnix((*launcher)->SocketPath("job-1"));
+    auto fd = shim::ConnectUnix(launcher->SocketPath("job-1"));
     REQUIRE(fd.ok());
     shim::v1::ShimRequest hello;
     hello.mutable_hello()->set_protocol_version(version);
@@ -298,8 +298,48 @@ TEST_CASE("a shim refuses a daemon of an unknown protocol or another job", "[shi
   }
   // The refused clients changed nothing: the launcher still drives the worker.
   CHECK(Alive(launched->pid));
-  REQUIRE((*launcher)->Signal(launched->handle, SIGKILL).ok());
+  REQUIRE(launcher->Signal(launched->handle, SIGKILL).ok());
   CHECK(worker.AwaitExit().signal == SIGKILL);
+}
+
+TEST_CASE("a daemon's remote shim dir is named the same after a restart, and apart from others",
+          "[shim]") {
+  const std::string one = ShimNamespaceOf("/var/lib/horovodd/shims");
+  CHECK(one.size() == 16);
+  CHECK(one.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(ShimNamespaceOf("/var/lib/horovodd/shims") == one);
+  CHECK(ShimNamespaceOf("/srv/other/shims") != one);
+}
+
+TEST_CASE("a restarted daemon gathers a job's shims; the missing ones are warnings", "[shim]") {
+  ShimContents local, remote;
+  local.workers.push_back({1, LaunchedProcess{1, 100}, false});
+  local.worker_token = "token";
+  local.daemon_away = absl::Seconds(3);
+  local.protocol_version = 2;
+  remote.workers.push_back({2, LaunchedProcess{2, 200}, true});
+  remote.daemon_away = absl::Seconds(5);
+  remote.protocol_version = 1;
+  std::vector<absl::StatusOr<ShimContents>> found = {
+      local, remote, absl::UnavailableError("127.0.0.4 cannot be reached")};
+  absl::StatusOr<ShimContents> all = MergeShimContents(std::move(found), true);
+  REQUIRE(all.ok());
+  REQUIRE(all->workers.size() == 2);
+  CHECK(all->workers[1].process.pid == 200);
+  CHECK(all->worker_token == "token");
+  CHECK(all->daemon_away == absl::Seconds(5));
+  CHECK(all->protocol_version == 1);
+  CHECK(all->warnings == std::vector<std::string>{"127.0.0.4 cannot be reached"});
+
+  // A job with remote hosts need not have had a shim here.
+  found = {absl::NotFoundError("no shim answers for job-1"), remote};
+  all = MergeShimContents(std::move(found), false);
+  REQUIRE(all.ok());
+  CHECK(all->warnings.empty());
+  found = {absl::NotFoundError("no shim answers for job-1"),
+           absl::UnavailableError("127.0.0.2 refused")};
+  CHECK(MergeShimContents(std::move(found), false).status().code() ==
+        absl::StatusCode::kNotFound);
 }
 
 }  // namespace

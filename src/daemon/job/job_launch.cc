@@ -9,35 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/job/job_driver.h"
+#include "daemon/job/launch_options.h"
 
 extern char** environ;
 
 namespace horovodd::daemon {
-namespace {
-
-// How the job reaches hosts that are not this machine (horovodrun's --ssh-*).
-SshOptions SshOptionsOf(const v1::SshSpec& ssh) {
-  SshOptions options;
-  if (ssh.port() > 0) options.port = ssh.port();
-  options.user = ssh.user();
-  options.identity_file = ssh.identity_file();
-  options.known_hosts_file = ssh.known_hosts_file();
-  if (ssh.host_key_checking() == "strict") {
-    options.host_key_checking = SshOptions::HostKeyChecking::kStrict;
-  } else if (ssh.host_key_checking() == "off") {
-    options.host_key_checking = SshOptions::HostKeyChecking::kOff;
-  }  // else the default, accept-new
-  return options;
-}
-
-// The job's --launcher ("" and "ssh": by host).
-LaunchRoute RouteOf(const v1::JobSpec& spec) {
-  if (spec.launcher() == "local") return LaunchRoute::kLocal;
-  if (spec.launcher() == "slurm") return LaunchRoute::kSlurm;
-  return LaunchRoute::kByHost;
-}
-
-}  // namespace
 
 // The address a worker on `host` binds its rings to.
 std::string BindAddressFor(const std::string& host) {

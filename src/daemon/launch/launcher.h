@@ -3,7 +3,8 @@
 // Starting workers on a host, wherever that host is. The job driver sees only
 // this interface: HostRouter sends hosts that name this machine to the local
 // launcher (fork/exec, or through horovodd-shim: launch/shim/shim_launcher.h)
-// and every other host to the remote (SSH) launcher, unless the job chose
+// and every other host to the remote launcher (SSH exec channels, or with
+// shims the same ShimLauncher, over a shim on that host), unless the job chose
 // otherwise (LaunchRoute: every worker forked here, or every worker an srun
 // step of a Slurm allocation).
 #pragma once

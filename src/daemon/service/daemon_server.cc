@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <system_error>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "common/status_macros.h"
 #include "daemon/auth/auth_token.h"
 #include "daemon/auth/tls_credentials.h"
+#include "daemon/job/launch_options.h"
 #include "daemon/metrics/metrics_interceptor.h"
 #include "daemon/rpc/guarded_job_service.h"
 #include "daemon/rpc/job_limits.h"
@@ -53,6 +55,29 @@ class ShimCloser final : public JobObserver {
   ShimLauncher* const shims_;
 };
 
+// The address workers were given for a daemon listening on `listen` with a
+// fixed port ("" when the port is picked at start: nothing to come back to).
+std::string FixedWorkerAddress(const std::string& listen) {
+  absl::StatusOr<HostPort> parsed = ParseHostPort(listen);
+  if (!parsed.ok() || parsed->port == 0) return "";
+  std::string host = parsed->host;
+  if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
+  return absl::StrCat(host, ":", parsed->port);
+}
+
+// The remote hosts whose shims held the job's workers (none for a job of
+// --launcher local or slurm: its workers' shim is this machine's).
+std::vector<RemoteShimHost> RemoteShimHostsOf(const ResumableJob& job) {
+  std::vector<RemoteShimHost> hosts;
+  if (RouteOf(job.spec) != LaunchRoute::kByHost) return hosts;
+  std::set<std::string> seen;
+  for (const v1::WorkerStatus& worker : job.checkpoint.status.workers()) {
+    if (IsLocalHost(worker.host()) || !seen.insert(worker.host()).second) continue;
+    hosts.push_back({worker.host(), SshOptionsOf(job.spec.ssh())});
+  }
+  return hosts;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOptions& options) {
@@ -73,11 +98,10 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
 
   HVDD_ASSIGN_OR_RETURN(auto ssh_launcher, SshLauncher::Create());
   daemon->ssh_launcher_ = std::move(ssh_launcher);
-  // This machine's workers when there are no shims, and the srun processes of
-  // Slurm steps always.
+  // This machine's workers and the srun processes of Slurm steps when there
+  // are no shims.
   HVDD_ASSIGN_OR_RETURN(auto launcher, LocalLauncher::Create());
   daemon->launcher_ = std::move(launcher);
-  daemon->slurm_launcher_ = SlurmLauncher::Create(daemon->launcher_.get());
   if (!options.state_dir.empty() && !options.shim_binary.empty()) {
     ShimLauncherOptions shims;
     shims.shim_binary = options.shim_binary;
@@ -86,13 +110,20 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
     shims.shim_idle_timeout = std::max(options.worker_grace, absl::Minutes(10));
     HVDD_ASSIGN_OR_RETURN(auto shim_launcher, ShimLauncher::Create(shims));
     daemon->shim_launcher_ = std::move(shim_launcher);
+    spdlog::info("shims of remote hosts' workers live under ~/.horovodd/{}/shims there",
+                 daemon->shim_launcher_->remote_namespace());
     daemon->shim_closer_ = std::make_unique<ShimCloser>(daemon->shim_launcher_.get());
     daemon->observers_.Add(daemon->shim_closer_.get());
     daemon->leave_jobs_running_ = options.leave_jobs_running;
+    // srun runs under the job's shim too: the step outlives the daemon.
+    daemon->slurm_launcher_ = SlurmLauncher::Create(daemon->shim_launcher_.get());
+    // Remote hosts get a shim each too (over SSH), so their workers outlive
+    // the daemon as well.
     daemon->router_ = std::make_unique<HostRouter>(
-        static_cast<Launcher*>(daemon->shim_launcher_.get()), daemon->ssh_launcher_.get(),
+        static_cast<Launcher*>(daemon->shim_launcher_.get()), daemon->shim_launcher_.get(),
         daemon->slurm_launcher_.get());
   } else {
+    daemon->slurm_launcher_ = SlurmLauncher::Create(daemon->launcher_.get());
     daemon->router_ = std::make_unique<HostRouter>(
         daemon->launcher_.get(), daemon->ssh_launcher_.get(), daemon->slurm_launcher_.get());
   }
@@ -117,12 +148,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
     // Taken back before serving, so a worker that reconnects at once finds
     // its job. They dial the address they were given: the same listen
     // address (a fixed port) brings them back.
-    absl::StatusOr<HostPort> listen = ParseHostPort(options.listen_address);
-    if (listen.ok() && listen->port != 0) {
-      std::string host = listen->host;
-      if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
-      daemon->jobs_->set_worker_address(absl::StrCat(host, ":", listen->port));
-    }
+    const std::string worker_address = FixedWorkerAddress(options.listen_address);
+    if (!worker_address.empty()) daemon->jobs_->set_worker_address(worker_address);
     for (const ResumableJob& job : running) daemon->ResumeJob(job, options);
   }
   HVDD_RETURN_IF_ERROR(daemon->Serve(options));
@@ -131,11 +158,15 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
 
 void DaemonServer::ResumeJob(const ResumableJob& job, const DaemonOptions& options) {
   ShimContents contents;
-  absl::StatusOr<ShimContents> reattached = shim_launcher_->Reattach(job.job_id);
+  absl::StatusOr<ShimContents> reattached = shim_launcher_->Reattach(
+      job.job_id, RemoteShimHostsOf(job), FixedWorkerAddress(options.listen_address));
   if (reattached.ok()) {
     contents = std::move(*reattached);
+    for (const std::string& warning : contents.warnings) {
+      spdlog::warn("job {}: {}; its workers there count as lost", job.job_id, warning);
+    }
   } else {
-    spdlog::warn("job {}: {}; its local workers count as lost", job.job_id,
+    spdlog::warn("job {}: {}; its workers count as lost", job.job_id,
                  std::string(reattached.status().message()));
   }
   std::string token = contents.worker_token;
@@ -264,12 +295,12 @@ void DaemonServer::ShutdownWith(const std::string& reason, bool stop_jobs) {
     // on nothing is recorded, and the next daemon takes the jobs back.
     jobs_->Abandon();
     shim_launcher_->DetachAll();
-    spdlog::info("{}: running jobs left to the next horovodd ({} local worker(s))", reason,
+    slurm_launcher_->Detach();  // the srun processes are the shims' children
+    spdlog::info("{}: running jobs left to the next horovodd ({} worker(s))", reason,
                  shim_launcher_->running());
-    slurm_launcher_->TerminateAll(absl::Seconds(2));  // srun steps cannot outlive it yet
   }
   launcher_->TerminateAll(absl::Seconds(2));
-  ssh_launcher_->TerminateAll(absl::Seconds(2));  // remote workers cannot outlive the daemon yet
+  ssh_launcher_->TerminateAll(absl::Seconds(2));  // the embedded daemon's remote workers
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 

@@ -353,6 +353,7 @@ void ShimServer::Greet(const v1::Hello& hello) {
   welcome->set_job_id(options_.job_id);
   welcome->set_shim_pid(getpid());
   welcome->set_worker_token(worker_token_);
+  welcome->set_daemon_address(daemon_address_);
   if (had_daemon_) {
     welcome->set_daemon_away_seconds(absl::ToDoubleSeconds(absl::Now() - idle_since_));
   }
@@ -395,6 +396,10 @@ void ShimServer::HandleLaunch(const v1::Launch& launch) {
     if (worker_token_.empty()) {
       auto token = launch.env().find("HOROVODD_WORKER_TOKEN");
       if (token != launch.env().end()) worker_token_ = token->second;
+    }
+    if (daemon_address_.empty()) {
+      auto address = launch.env().find("HOROVODD_DAEMON_ADDR");
+      if (address != launch.env().end()) daemon_address_ = address->second;
     }
     daemon::LaunchSpec spec;
     spec.argv.assign(launch.argv().begin(), launch.argv().end());

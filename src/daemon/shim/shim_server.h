@@ -112,6 +112,7 @@ class ShimServer {
   std::string wire_;          // encoded frames not yet written
   absl::Time idle_since_;     // when the shim last had no daemon
   std::string worker_token_;  // from the first launch's environment
+  std::string daemon_address_;  // what its workers dial, from the same
   bool stop_ = false;
 
   absl::Mutex mu_;

@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/launch/shim/shim_launcher_internal.h"
 #include "daemon/launch/spawn_process.h"
 #include "daemon/shim/shim_protocol.h"
 #include "shim.pb.h"
@@ -31,19 +32,12 @@ using horovodd::shim::FrameReader;
 using horovodd::shim::ReadMessage;
 using horovodd::shim::WriteAll;
 
-constexpr absl::Duration kHandshakeTimeout = absl::Seconds(20);
-
 ExitInfo FromProto(const sv1::ExitStatus& status) {
   ExitInfo exit;
   exit.exit_code = status.exit_code();
   exit.signal = status.signal();
   exit.core_dumped = status.core_dumped();
   return exit;
-}
-
-void SetReceiveTimeout(int fd, absl::Duration timeout) {
-  timeval tv = absl::ToTimeval(timeout);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
 // The last non-empty line of the shim's log, to say why it did not start.
@@ -57,41 +51,6 @@ std::string LastLine(const std::string& path) {
 }
 
 }  // namespace
-
-struct ShimLauncher::Shim {
-  struct Entry {
-    int64_t handle = 0;
-    int pid = 0;
-    bool exited = false;
-    std::shared_ptr<ProcessCallbacks> callbacks;
-  };
-  struct Pending {
-    std::shared_ptr<ProcessCallbacks> callbacks;
-    int64_t handle = 0;
-    bool done = false;
-    absl::Status status;
-    int pid = 0;
-  };
-
-  std::string job_id;
-  int pid = 0;  // the shim's, from its Welcome
-  UniqueFd fd;
-  FrameReader frames;  // the handshake's, then the reader thread's
-  absl::Mutex write_mu;  // one frame at a time
-
-  absl::Mutex mu;
-  std::map<int64_t, Entry> workers ABSL_GUARDED_BY(mu);   // by worker id, until exited
-  std::map<int64_t, Pending> pending ABSL_GUARDED_BY(mu);  // launches waiting for Launched
-  bool detaching ABSL_GUARDED_BY(mu) = false;
-  bool gone ABSL_GUARDED_BY(mu) = false;  // the connection ended
-
-  std::thread reader;
-
-  absl::Status Send(const sv1::ShimRequest& request) {
-    absl::MutexLock lock(&write_mu);
-    return WriteAll(fd.get(), EncodeFrame(request));
-  }
-};
 
 absl::StatusOr<std::unique_ptr<ShimLauncher>> ShimLauncher::Create(ShimLauncherOptions options) {
   if (access(options.shim_binary.c_str(), X_OK) != 0) {
@@ -107,6 +66,10 @@ absl::StatusOr<std::unique_ptr<ShimLauncher>> ShimLauncher::Create(ShimLauncherO
   chmod(options.socket_dir.c_str(), 0700);
   HVDD_RETURN_IF_ERROR(horovodd::shim::CheckSocketPath(
       (std::filesystem::path(options.socket_dir) / "job-0000000000.sock").string()));
+  if (options.remote_shim_binary.empty()) options.remote_shim_binary = options.shim_binary;
+  if (options.remote_namespace.empty()) {
+    options.remote_namespace = ShimNamespaceOf(std::filesystem::absolute(options.socket_dir));
+  }
   return std::unique_ptr<ShimLauncher>(new ShimLauncher(std::move(options)));
 }
 
@@ -158,45 +121,57 @@ absl::StatusOr<std::shared_ptr<ShimLauncher::Shim>> ShimLauncher::Connect(
         absl::StrCat("no shim answers for job ", job_id, ": ", fd.status().message()));
   }
   auto shim = std::make_shared<Shim>();
-  shim->job_id = job_id;
+  shim->key = {job_id, ""};
   shim->fd.Reset(*fd);
-  sv1::ShimRequest hello;
-  hello.mutable_hello()->set_protocol_version(horovodd::shim::kProtocolVersion);
-  hello.mutable_hello()->set_job_id(job_id);
-  HVDD_RETURN_IF_ERROR(shim->Send(hello));
+  HVDD_RETURN_IF_ERROR(shim->SendHello());
   return shim;
 }
 
+absl::StatusOr<sv1::ShimEvent> ShimLauncher::Handshake(Shim& shim) {
+  SetReceiveTimeout(shim.fd.get(), kHandshakeTimeout);
+  sv1::ShimEvent event;
+  HVDD_RETURN_IF_ERROR(ReadMessage(shim.fd.get(), shim.frames, event));
+  SetReceiveTimeout(shim.fd.get(), absl::ZeroDuration());
+  const std::string& job_id = shim.key.first;
+  if (event.has_refused()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the shim of job ", job_id, shim.where(), " refused: ",
+                     event.refused().message()));
+  }
+  if (!event.has_welcome()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the shim of job ", job_id, shim.where(), " did not answer its Hello"));
+  }
+  return event;
+}
+
 absl::StatusOr<std::shared_ptr<ShimLauncher::Shim>> ShimLauncher::ShimFor(
-    const std::string& job_id) {
+    const ShimKey& key, const WorkerLaunch& launch) {
   {
     absl::MutexLock lock(&mu_);
-    auto it = shims_.find(job_id);
+    auto it = shims_.find(key);
     if (it != shims_.end()) return it->second;
   }
   absl::MutexLock start(&start_mu_);
   {
     absl::MutexLock lock(&mu_);
-    auto it = shims_.find(job_id);
+    auto it = shims_.find(key);
     if (it != shims_.end()) return it->second;
   }
-  HVDD_ASSIGN_OR_RETURN(std::shared_ptr<Shim> shim, Connect(job_id, /*start=*/true));
-  SetReceiveTimeout(shim->fd.get(), kHandshakeTimeout);
-  sv1::ShimEvent welcome;
-  HVDD_RETURN_IF_ERROR(ReadMessage(shim->fd.get(), shim->frames, welcome));
-  SetReceiveTimeout(shim->fd.get(), absl::ZeroDuration());
-  if (welcome.has_refused()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the shim of job ", job_id, " refused: ", welcome.refused().message()));
+  absl::StatusOr<std::shared_ptr<Shim>> connected;
+  if (key.second.empty()) {
+    connected = Connect(key.first, /*start=*/true);
+  } else {
+    auto daemon = launch.spec.env.find(kDaemonAddressVariable);
+    connected = ConnectRemote(key, launch.ssh, /*start=*/true,
+                              daemon == launch.spec.env.end() ? "" : daemon->second);
   }
-  if (!welcome.has_welcome()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the shim of job ", job_id, " did not answer its Hello"));
-  }
+  HVDD_ASSIGN_OR_RETURN(std::shared_ptr<Shim> shim, std::move(connected));
+  HVDD_ASSIGN_OR_RETURN(sv1::ShimEvent welcome, Handshake(*shim));
   shim->pid = welcome.welcome().shim_pid();
   {
     absl::MutexLock lock(&mu_);
-    shims_[job_id] = shim;
+    shims_[key] = shim;
   }
   shim->reader = std::thread([this, shim] { ReadLoop(shim); });
   return shim;
@@ -224,7 +199,10 @@ absl::StatusOr<LaunchedProcess> ShimLauncher::Launch(const WorkerLaunch& launch,
   if (job_id.find('/') != std::string::npos || job_id == "." || job_id == "..") {
     return absl::InvalidArgumentError(absl::StrCat("job id '", job_id, "' cannot name a socket"));
   }
-  HVDD_ASSIGN_OR_RETURN(std::shared_ptr<Shim> shim, ShimFor(job_id));
+  const bool remote = launch.route == LaunchRoute::kByHost && !launch.host.empty() &&
+                      !IsLocalHost(launch.host);
+  const ShimKey key{job_id, remote ? launch.host : std::string()};
+  HVDD_ASSIGN_OR_RETURN(std::shared_ptr<Shim> shim, ShimFor(key, launch));
   {
     absl::MutexLock lock(&shim->mu);
     if (shim->gone) return absl::UnavailableError("the shim of job " + job_id + " is gone");
@@ -237,6 +215,10 @@ absl::StatusOr<LaunchedProcess> ShimLauncher::Launch(const WorkerLaunch& launch,
   message->set_worker_id(worker_id);
   for (const std::string& arg : launch.spec.argv) message->add_argv(arg);
   for (const auto& [k, v] : launch.spec.env) (*message->mutable_env())[k] = v;
+  if (!shim->workers_daemon_address.empty()) {
+    // The worker dials its end of the shim link's tunnel, on its own host.
+    (*message->mutable_env())[kDaemonAddressVariable] = shim->workers_daemon_address;
+  }
   message->set_working_dir(launch.spec.working_dir);
   absl::Status sent = shim->Send(request);
   absl::MutexLock lock(&shim->mu);
@@ -265,77 +247,97 @@ absl::StatusOr<LaunchedProcess> ShimLauncher::Launch(const WorkerLaunch& launch,
   if (!status.ok()) return status;
   {
     absl::MutexLock handles(&mu_);
-    handles_[handle] = {job_id, worker_id};
+    handles_[handle] = {key, worker_id};
   }
   return LaunchedProcess{handle, pid};
 }
 
-absl::StatusOr<ShimContents> ShimLauncher::Reattach(const std::string& job_id) {
+absl::StatusOr<ShimContents> ShimLauncher::Reattach(
+    const std::string& job_id, const std::vector<RemoteShimHost>& remote_hosts,
+    const std::string& daemon_address) {
   absl::MutexLock start(&start_mu_);
+  std::vector<absl::StatusOr<ShimContents>> found;
+  found.push_back(ReattachOne({job_id, ""}, nullptr, daemon_address));
+  for (const RemoteShimHost& remote : remote_hosts) {
+    const ShimKey key{job_id, remote.host};
+    absl::StatusOr<std::shared_ptr<Shim>> shim =
+        ConnectRemote(key, remote.ssh, /*start=*/false, daemon_address);
+    found.push_back(shim.ok() ? ReattachOne(key, *std::move(shim), daemon_address)
+                              : absl::StatusOr<ShimContents>(shim.status()));
+  }
+  return MergeShimContents(std::move(found), /*local_expected=*/remote_hosts.empty());
+}
+
+absl::StatusOr<ShimContents> ShimLauncher::ReattachOne(const ShimKey& key,
+                                                       std::shared_ptr<Shim> shim,
+                                                       const std::string& daemon_address) {
+  const std::string& job_id = key.first;
   {
     absl::MutexLock lock(&mu_);
-    if (shims_.count(job_id) != 0) {
+    if (shims_.count(key) != 0) {
       return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is attached already"));
     }
   }
-  HVDD_ASSIGN_OR_RETURN(std::shared_ptr<Shim> shim, Connect(job_id, /*start=*/false));
-  SetReceiveTimeout(shim->fd.get(), kHandshakeTimeout);
-  sv1::ShimEvent event;
-  HVDD_RETURN_IF_ERROR(ReadMessage(shim->fd.get(), shim->frames, event));
-  SetReceiveTimeout(shim->fd.get(), absl::ZeroDuration());
-  if (event.has_refused()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the shim of job ", job_id, " refused: ", event.refused().message()));
+  if (shim == nullptr) {
+    HVDD_ASSIGN_OR_RETURN(shim, Connect(job_id, /*start=*/false));
   }
-  if (!event.has_welcome()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the shim of job ", job_id, " did not answer its Hello"));
-  }
+  HVDD_ASSIGN_OR_RETURN(sv1::ShimEvent event, Handshake(*shim));
   const sv1::Welcome& welcome = event.welcome();
   if (welcome.protocol_version() < horovodd::shim::kOldestProtocolVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the shim of job ", job_id, " speaks protocol ", welcome.protocol_version(),
-        ", older than this daemon's oldest, ", horovodd::shim::kOldestProtocolVersion));
+        "the shim of job ", job_id, shim->where(), " speaks protocol ",
+        welcome.protocol_version(), ", older than this daemon's oldest, ",
+        horovodd::shim::kOldestProtocolVersion));
   }
   shim->pid = welcome.shim_pid();
   ShimContents contents;
   contents.worker_token = welcome.worker_token();
   contents.daemon_away = absl::Seconds(welcome.daemon_away_seconds());
   contents.protocol_version = welcome.protocol_version();
+  if (shim->link != nullptr) {
+    if (absl::Status tunnel = ReopenTunnel(*shim, welcome.daemon_address(), daemon_address);
+        !tunnel.ok()) {
+      contents.warnings.push_back(std::string(tunnel.message()));
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     absl::MutexLock shim_lock(&shim->mu);
     for (const sv1::WorkerState& state : welcome.workers()) {
       const int64_t handle = next_handle_++;
-      handles_[handle] = {job_id, state.worker_id()};
+      handles_[handle] = {key, state.worker_id()};
       Shim::Entry& entry = shim->workers[state.worker_id()];
       entry.handle = handle;
       entry.pid = state.pid();
       contents.workers.push_back(
           {state.worker_id(), LaunchedProcess{handle, state.pid()}, state.exited()});
     }
-    shims_[job_id] = shim;
+    shims_[key] = shim;
   }
   return contents;
 }
 
+std::vector<std::shared_ptr<ShimLauncher::Shim>> ShimLauncher::ShimsOf(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<Shim>> shims;
+  for (const auto& [key, shim] : shims_) {
+    if (key.first == job_id) shims.push_back(shim);
+  }
+  return shims;
+}
+
 void ShimLauncher::Adopt(const std::string& job_id,
                          const std::function<ProcessCallbacks(int64_t)>& callbacks_for) {
-  std::shared_ptr<Shim> shim;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = shims_.find(job_id);
-    if (it == shims_.end()) return;
-    shim = it->second;
-  }
-  if (shim->reader.joinable()) return;  // adopted already
-  {
-    absl::MutexLock lock(&shim->mu);
-    for (auto& [id, entry] : shim->workers) {
-      entry.callbacks = std::make_shared<ProcessCallbacks>(callbacks_for(id));
+  for (const std::shared_ptr<Shim>& shim : ShimsOf(job_id)) {
+    if (shim->reader.joinable()) continue;  // adopted already
+    {
+      absl::MutexLock lock(&shim->mu);
+      for (auto& [id, entry] : shim->workers) {
+        entry.callbacks = std::make_shared<ProcessCallbacks>(callbacks_for(id));
+      }
     }
+    shim->reader = std::thread([this, shim] { ReadLoop(shim); });
   }
-  shim->reader = std::thread([this, shim] { ReadLoop(shim); });
 }
 
 absl::Status ShimLauncher::Signal(int64_t handle, int sig) {
@@ -448,32 +450,27 @@ void ShimLauncher::ReadLoop(std::shared_ptr<Shim> shim) {
 }
 
 void ShimLauncher::Close(const std::string& job_id) {
-  std::shared_ptr<Shim> shim;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = shims_.find(job_id);
-    if (it == shims_.end()) return;
-    shim = it->second;
+  for (const std::shared_ptr<Shim>& shim : ShimsOf(job_id)) {
+    {
+      absl::MutexLock lock(&shim->mu);
+      shim->detaching = true;
+    }
+    // As in DetachAll: a Release on its way still goes out; the reader then
+    // ends, closes the connection and retires the shim.
+    shutdown(shim->fd.get(), SHUT_RD);
   }
-  {
-    absl::MutexLock lock(&shim->mu);
-    shim->detaching = true;
-  }
-  // As in DetachAll: a Release on its way still goes out; the reader then
-  // ends, closes the connection and retires the shim.
-  shutdown(shim->fd.get(), SHUT_RD);
 }
 
 void ShimLauncher::DropShim(const std::shared_ptr<Shim>& shim) {
   absl::MutexLock lock(&mu_);
-  auto it = shims_.find(shim->job_id);
+  auto it = shims_.find(shim->key);
   if (it != shims_.end() && it->second == shim) shims_.erase(it);
   retired_.push_back(shim);  // its reader thread (this one) is joined by DetachAll
 }
 
 int ShimLauncher::ShimPid(const std::string& job_id) const {
   absl::MutexLock lock(&mu_);
-  auto it = shims_.find(job_id);
+  auto it = shims_.find(ShimKey{job_id, ""});
   return it == shims_.end() ? 0 : it->second->pid;
 }
 

@@ -49,15 +49,30 @@ std::string FindSrun(const LaunchSpec& spec) {
 
 }  // namespace
 
+std::unique_ptr<SlurmLauncher> SlurmLauncher::Create(Launcher* srun_launcher,
+                                                     SlurmLauncherOptions options) {
+  HVDD_CHECK(srun_launcher != nullptr);
+  if (!options.run) options.run = discovery::DefaultCommandRunner(options.command_timeout);
+  return std::unique_ptr<SlurmLauncher>(
+      new SlurmLauncher(srun_launcher, nullptr, std::move(options)));
+}
+
 std::unique_ptr<SlurmLauncher> SlurmLauncher::Create(LocalLauncher* local,
                                                      SlurmLauncherOptions options) {
   HVDD_CHECK(local != nullptr);
   if (!options.run) options.run = discovery::DefaultCommandRunner(options.command_timeout);
-  return std::unique_ptr<SlurmLauncher>(new SlurmLauncher(local, std::move(options)));
+  auto owned = std::make_unique<LocalProcessLauncher>(local);
+  Launcher* srun_launcher = owned.get();
+  return std::unique_ptr<SlurmLauncher>(
+      new SlurmLauncher(srun_launcher, std::move(owned), std::move(options)));
 }
 
-SlurmLauncher::SlurmLauncher(LocalLauncher* local, SlurmLauncherOptions options)
-    : local_(local), options_(std::move(options)), control_([this] { ControlLoop(); }) {}
+SlurmLauncher::SlurmLauncher(Launcher* srun_launcher, std::unique_ptr<Launcher> owned,
+                             SlurmLauncherOptions options)
+    : owned_srun_launcher_(std::move(owned)),
+      srun_launcher_(srun_launcher),
+      options_(std::move(options)),
+      control_([this] { ControlLoop(); }) {}
 
 SlurmLauncher::~SlurmLauncher() {
   // Every srun's on_exit calls back into this object: none may be left.
@@ -135,15 +150,20 @@ absl::StatusOr<LaunchedProcess> SlurmLauncher::Launch(const WorkerLaunch& launch
     absl::MutexLock lock(&mu_);
     steps_[handle] = step;
   }
-  absl::StatusOr<pid_t> pid = local_->Launch(spec, std::move(relay));
+  WorkerLaunch srun_launch;
+  srun_launch.host = "localhost";
+  srun_launch.route = LaunchRoute::kLocal;  // srun runs here, whatever the node
+  srun_launch.spec = std::move(spec);
+  absl::StatusOr<LaunchedProcess> started =
+      srun_launcher_->Launch(srun_launch, std::move(relay));
   absl::MutexLock lock(&mu_);
-  if (!pid.ok()) {
+  if (!started.ok()) {
     steps_.erase(handle);
-    return pid.status();
+    return started.status();
   }
   auto it = steps_.find(handle);
-  if (it != steps_.end()) it->second.srun_pid = *pid;
-  return LaunchedProcess{handle, *pid};
+  if (it != steps_.end()) it->second.srun_handle = started->handle;
+  return LaunchedProcess{handle, started->pid};
 }
 
 absl::Status SlurmLauncher::Signal(int64_t handle, int sig) {
@@ -173,7 +193,7 @@ void SlurmLauncher::DeliverSignal(int64_t handle, int sig) {
   }
   // No step yet (srun is still asking for one), or squeue did not answer: srun
   // gets the signal, and a SIGKILL of srun is cleaned up in OnSrunExit.
-  if (step.srun_pid != 0) local_->Signal(step.srun_pid, sig).IgnoreError();
+  if (step.srun_handle != 0) srun_launcher_->Signal(step.srun_handle, sig).IgnoreError();
 }
 
 std::string SlurmLauncher::FindStep(const std::string& job_id, const std::string& name) {
@@ -269,12 +289,18 @@ void SlurmLauncher::TerminateAll(absl::Duration grace) {
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [handle, step] : steps_) {
-      if (!step.exited && step.srun_pid != 0) {
-        local_->Signal(step.srun_pid, SIGKILL).IgnoreError();
+      if (!step.exited && step.srun_handle != 0) {
+        srun_launcher_->Signal(step.srun_handle, SIGKILL).IgnoreError();
       }
     }
   }
   AwaitFinished(kKillWait);
+}
+
+void SlurmLauncher::Detach() {
+  absl::MutexLock lock(&mu_);
+  steps_.clear();
+  work_.clear();
 }
 
 size_t SlurmLauncher::running() const {

@@ -4,8 +4,11 @@
 //   srun --jobid=J --nodelist=NODE --nodes=1 --ntasks=1 --overlap
 //        --cpu-bind=none --kill-on-bad-exit=0 --quiet --job-name=hvdd.PID.N CMD...
 //
-// srun itself is a local child of the daemon (LocalLauncher: its own process
-// group, output lines, exit status), and srun relays the task's output and exit
+// srun itself runs on the daemon's machine through the launcher it is given:
+// the LocalLauncher (a child of the daemon), or with a state dir the
+// ShimLauncher, so that srun, and with it the step, outlives the daemon and
+// a restarted daemon takes the step's worker back through the shim (its own
+// process group, output lines, exit status either way). srun relays the task's output and exit
 // status, so a step looks to the job driver like any other process:
 //  - output: the task's lines, as srun prints them (srun's own errors too);
 //  - exit: srun's status is the task's; a status 128+N is reported as "killed
@@ -57,7 +60,11 @@ struct SlurmLauncherOptions {
 
 class SlurmLauncher final : public Launcher {
  public:
-  // `local` starts the srun processes and must outlive this launcher.
+  // `srun_launcher` starts the srun processes on this machine (each launch
+  // routed kLocal) and must outlive this launcher.
+  static std::unique_ptr<SlurmLauncher> Create(Launcher* srun_launcher,
+                                               SlurmLauncherOptions options = {});
+  // The same with srun a child of `local`.
   static std::unique_ptr<SlurmLauncher> Create(LocalLauncher* local,
                                                SlurmLauncherOptions options = {});
   // Kills every step still running and waits (bounded) for their on_exit.
@@ -80,6 +87,11 @@ class SlurmLauncher final : public Launcher {
   // all of them finished (or after a bounded wait). Not from a callback.
   void TerminateAll(absl::Duration grace);
 
+  // The srun processes live on without this launcher (under their shims,
+  // whose launcher was detached first: no callback comes any more): forgets
+  // every step, so that nothing is killed at destruction.
+  void Detach();
+
   // Steps whose on_exit has not returned yet.
   size_t running() const;
 
@@ -87,11 +99,12 @@ class SlurmLauncher final : public Launcher {
   struct Step {
     std::string job_id;
     std::string name;  // --job-name, unique per daemon process
-    pid_t srun_pid = 0;
+    int64_t srun_handle = 0;  // srun_launcher_'s; 0 until srun started
     bool exited = false;  // srun is gone: no more signals
   };
 
-  SlurmLauncher(LocalLauncher* local, SlurmLauncherOptions options);
+  SlurmLauncher(Launcher* srun_launcher, std::unique_ptr<Launcher> owned,
+                SlurmLauncherOptions options);
 
   // The control thread runs signals and step cleanups, so neither the job's
   // loop nor the local launcher's I/O thread waits on slurmctld.
@@ -105,7 +118,8 @@ class SlurmLauncher final : public Launcher {
                   const std::function<void(const ExitInfo&)>& on_exit);
   bool AwaitFinished(absl::Duration timeout);
 
-  LocalLauncher* const local_;
+  const std::unique_ptr<Launcher> owned_srun_launcher_;  // Create(LocalLauncher*)'s
+  Launcher* const srun_launcher_;
   const SlurmLauncherOptions options_;
 
   mutable absl::Mutex mu_;

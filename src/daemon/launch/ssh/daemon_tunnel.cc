@@ -135,13 +135,19 @@ struct DaemonTunnel::Connection {
 
 absl::StatusOr<std::unique_ptr<DaemonTunnel>> DaemonTunnel::Open(ssh_session session,
                                                                  const std::string& host_name,
-                                                                 LoopbackAddress daemon) {
+                                                                 LoopbackAddress daemon,
+                                                                 int port_on_host) {
   int port = 0;
-  if (ssh_channel_listen_forward(session, "127.0.0.1", 0, &port) != SSH_OK || port <= 0) {
+  const bool listening =
+      ssh_channel_listen_forward(session, "127.0.0.1", port_on_host, &port) == SSH_OK;
+  if (port_on_host != 0) port = port_on_host;  // sshd names only a port it picked
+  if (!listening || port <= 0) {
+    const std::string which =
+        port_on_host == 0 ? std::string("a port") : absl::StrCat("port ", port_on_host);
     return absl::UnavailableError(absl::StrCat(
-        host_name, " refused to forward a port back to the daemon, which listens on ",
-        daemon.host, " only (the host's sshd needs AllowTcpForwarding; or run horovodd on an "
-        "address the hosts can reach): ", ssh_get_error(session)));
+        host_name, " refused to forward ", which, " back to the daemon, which listens on ",
+        daemon.host, " only (the host's sshd needs AllowTcpForwarding, and the port must be "
+        "free; or run horovodd on an address the hosts can reach): ", ssh_get_error(session)));
   }
   std::unique_ptr<DaemonTunnel> tunnel(new DaemonTunnel(session, std::move(daemon), port));
   // The host's forwarded connections arrive as channel-open messages,

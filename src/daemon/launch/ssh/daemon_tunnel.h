@@ -37,11 +37,14 @@ std::optional<LoopbackAddress> ParseLoopbackAddress(const std::string& address);
 class DaemonTunnel {
  public:
   // Asks the host behind `session` (connected, logged in, blocking) to
-  // listen on its 127.0.0.1 for `daemon`. UNAVAILABLE, naming the host, when
-  // its sshd refuses (AllowTcpForwarding no, DisableForwarding yes).
+  // listen on its 127.0.0.1 for `daemon`, on `port_on_host` (0: its sshd
+  // picks one; a restarted daemon asks for the port its workers know).
+  // UNAVAILABLE, naming the host, when its sshd refuses (AllowTcpForwarding
+  // no, DisableForwarding yes, the port is taken).
   static absl::StatusOr<std::unique_ptr<DaemonTunnel>> Open(ssh_session session,
                                                             const std::string& host_name,
-                                                            LoopbackAddress daemon);
+                                                            LoopbackAddress daemon,
+                                                            int port_on_host = 0);
   ~DaemonTunnel();  // closes every connection; before its session goes
   DaemonTunnel(const DaemonTunnel&) = delete;
   DaemonTunnel& operator=(const DaemonTunnel&) = delete;
