@@ -53,6 +53,20 @@ def test_join_lets_the_others_go_on_with_zeros(python_job, steps):
             == len(counts), run.output()
 
 
+@pytest.mark.parametrize("size", [2, 3])
+def test_allgather_while_a_rank_has_joined_fails_as_in_horovod(python_job, size):
+    # Horovod 0.28 refuses it too (controller.cc: "Allgather is not supported
+    # with Join at this time"); the ranks that sent it get the error, then join.
+    run = python_job(fixed_size(size), WORKER, "join-allgather")
+    assert run.wait() == 0, run.output()
+    for rank in range(1, size):
+        assert run.count(
+            rf"^\[{rank}\]<stdout>:rank {rank}: \w+: allgather cannot run while ranks \[0\] "
+            r"have joined \(hvd.join\): only allreduce takes part with joined ranks$") == 1, \
+            run.output()
+    assert run.count(r"<stdout>:rank \d: join ok$") == size, run.output()
+
+
 def test_a_process_set_of_two_beside_the_global_set(python_job):
     run = python_job(fixed_size(3), WORKER, "process-sets",
                      env={"HOROVOD_DYNAMIC_PROCESS_SETS": "1"})
