@@ -36,6 +36,13 @@ def test_horovod_api_matches_references(python_job, np_):
     assert_sections_ok(run, CORE, np_)
 
 
+def test_adasum_at_four_ranks(python_job):
+    # Two levels of the engine's vector halving (2 and 3 ranks run one level,
+    # and the fold over an allgather).
+    run = python_job(fixed_size(4), WORKER, "adasum")
+    assert_sections_ok(run, ["adasum"], 4)
+
+
 def _extension_has(*names):
     """Whether this build's _horovodd has `names` (asked in a subprocess:
     importing it here would tie the test process to the package)."""

@@ -141,6 +141,23 @@ void BindCollectives(py::module_& module) {
        kKeepDoc)
           .c_str());
   module.def(
+      "adasum_",
+      [](const TensorView& inout, double prescale_factor, double postscale_factor,
+         int process_set_id, py::object keep) {
+        internal::Runtime& runtime = RuntimeOrThrow("adasum");
+        Await(internal::StartAdasum(runtime, inout, prescale_factor, postscale_factor,
+                                    process_set_id),
+              std::move(keep));
+      },
+      py::arg("inout"), py::arg("prescale_factor") = 1.0, py::arg("postscale_factor") = 1.0,
+      py::kw_only(), py::arg("process_set_id") = 0, py::arg("keep") = py::none(),
+      (std::string("In place: every rank ends with the Adasum of all ranks' tensors (each "
+                   "multiplied by prescale_factor first), multiplied by postscale_factor: "
+                   "Horovod's recursive vector-halving, distance-doubling algorithm. CPU "
+                   "float16, bfloat16, float32 and float64 tensors; a power-of-two set.") +
+       kKeepDoc)
+          .c_str());
+  module.def(
       "barrier",
       [](int process_set_id) {
         internal::Runtime& runtime = RuntimeOrThrow("barrier");

@@ -74,5 +74,9 @@ absl::StatusOr<Handle> StartAlltoall(Runtime& runtime, TensorView input,
 absl::StatusOr<Handle> StartReducescatter(Runtime& runtime, TensorView input, ReduceOp op,
                                           int process_set_id);
 absl::StatusOr<Handle> StartBarrier(Runtime& runtime, int process_set_id);
+// In place: the Adasum of every rank's CPU `inout` (gloo/gloo_adasum.h: a
+// float dtype, a power-of-two set).
+absl::StatusOr<Handle> StartAdasum(Runtime& runtime, TensorView inout, double prescale_factor,
+                                   double postscale_factor, int process_set_id);
 
 }  // namespace horovodd::internal

@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "horovodd/async.h"
 #include "horovodd/horovodd.h"
+#include "worker_runtime/gloo/gloo_adasum.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/runtime/engine_api.h"
 #include "worker_runtime/runtime/runtime.h"
@@ -115,6 +116,19 @@ absl::StatusOr<Handle> StartBarrier(Runtime& runtime, int process_set_id) {
         return std::nullopt;
       },
       [](GpuCollectives&) -> AloneResult { return std::nullopt; });
+}
+
+absl::StatusOr<Handle> StartAdasum(Runtime& runtime, TensorView inout, double prescale_factor,
+                                   double postscale_factor, int process_set_id) {
+  return StartAlone(
+      runtime, "adasum", &inout, process_set_id, /*produces_output=*/false,
+      [inout, prescale_factor, postscale_factor](GlooContext& ring) -> AloneResult {
+        HVDD_RETURN_IF_ERROR(Adasum(ring, inout, prescale_factor, postscale_factor));
+        return std::nullopt;
+      },
+      [](GpuCollectives&) -> AloneResult {
+        return absl::InvalidArgumentError("Adasum in the engine takes CPU tensors only");
+      });
 }
 
 }  // namespace horovodd::internal

@@ -92,9 +92,27 @@ class _Scaling:
 # allreduce
 # ---------------------------------------------------------------------------
 
+def _adasum_in_engine(tensor, process_set):
+    """Whether the engine runs this tensor's Adasum (gloo_adasum.h: CPU
+    floats on a power-of-two set); the rest combine over an allgather here,
+    the ranks past the largest power of two folded in first, as Horovod's
+    CPU Adasum does."""
+    size = _set_size(process_set)
+    on_cpu = not _tensors.is_torch(tensor) or tensor.device.type == "cpu"
+    return on_cpu and _tensors.dtype_name(tensor) in adasum.ENGINE_DTYPES and \
+        size & (size - 1) == 0
+
+
 def _adasum_(tensors, name, process_set, prescale_factor, postscale_factor):
     """Adasum of each tensor over the set's ranks, written in place."""
+    kwargs = process_set_kwargs(process_set)
     for tensor in tensors:
+        if _adasum_in_engine(tensor, process_set):
+            _tensors.in_place(
+                tensor, lambda ref, contiguous: _horovodd.adasum_(
+                    ref, float(prescale_factor), float(postscale_factor), keep=contiguous,
+                    **kwargs), "allreduce_")
+            continue
         gathered = allgather(_tensors.flat_concat([tensor]), name=name,
                              process_set=process_set)
         n = _set_size(process_set)
