@@ -36,6 +36,13 @@ def test_horovod_api_matches_references(python_job, np_):
     assert_sections_ok(run, CORE, np_)
 
 
+def test_adasum_at_four_ranks(python_job):
+    # Two levels of the engine's vector halving (2 and 3 ranks run one level,
+    # and the fold over an allgather).
+    run = python_job(fixed_size(4), WORKER, "adasum")
+    assert_sections_ok(run, ["adasum"], 4)
+
+
 def _extension_has(*names):
     """Whether this build's _horovodd has `names` (asked in a subprocess:
     importing it here would tie the test process to the package)."""
@@ -83,16 +90,32 @@ def test_horovod_names_resolve_to_horovodd_modules():
     assert result.stdout.split() == ["True"] * 8 + ["horovodd.torch", "0.28.1"], result.stdout
 
 
+# Each group runs in one job, in turn; an interrupted collective stays pending
+# (its name too), so the groups keep the names of their calls apart.
+SIGNAL_GROUPS = {
+    "plain": ["synchronize", "allreduce", "broadcast", "allgather", "alltoall", "reducescatter",
+              "barrier"],
+    "grouped": ["grouped_allreduce", "grouped_allgather", "grouped_reducescatter"],
+}
+
+
+@pytest.mark.parametrize("group", sorted(SIGNAL_GROUPS))
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
-def test_a_signal_interrupts_a_blocked_synchronize(python_job, tmp_path, signal_name):
-    # A ring timeout far past the test's deadlines: only the signal can end the wait.
-    run = python_job(fixed_size(2), WORKERS / "signal_during_synchronize.py", signal_name,
-                     tmp_path, env={"HOROVODD_RING_TIMEOUT_S": "3600"})
-    run.wait_for_line(r"^\[0\]<stdout>:rank 0: synchronize ended with ", "rank 0's wait to end")
+def test_a_signal_interrupts_a_blocked_collective(python_job, tmp_path, signal_name, group):
+    # A ring timeout far past the test's deadlines: only the signal can end a wait.
+    names = SIGNAL_GROUPS[group]
+    run = python_job(fixed_size(2), WORKERS / "signal_during_collective.py", signal_name,
+                     tmp_path, ",".join(names), env={"HOROVODD_RING_TIMEOUT_S": "3600"})
     expected = "KeyboardInterrupt" if signal_name == "SIGINT" else "SystemExit"
-    assert run.count(rf"^\[0\]<stdout>:rank 0: synchronize ended with {expected}$") == 1, \
+    for name in names:
+        run.wait_for_line(rf"^\[0\]<stdout>:rank 0: {name} ended with ", f"rank 0's {name}")
+        assert run.count(rf"^\[0\]<stdout>:rank 0: {name} ended with {expected}$") == 1, \
+            run.output()
+    assert run.wait() == 0, run.output()
+    assert run.count(r"^\[1\]<stdout>:rank 1: saw rank 0 exit$") == 1, run.output()
+    handler_runs = len(names) if signal_name == "SIGTERM" else 0
+    assert run.count(r"^\[0\]<stdout>:rank 0: SIGTERM handler ran$") == handler_runs, \
         run.output()
-    run.wait_for_line(r"^\[1\]<stdout>:rank 1: saw rank 0 exit$", "rank 0 to exit")
 
 
 EXAMPLES = REPO / "examples" / "horovod"

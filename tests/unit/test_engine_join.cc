@@ -289,8 +289,16 @@ TEST_CASE("timeline: every tensor's phases, batches and cycles in a complete JSO
   CHECK_THAT(json, Catch::Contains(R"("name": "WAIT_FOR_DATA", "ph": "B")"));
   CHECK_THAT(json, Catch::Contains(R"("name": "GLOO_ALLREDUCE", "ph": "B")"));
   CHECK_THAT(json, Catch::Contains(R"("name": "CYCLE_START", "ph": "i")"));
-  // Both were ready in one round: one batch of two.
+  // Both were ready in one round: one batch of two, copied into the fusion
+  // buffer before the collective and out of it after, as Horovod shows it.
   CHECK_THAT(json, Catch::Contains(R"("tensors_in_batch": 2)"));
+  const size_t in = json.find(R"("name": "MEMCPY_IN_FUSION_BUFFER", "ph": "B")");
+  const size_t reduce = json.find(R"("name": "GLOO_ALLREDUCE", "ph": "B")");
+  const size_t out = json.find(R"("name": "MEMCPY_OUT_FUSION_BUFFER", "ph": "B")");
+  REQUIRE(in != std::string::npos);
+  REQUIRE(out != std::string::npos);
+  CHECK(in < reduce);
+  CHECK(reduce < out);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/gloo/gloo_transfer.h"
+#include "worker_runtime/engine/engine_timeline.h"
 
 namespace horovodd::internal {
 namespace {
@@ -68,37 +69,54 @@ void Unpack(const Batch& batch, const uint8_t* buffer) {
   }
 }
 
-absl::Status RunAllreduce(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion) {
-  const Request& first = *batch.requests.front();
-  AllreduceOptions options = first.options;
-  if (batch.requests.size() > 1) options.name = BatchName(batch);
+void Announce(const ActivityObserver& activity, const std::string& name) {
+  if (activity) activity(name);
+}
+
+// "GLOO_ALLREDUCE": the batch's collective, as the timeline names it.
+std::string CollectiveActivity(const Batch& batch) {
+  return absl::StrCat("GLOO_", TimelineOperationOf(*batch.requests.front()));
+}
+
+// Runs `collective` on the batch: on its only tensor in place, or on all of
+// them packed into the fusion buffer as one tensor of `dtype` (unpacked
+// after), announcing each activity as Horovod's timeline names it.
+absl::Status RunFusable(const Batch& batch, DType dtype, const RingRunner& ring,
+                        FusionBuffer& fusion, const ActivityObserver& activity,
+                        const std::function<absl::Status(GlooContext&, TensorView)>& collective) {
+  const std::string collective_activity = CollectiveActivity(batch);
   if (TensorCount(batch) == 1) {  // in place, no copies
-    TensorView only = first.tensors.front();
-    return ring([&](GlooContext& c) { return Allreduce(c, only, options); });
+    TensorView only = batch.requests.front()->tensors.front();
+    Announce(activity, collective_activity);
+    return ring([&](GlooContext& c) { return collective(c, only); });
   }
   const size_t bytes = TotalBytes(batch);
-  const DType dtype = first.tensors.front().dtype;
+  Announce(activity, "MEMCPY_IN_FUSION_BUFFER");
   uint8_t* buffer = fusion.Reserve(bytes);
   Pack(batch, buffer);
   TensorView fused{buffer, dtype, {static_cast<int64_t>(bytes / DTypeSize(dtype))}, Device{}};
-  HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) { return Allreduce(c, fused, options); }));
+  Announce(activity, collective_activity);
+  HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) { return collective(c, fused); }));
+  Announce(activity, "MEMCPY_OUT_FUSION_BUFFER");
   Unpack(batch, buffer);
   return absl::OkStatus();
 }
 
-absl::Status RunBroadcast(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion) {
+absl::Status RunAllreduce(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion,
+                          const ActivityObserver& activity) {
+  const Request& first = *batch.requests.front();
+  AllreduceOptions options = first.options;
+  if (batch.requests.size() > 1) options.name = BatchName(batch);
+  return RunFusable(batch, first.tensors.front().dtype, ring, fusion, activity,
+                    [&](GlooContext& c, TensorView t) { return Allreduce(c, t, options); });
+}
+
+// Broadcast moves bytes: the fused tensor is uint8.
+absl::Status RunBroadcast(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion,
+                          const ActivityObserver& activity) {
   const int root = batch.requests.front()->root;
-  if (TensorCount(batch) == 1) {
-    TensorView only = batch.requests.front()->tensors.front();
-    return ring([&](GlooContext& c) { return Broadcast(c, only, root); });
-  }
-  const size_t bytes = TotalBytes(batch);
-  uint8_t* buffer = fusion.Reserve(bytes);
-  Pack(batch, buffer);
-  TensorView fused{buffer, DType::kUInt8, {static_cast<int64_t>(bytes)}, Device{}};
-  HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) { return Broadcast(c, fused, root); }));
-  Unpack(batch, buffer);
-  return absl::OkStatus();
+  return RunFusable(batch, DType::kUInt8, ring, fusion, activity,
+                    [&](GlooContext& c, TensorView t) { return Broadcast(c, t, root); });
 }
 
 }  // namespace
@@ -130,15 +148,17 @@ std::vector<Batch> PlanBatches(const std::vector<Request*>& ready, int64_t fusio
 }
 
 absl::Status RunBatch(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion,
-                      std::vector<std::optional<Tensor>>* outputs) {
+                      std::vector<std::optional<Tensor>>* outputs,
+                      const ActivityObserver& activity) {
   switch (batch.kind) {
     case RequestKind::kAllreduce:
-      return RunAllreduce(batch, ring, fusion);
+      return RunAllreduce(batch, ring, fusion, activity);
     case RequestKind::kBroadcast:
-      return RunBroadcast(batch, ring, fusion);
+      return RunBroadcast(batch, ring, fusion, activity);
     case RequestKind::kAllgather: {
       const TensorView& input = batch.requests.front()->tensors.front();
       absl::StatusOr<Tensor> result;
+      Announce(activity, CollectiveActivity(batch));
       HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) {
         result = Allgather(c, input);
         return result.status();
@@ -148,6 +168,7 @@ absl::Status RunBatch(const Batch& batch, const RingRunner& ring, FusionBuffer& 
     }
     case RequestKind::kOpaque:
       outputs->resize(1);
+      Announce(activity, CollectiveActivity(batch));
       return batch.requests.front()->run(&outputs->front());
     case RequestKind::kJoin:
       break;  // the engine completes joins itself (Engine::RunReady)

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,9 +39,17 @@ class FusionBuffer {
   std::vector<uint8_t> bytes_;
 };
 
+// Called as a batch moves from one activity to the next, in Horovod's
+// timeline names: "MEMCPY_IN_FUSION_BUFFER", "GLOO_ALLREDUCE",
+// "MEMCPY_OUT_FUSION_BUFFER" (engine_timeline.h).
+using ActivityObserver = std::function<void(const std::string& activity)>;
+
 // Runs `batch`; the status applies to every request in it. For allgather,
-// (*outputs)[i] receives request i's result.
+// (*outputs)[i] receives request i's result. `activity` (may be empty) hears
+// each activity as it starts: the collective's, and around it the copies
+// into and out of the fusion buffer when the batch has several tensors.
 absl::Status RunBatch(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion,
-                      std::vector<std::optional<Tensor>>* outputs);
+                      std::vector<std::optional<Tensor>>* outputs,
+                      const ActivityObserver& activity = {});
 
 }  // namespace horovodd::internal

@@ -26,20 +26,6 @@ absl::Status ForRequest(const Request& request, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(request.error_prefix, status.message()));
 }
 
-// The request's operation as the timeline names it ("ALLREDUCE").
-std::string TimelineOperationOf(const Request& request) {
-  switch (request.kind) {
-    case RequestKind::kAllreduce: return "ALLREDUCE";
-    case RequestKind::kBroadcast: return "BROADCAST";
-    case RequestKind::kAllgather: return "ALLGATHER";
-    case RequestKind::kJoin: return "JOIN";
-    case RequestKind::kOpaque: break;
-  }
-  std::string operation = request.opaque_operation;
-  operation = operation.substr(0, operation.find(' '));  // "add_process_set [0, 1]"
-  return TimelineOperation(operation);
-}
-
 }  // namespace
 
 Engine::Engine(EngineOptions options, StallOptions stall)
@@ -445,19 +431,22 @@ absl::Status Engine::RunReady(const NegotiationResult& round, const RingRunner& 
   };
   absl::Status ring_failure;
   for (const Batch& batch : PlanBatches(runnable, round.fusion_threshold)) {
+    ActivityObserver activity;
     if (round_timeline_ != nullptr) {
-      const std::string batch_name = absl::StrCat(
-          batch.requests.front()->name,
-          batch.requests.size() > 1 ? absl::StrCat(" + ", batch.requests.size() - 1, " fused")
-                                    : "");
-      for (const Request* r : batch.requests) {
-        if (!in_taken(r)) continue;
-        round_timeline_->BatchStart(r->name, absl::StrCat("GLOO_", TimelineOperationOf(*r)),
-                                    batch_name, static_cast<int>(batch.requests.size()));
-      }
+      activity = [this, &batch, &in_taken](const std::string& name) {
+        const std::string batch_name = absl::StrCat(
+            batch.requests.front()->name,
+            batch.requests.size() > 1 ? absl::StrCat(" + ", batch.requests.size() - 1, " fused")
+                                      : "");
+        for (const Request* r : batch.requests) {
+          if (!in_taken(r)) continue;
+          round_timeline_->ActivityStart(r->name, name, batch_name,
+                                         static_cast<int>(batch.requests.size()));
+        }
+      };
     }
     std::vector<std::optional<Tensor>> outputs;
-    absl::Status status = RunBatch(batch, ring, fusion_, &outputs);
+    absl::Status status = RunBatch(batch, ring, fusion_, &outputs, activity);
     for (size_t i = 0; i < batch.requests.size(); ++i) {
       Request* r = batch.requests[i];
       if (!in_taken(r)) continue;  // a stand-in: nobody waits on it

@@ -14,6 +14,19 @@ namespace horovodd::internal {
 std::string TimelineOperation(const std::string& operation) {
   return absl::AsciiStrToUpper(operation);
 }
+std::string TimelineOperationOf(const Request& request) {
+  switch (request.kind) {
+    case RequestKind::kAllreduce: return "ALLREDUCE";
+    case RequestKind::kBroadcast: return "BROADCAST";
+    case RequestKind::kAllgather: return "ALLGATHER";
+    case RequestKind::kJoin: return "JOIN";
+    case RequestKind::kOpaque: break;
+  }
+  std::string operation = request.opaque_operation;
+  operation = operation.substr(0, operation.find(' '));  // "add_process_set [0, 1]"
+  return TimelineOperation(operation);
+}
+
 
 absl::StatusOr<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path,
                                                          bool mark_cycles) {
@@ -77,13 +90,13 @@ void Timeline::NegotiateEnd(const std::string& tensor, const std::string& operat
   open += 2;
 }
 
-void Timeline::BatchStart(const std::string& tensor, const std::string& activity,
-                          const std::string& batch, int batch_size) {
+void Timeline::ActivityStart(const std::string& tensor, const std::string& activity,
+                             const std::string& batch, int batch_size) {
   absl::MutexLock lock(&mu_);
   const int pid = ProcessOf(tensor);
   const int64_t now = Now();
   int& open = open_[tensor];
-  if (open >= 2) {  // WAIT_FOR_DATA ends as the batch starts
+  if (open >= 2) {  // inside <OP>: WAIT_FOR_DATA or the previous activity ends
     Write(absl::StrCat(R"({"ph": "E", "ts": )", now, R"(, "pid": )", pid, R"(, "tid": 1})"));
     --open;
   }

@@ -4,8 +4,11 @@
 //   NEGOTIATE_<OP>   from the request's enqueue until every rank had it;
 //   <OP>             from then until it completed, holding
 //     WAIT_FOR_DATA  until its batch started (earlier batches ran first),
-//     <BACKEND>_<OP> the collective itself ("GLOO_ALLREDUCE"), whose args
-//                    name the batch it was fused into.
+//     then its batch's activities, each until the next, whose args name the
+//     batch it was fused into: for a batch of several tensors
+//     MEMCPY_IN_FUSION_BUFFER, <BACKEND>_<OP> (the collective itself,
+//     "GLOO_ALLREDUCE") and MEMCPY_OUT_FUSION_BUFFER, as in Horovod's
+//     timeline; for a tensor alone only <BACKEND>_<OP>.
 // With mark_cycles, every negotiation round is a CYCLE_START instant event.
 //
 // Rank 0 writes it (Horovod's rule); the others pass no timeline to their
@@ -30,6 +33,8 @@
 
 namespace horovodd::internal {
 
+struct Request;  // engine_request.h
+
 class Timeline {
  public:
   // Opens (truncates) `path`. INVALID_ARGUMENT for an empty path,
@@ -49,10 +54,11 @@ class Timeline {
   // it waits for its batch).
   void NegotiateEnd(const std::string& tensor, const std::string& operation)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Its batch runs: `activity` ("GLOO_ALLREDUCE") in the batch `batch`
-  // ("a + 2 fused") of `batch_size` tensors.
-  void BatchStart(const std::string& tensor, const std::string& activity,
-                  const std::string& batch, int batch_size) ABSL_LOCKS_EXCLUDED(mu_);
+  // Its batch moves on to `activity` ("MEMCPY_IN_FUSION_BUFFER",
+  // "GLOO_ALLREDUCE"), in the batch `batch` ("a + 2 fused") of `batch_size`
+  // tensors; this ends WAIT_FOR_DATA, or the batch's previous activity.
+  void ActivityStart(const std::string& tensor, const std::string& activity,
+                     const std::string& batch, int batch_size) ABSL_LOCKS_EXCLUDED(mu_);
   // The tensor completed (`error` empty when it succeeded).
   void End(const std::string& tensor, const std::string& error) ABSL_LOCKS_EXCLUDED(mu_);
   void CycleStart() ABSL_LOCKS_EXCLUDED(mu_);
@@ -79,5 +85,8 @@ class Timeline {
 
 // "ALLREDUCE" for "allreduce".
 std::string TimelineOperation(const std::string& operation);
+// The request's operation as the timeline names it: "ALLREDUCE", or for an
+// opaque request its operation's first word ("ADD_PROCESS_SET").
+std::string TimelineOperationOf(const Request& request);
 
 }  // namespace horovodd::internal

@@ -14,11 +14,11 @@ namespace horovodd::python {
 
 // Runs `call` with the GIL released, so the process's other Python threads
 // (data loaders, monitors) run while this one waits. Every such wait is
-// bounded (collectives by the ring timeout, rendezvous by the daemon's
-// elastic timeout), so a Ctrl-C is never held back for ever: right after the
-// call returns, a signal that arrived meanwhile raises its exception
-// (KeyboardInterrupt for SIGINT) instead of the call's own result or error.
-// `call` must run to its end here: it uses memory of the caller's frame.
+// bounded (rendezvous by the daemon's elastic timeout), so a Ctrl-C is never
+// held back for ever: right after the call returns, a signal that arrived
+// meanwhile raises its exception (KeyboardInterrupt for SIGINT) instead of
+// the call's own result or error. `call` must run to its end here: it uses
+// memory of the caller's frame. Collectives wait with AwaitRequest instead.
 template <typename Call>
 auto WithoutGil(Call&& call) -> decltype(call()) {
   auto result = [&] {
@@ -52,5 +52,14 @@ inline absl::Status WaitInterruptibly(const Handle& handle) {
     if (!still_running) return status;
   }
 }
+
+// Waits for a synchronous collective's request (collectives_binding.cc) as
+// WaitInterruptibly does, so Ctrl-C and SIGTERM handlers run while it is
+// blocked on a peer. When a handler's exception ends the wait early, the
+// request runs on (it completes, or fails at the next reset) in memory that
+// `keep` owns (the tensors, or their contiguous copies): `keep` stays
+// referenced until the request completes, so the engine never writes into
+// memory Python has freed. Returns the request's status. Call with the GIL.
+absl::Status AwaitRequest(const Handle& handle, pybind11::object keep);
 
 }  // namespace horovodd::python

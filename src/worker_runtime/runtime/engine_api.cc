@@ -171,11 +171,12 @@ absl::StatusOr<Handle> EnqueueAllgather(Runtime& runtime, std::string name, Tens
 absl::StatusOr<Handle> EnqueueOpaque(Runtime& runtime, std::string name, std::string operation,
                                      std::vector<TensorView> tensors,
                                      std::function<absl::Status(std::optional<Tensor>*)> run,
-                                     bool urgent, int process_set_id) {
+                                     bool urgent, int process_set_id, bool produces_output) {
   HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(process_set_id));
   Request request;
   request.name = std::move(name);
   request.kind = RequestKind::kOpaque;
+  request.produces_output = produces_output;
   request.opaque_operation = std::move(operation);
   request.tensors = std::move(tensors);
   request.run = std::move(run);

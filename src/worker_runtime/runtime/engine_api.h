@@ -4,7 +4,9 @@
 // tensors take the GPU collectives on the engine thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,12 +40,43 @@ absl::StatusOr<Handle> EnqueueAllgather(Runtime& runtime, std::string name, Tens
 // A collective the engine runs alone, as it is (alltoall, reducescatter,
 // barrier): `operation` names it, `tensors` are what ranks must agree on.
 // `run` runs on the set's engine thread (use Runtime::RunCollective(id, op)).
+// `produces_output`: `run` leaves a result for the handle's TakeOutput().
 absl::StatusOr<Handle> EnqueueOpaque(Runtime& runtime, std::string name, std::string operation,
                                      std::vector<TensorView> tensors,
                                      std::function<absl::Status(std::optional<Tensor>*)> run,
-                                     bool urgent, int process_set_id = 0);
+                                     bool urgent, int process_set_id = 0,
+                                     bool produces_output = false);
 // This rank's join (horovodd::Join); its handle's output is the last rank
 // to join (int32).
 absl::StatusOr<Handle> EnqueueJoin(Runtime& runtime);
+
+// The current runtime, or FAILED_PRECONDITION: "<operation> needs
+// horovodd::Init() first".
+absl::StatusOr<Runtime*> RuntimeFor(const char* operation);
+
+// The synchronous collectives' requests (engine_sync.cc): horovodd.h's calls
+// start one and wait for it; the Python bindings wait in slices and may stop
+// waiting early. Each request owns what it needs except the caller's tensors,
+// which must stay alive and untouched until its handle completes (it
+// completes, or fails at the next reset, whether or not anyone waits).
+// Allgather, alltoall and reducescatter leave their result in the handle's
+// output; alltoall fills *received_splits (how many rows came from each
+// rank) before its handle completes.
+absl::StatusOr<Handle> StartAllreduce(Runtime& runtime, TensorView inout,
+                                      const AllreduceOptions& options);
+absl::StatusOr<Handle> StartAllgather(Runtime& runtime, TensorView input, int process_set_id);
+absl::StatusOr<Handle> StartBroadcast(Runtime& runtime, TensorView inout, int root,
+                                      int process_set_id);
+absl::StatusOr<Handle> StartAlltoall(Runtime& runtime, TensorView input,
+                                     std::vector<int64_t> splits,
+                                     std::shared_ptr<std::vector<int64_t>> received_splits,
+                                     int process_set_id);
+absl::StatusOr<Handle> StartReducescatter(Runtime& runtime, TensorView input, ReduceOp op,
+                                          int process_set_id);
+absl::StatusOr<Handle> StartBarrier(Runtime& runtime, int process_set_id);
+// In place: the Adasum of every rank's CPU `inout` (gloo/gloo_adasum.h: a
+// float dtype, a power-of-two set).
+absl::StatusOr<Handle> StartAdasum(Runtime& runtime, TensorView inout, double prescale_factor,
+                                   double postscale_factor, int process_set_id);
 
 }  // namespace horovodd::internal

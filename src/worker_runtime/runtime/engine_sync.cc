@@ -1,136 +1,195 @@
-// The synchronous collectives of horovodd.h: each enqueues a request on the
-// current runtime's engine and waits for it, so they are ordered with the
-// asynchronous ones (async.h) and only the engine thread touches the ring.
-// Their requests are urgent: the engine negotiates at once.
+// The synchronous collectives of horovodd.h: each starts a request on the
+// current runtime's engine (Start*, engine_api.h) and waits for it, so they
+// are ordered with the asynchronous ones (async.h) and only the engine thread
+// touches the ring. Their requests are urgent: the engine negotiates at once.
+//
+// A request owns everything it uses except the caller's tensors: the Python
+// bindings wait for it in slices and may leave early (a signal), and then the
+// request runs on with nothing of the caller's frame (python/blocking_call.h).
+#include <memory>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 #include "common/status_macros.h"
 #include "horovodd/async.h"
 #include "horovodd/horovodd.h"
+#include "worker_runtime/gloo/gloo_adasum.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/runtime/engine_api.h"
 #include "worker_runtime/runtime/runtime.h"
 
-namespace horovodd {
+namespace horovodd::internal {
 namespace {
 
-using internal::CurrentRuntime;
-using internal::Runtime;
-using internal::SyncName;
+using AloneResult = absl::StatusOr<std::optional<Tensor>>;
 
-absl::Status NotInitialized(const char* what) {
-  return absl::FailedPreconditionError(absl::StrCat(what, " needs horovodd::Init() first"));
-}
-
-absl::Status StatusOf(const absl::Status& status) { return status; }
-absl::Status StatusOf(const absl::StatusOr<Tensor>& result) { return result.status(); }
-
-absl::Status WaitFor(const absl::StatusOr<Handle>& handle) {
-  if (!handle.ok()) return handle.status();
-  return handle->Wait();
-}
-
-// Runs `op` on the engine thread, alone, as one request named after
-// `operation`; its result stays in `result`. CUDA tensors go to the GPU
-// collectives, the others to the ring. The request describes no tensor:
-// these ops exchange and check their arguments themselves (alltoall's ranks
-// may send different first dimensions).
-template <typename Result>
-absl::Status RunAlone(Runtime& runtime, const char* operation, const TensorView* tensor,
-                      int process_set_id,
-                      std::function<Result(internal::GlooContext&)> on_ring,
-                      std::function<Result(internal::GpuCollectives&)> on_gpu, Result* result) {
+// Enqueues `on_ring` (for a CUDA tensor, `on_gpu`) to run on the set's
+// engine thread, alone, as one request named after `operation`; with
+// `produces_output`, the tensor it returns is the handle's output. Both own
+// what they use. The request
+// describes no tensor: these ops exchange and check their arguments
+// themselves (alltoall's ranks may send different first dimensions).
+absl::StatusOr<Handle> StartAlone(Runtime& runtime, const char* operation,
+                                  const TensorView* tensor, int process_set_id,
+                                  bool produces_output,
+                                  std::function<AloneResult(GlooContext&)> on_ring,
+                                  std::function<AloneResult(GpuCollectives&)> on_gpu) {
   const bool cuda = tensor != nullptr && tensor->device.type == DeviceType::kCUDA;
   if (cuda && process_set_id != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         operation, ": collectives on CUDA tensors run on the global process set only (got set ",
         process_set_id, ")"));
   }
-  auto run = [&runtime, cuda, process_set_id, &on_ring, &on_gpu,
-              result](std::optional<Tensor>*) {
-    if (cuda) {
-      *result = on_gpu(runtime.gpu());
-      return StatusOf(*result);
-    }
-    return runtime.RunCollective(process_set_id, [&](internal::GlooContext& ring) {
-      *result = on_ring(ring);
-      return StatusOf(*result);
-    });
+  auto run = [&runtime, cuda, process_set_id, on_ring = std::move(on_ring),
+              on_gpu = std::move(on_gpu)](std::optional<Tensor>* output) -> absl::Status {
+    auto keep = [output](AloneResult result) -> absl::Status {
+      HVDD_ASSIGN_OR_RETURN(*output, std::move(result));
+      return absl::OkStatus();
+    };
+    if (cuda) return keep(on_gpu(runtime.gpu()));
+    return runtime.RunCollective(process_set_id,
+                                 [&](GlooContext& ring) { return keep(on_ring(ring)); });
   };
-  return WaitFor(internal::EnqueueOpaque(runtime, SyncName(operation, ""), operation,
-                                         /*tensors=*/{}, run, /*urgent=*/true, process_set_id));
+  return EnqueueOpaque(runtime, SyncName(operation, ""), operation, /*tensors=*/{},
+                       std::move(run), /*urgent=*/true, process_set_id,
+                       produces_output);
+}
+
+}  // namespace
+
+absl::StatusOr<Runtime*> RuntimeFor(const char* operation) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(operation, " needs horovodd::Init() first"));
+  }
+  return runtime;
+}
+
+absl::StatusOr<Handle> StartAllreduce(Runtime& runtime, TensorView inout,
+                                      const AllreduceOptions& options) {
+  return EnqueueAllreduce(runtime, SyncName("allreduce", options.name), {std::move(inout)},
+                          options, /*urgent=*/true);
+}
+
+absl::StatusOr<Handle> StartAllgather(Runtime& runtime, TensorView input, int process_set_id) {
+  return EnqueueAllgather(runtime, SyncName("allgather", ""), std::move(input), /*urgent=*/true,
+                          process_set_id);
+}
+
+absl::StatusOr<Handle> StartBroadcast(Runtime& runtime, TensorView inout, int root,
+                                      int process_set_id) {
+  return EnqueueBroadcast(runtime, SyncName("broadcast", ""), std::move(inout), root,
+                          /*urgent=*/true, process_set_id);
+}
+
+absl::StatusOr<Handle> StartAlltoall(Runtime& runtime, TensorView input,
+                                     std::vector<int64_t> splits,
+                                     std::shared_ptr<std::vector<int64_t>> received_splits,
+                                     int process_set_id) {
+  HVDD_CHECK(received_splits != nullptr);
+  return StartAlone(
+      runtime, "alltoall", &input, process_set_id, /*produces_output=*/true,
+      [input, splits, received_splits](GlooContext& ring) -> AloneResult {
+        return Alltoall(ring, input, splits, received_splits.get());
+      },
+      [input, splits, received_splits](GpuCollectives& gpu) -> AloneResult {
+        return gpu.Alltoall(input, splits, received_splits.get());
+      });
+}
+
+absl::StatusOr<Handle> StartReducescatter(Runtime& runtime, TensorView input, ReduceOp op,
+                                          int process_set_id) {
+  return StartAlone(
+      runtime, "reducescatter", &input, process_set_id, /*produces_output=*/true,
+      [input, op](GlooContext& ring) -> AloneResult { return Reducescatter(ring, input, op); },
+      [input, op](GpuCollectives& gpu) -> AloneResult { return gpu.Reducescatter(input, op); });
+}
+
+absl::StatusOr<Handle> StartBarrier(Runtime& runtime, int process_set_id) {
+  return StartAlone(
+      runtime, "barrier", nullptr, process_set_id, /*produces_output=*/false,
+      [](GlooContext& ring) -> AloneResult {
+        HVDD_RETURN_IF_ERROR(Barrier(ring));
+        return std::nullopt;
+      },
+      [](GpuCollectives&) -> AloneResult { return std::nullopt; });
+}
+
+absl::StatusOr<Handle> StartAdasum(Runtime& runtime, TensorView inout, double prescale_factor,
+                                   double postscale_factor, int process_set_id) {
+  return StartAlone(
+      runtime, "adasum", &inout, process_set_id, /*produces_output=*/false,
+      [inout, prescale_factor, postscale_factor](GlooContext& ring) -> AloneResult {
+        HVDD_RETURN_IF_ERROR(Adasum(ring, inout, prescale_factor, postscale_factor));
+        return std::nullopt;
+      },
+      [](GpuCollectives&) -> AloneResult {
+        return absl::InvalidArgumentError("Adasum in the engine takes CPU tensors only");
+      });
+}
+
+}  // namespace horovodd::internal
+
+namespace horovodd {
+namespace {
+
+using internal::Runtime;
+using internal::RuntimeFor;
+
+absl::Status WaitFor(const absl::StatusOr<Handle>& handle) {
+  if (!handle.ok()) return handle.status();
+  return handle->Wait();
+}
+
+absl::StatusOr<Tensor> OutputOf(const absl::StatusOr<Handle>& handle) {
+  if (!handle.ok()) return handle.status();
+  return handle->TakeOutput();
 }
 
 }  // namespace
 
 absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) {
-  Runtime* runtime = CurrentRuntime();
-  if (runtime == nullptr) return NotInitialized("Allreduce");
-  return WaitFor(internal::EnqueueAllreduce(*runtime, SyncName("allreduce", options.name),
-                                            {std::move(inout)}, options, /*urgent=*/true));
+  HVDD_ASSIGN_OR_RETURN(Runtime * runtime, RuntimeFor("Allreduce"));
+  return WaitFor(internal::StartAllreduce(*runtime, std::move(inout), options));
 }
 
 absl::StatusOr<Tensor> Allgather(const TensorView& input, int process_set_id) {
-  Runtime* runtime = CurrentRuntime();
-  if (runtime == nullptr) return NotInitialized("Allgather");
-  HVDD_ASSIGN_OR_RETURN(Handle handle,
-                        internal::EnqueueAllgather(*runtime, SyncName("allgather", ""), input,
-                                                   /*urgent=*/true, process_set_id));
-  return handle.TakeOutput();
+  HVDD_ASSIGN_OR_RETURN(Runtime * runtime, RuntimeFor("Allgather"));
+  return OutputOf(internal::StartAllgather(*runtime, input, process_set_id));
 }
 
 absl::Status Broadcast(TensorView inout, int root, int process_set_id) {
-  Runtime* runtime = CurrentRuntime();
-  if (runtime == nullptr) return NotInitialized("Broadcast");
-  return WaitFor(internal::EnqueueBroadcast(*runtime, SyncName("broadcast", ""),
-                                            std::move(inout), root, /*urgent=*/true,
-                                            process_set_id));
+  HVDD_ASSIGN_OR_RETURN(Runtime * runtime, RuntimeFor("Broadcast"));
+  return WaitFor(internal::StartBroadcast(*runtime, std::move(inout), root, process_set_id));
 }
 
 absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64_t>& splits,
                                 std::vector<int64_t>* received_splits, int process_set_id) {
-  Runtime* runtime = CurrentRuntime();
-  if (runtime == nullptr) return NotInitialized("Alltoall");
-  absl::StatusOr<Tensor> result = absl::UnknownError("alltoall did not run");
-  absl::Status status = RunAlone<absl::StatusOr<Tensor>>(
-      *runtime, "alltoall", &input, process_set_id,
-      [&](internal::GlooContext& ring) {
-        return internal::Alltoall(ring, input, splits, received_splits);
-      },
-      [&](internal::GpuCollectives& gpu) { return gpu.Alltoall(input, splits, received_splits); },
-      &result);
-  if (!status.ok()) return status;
-  return result;
+  HVDD_ASSIGN_OR_RETURN(Runtime * runtime, RuntimeFor("Alltoall"));
+  auto received = std::make_shared<std::vector<int64_t>>();
+  HVDD_ASSIGN_OR_RETURN(
+      Tensor output,
+      OutputOf(internal::StartAlltoall(*runtime, input, splits, received, process_set_id)));
+  if (received_splits != nullptr) *received_splits = *received;
+  return output;
 }
 
 absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op, int process_set_id) {
-  Runtime* runtime = CurrentRuntime();
-  if (runtime == nullptr) return NotInitialized("Reducescatter");
-  absl::StatusOr<Tensor> result = absl::UnknownError("reducescatter did not run");
-  HVDD_RETURN_IF_ERROR(RunAlone<absl::StatusOr<Tensor>>(
-      *runtime, "reducescatter", &input, process_set_id,
-      [&](internal::GlooContext& ring) { return internal::Reducescatter(ring, input, op); },
-      [&](internal::GpuCollectives& gpu) { return gpu.Reducescatter(input, op); }, &result));
-  return result;
+  HVDD_ASSIGN_OR_RETURN(Runtime * runtime, RuntimeFor("Reducescatter"));
+  return OutputOf(internal::StartReducescatter(*runtime, input, op, process_set_id));
 }
 
 absl::Status Barrier(int process_set_id) {
-  Runtime* runtime = CurrentRuntime();
-  if (runtime == nullptr) return NotInitialized("Barrier");
-  absl::Status result;
-  return RunAlone<absl::Status>(
-      *runtime, "barrier", nullptr, process_set_id,
-      [](internal::GlooContext& ring) { return internal::Barrier(ring); },
-      [](internal::GpuCollectives&) { return absl::OkStatus(); }, &result);
+  HVDD_ASSIGN_OR_RETURN(Runtime * runtime, RuntimeFor("Barrier"));
+  return WaitFor(internal::StartBarrier(*runtime, process_set_id));
 }
 
 absl::StatusOr<int> Join() {
-  Runtime* runtime = CurrentRuntime();
-  if (runtime == nullptr) return NotInitialized("Join");
-  HVDD_ASSIGN_OR_RETURN(Handle handle, internal::EnqueueJoin(*runtime));
-  HVDD_ASSIGN_OR_RETURN(const Tensor last, handle.TakeOutput());
+  HVDD_ASSIGN_OR_RETURN(Runtime * runtime, RuntimeFor("Join"));
+  HVDD_ASSIGN_OR_RETURN(const Tensor last, OutputOf(internal::EnqueueJoin(*runtime)));
   return *last.data_as<int32_t>();
 }
 

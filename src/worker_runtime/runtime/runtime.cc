@@ -1,15 +1,12 @@
 #include "worker_runtime/runtime/runtime.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/network_interface.h"
 #include "common/status_macros.h"
 #include "horovodd/async.h"
@@ -17,57 +14,14 @@
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/runtime/daemon_kv_store.h"
 #include "worker_runtime/runtime/engine_api.h"
+#include "worker_runtime/runtime/environment.h"
 #include "worker_runtime/runtime/process_exit.h"
 
 namespace horovodd::internal {
 namespace {
 
-constexpr char kNotLaunched[] = "this process was not launched by horovodrun/horovodd";
 // How long a runtime that ends waits for its peers in the last barrier (SayGoodbye).
 constexpr absl::Duration kGoodbyeTimeout = absl::Seconds(3);
-
-absl::StatusOr<std::string> RequiredEnv(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') {
-    return absl::FailedPreconditionError(absl::StrCat(name, " is not set: ", kNotLaunched));
-  }
-  return std::string(value);
-}
-
-std::string OptionalEnv(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? "" : value;
-}
-
-// A positive number of `unit`s from `name`, or `fallback` when it is unset.
-absl::StatusOr<absl::Duration> DurationEnv(const char* name, absl::Duration unit,
-                                           absl::Duration fallback) {
-  const std::string text = OptionalEnv(name);
-  if (text.empty()) return fallback;
-  double value = 0;
-  if (!absl::SimpleAtod(text, &value) || !(value > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " must be a positive number, got '", text, "'"));
-  }
-  return value * unit;
-}
-
-// "1" on, "0" off, unset automatic; anything else is an error.
-absl::StatusOr<HierarchicalAllreduce> HierarchicalFromEnvironment() {
-  const std::string text = OptionalEnv("HOROVOD_HIERARCHICAL_ALLREDUCE");
-  if (text.empty()) return HierarchicalAllreduce::kAuto;
-  if (text == "1") return HierarchicalAllreduce::kOn;
-  if (text == "0") return HierarchicalAllreduce::kOff;
-  return absl::InvalidArgumentError(
-      absl::StrCat("HOROVOD_HIERARCHICAL_ALLREDUCE must be 0 or 1, got '", text, "'"));
-}
-
-absl::StatusOr<bool> ShmFromEnvironment() {
-  const std::string text = OptionalEnv("HOROVODD_SHM");
-  if (text.empty() || text == "1") return true;
-  if (text == "0") return false;
-  return absl::InvalidArgumentError(absl::StrCat("HOROVODD_SHM must be 0 or 1, got '", text, "'"));
-}
 
 Assignment ToAssignment(const v1::RendezvousResponse& response) {
   Assignment a;
@@ -116,49 +70,6 @@ std::string IncarnationScope(int incarnation) {
 
 }  // namespace
 
-absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
-  RuntimeOptions options;
-  HVDD_ASSIGN_OR_RETURN(options.daemon.address, RequiredEnv("HOROVODD_DAEMON_ADDR"));
-  HVDD_ASSIGN_OR_RETURN(options.daemon.job_id, RequiredEnv("HOROVODD_JOB_ID"));
-  HVDD_ASSIGN_OR_RETURN(const std::string worker, RequiredEnv("HOROVODD_WORKER_ID"));
-  if (!absl::SimpleAtoi(worker, &options.daemon.worker_id)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("HOROVODD_WORKER_ID must be an integer, got '", worker, "'"));
-  }
-  options.daemon.token = OptionalEnv("HOROVODD_WORKER_TOKEN");
-  options.daemon.tls_ca_file = OptionalEnv("HOROVODD_TLS_CA");
-  options.daemon.tls_cert_file = OptionalEnv("HOROVODD_TLS_CERT");
-  options.daemon.tls_key_file = OptionalEnv("HOROVODD_TLS_KEY");
-  options.daemon.tls = OptionalEnv("HOROVODD_TLS") == "1" || !options.daemon.tls_ca_file.empty();
-
-  HVDD_ASSIGN_OR_RETURN(options.daemon.heartbeat_interval,
-                        DurationEnv("HOROVODD_HEARTBEAT_MS", absl::Milliseconds(1),
-                                    options.daemon.heartbeat_interval));
-  HVDD_ASSIGN_OR_RETURN(
-      options.daemon.daemon_grace,
-      DurationEnv("HOROVODD_DAEMON_GRACE_S", absl::Seconds(1), options.daemon.daemon_grace));
-  // Horovod's name for the same bound (horovodrun --gloo-timeout-seconds); ours wins.
-  HVDD_ASSIGN_OR_RETURN(
-      options.ring_timeout,
-      DurationEnv("HOROVOD_GLOO_TIMEOUT_SECONDS", absl::Seconds(1), options.ring_timeout));
-  HVDD_ASSIGN_OR_RETURN(
-      options.ring_timeout,
-      DurationEnv("HOROVODD_RING_TIMEOUT_S", absl::Seconds(1), options.ring_timeout));
-  HVDD_ASSIGN_OR_RETURN(options.gpu_operations, GpuOperationsFromEnvironment());
-  HVDD_ASSIGN_OR_RETURN(options.engine, EngineOptions::FromEnvironment());
-  HVDD_ASSIGN_OR_RETURN(options.local.enabled, ShmFromEnvironment());
-  HVDD_ASSIGN_OR_RETURN(options.local.hierarchical, HierarchicalFromEnvironment());
-  if (const std::string slot = OptionalEnv("HOROVODD_SHM_SLOT_BYTES"); !slot.empty()) {
-    int64_t bytes = 0;
-    if (!absl::SimpleAtoi(slot, &bytes) || bytes < 4096 || bytes > (int64_t{1} << 30)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "HOROVODD_SHM_SLOT_BYTES must be a byte count from 4096 to 1 GiB, got '", slot, "'"));
-    }
-    options.local.slot_bytes = static_cast<size_t>(bytes);
-  }
-  HVDD_ASSIGN_OR_RETURN(options.stall, StallOptions::FromEnvironment());
-  return options;
-}
 
 // ---------------------------------------------------------------------------
 // Runtime
@@ -385,220 +296,6 @@ void Runtime::StopTimeline() {
   timeline_.reset();
 }
 
-// ---------------------------------------------------------------------------
-// Process sets
-// ---------------------------------------------------------------------------
-
-namespace {
-
-bool DynamicProcessSetsEnabled() {
-  const std::string value = OptionalEnv("HOROVOD_DYNAMIC_PROCESS_SETS");
-  return !value.empty() && value != "0" && value != "false" && value != "False";
-}
-
-std::string RanksText(const std::vector<int>& ranks) {
-  std::vector<std::string> texts;
-  for (int rank : ranks) texts.push_back(std::to_string(rank));
-  return absl::StrCat("[", absl::StrJoin(texts, ", "), "]");
-}
-
-}  // namespace
-
-absl::StatusOr<ProcessSetView> Runtime::ProcessSetFor(int process_set_id) {
-  ProcessSetView view;
-  view.id = process_set_id;
-  if (process_set_id == 0) {
-    view.engine = engine_.get();
-    for (int r = 0; r < assignment_.size; ++r) view.ranks.push_back(r);
-    view.set_rank = assignment_.rank;
-    return view;
-  }
-  absl::MutexLock lock(&sets_mu_);
-  auto it = sets_.find(process_set_id);
-  if (it == sets_.end()) {
-    return absl::NotFoundError(absl::StrCat("process set ", process_set_id, " does not exist"));
-  }
-  if (it->second.set_rank < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("rank ", assignment_.rank, " is not a member of process set ",
-                     process_set_id, " (ranks ", RanksText(it->second.ranks), ")"));
-  }
-  view.engine = it->second.engine.get();
-  view.keep_alive = it->second.engine;
-  view.ranks = it->second.ranks;
-  view.set_rank = it->second.set_rank;
-  return view;
-}
-
-absl::StatusOr<int> Runtime::AddProcessSet(std::vector<int> ranks, bool at_init) {
-  const std::string label = absl::StrCat("add_process_set ", RanksText(ranks));
-  if (!at_init && !DynamicProcessSetsEnabled()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        label, ": adding process sets at run time needs HOROVOD_DYNAMIC_PROCESS_SETS=1 "
-               "(as in Horovod), or pass them to init"));
-  }
-  if (ranks.empty()) return absl::InvalidArgumentError(absl::StrCat(label, ": no ranks"));
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    if (sorted[i] < 0 || sorted[i] >= assignment_.size) {
-      return absl::InvalidArgumentError(absl::StrCat(label, ": rank ", sorted[i],
-                                                     " is out of range for ", assignment_.size,
-                                                     " ranks"));
-    }
-    if (i > 0 && sorted[i] == sorted[i - 1]) {
-      return absl::InvalidArgumentError(absl::StrCat(label, ": rank ", sorted[i], " is repeated"));
-    }
-  }
-  {
-    absl::MutexLock lock(&sets_mu_);
-    for (const auto& [id, set] : sets_) {
-      if (set.ranks == sorted) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(label, ": process set ", id, " already has these ranks"));
-      }
-    }
-  }
-  // Collective over every rank: the descriptor carries the ranks, so ranks
-  // that disagree fail together (a conflict) instead of building different
-  // sets.
-  HVDD_ASSIGN_OR_RETURN(
-      Handle agreed,
-      EnqueueOpaque(*this, SyncName("add_process_set", ""), absl::StrCat("add_process_set ",
-                                                                          RanksText(sorted)),
-                    /*tensors=*/{}, [](std::optional<Tensor>*) { return absl::OkStatus(); },
-                    /*urgent=*/true, /*process_set_id=*/0));
-  HVDD_RETURN_IF_ERROR(agreed.Wait());
-
-  ProcessSet set;
-  set.ranks = sorted;
-  auto mine = std::find(sorted.begin(), sorted.end(), assignment_.rank);
-  set.set_rank = mine == sorted.end() ? -1 : static_cast<int>(mine - sorted.begin());
-  int id = 0;
-  {
-    absl::MutexLock lock(&sets_mu_);
-    id = next_set_id_++;  // every rank counts alike, members or not
-  }
-  if (set.set_rank >= 0) {
-    RingOptions ring_options;
-    ring_options.generation = assignment_.generation;
-    ring_options.rank = set.set_rank;
-    ring_options.size = static_cast<int>(sorted.size());
-    ring_options.bind_address = bind_address_;
-    ring_options.timeout = ring_timeout_;
-    ring_options.key_scope = absl::StrCat(key_scope_, ".ps", id);
-    RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
-    if (!result.ring.ok()) {
-      return absl::UnavailableError(absl::StrCat(label, ": its ring did not connect: ",
-                                                 result.ring.status().message()));
-    }
-    {
-      absl::MutexLock lock(&ring_mu_);
-      set_rings_[id] = *std::move(result.ring);
-    }
-    set.engine = std::make_shared<Engine>(engine_->options(), stall_);
-    set.engine->Attach(
-        assignment_.generation, [this, id](const RingOp& op) { return RunCollective(id, op); },
-        [this, id] {
-          absl::MutexLock lock(&ring_mu_);
-          if (auto it = set_rings_.find(id); it != set_rings_.end()) AbortGlooContext(*it->second);
-        });
-  }
-  absl::MutexLock lock(&sets_mu_);
-  sets_.emplace(id, std::move(set));
-  return id;
-}
-
-absl::Status Runtime::RemoveProcessSet(int process_set_id) {
-  if (process_set_id == 0) {
-    return absl::InvalidArgumentError("the global process set (0) cannot be removed");
-  }
-  {
-    absl::MutexLock lock(&sets_mu_);
-    if (sets_.count(process_set_id) == 0) {
-      return absl::NotFoundError(
-          absl::StrCat("process set ", process_set_id, " does not exist"));
-    }
-  }
-  HVDD_ASSIGN_OR_RETURN(
-      Handle agreed,
-      EnqueueOpaque(*this, SyncName("remove_process_set", ""),
-                    absl::StrCat("remove_process_set ", process_set_id), /*tensors=*/{},
-                    [](std::optional<Tensor>*) { return absl::OkStatus(); }, /*urgent=*/true,
-                    /*process_set_id=*/0));
-  HVDD_RETURN_IF_ERROR(agreed.Wait());
-  ProcessSet set;
-  {
-    absl::MutexLock lock(&sets_mu_);
-    auto it = sets_.find(process_set_id);
-    if (it == sets_.end()) return absl::OkStatus();
-    set = std::move(it->second);
-    sets_.erase(it);
-  }
-  std::shared_ptr<GlooContext> ring;
-  {
-    absl::MutexLock lock(&ring_mu_);
-    if (auto it = set_rings_.find(process_set_id); it != set_rings_.end()) {
-      ring = std::move(it->second);
-      set_rings_.erase(it);
-    }
-  }
-  if (set.engine != nullptr) {
-    set.engine->Detach(
-        absl::AbortedError(absl::StrCat("process set ", process_set_id, " was removed")),
-        [ring] {
-          if (ring != nullptr) AbortGlooContext(*ring);
-        });
-  }
-  reaper_.Retire(std::move(ring));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<int>> Runtime::ProcessSetRanks(int process_set_id) const {
-  if (process_set_id == 0) {
-    std::vector<int> ranks;
-    for (int r = 0; r < assignment_.size; ++r) ranks.push_back(r);
-    return ranks;
-  }
-  absl::MutexLock lock(&sets_mu_);
-  auto it = sets_.find(process_set_id);
-  if (it == sets_.end()) {
-    return absl::NotFoundError(absl::StrCat("process set ", process_set_id, " does not exist"));
-  }
-  return it->second.ranks;
-}
-
-std::vector<int> Runtime::ProcessSetIds() const {
-  std::vector<int> ids = {0};
-  absl::MutexLock lock(&sets_mu_);
-  for (const auto& [id, set] : sets_) ids.push_back(id);
-  return ids;
-}
-
-void Runtime::DropProcessSets(const absl::Status& reason) {
-  std::map<int, ProcessSet> sets;
-  {
-    absl::MutexLock lock(&sets_mu_);
-    sets = std::move(sets_);
-    sets_.clear();
-    next_set_id_ = 1;
-  }
-  std::map<int, std::shared_ptr<GlooContext>> rings;
-  {
-    absl::MutexLock lock(&ring_mu_);
-    rings = std::move(set_rings_);
-    set_rings_.clear();
-  }
-  for (auto& [id, set] : sets) {
-    if (set.engine == nullptr) continue;
-    std::shared_ptr<GlooContext> ring = rings.count(id) ? rings[id] : nullptr;
-    set.engine->Detach(reason, [ring] {
-      if (ring != nullptr) AbortGlooContext(*ring);
-    });
-  }
-  sets.clear();  // joins the engines' threads
-  for (auto& [id, ring] : rings) reaper_.Retire(std::move(ring));
-}
 
 void Runtime::OnDaemonMessage(int64_t generation, bool abort) {
   if (!abort) return;

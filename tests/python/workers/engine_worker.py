@@ -10,6 +10,9 @@ offers them, so these checks do not depend on the Python wrappers.
   join STEPS      rank r runs STEPS[r] allreduces (Sum and Average), then
                   joins; checks every result against what the ranks still
                   in contributed, and the rank join() returns.
+  join-allgather  rank 0 joins at once; the others' allgather fails with
+                  Horovod's rule (only allreduce runs while ranks have
+                  joined), then they join too.
   process-sets    a set of ranks [0, 2] (at 3 ranks) added at run time,
                   collectives on it and on the global set interleaved, a
                   non-member's error, then removed.
@@ -146,6 +149,26 @@ def join(steps):
     hvd.shutdown()
 
 
+def join_allgather():
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    if rank > 0:
+        rows = np.full((2, 3), float(rank), dtype=np.float32)
+        try:
+            hvd.allgather(ref(rows))
+            outcome = "allgather returned"
+        except RuntimeError as error:
+            outcome = f"{type(error).__name__}: {error}"
+        print(f"rank {rank}: {outcome}", flush=True)
+    last = hvd.join()
+    check(0 <= last < size, f"join returned {last}")
+    after = np.array([1.0])
+    hvd.allreduce_(ref(after), hvd.ReduceOp.Sum, name="after-join")
+    check(after[0] == size, f"after join {after}")
+    print(f"rank {rank}: join ok", flush=True)
+    hvd.shutdown()
+
+
 def process_sets():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
@@ -235,6 +258,8 @@ def main():
         init_cycles(int(sys.argv[2]))
     elif mode == "join":
         join([int(s) for s in sys.argv[2].split(",")])
+    elif mode == "join-allgather":
+        join_allgather()
     elif mode == "process-sets":
         process_sets()
     elif mode == "stall":

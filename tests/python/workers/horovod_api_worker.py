@@ -317,6 +317,19 @@ def check_adasum(rank, size):
     # Equal vectors: their average; orthogonal ones: their sum.
     close(hvd.allreduce(torch.ones(4, dtype=torch.float64), op=hvd.Adasum), np.ones(4),
           "Adasum of equal vectors")
+    # Halves of unequal length at every level, fewer elements than ranks, the
+    # scale factors, and the float dtypes the engine takes.
+    for length in (1001, 1):
+        inputs_n = [np.random.RandomState(11 + r).uniform(-1, 1, length) for r in range(size)]
+        for dtype, tolerance in ((torch.float32, 1e-5), (torch.bfloat16, 3e-2),
+                                 (torch.float16, 1e-2)):
+            sent = [torch.from_numpy(v).to(dtype) for v in inputs_n]
+            expected_n = adasum_reference([v.double().numpy() for v in sent])
+            result = hvd.allreduce(sent[rank], op=hvd.Adasum, prescale_factor=4.0,
+                                   postscale_factor=0.5)
+            equal(result.dtype, dtype, f"Adasum result dtype for {dtype}")
+            close(result.double(), 2.0 * expected_n, f"Adasum of {length} {dtype}",
+                  tolerance=tolerance)
     # DistributedOptimizer(op=Adasum): SGD steps by -lr * Adasum(gradients).
     model = torch.nn.Linear(12, 1, bias=False)
     with torch.no_grad():

@@ -11,9 +11,15 @@ combine recursively in pairs, as Horovod's CPU implementation does: rank
 With a rank count that is not a power of two, the ranks past the largest
 power of two are first folded into the first ones (rank p+i into rank i).
 
-horovodd runs it in Python over one allgather, every rank computing the same
-combination in float64; fine for CPU jobs of a few ranks.
+The engine runs it (gloo_adasum.h: Horovod's vector-halving,
+distance-doubling algorithm over pairwise transfers, in float64) for CPU
+tensors of ENGINE_DTYPES on a power-of-two number of ranks. Other cases
+(another rank count, CUDA tensors, other dtypes) run combine() below over
+one allgather, every rank computing the same combination in float64.
 """
+
+# The dtypes the engine's Adasum takes.
+ENGINE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 import numpy as np
 

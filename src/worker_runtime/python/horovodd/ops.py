@@ -4,9 +4,11 @@ the kind the argument was).
 Every rank must call the same collectives in the same order with matching
 arguments. Collectives release the GIL while they wait. Failures raise
 HorovodInternalError (a peer was lost, membership changed), ValueError (bad
-arguments) or RuntimeError; a Ctrl-C that arrives during a collective raises
-KeyboardInterrupt as soon as the collective returns (collectives end within
-the ring timeout at worst).
+arguments) or RuntimeError. Every wait, synchronous calls' too, lets signal
+handlers run: Ctrl-C raises KeyboardInterrupt in a collective blocked on a
+peer at once. The interrupted collective goes on in the background (its
+tensors are kept alive until it completes, or fails at the next reset), so
+its name stays pending until then.
 
 Asynchronous forms (*_async) queue the collective on the runtime's engine
 thread and return a handle at once; synchronize(handle) waits for it and
@@ -90,9 +92,27 @@ class _Scaling:
 # allreduce
 # ---------------------------------------------------------------------------
 
+def _adasum_in_engine(tensor, process_set):
+    """Whether the engine runs this tensor's Adasum (gloo_adasum.h: CPU
+    floats on a power-of-two set); the rest combine over an allgather here,
+    the ranks past the largest power of two folded in first, as Horovod's
+    CPU Adasum does."""
+    size = _set_size(process_set)
+    on_cpu = not _tensors.is_torch(tensor) or tensor.device.type == "cpu"
+    return on_cpu and _tensors.dtype_name(tensor) in adasum.ENGINE_DTYPES and \
+        size & (size - 1) == 0
+
+
 def _adasum_(tensors, name, process_set, prescale_factor, postscale_factor):
     """Adasum of each tensor over the set's ranks, written in place."""
+    kwargs = process_set_kwargs(process_set)
     for tensor in tensors:
+        if _adasum_in_engine(tensor, process_set):
+            _tensors.in_place(
+                tensor, lambda ref, contiguous: _horovodd.adasum_(
+                    ref, float(prescale_factor), float(postscale_factor), keep=contiguous,
+                    **kwargs), "allreduce_")
+            continue
         gathered = allgather(_tensors.flat_concat([tensor]), name=name,
                              process_set=process_set)
         n = _set_size(process_set)
@@ -118,7 +138,7 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     def run(ref, contiguous):
         scaling.before(contiguous)
         _horovodd.allreduce_(ref, scaling.op, scaling.runtime_pre, scaling.runtime_post,
-                             name or "", **kwargs)
+                             name or "", keep=contiguous, **kwargs)
         scaling.after(contiguous)
     return _tensors.in_place(tensor, run, "allreduce_")
 
@@ -184,8 +204,9 @@ def allgather(tensor, name=None, process_set=global_process_set):
     """Every rank's tensor concatenated along the first dimension, in rank
     order. Ranks may contribute different first dimensions; the other
     dimensions and the dtype must match."""
-    ref, _owner = _tensors.readable_ref(tensor, "allgather")
-    return _tensors.like(_horovodd.allgather(ref, **process_set_kwargs(process_set)), tensor)
+    ref, owner = _tensors.readable_ref(tensor, "allgather")
+    return _tensors.like(_horovodd.allgather(ref, keep=owner, **process_set_kwargs(process_set)),
+                         tensor)
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
@@ -199,7 +220,8 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     `tensor`."""
     kwargs = process_set_kwargs(process_set)
     return _tensors.in_place(
-        tensor, lambda ref, _: _horovodd.broadcast_(ref, int(root_rank), **kwargs),
+        tensor, lambda ref, contiguous: _horovodd.broadcast_(ref, int(root_rank),
+                                                             keep=contiguous, **kwargs),
         "broadcast_")
 
 
@@ -213,8 +235,8 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[i] first-dimension rows of `tensor` to rank i (None: an
     equal split). Returns (the rows received, from rank 0 up; an int64 tensor
     of how many rows came from each rank)."""
-    ref, _owner = _tensors.readable_ref(tensor, "alltoall")
-    output, received = _horovodd.alltoall(ref, _tensors.to_list(splits),
+    ref, owner = _tensors.readable_ref(tensor, "alltoall")
+    output, received = _horovodd.alltoall(ref, _tensors.to_list(splits), keep=owner,
                                           **process_set_kwargs(process_set))
     return _tensors.like(output, tensor), _tensors.int64_vector(received, tensor)
 
@@ -244,8 +266,8 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     compressed, context = compression.compress(tensor)
     sent, sent_op, factor = _reducescatter_scaled(compressed, op, prescale_factor,
                                                   postscale_factor, process_set)
-    ref, _owner = _tensors.readable_ref(sent, "reducescatter")
-    result = _tensors.like(_horovodd.reducescatter(ref, sent_op,
+    ref, owner = _tensors.readable_ref(sent, "reducescatter")
+    result = _tensors.like(_horovodd.reducescatter(ref, sent_op, keep=owner,
                                                    **process_set_kwargs(process_set)), tensor)
     if factor != 1.0:
         result = _tensors.scale_(_tensors.writable_contiguous(result), factor)

@@ -1,0 +1,234 @@
+#include "worker_runtime/runtime/runtime.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "worker_runtime/gloo/gloo_ops.h"
+#include "worker_runtime/runtime/daemon_kv_store.h"
+#include "worker_runtime/runtime/engine_api.h"
+#include "worker_runtime/runtime/environment.h"
+
+namespace horovodd::internal {
+
+// ---------------------------------------------------------------------------
+// Process sets
+// ---------------------------------------------------------------------------
+
+namespace {
+
+bool DynamicProcessSetsEnabled() {
+  const std::string value = OptionalEnv("HOROVOD_DYNAMIC_PROCESS_SETS");
+  return !value.empty() && value != "0" && value != "false" && value != "False";
+}
+
+std::string RanksText(const std::vector<int>& ranks) {
+  std::vector<std::string> texts;
+  for (int rank : ranks) texts.push_back(std::to_string(rank));
+  return absl::StrCat("[", absl::StrJoin(texts, ", "), "]");
+}
+
+}  // namespace
+
+absl::StatusOr<ProcessSetView> Runtime::ProcessSetFor(int process_set_id) {
+  ProcessSetView view;
+  view.id = process_set_id;
+  if (process_set_id == 0) {
+    view.engine = engine_.get();
+    for (int r = 0; r < assignment_.size; ++r) view.ranks.push_back(r);
+    view.set_rank = assignment_.rank;
+    return view;
+  }
+  absl::MutexLock lock(&sets_mu_);
+  auto it = sets_.find(process_set_id);
+  if (it == sets_.end()) {
+    return absl::NotFoundError(absl::StrCat("process set ", process_set_id, " does not exist"));
+  }
+  if (it->second.set_rank < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", assignment_.rank, " is not a member of process set ",
+                     process_set_id, " (ranks ", RanksText(it->second.ranks), ")"));
+  }
+  view.engine = it->second.engine.get();
+  view.keep_alive = it->second.engine;
+  view.ranks = it->second.ranks;
+  view.set_rank = it->second.set_rank;
+  return view;
+}
+
+absl::StatusOr<int> Runtime::AddProcessSet(std::vector<int> ranks, bool at_init) {
+  const std::string label = absl::StrCat("add_process_set ", RanksText(ranks));
+  if (!at_init && !DynamicProcessSetsEnabled()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        label, ": adding process sets at run time needs HOROVOD_DYNAMIC_PROCESS_SETS=1 "
+               "(as in Horovod), or pass them to init"));
+  }
+  if (ranks.empty()) return absl::InvalidArgumentError(absl::StrCat(label, ": no ranks"));
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i] < 0 || sorted[i] >= assignment_.size) {
+      return absl::InvalidArgumentError(absl::StrCat(label, ": rank ", sorted[i],
+                                                     " is out of range for ", assignment_.size,
+                                                     " ranks"));
+    }
+    if (i > 0 && sorted[i] == sorted[i - 1]) {
+      return absl::InvalidArgumentError(absl::StrCat(label, ": rank ", sorted[i], " is repeated"));
+    }
+  }
+  {
+    absl::MutexLock lock(&sets_mu_);
+    for (const auto& [id, set] : sets_) {
+      if (set.ranks == sorted) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(label, ": process set ", id, " already has these ranks"));
+      }
+    }
+  }
+  // Collective over every rank: the descriptor carries the ranks, so ranks
+  // that disagree fail together (a conflict) instead of building different
+  // sets.
+  HVDD_ASSIGN_OR_RETURN(
+      Handle agreed,
+      EnqueueOpaque(*this, SyncName("add_process_set", ""), absl::StrCat("add_process_set ",
+                                                                          RanksText(sorted)),
+                    /*tensors=*/{}, [](std::optional<Tensor>*) { return absl::OkStatus(); },
+                    /*urgent=*/true, /*process_set_id=*/0));
+  HVDD_RETURN_IF_ERROR(agreed.Wait());
+
+  ProcessSet set;
+  set.ranks = sorted;
+  auto mine = std::find(sorted.begin(), sorted.end(), assignment_.rank);
+  set.set_rank = mine == sorted.end() ? -1 : static_cast<int>(mine - sorted.begin());
+  int id = 0;
+  {
+    absl::MutexLock lock(&sets_mu_);
+    id = next_set_id_++;  // every rank counts alike, members or not
+  }
+  if (set.set_rank >= 0) {
+    RingOptions ring_options;
+    ring_options.generation = assignment_.generation;
+    ring_options.rank = set.set_rank;
+    ring_options.size = static_cast<int>(sorted.size());
+    ring_options.bind_address = bind_address_;
+    ring_options.timeout = ring_timeout_;
+    ring_options.key_scope = absl::StrCat(key_scope_, ".ps", id);
+    RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
+    if (!result.ring.ok()) {
+      return absl::UnavailableError(absl::StrCat(label, ": its ring did not connect: ",
+                                                 result.ring.status().message()));
+    }
+    {
+      absl::MutexLock lock(&ring_mu_);
+      set_rings_[id] = *std::move(result.ring);
+    }
+    set.engine = std::make_shared<Engine>(engine_->options(), stall_);
+    set.engine->Attach(
+        assignment_.generation, [this, id](const RingOp& op) { return RunCollective(id, op); },
+        [this, id] {
+          absl::MutexLock lock(&ring_mu_);
+          if (auto it = set_rings_.find(id); it != set_rings_.end()) AbortGlooContext(*it->second);
+        });
+  }
+  absl::MutexLock lock(&sets_mu_);
+  sets_.emplace(id, std::move(set));
+  return id;
+}
+
+absl::Status Runtime::RemoveProcessSet(int process_set_id) {
+  if (process_set_id == 0) {
+    return absl::InvalidArgumentError("the global process set (0) cannot be removed");
+  }
+  {
+    absl::MutexLock lock(&sets_mu_);
+    if (sets_.count(process_set_id) == 0) {
+      return absl::NotFoundError(
+          absl::StrCat("process set ", process_set_id, " does not exist"));
+    }
+  }
+  HVDD_ASSIGN_OR_RETURN(
+      Handle agreed,
+      EnqueueOpaque(*this, SyncName("remove_process_set", ""),
+                    absl::StrCat("remove_process_set ", process_set_id), /*tensors=*/{},
+                    [](std::optional<Tensor>*) { return absl::OkStatus(); }, /*urgent=*/true,
+                    /*process_set_id=*/0));
+  HVDD_RETURN_IF_ERROR(agreed.Wait());
+  ProcessSet set;
+  {
+    absl::MutexLock lock(&sets_mu_);
+    auto it = sets_.find(process_set_id);
+    if (it == sets_.end()) return absl::OkStatus();
+    set = std::move(it->second);
+    sets_.erase(it);
+  }
+  std::shared_ptr<GlooContext> ring;
+  {
+    absl::MutexLock lock(&ring_mu_);
+    if (auto it = set_rings_.find(process_set_id); it != set_rings_.end()) {
+      ring = std::move(it->second);
+      set_rings_.erase(it);
+    }
+  }
+  if (set.engine != nullptr) {
+    set.engine->Detach(
+        absl::AbortedError(absl::StrCat("process set ", process_set_id, " was removed")),
+        [ring] {
+          if (ring != nullptr) AbortGlooContext(*ring);
+        });
+  }
+  reaper_.Retire(std::move(ring));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> Runtime::ProcessSetRanks(int process_set_id) const {
+  if (process_set_id == 0) {
+    std::vector<int> ranks;
+    for (int r = 0; r < assignment_.size; ++r) ranks.push_back(r);
+    return ranks;
+  }
+  absl::MutexLock lock(&sets_mu_);
+  auto it = sets_.find(process_set_id);
+  if (it == sets_.end()) {
+    return absl::NotFoundError(absl::StrCat("process set ", process_set_id, " does not exist"));
+  }
+  return it->second.ranks;
+}
+
+std::vector<int> Runtime::ProcessSetIds() const {
+  std::vector<int> ids = {0};
+  absl::MutexLock lock(&sets_mu_);
+  for (const auto& [id, set] : sets_) ids.push_back(id);
+  return ids;
+}
+
+void Runtime::DropProcessSets(const absl::Status& reason) {
+  std::map<int, ProcessSet> sets;
+  {
+    absl::MutexLock lock(&sets_mu_);
+    sets = std::move(sets_);
+    sets_.clear();
+    next_set_id_ = 1;
+  }
+  std::map<int, std::shared_ptr<GlooContext>> rings;
+  {
+    absl::MutexLock lock(&ring_mu_);
+    rings = std::move(set_rings_);
+    set_rings_.clear();
+  }
+  for (auto& [id, set] : sets) {
+    if (set.engine == nullptr) continue;
+    std::shared_ptr<GlooContext> ring = rings.count(id) ? rings[id] : nullptr;
+    set.engine->Detach(reason, [ring] {
+      if (ring != nullptr) AbortGlooContext(*ring);
+    });
+  }
+  sets.clear();  // joins the engines' threads
+  for (auto& [id, ring] : rings) reaper_.Retire(std::move(ring));
+}
+
+}  // namespace horovodd::internal
