@@ -257,5 +257,60 @@ TEST_CASE("a local peer that exits is noticed by a rank waiting for it") {
   CHECK(std::string(status.message()).find("exited") != std::string::npos);
 }
 
+TEST_CASE("ranks asleep in a wait wake when a local peer is SIGKILLed") {
+  // Ranks 0 and 1 are threads here; rank 2 is a child process that never
+  // arrives. Each thread's group watches the child's pidfd.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  GroupOptions options;
+  options.size = 3;
+  options.slot_bytes = 1024;
+  options.pids = {getpid(), getpid(), child};
+  std::vector<std::unique_ptr<ShmGroup>> groups;
+  options.rank = 0;
+  auto leader = ShmGroup::Create(options);
+  REQUIRE(leader.ok());
+  groups.push_back(*std::move(leader));
+  options.rank = 1;
+  auto peer = ShmGroup::Attach(options, getpid(), groups[0]->segment().fd());
+  REQUIRE(peer.ok());
+  groups.push_back(*std::move(peer));
+
+  // The op deadline is far away: only the peer's death can end the waits.
+  const absl::Time far = absl::Now() + absl::Minutes(10);
+  std::vector<absl::Status> waited(2);
+  std::atomic<int> returned{0};
+  std::vector<std::thread> waiters;
+  for (int r = 0; r < 2; ++r) {
+    waiters.emplace_back([&, r] {
+      waited[r] = internal::shm::Barrier(*groups[r], far);
+      ++returned;
+    });
+  }
+  const absl::Time patience = absl::Now() + absl::Seconds(60);
+  while (groups[0]->sleepers() < 2 && absl::Now() < patience) absl::SleepFor(absl::Milliseconds(5));
+  CHECK(groups[0]->sleepers() == 2);
+  CHECK(returned == 0);
+  kill(child, SIGKILL);
+  while (returned < 2 && absl::Now() < patience) absl::SleepFor(absl::Milliseconds(5));
+  const bool woke = returned == 2;
+  if (!woke) groups[0]->Abort();  // do not leave the test hanging on a failure
+  for (std::thread& t : waiters) t.join();
+  int child_status = 0;
+  waitpid(child, &child_status, 0);
+  REQUIRE(woke);
+  for (const absl::Status& status : waited) {
+    CHECK(status.code() == absl::StatusCode::kUnavailable);
+    CHECK(std::string(status.message()).find("local rank 2 (pid " + std::to_string(child) +
+                                             ") exited") != std::string::npos);
+  }
+  // And every later op fails at once, with the same reason.
+  CHECK(internal::shm::Barrier(*groups[1], far).code() == absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace horovodd

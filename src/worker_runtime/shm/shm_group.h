@@ -12,11 +12,12 @@
 // order (one collective thread per rank, as on the Gloo ring).
 //
 // A wait spins briefly (peers on one host answer in microseconds), then
-// sleeps on a futex in the segment, waking every kLivenessPoll to check that
-// the peers it waits for are alive (a pidfd per peer). Abort() (the
-// generation was superseded) and Fail() (a collective failed here) set the
-// segment's state word and wake every sleeper on the host: every wait of
-// every local rank then fails at once, and so does every later one.
+// sleeps on a futex in the segment until it is rung or the deadline passes.
+// Abort() (the generation was superseded) and Fail() (a collective failed
+// here) set the segment's state word and ring: every wait of every local
+// rank then fails at once, and so does every later one. A local peer's exit
+// does the same: each process's PeerWatch (peer_watch.h) fails the group the
+// moment a peer's pidfd turns readable, so no wait polls for it.
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker_runtime/shm/peer_watch.h"
 #include "worker_runtime/shm/shm_segment.h"
 
 namespace horovodd::internal::shm {
@@ -45,8 +47,8 @@ struct GroupOptions {
   int rank = 0;  // this process's index in the group (its local rank)
   int size = 1;  // the host's local ranks
   size_t slot_bytes = kDefaultSlotBytes;
-  // Each local rank's process id, by index (liveness checks; this process's
-  // own entry is not checked).
+  // Each local rank's process id, by index (watched for exits; this
+  // process's own entry and entries <= 0 are not).
   std::vector<pid_t> pids;
 };
 
@@ -63,7 +65,8 @@ class ShmGroup {
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;
 
-  // The leader creates the group before it learns its peers' pids.
+  // The leader creates the group before it learns its peers' pids. Restarts
+  // the watch over the new pids.
   void SetPids(std::vector<pid_t> pids);
 
   int rank() const { return rank_; }
@@ -83,6 +86,9 @@ class ShmGroup {
   // Ends the round (after at least one Sync): the next one uses the other set.
   void NextRound() { ++round_; }
 
+  // How many waits on the host sleep on the futex now (tests, diagnostics).
+  uint32_t sleepers() const;
+
   // OK while usable, else why not.
   absl::Status health() const;
   // Any thread, idempotent: every wait on the host fails ABORTED.
@@ -94,23 +100,23 @@ class ShmGroup {
   struct Header;
   struct RankControl;
   ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> segment);
-  void ClosePidfds();
   Header& header() const;
   RankControl& control(int r) const;
   bool AllArrived(uint64_t round) const;
   void SetState(uint32_t state);
-  // Which peer has exited, or -1.
-  int DeadPeer() const;
+  // From the watch's thread: local rank r exited; the group fails.
+  void PeerExited(int r);
 
   const int rank_;
   const int size_;
   const size_t slot_bytes_;
   std::unique_ptr<SharedSegment> segment_;
   std::vector<pid_t> pids_;
-  std::vector<int> pidfds_;  // -1 for ourselves, or where pidfd_open failed
   // Collective thread only: rounds ended, and Syncs done.
   uint64_t round_ = 0;
   uint64_t syncs_ = 0;
+  // Last: destroyed first, while the segment its thread touches is mapped.
+  std::unique_ptr<PeerWatch> watch_;
 };
 
 }  // namespace horovodd::internal::shm
