@@ -92,6 +92,25 @@ def run(argv, timeout, env=None):
     return proc.returncode, output
 
 
+def run_ranks(what, n, argv_of, env_of, timeout=900):
+    """Starts one process per rank (argv_of(rank), env_of(rank) or ours), each
+    in a session of its own, and waits for all of them; ends whichever is left
+    by its pid. Returns rank 0's output; raises with every output if one failed."""
+    procs = [subprocess.Popen(argv_of(r), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, start_new_session=True, env=env_of(r))
+             for r in range(n)]
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=timeout)[0])
+    finally:
+        for p in procs:
+            end_process(p)
+    if any(p.returncode != 0 for p in procs):
+        raise RuntimeError(f"{what} at {n} ranks failed:\n" + "\n".join(outputs))
+    return outputs[0]
+
+
 class Bench:
     def __init__(self, build_dir):
         self.build = build_dir
@@ -99,21 +118,11 @@ class Bench:
         self.bin = lambda name: os.path.join(build_dir, "bench", name)
 
     # ---- 1 and 2: collectives -------------------------------------------
-    def gloo_raw(self, n, mode):
+    def gloo_raw(self, n, mode, env=None):
         with tempfile.TemporaryDirectory(prefix="hvdd-bench-store-") as store:
-            procs = [subprocess.Popen([self.bin("bench_gloo_raw"), str(r), str(n), store, mode],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True, start_new_session=True) for r in range(n)]
-            outputs = []
-            try:
-                for p in procs:
-                    outputs.append(p.communicate(timeout=900)[0])
-            finally:
-                for p in procs:
-                    end_process(p)
-        if any(p.returncode != 0 for p in procs):
-            raise RuntimeError(f"raw gloo {mode} at {n} ranks failed:\n" + "\n".join(outputs))
-        return outputs[0]
+            return run_ranks(f"raw gloo {mode}", n,
+                             lambda r: [self.bin("bench_gloo_raw"), str(r), str(n), store, mode],
+                             lambda r: env)
 
     def ours(self, n, *args, extra=(), env=None):
         argv = [self.horovodrun, "-np", str(n), *extra, self.bin("bench_hvdd_worker"), *args]
@@ -186,24 +195,11 @@ class Bench:
 
     def torch_ddp(self, n, mode, env):
         port = free_port()
-        procs = []
-        for r in range(n):
-            penv = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
-                        WORLD_SIZE=str(n), OMP_NUM_THREADS="1")
-            procs.append(subprocess.Popen(["/usr/bin/python3",
-                                           os.path.join(HERE, "torch_allreduce.py"), mode],
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          text=True, start_new_session=True, env=penv))
-        outputs = []
-        try:
-            for p in procs:
-                outputs.append(p.communicate(timeout=900)[0])
-        finally:
-            for p in procs:
-                end_process(p)
-        if any(p.returncode != 0 for p in procs):
-            raise RuntimeError(f"torch {mode} at {n} ranks failed:\n" + "\n".join(outputs))
-        return outputs[0]
+        return run_ranks(f"torch {mode}", n,
+                         lambda r: ["/usr/bin/python3",
+                                    os.path.join(HERE, "torch_allreduce.py"), mode],
+                         lambda r: dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                                        RANK=str(r), WORLD_SIZE=str(n), OMP_NUM_THREADS="1"))
 
     def peers(self):
         if MPIRUN is None or MPICC is None:
@@ -224,8 +220,8 @@ class Bench:
                         small = self.ours(n, "small")
                         small = [x for x in results(small, "small") if x["impl"] == "ours_async"]
                     elif side == "gloo":
-                        big = self.gloo_raw_env(n, "allreduce", env)
-                        small = results(self.gloo_raw_env(n, "small", env), "small")
+                        big = self.gloo_raw(n, "allreduce", env)
+                        small = results(self.gloo_raw(n, "small", env), "small")
                     elif side == "mpi":
                         big = self.mpi(n, "allreduce", env)
                         small = results(self.mpi(n, "small", env), "small")
@@ -257,15 +253,6 @@ class Bench:
             targets.append((s["ours"] <= 2 * s["mpi"],
                             f"100 x 4 KiB step {n} ranks: {s['ours'] / s['mpi']:.2f} x OpenMPI's "
                             "100 calls (target <= 2)"))
-
-    def gloo_raw_env(self, n, mode, env):
-        saved = dict(os.environ)
-        os.environ.update(env)
-        try:
-            return self.gloo_raw(n, mode)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
 
     # ---- 2c: two "hosts" over the SSH harness: hierarchical vs flat TCP -------
     def hierarchical(self):

@@ -193,20 +193,10 @@ absl::StatusOr<Tensor> AlltoallBody(ShmGroup& group, const TensorView& input,
   const std::string label = "alltoall";
   const int n = group.size();
   const int me = group.rank();
-  absl::Status own_error = CheckTensor(label, input);
-  std::vector<int64_t> send_rows(n, 0);
-  if (own_error.ok()) {
-    absl::StatusOr<std::vector<int64_t>> resolved = ResolveSplits(label, input, splits, n);
-    if (resolved.ok()) {
-      send_rows = *std::move(resolved);
-    } else {
-      own_error = resolved.status();
-    }
-  }
-  std::vector<ArgumentHeader> to_each(n, ArgumentHeader::Describe(input, own_error.ok()));
-  for (int d = 0; d < n; ++d) to_each[d].extra = send_rows[d];
-  HVDD_ASSIGN_OR_RETURN(auto headers, ExchangeHeaders(group, to_each, deadline));
-  HVDD_RETURN_IF_ERROR(CheckAgreement(label, ToMe(headers, me), own_error,
+  const AlltoallPlan plan = PlanAlltoall(label, input, splits, n);
+  const std::vector<int64_t>& send_rows = plan.send_rows;
+  HVDD_ASSIGN_OR_RETURN(auto headers, ExchangeHeaders(group, plan.to_each, deadline));
+  HVDD_RETURN_IF_ERROR(CheckAgreement(label, ToMe(headers, me), plan.own_error,
                                       ShapeRule::kSameTrailingDims));
   const size_t row_bytes = static_cast<size_t>(input.row_numel()) * DTypeSize(input.dtype);
   // Where our rows for each destination start, and where each source's land.
@@ -256,10 +246,8 @@ absl::StatusOr<Tensor> ReducescatterBody(ShmGroup& group, const TensorView& inpu
                                          double prescale_factor, double postscale_factor,
                                          absl::Time deadline) {
   const std::string label = "reducescatter";
-  absl::Status own_error = CheckTensor(label, input);
-  if (own_error.ok()) own_error = NeedsDimension(label, input);
-  if (own_error.ok()) own_error = CheckScaleFactor(label, "prescale_factor", prescale_factor);
-  if (own_error.ok()) own_error = CheckScaleFactor(label, "postscale_factor", postscale_factor);
+  const absl::Status own_error =
+      ReducescatterArgsError(label, input, prescale_factor, postscale_factor);
   const int n = group.size();
   const int me = group.rank();
   HVDD_ASSIGN_OR_RETURN(
