@@ -22,9 +22,19 @@ constexpr uint64_t kMagic = 0x68766464'73686d31ULL;  // "hvddshm1"
 constexpr size_t kLine = 128;  // a cache line pair: no false sharing between ranks
 constexpr size_t kPage = 4096;
 // The spin before sleeping: checks with a pause between them, then checks
-// with a yield between them (which lets a peer sharing our core run).
+// with a yield between them (which lets a peer sharing our core run). With
+// more local ranks than CPUs to run them, the peer we wait for is often
+// queued behind us on our own CPU: pausing only delays it, so such a group
+// goes straight to yielding (as OpenMPI does when oversubscribed).
 constexpr int kSpinChecks = 2000;
 constexpr int kYieldChecks = 200;
+
+int CpusAvailable() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
 
 enum State : uint32_t { kUsable = 0, kAborted = 1, kFailed = 2 };
 
@@ -91,6 +101,7 @@ ShmGroup::ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> s
     : rank_(options.rank),
       size_(options.size),
       slot_bytes_(RoundUp(options.slot_bytes, kLine)),
+      spin_checks_(options.size > CpusAvailable() ? 0 : kSpinChecks),
       segment_(std::move(segment)) {
   SetPids(options.pids);
 }
@@ -209,10 +220,10 @@ absl::Status ShmGroup::Sync(absl::Time deadline) {
     h.bell.fetch_add(1, std::memory_order_seq_cst);
     Futex(&h.bell, FUTEX_WAKE, INT_MAX, nullptr);
   }
-  for (int i = 0; i < kSpinChecks + kYieldChecks; ++i) {
+  for (int i = 0; i < spin_checks_ + kYieldChecks; ++i) {
     if (AllArrived(round)) return absl::OkStatus();
     if (h.state.load(std::memory_order_relaxed) != kUsable) return health();
-    if (i < kSpinChecks) {
+    if (i < spin_checks_) {
       CpuRelax();
     } else {
       sched_yield();

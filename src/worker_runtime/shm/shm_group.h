@@ -110,6 +110,9 @@ class ShmGroup {
   const int rank_;
   const int size_;
   const size_t slot_bytes_;
+  // Pause-spins before a wait yields: none when the host's ranks outnumber
+  // the CPUs we may run on.
+  const int spin_checks_;
   std::unique_ptr<SharedSegment> segment_;
   std::vector<pid_t> pids_;
   // Collective thread only: rounds ended, and Syncs done.
