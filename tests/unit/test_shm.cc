@@ -34,18 +34,21 @@ using testing::OnEveryRank;
 
 absl::Time Deadline() { return absl::Now() + absl::Seconds(60); }
 
-// `size` groups over one segment, index = local rank.
-std::vector<std::unique_ptr<ShmGroup>> MakeGroups(int size, size_t slot_bytes) {
+// Groups over one segment, index = local rank, for the ranks whose pid is
+// ours (every rank when `pids` is empty; the others stand for processes
+// that never arrive). The leader, rank 0, must be ours.
+std::vector<std::unique_ptr<ShmGroup>> MakeGroups(int size, size_t slot_bytes,
+                                                  std::vector<pid_t> pids = {}) {
   GroupOptions options;
   options.size = size;
   options.slot_bytes = slot_bytes;
-  options.pids.assign(size, getpid());
+  options.pids = pids.empty() ? std::vector<pid_t>(size, getpid()) : std::move(pids);
   std::vector<std::unique_ptr<ShmGroup>> groups;
   options.rank = 0;
   auto leader = ShmGroup::Create(options);
   REQUIRE(leader.ok());
   groups.push_back(*std::move(leader));
-  for (int r = 1; r < size; ++r) {
+  for (int r = 1; r < size && options.pids[r] == getpid(); ++r) {
     options.rank = r;
     auto peer = ShmGroup::Attach(options, getpid(), groups[0]->segment().fd());
     REQUIRE(peer.ok());
@@ -53,6 +56,18 @@ std::vector<std::unique_ptr<ShmGroup>> MakeGroups(int size, size_t slot_bytes) {
   }
   groups[0]->segment().CloseFd();
   return groups;
+}
+
+// A child process standing for a local peer that never arrives: the group
+// only needs its pid. The caller kills and reaps it.
+pid_t ForkIdlePeer() {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  return child;
 }
 
 // Element i of rank r's input: small integers, so every dtype and every
@@ -232,24 +247,13 @@ TEST_CASE("a wait past its deadline fails, and the group is dead for the peer to
 }
 
 TEST_CASE("a local peer that exits is noticed by a rank waiting for it") {
-  // A child process stands for the peer: the group only needs its pid.
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    pause();
-    _exit(0);
-  }
-  GroupOptions options;
-  options.size = 2;
-  options.slot_bytes = 1024;
-  options.pids = {getpid(), child};
-  auto group = ShmGroup::Create(options);
-  REQUIRE(group.ok());
+  const pid_t child = ForkIdlePeer();
+  auto groups = MakeGroups(2, 1024, {getpid(), child});
   std::thread killer([child] {
     absl::SleepFor(absl::Milliseconds(50));
     kill(child, SIGKILL);
   });
-  absl::Status status = internal::shm::Barrier(**group, Deadline());
+  absl::Status status = internal::shm::Barrier(*groups[0], Deadline());
   killer.join();
   int child_status = 0;
   waitpid(child, &child_status, 0);
@@ -260,25 +264,9 @@ TEST_CASE("a local peer that exits is noticed by a rank waiting for it") {
 TEST_CASE("ranks asleep in a wait wake when a local peer is SIGKILLed") {
   // Ranks 0 and 1 are threads here; rank 2 is a child process that never
   // arrives. Each thread's group watches the child's pidfd.
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    pause();
-    _exit(0);
-  }
-  GroupOptions options;
-  options.size = 3;
-  options.slot_bytes = 1024;
-  options.pids = {getpid(), getpid(), child};
-  std::vector<std::unique_ptr<ShmGroup>> groups;
-  options.rank = 0;
-  auto leader = ShmGroup::Create(options);
-  REQUIRE(leader.ok());
-  groups.push_back(*std::move(leader));
-  options.rank = 1;
-  auto peer = ShmGroup::Attach(options, getpid(), groups[0]->segment().fd());
-  REQUIRE(peer.ok());
-  groups.push_back(*std::move(peer));
+  const pid_t child = ForkIdlePeer();
+  auto groups = MakeGroups(3, 1024, {getpid(), getpid(), child});
+  REQUIRE(groups.size() == 2);
 
   // The op deadline is far away: only the peer's death can end the waits.
   const absl::Time far = absl::Now() + absl::Minutes(10);

@@ -91,7 +91,8 @@ void PeerWatch::Run() {
       fallback = true;
     }
   }
-  const int timeout_ms = fallback ? static_cast<int>(absl::ToInt64Milliseconds(kFallbackCheck)) : -1;
+  const int timeout_ms =
+      fallback ? static_cast<int>(absl::ToInt64Milliseconds(kFallbackCheck)) : -1;
   while (true) {
     if (const int gone = GoneWithoutPidfd(); gone >= 0) {
       on_exit_(gone);
