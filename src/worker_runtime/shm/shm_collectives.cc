@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -50,10 +51,11 @@ absl::Status CheckAllreduceArgs(const std::string& label, const TensorView& tens
 
 // The reduction rounds over `count` elements of `input`. copy_out(offset,
 // count, reduced) takes each round's result (elements [offset, offset +
-// count) of the whole, at `reduced` in slot 0) before the round ends.
-// With `ready`, the first round also carries each rank's word, and unless
-// every word is true the rounds stop there (*all_ready false, nothing copied
-// out).
+// count) of the whole, at `reduced` in slot 0) before the round's set is
+// reused. With `ready`, the first round also carries each rank's word, and
+// unless every word is true the rounds stop there (*all_ready false, nothing
+// copied out). With `cross`, round k's slice crosses hosts while round k + 1
+// is copied in and reduced here (see the top of shm_collectives.h).
 template <typename CopyOut>
 absl::Status ReduceRounds(ShmGroup& group, DType dtype, const uint8_t* input, int64_t count,
                           const AllreduceOptions& options, absl::Time deadline,
@@ -67,6 +69,26 @@ absl::Status ReduceRounds(ShmGroup& group, DType dtype, const uint8_t* input, in
   const int all_ranks = cross != nullptr ? cross->total_ranks : n;
   const int total_ranks = options.contributors > 0 ? options.contributors : all_ranks;
   const int64_t per_round = static_cast<int64_t>(group.slot_bytes() / element);
+  // A reduced round not yet shared: its place in the whole, slot 0 of its
+  // set, and our slice of it (crossing hosts while `crossing`).
+  struct Reduced {
+    int64_t offset = 0;
+    int64_t count = 0;
+    uint8_t* result = nullptr;
+    uint8_t* slice = nullptr;
+    int64_t slice_count = 0;
+    bool crossing = false;
+  };
+  // Finishes our slice of `round` and, once every rank's is, takes it out.
+  auto share = [&](const Reduced& round) -> absl::Status {
+    if (round.crossing) HVDD_RETURN_IF_ERROR(cross->finish());
+    FinishReduction(dtype, options.op, round.slice, round.slice_count, total_ranks,
+                    options.postscale_factor);
+    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+    copy_out(round.offset, round.count, round.result);
+    return absl::OkStatus();
+  };
+  std::optional<Reduced> pending;  // cross only: the round before this one
   for (int64_t offset = 0; offset < count; offset += per_round) {
     const int64_t m = std::min(per_round, count - offset);
     uint8_t* own = group.slot(me);
@@ -83,18 +105,29 @@ absl::Status ReduceRounds(ShmGroup& group, DType dtype, const uint8_t* input, in
       }
     }
     // Our slice of the round, folded in rank order into slot 0.
-    const int64_t slice = SplitCount(m, n, me);
-    const size_t at = SplitOffset(m, n, me) * element;
-    uint8_t* accumulator = group.slot(0) + at;
-    for (int p = 1; p < n && slice > 0; ++p) {
-      ReduceInto(dtype, options.op, accumulator, group.slot(p) + at, slice);
+    Reduced round{offset, m, group.slot(0)};
+    round.slice_count = SplitCount(m, n, me);
+    round.slice = round.result + SplitOffset(m, n, me) * element;
+    for (int p = 1; p < n && round.slice_count > 0; ++p) {
+      ReduceInto(dtype, options.op, round.slice, group.slot(p) + (round.slice - round.result),
+                 round.slice_count);
     }
-    if (cross != nullptr && slice > 0) HVDD_RETURN_IF_ERROR(cross->run(accumulator, slice));
-    FinishReduction(dtype, options.op, accumulator, slice, total_ranks, options.postscale_factor);
-    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
-    copy_out(offset, m, group.slot(0));
     group.NextRound();
+    if (cross == nullptr) {
+      HVDD_RETURN_IF_ERROR(share(round));
+      continue;
+    }
+    // The round before crosses no more once this one is started: one in flight.
+    if (pending.has_value() && pending->crossing) HVDD_RETURN_IF_ERROR(cross->finish());
+    if (pending.has_value()) pending->crossing = false;
+    if (round.slice_count > 0) {
+      HVDD_RETURN_IF_ERROR(cross->start(round.slice, round.slice_count));
+      round.crossing = true;
+    }
+    if (pending.has_value()) HVDD_RETURN_IF_ERROR(share(*pending));
+    pending = round;
   }
+  if (pending.has_value()) HVDD_RETURN_IF_ERROR(share(*pending));
   return absl::OkStatus();
 }
 

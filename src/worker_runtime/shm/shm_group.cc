@@ -94,7 +94,8 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 size_t ShmGroup::SegmentBytes(int size, size_t slot_bytes) {
   const size_t control = sizeof(Header) + size * sizeof(RankControl);
-  return RoundUp(control + 2 * MetaBytes(size), kPage) + 2 * size * RoundUp(slot_bytes, kLine);
+  return RoundUp(control + kSets * MetaBytes(size), kPage) +
+         kSets * size * RoundUp(slot_bytes, kLine);
 }
 
 ShmGroup::ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> segment)
@@ -165,15 +166,15 @@ ShmGroup::RankControl& ShmGroup::control(int r) const {
 
 int64_t* ShmGroup::meta(int r) const {
   const size_t base = sizeof(Header) + size_ * sizeof(RankControl);
-  const size_t set = round_ % 2;
+  const size_t set = round_ % kSets;
   return reinterpret_cast<int64_t*>(segment_->data() + base + set * MetaBytes(size_)) +
          static_cast<size_t>(r) * size_ * kMetaWords;
 }
 
 uint8_t* ShmGroup::slot(int r) const {
   const size_t control = sizeof(Header) + size_ * sizeof(RankControl);
-  const size_t data = RoundUp(control + 2 * MetaBytes(size_), kPage);
-  const size_t set = round_ % 2;
+  const size_t data = RoundUp(control + kSets * MetaBytes(size_), kPage);
+  const size_t set = round_ % kSets;
   return segment_->data() + data + (set * size_ + r) * slot_bytes_;
 }
 
@@ -185,8 +186,8 @@ absl::Status ShmGroup::health() const {
   }
   if (const uint32_t exited = header().exited.load(std::memory_order_acquire); exited > 0) {
     const int r = static_cast<int>(exited) - 1;
-    return absl::UnavailableError(absl::StrCat("local rank ", r, " (pid ", pids_[r],
-                                               ") exited while its shared-memory group was in use"));
+    return absl::UnavailableError(absl::StrCat(
+        "local rank ", r, " (pid ", pids_[r], ") exited while its shared-memory group was in use"));
   }
   return absl::UnavailableError(
       "a collective failed on a rank of this host (its shared-memory group is dead)");

@@ -5,11 +5,15 @@
 // A round: every rank writes what it shares into its own slot (and its
 // header words) of the round's buffer set, then Sync(): after it, every rank
 // may read every slot of that set (a round may Sync more than once, e.g. to
-// read what peers reduced in place). NextRound() moves to the other set.
-// Every round Syncs at least once, so a rank writing round k + 2 (set k % 2
-// again) has seen every peer arrive in round k + 1, which they do only after
-// they finished reading round k. Every rank runs the same rounds in the same
-// order (one collective thread per rank, as on the Gloo ring).
+// read what peers reduced in place). NextRound() moves to the next of
+// kSets sets. Every round Syncs at least once, so a rank writing round k + 2
+// has seen every peer arrive in round k + 1, which they do only after they
+// finished reading round k: two sets would do. The third is for rounds that
+// overlap: the hierarchical allreduce keeps round k's slot 0 (crossing hosts,
+// then read by every rank) while round k + 1 is written and reduced, and a
+// rank writing round k + 3 has seen every peer arrive in round k + 2, after
+// they finished round k. Every rank runs the same rounds and Syncs in the
+// same order (one collective thread per rank, as on the Gloo ring).
 //
 // A wait spins briefly (peers on one host answer in microseconds), then
 // sleeps on a futex in the segment until it is rung or the deadline passes.
@@ -42,6 +46,8 @@ inline constexpr size_t kDefaultSlotBytes = size_t{1} << 20;
 // Header words per rank per destination in a round (collective_args.h's
 // ArgumentHeader fits).
 inline constexpr size_t kMetaWords = 16;
+// Buffer sets, used round after round in turn (see the top).
+inline constexpr int kSets = 3;
 
 struct GroupOptions {
   int rank = 0;  // this process's index in the group (its local rank)
@@ -83,7 +89,7 @@ class ShmGroup {
   // UNAVAILABLE (a local peer died or a collective failed on a peer),
   // DEADLINE_EXCEEDED. After an error the group is dead on every local rank.
   absl::Status Sync(absl::Time deadline);
-  // Ends the round (after at least one Sync): the next one uses the other set.
+  // Ends the round (after at least one Sync): the next one uses the next set.
   void NextRound() { ++round_; }
 
   // How many waits on the host sleep on the futex now (tests, diagnostics).
