@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Runs the benchmarks side by side with their peers and prints one table.
 
-  bench.py BUILD_DIR [allreduce] [small] [peers] [hierarchical] [reset] [torchrun] [scale]
+  bench.py BUILD_DIR [allreduce] [small] [peers] [hierarchical] [synthetic] [reset]
+                     [torchrun] [scale]
 
 No names: all of them. QUICK=1 shortens every part. bench/run.sh builds and
 calls this; see README.md, "Performance", for what each part measures.
@@ -26,7 +27,8 @@ QUICK = os.environ.get("QUICK") == "1"
 ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "1" if QUICK else "3")))
 # The slow joiner of the second scale-up case: about an interpreter importing torch.
 SLOW_START_MS = 2000
-PARTS = ["allreduce", "small", "peers", "hierarchical", "reset", "torchrun", "scale"]
+PARTS = ["allreduce", "small", "peers", "hierarchical", "synthetic", "reset", "torchrun",
+         "scale"]
 MPIRUN = shutil.which("mpirun")
 MPICC = shutil.which("mpicc")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,6 +38,13 @@ PEER_SIZES = [1 << 20, 16 << 20, 64 << 20]
 # issue 3556), by number of ranks.
 HOROVOD_RESET_S = {2: 0.4, 4: 1.2, 8: 7.1, 16: 15.8}
 TORCHRUN = "/usr/bin/torchrun"
+# Horovod's synthetic benchmark, kept short: the same arguments on both sides.
+SYNTHETIC = os.path.join(os.path.dirname(HERE), "examples", "horovod",
+                         "pytorch_synthetic_benchmark.py")
+SYNTHETIC_ARGS = ["--model", "resnet18", "--batch-size", "8", "--image-size", "64",
+                  "--num-warmup-batches", "1", "--num-batches-per-iter", "2",
+                  "--num-iters", "2" if QUICK else "3"]
+TOTAL_IMG_SEC = re.compile(r"Total img/sec on \d+ CPU\(s\): ([\d.]+)")
 
 RESULT = re.compile(r"RESULT (\w+) (.*)$")
 STEP = re.compile(r"STEP t=([\d.]+) rank=(\d+) size=(\d+) gen=(\d+) step=(\d+)")
@@ -193,11 +202,10 @@ class Bench:
             raise RuntimeError(f"mpirun {mode} at {n} ranks exited {code}:\n{output[-4000:]}")
         return output
 
-    def torch_ddp(self, n, mode, env):
+    def torch_ddp(self, n, mode, env, script="torch_allreduce.py", args=()):
         port = free_port()
         return run_ranks(f"torch {mode}", n,
-                         lambda r: ["/usr/bin/python3",
-                                    os.path.join(HERE, "torch_allreduce.py"), mode],
+                         lambda r: ["/usr/bin/python3", os.path.join(HERE, script), *args],
                          lambda r: dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                                         RANK=str(r), WORLD_SIZE=str(n), OMP_NUM_THREADS="1"))
 
@@ -226,8 +234,8 @@ class Bench:
                         big = self.mpi(n, "allreduce", env)
                         small = results(self.mpi(n, "small", env), "small")
                     else:
-                        big = self.torch_ddp(n, "allreduce", env)
-                        small = results(self.torch_ddp(n, "small", env), "small")
+                        big = self.torch_ddp(n, "allreduce", env, args=["allreduce"])
+                        small = results(self.torch_ddp(n, "small", env, args=["small"]), "small")
                     runs[side].append({int(x["bytes"]): float(x["seconds_per_op"])
                                        for x in results(big, "allreduce")})
                     smalls[side].append(float(small[0]["seconds_per_step"]))
@@ -285,6 +293,36 @@ class Bench:
                       f"flat TCP ring / hierarchical, median of {ROUNDS}"))
         targets.append((f / h >= 1.3, f"hierarchical allreduce 2 hosts x 2 ranks 16 MiB: "
                                       f"{f / h:.2f} x the flat TCP ring (target >= 1.3)"))
+
+    # ---- 2d: Horovod's synthetic benchmark (ResNet-18, CPU) vs torch DDP -------
+    def synthetic(self):
+        n = 2
+        env = dict(os.environ, OMP_NUM_THREADS="1",
+                   PYTHONPATH=os.pathsep.join(p for p in (os.path.join(self.build, "python"),
+                                                          os.environ.get("PYTHONPATH")) if p))
+        rates = {"ours": [], "ddp": []}
+        for r in range(ROUNDS):
+            for side in (("ours", "ddp") if r % 2 == 0 else ("ddp", "ours")):
+                log(f"synthetic ResNet-18, {n} ranks, round {r + 1}/{ROUNDS}: {side}")
+                if side == "ours":
+                    code, output = run([self.horovodrun, "-np", str(n), "/usr/bin/python3",
+                                        SYNTHETIC, *SYNTHETIC_ARGS], timeout=900, env=env)
+                    if code != 0:
+                        raise RuntimeError(f"horovodrun synthetic exited {code}:\n"
+                                           + output[-4000:])
+                else:
+                    output = self.torch_ddp(n, "synthetic", env, script="torch_synthetic_ddp.py",
+                                            args=SYNTHETIC_ARGS)
+                m = TOTAL_IMG_SEC.search(output)
+                if m is None:
+                    raise RuntimeError(f"no images/s from the {side} side:\n{output[-4000:]}")
+                rates[side].append(float(m.group(1)))
+        o, d = statistics.median(rates["ours"]), statistics.median(rates["ddp"])
+        table.append(("synthetic", f"{n} ranks ResNet-18 bs 8 64px", f"{o:9.1f} img/s",
+                      f"{d:9.1f} img/s", f"{o / d:5.2f}",
+                      f"horovodrun / torch DDP (gloo), median of {ROUNDS}"))
+        targets.append((o >= d, f"synthetic benchmark {n} ranks: {o / d:.2f} x torch DDP's "
+                                "images/s (target >= 1)"))
 
     # ---- 3: resets ----------------------------------------------------------
     def start_elastic(self, workdir, slots, max_np, interval, env=None):
