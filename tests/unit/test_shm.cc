@@ -300,5 +300,27 @@ TEST_CASE("ranks asleep in a wait wake when a local peer is SIGKILLed") {
   CHECK(internal::shm::Barrier(*groups[1], far).code() == absl::StatusCode::kUnavailable);
 }
 
+TEST_CASE("a forked child dropping its copy of a group leaves the parent's watch running") {
+  const pid_t peer = ForkIdlePeer();
+  auto groups = MakeGroups(2, 1024, {getpid(), peer});
+  // As a worker's forked helper (a data loader) that ends by running its
+  // destructors: its copy of the watch must not stop ours.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    groups.clear();
+    _exit(0);
+  }
+  int child_status = 0;
+  waitpid(child, &child_status, 0);
+  CHECK((WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0));
+  kill(peer, SIGKILL);
+  int peer_status = 0;
+  waitpid(peer, &peer_status, 0);
+  absl::Status status = internal::shm::Barrier(*groups[0], Deadline());
+  CHECK(status.code() == absl::StatusCode::kUnavailable);
+  CHECK(std::string(status.message()).find("exited") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace horovodd

@@ -58,10 +58,18 @@ std::unique_ptr<PeerWatch> PeerWatch::Start(const std::vector<pid_t>& pids,
 }
 
 PeerWatch::PeerWatch(std::vector<Peer> peers, int stop_fd, std::function<void(int)> on_exit)
-    : peers_(std::move(peers)), stop_fd_(stop_fd), on_exit_(std::move(on_exit)) {}
+    : owner_(getpid()),
+      peers_(std::move(peers)),
+      stop_fd_(stop_fd),
+      on_exit_(std::move(on_exit)) {}
 
 PeerWatch::~PeerWatch() {
-  if (thread_.joinable()) {
+  if (getpid() != owner_) {
+    // A forked child: the thread is the parent's, so there is nothing here
+    // to join or detach; the handle is dropped without touching it. Closing
+    // our copies of the descriptors below does not touch the parent's watch.
+    if (thread_.joinable()) new std::thread(std::move(thread_));
+  } else if (thread_.joinable()) {
     const uint64_t one = 1;
     // An eventfd write of 1 cannot block or fail short here.
     (void)!write(stop_fd_, &one, sizeof(one));

@@ -31,6 +31,8 @@ class PeerWatch {
   static std::unique_ptr<PeerWatch> Start(const std::vector<pid_t>& pids,
                                           std::function<void(int index)> on_exit);
   // Stops the thread and waits for it: on_exit is not running afterwards.
+  // In a child forked after Start there is no thread to stop, and the stop
+  // eventfd is shared with the parent's watch: it is left alone.
   ~PeerWatch();
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
@@ -46,6 +48,7 @@ class PeerWatch {
   // The index of a peer that is gone, or -1 (the fallback check).
   int GoneWithoutPidfd() const;
 
+  const pid_t owner_;  // the process whose thread watches
   const std::vector<Peer> peers_;
   const int stop_fd_;  // an eventfd
   const std::function<void(int)> on_exit_;
