@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Runs the benchmarks side by side with their peers and prints one table.
 
-  bench.py BUILD_DIR [allreduce] [small] [peers] [hierarchical] [reset] [torchrun] [scale]
+  bench.py BUILD_DIR [allreduce] [small] [peers] [hierarchical] [synthetic] [reset]
+                     [torchrun] [scale]
 
 No names: all of them. QUICK=1 shortens every part. bench/run.sh builds and
 calls this; see README.md, "Performance", for what each part measures.
@@ -11,12 +12,14 @@ import os
 import pathlib
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from bench_procs import (check_output, end_process, free_port, human, log, measure_kill,
+                         read_steps, results, run, run_ranks, wait_steady, worker_logs)
 
 QUICK = os.environ.get("QUICK") == "1"
 # Runs per side of the allreduce and 1,024/4,096-worker scale cases, ours and
@@ -26,7 +29,8 @@ QUICK = os.environ.get("QUICK") == "1"
 ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "1" if QUICK else "3")))
 # The slow joiner of the second scale-up case: about an interpreter importing torch.
 SLOW_START_MS = 2000
-PARTS = ["allreduce", "small", "peers", "hierarchical", "reset", "torchrun", "scale"]
+PARTS = ["allreduce", "small", "peers", "hierarchical", "synthetic", "reset", "torchrun",
+         "scale"]
 MPIRUN = shutil.which("mpirun")
 MPICC = shutil.which("mpicc")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,60 +40,16 @@ PEER_SIZES = [1 << 20, 16 << 20, 64 << 20]
 # issue 3556), by number of ranks.
 HOROVOD_RESET_S = {2: 0.4, 4: 1.2, 8: 7.1, 16: 15.8}
 TORCHRUN = "/usr/bin/torchrun"
-
-RESULT = re.compile(r"RESULT (\w+) (.*)$")
-STEP = re.compile(r"STEP t=([\d.]+) rank=(\d+) size=(\d+) gen=(\d+) step=(\d+)")
+# Horovod's synthetic benchmark, kept short: the same arguments on both sides.
+SYNTHETIC = os.path.join(os.path.dirname(HERE), "examples", "horovod",
+                         "pytorch_synthetic_benchmark.py")
+SYNTHETIC_ARGS = ["--model", "resnet18", "--batch-size", "8", "--image-size", "64",
+                  "--num-warmup-batches", "1", "--num-batches-per-iter", "2",
+                  "--num-iters", "2" if QUICK else "3"]
+TOTAL_IMG_SEC = re.compile(r"Total img/sec on \d+ CPU\(s\): ([\d.]+)")
 
 table = []    # rows of the final table: (section, name, ours, peer, ratio, note)
 targets = []  # (passed, text)
-
-
-def log(message):
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def fields(text):
-    return {k: v for k, v in (kv.split("=", 1) for kv in text.split() if "=" in kv)}
-
-
-def results(output, kind):
-    out = []
-    for line in output.splitlines():
-        m = RESULT.search(line)
-        if m and m.group(1) == kind:
-            out.append(fields(m.group(2)))
-    return out
-
-
-def end_process(proc, grace=5.0):
-    """Ends one process we started (its process group: horovodrun's workers
-    are its children) and reaps it."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-
-
-def run(argv, timeout, env=None):
-    """Runs argv in its own process group; returns (exit code, output)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env=env)
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        end_process(proc)
-        output = proc.stdout.read() if proc.stdout else ""
-        return 124, output
-    return proc.returncode, output
 
 
 class Bench:
@@ -99,21 +59,11 @@ class Bench:
         self.bin = lambda name: os.path.join(build_dir, "bench", name)
 
     # ---- 1 and 2: collectives -------------------------------------------
-    def gloo_raw(self, n, mode):
+    def gloo_raw(self, n, mode, env=None):
         with tempfile.TemporaryDirectory(prefix="hvdd-bench-store-") as store:
-            procs = [subprocess.Popen([self.bin("bench_gloo_raw"), str(r), str(n), store, mode],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True, start_new_session=True) for r in range(n)]
-            outputs = []
-            try:
-                for p in procs:
-                    outputs.append(p.communicate(timeout=900)[0])
-            finally:
-                for p in procs:
-                    end_process(p)
-        if any(p.returncode != 0 for p in procs):
-            raise RuntimeError(f"raw gloo {mode} at {n} ranks failed:\n" + "\n".join(outputs))
-        return outputs[0]
+            return run_ranks(f"raw gloo {mode}", n,
+                             lambda r: [self.bin("bench_gloo_raw"), str(r), str(n), store, mode],
+                             lambda r: env)
 
     def ours(self, n, *args, extra=(), env=None):
         argv = [self.horovodrun, "-np", str(n), *extra, self.bin("bench_hvdd_worker"), *args]
@@ -184,26 +134,12 @@ class Bench:
             raise RuntimeError(f"mpirun {mode} at {n} ranks exited {code}:\n{output[-4000:]}")
         return output
 
-    def torch_ddp(self, n, mode, env):
+    def torch_ddp(self, n, mode, env, script="torch_allreduce.py", args=()):
         port = free_port()
-        procs = []
-        for r in range(n):
-            penv = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
-                        WORLD_SIZE=str(n), OMP_NUM_THREADS="1")
-            procs.append(subprocess.Popen(["/usr/bin/python3",
-                                           os.path.join(HERE, "torch_allreduce.py"), mode],
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          text=True, start_new_session=True, env=penv))
-        outputs = []
-        try:
-            for p in procs:
-                outputs.append(p.communicate(timeout=900)[0])
-        finally:
-            for p in procs:
-                end_process(p)
-        if any(p.returncode != 0 for p in procs):
-            raise RuntimeError(f"torch {mode} at {n} ranks failed:\n" + "\n".join(outputs))
-        return outputs[0]
+        return run_ranks(f"torch {mode}", n,
+                         lambda r: ["/usr/bin/python3", os.path.join(HERE, script), *args],
+                         lambda r: dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                                        RANK=str(r), WORLD_SIZE=str(n), OMP_NUM_THREADS="1"))
 
     def peers(self):
         if MPIRUN is None or MPICC is None:
@@ -224,14 +160,14 @@ class Bench:
                         small = self.ours(n, "small")
                         small = [x for x in results(small, "small") if x["impl"] == "ours_async"]
                     elif side == "gloo":
-                        big = self.gloo_raw_env(n, "allreduce", env)
-                        small = results(self.gloo_raw_env(n, "small", env), "small")
+                        big = self.gloo_raw(n, "allreduce", env)
+                        small = results(self.gloo_raw(n, "small", env), "small")
                     elif side == "mpi":
                         big = self.mpi(n, "allreduce", env)
                         small = results(self.mpi(n, "small", env), "small")
                     else:
-                        big = self.torch_ddp(n, "allreduce", env)
-                        small = results(self.torch_ddp(n, "small", env), "small")
+                        big = self.torch_ddp(n, "allreduce", env, args=["allreduce"])
+                        small = results(self.torch_ddp(n, "small", env, args=["small"]), "small")
                     runs[side].append({int(x["bytes"]): float(x["seconds_per_op"])
                                        for x in results(big, "allreduce")})
                     smalls[side].append(float(small[0]["seconds_per_step"]))
@@ -257,15 +193,6 @@ class Bench:
             targets.append((s["ours"] <= 2 * s["mpi"],
                             f"100 x 4 KiB step {n} ranks: {s['ours'] / s['mpi']:.2f} x OpenMPI's "
                             "100 calls (target <= 2)"))
-
-    def gloo_raw_env(self, n, mode, env):
-        saved = dict(os.environ)
-        os.environ.update(env)
-        try:
-            return self.gloo_raw(n, mode)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
 
     # ---- 2c: two "hosts" over the SSH harness: hierarchical vs flat TCP -------
     def hierarchical(self):
@@ -298,6 +225,36 @@ class Bench:
                       f"flat TCP ring / hierarchical, median of {ROUNDS}"))
         targets.append((f / h >= 1.3, f"hierarchical allreduce 2 hosts x 2 ranks 16 MiB: "
                                       f"{f / h:.2f} x the flat TCP ring (target >= 1.3)"))
+
+    # ---- 2d: Horovod's synthetic benchmark (ResNet-18, CPU) vs torch DDP -------
+    def synthetic(self):
+        n = 2
+        env = dict(os.environ, OMP_NUM_THREADS="1",
+                   PYTHONPATH=os.pathsep.join(p for p in (os.path.join(self.build, "python"),
+                                                          os.environ.get("PYTHONPATH")) if p))
+        rates = {"ours": [], "ddp": []}
+        for r in range(ROUNDS):
+            for side in (("ours", "ddp") if r % 2 == 0 else ("ddp", "ours")):
+                log(f"synthetic ResNet-18, {n} ranks, round {r + 1}/{ROUNDS}: {side}")
+                if side == "ours":
+                    code, output = run([self.horovodrun, "-np", str(n), "/usr/bin/python3",
+                                        SYNTHETIC, *SYNTHETIC_ARGS], timeout=900, env=env)
+                    if code != 0:
+                        raise RuntimeError(f"horovodrun synthetic exited {code}:\n"
+                                           + output[-4000:])
+                else:
+                    output = self.torch_ddp(n, "synthetic", env, script="torch_synthetic_ddp.py",
+                                            args=SYNTHETIC_ARGS)
+                m = TOTAL_IMG_SEC.search(output)
+                if m is None:
+                    raise RuntimeError(f"no images/s from the {side} side:\n{output[-4000:]}")
+                rates[side].append(float(m.group(1)))
+        o, d = statistics.median(rates["ours"]), statistics.median(rates["ddp"])
+        table.append(("synthetic", f"{n} ranks ResNet-18 bs 8 64px", f"{o:9.1f} img/s",
+                      f"{d:9.1f} img/s", f"{o / d:5.2f}",
+                      f"horovodrun / torch DDP (gloo), median of {ROUNDS}"))
+        targets.append((o >= d, f"synthetic benchmark {n} ranks: {o / d:.2f} x torch DDP's "
+                                "images/s (target >= 1)"))
 
     # ---- 3: resets ----------------------------------------------------------
     def start_elastic(self, workdir, slots, max_np, interval, env=None):
@@ -480,92 +437,6 @@ class Bench:
                                 "(target < 300 MB)"))
             if n == 10000:
                 targets.append((ok, "10,000 workers: " + ("works" if ok else "FAILED")))
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def human(size):
-    return f"{size >> 20} MiB" if size >= (1 << 20) else f"{size >> 10} KiB"
-
-
-def read_steps(path):
-    steps = []
-    try:
-        with open(path) as f:
-            for line in f:
-                m = STEP.match(line)
-                if m:
-                    steps.append({"t": float(m.group(1)), "rank": int(m.group(2)),
-                                  "size": int(m.group(3)), "gen": int(m.group(4))})
-    except FileNotFoundError:
-        pass
-    return steps
-
-
-def worker_logs(logs):
-    out = {}
-    for name in os.listdir(logs):
-        m = re.match(r"w-(\d+)\.log$", name)
-        if m:
-            out[int(m.group(1))] = os.path.join(logs, name)
-    return out
-
-
-def wait_steady(proc, logs, n, timeout):
-    """Waits until n workers log steps of an n-sized group; returns pid -> last step."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the job ended (exit {proc.returncode}) before it was running")
-        last = {}
-        for pid, path in worker_logs(logs).items():
-            steps = read_steps(path)
-            if steps and steps[-1]["size"] == n:
-                last[pid] = steps[-1]
-        if len(last) == n:
-            # A few more steps, so every ring is warm.
-            time.sleep(0.5)
-            return last
-        time.sleep(0.1)
-    raise RuntimeError(f"{n} workers were not all running within {timeout} s")
-
-
-def measure_kill(proc, logs, n, resumed, startup_timeout, survivors_only=True):
-    """SIGKILLs the worker with the highest rank; returns seconds from the
-    kill until every other worker (or, with survivors_only=False, every
-    worker of the restarted group) logged a step that `resumed` accepts."""
-    last = wait_steady(proc, logs, n, startup_timeout)
-    victim = max(last, key=lambda pid: last[pid]["rank"])
-    t_kill = time.time()
-    os.kill(victim, signal.SIGKILL)
-    want = n - 1 if survivors_only else n
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        firsts = {}
-        for pid, path in worker_logs(logs).items():
-            if pid == victim:
-                continue
-            after = [s for s in read_steps(path) if s["t"] > t_kill and resumed(s)]
-            if after:
-                firsts[pid] = after[0]["t"]
-        if len(firsts) >= want:
-            return max(sorted(firsts.values())[:want]) - t_kill
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise RuntimeError(f"the job did not resume within 120 s of the kill (exit {proc.poll()})")
-
-
-def check_output(workdir, proc):
-    if proc.returncode not in (0, None, -signal.SIGTERM):
-        path = os.path.join(workdir, "horovodrun.out")
-        with open(path) as f:
-            log(f"horovodrun exited {proc.returncode}; its last output:\n" + f.read()[-2000:])
 
 
 def print_table():

@@ -4,13 +4,16 @@
 # the targets of issues 6 and 22. Benchmarks are never run by ctest or CI.
 #
 #   bench/run.sh                      everything
-#   bench/run.sh allreduce reset      a subset: allreduce small peers hierarchical reset
-#                                     torchrun scale
+#   bench/run.sh allreduce reset      a subset: allreduce small peers hierarchical synthetic
+#                                     reset torchrun scale
 #   bench/run.sh peers                OpenMPI (mpirun, openmpi-bin + libopenmpi-dev) and
 #                                     torch DDP (gloo) beside raw Gloo and ours, 2 and 4
 #                                     ranks, 1/16/64 MiB and the 100 x 4 KiB step
 #   bench/run.sh hierarchical         2 "hosts" (127.0.0.2/3, the tests' private sshd)
 #                                     x 2 ranks, 16 MiB, hierarchical vs flat TCP
+#   bench/run.sh synthetic            Horovod's synthetic benchmark (ResNet-18, CPU,
+#                                     batch 8, 64 px) under horovodrun vs torch DDP
+#                                     (gloo), 2 ranks, images/s
 #   QUICK=1 bench/run.sh              shorter loops, scale up to 4,096 workers
 #   BUILD_DIR=/tmp/b bench/run.sh     another build dir (default: build-bench)
 #   BENCH_SIZES=4194304 BENCH_ITERS=300 bench/run.sh allreduce
@@ -25,5 +28,5 @@ jobs=${JOBS:-2}
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHVDD_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j "$jobs" --target horovodrun bench_gloo_raw bench_hvdd_worker \
-  bench_scale_daemon bench_scale_load >/dev/null
+  bench_scale_daemon bench_scale_load hvdd_python >/dev/null
 exec /usr/bin/python3 "$root/bench/bench.py" "$build" "$@"

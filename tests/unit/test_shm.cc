@@ -37,18 +37,21 @@ using testing::OnEveryRank;
 
 absl::Time Deadline() { return absl::Now() + absl::Seconds(60); }
 
-// `size` groups over one segment, index = local rank.
-std::vector<std::unique_ptr<ShmGroup>> MakeGroups(int size, size_t slot_bytes) {
+// Groups over one segment, index = local rank, for the ranks whose pid is
+// ours (every rank when `pids` is empty; the others stand for processes
+// that never arrive). The leader, rank 0, must be ours.
+std::vector<std::unique_ptr<ShmGroup>> MakeGroups(int size, size_t slot_bytes,
+                                                  std::vector<pid_t> pids = {}) {
   GroupOptions options;
   options.size = size;
   options.slot_bytes = slot_bytes;
-  options.pids.assign(size, getpid());
+  options.pids = pids.empty() ? std::vector<pid_t>(size, getpid()) : std::move(pids);
   std::vector<std::unique_ptr<ShmGroup>> groups;
   options.rank = 0;
   auto leader = ShmGroup::Create(options);
   REQUIRE(leader.ok());
   groups.push_back(*std::move(leader));
-  for (int r = 1; r < size; ++r) {
+  for (int r = 1; r < size && options.pids[r] == getpid(); ++r) {
     options.rank = r;
     auto peer = ShmGroup::Attach(options, getpid(), groups[0]->segment().fd());
     REQUIRE(peer.ok());
@@ -56,6 +59,18 @@ std::vector<std::unique_ptr<ShmGroup>> MakeGroups(int size, size_t slot_bytes) {
   }
   groups[0]->segment().CloseFd();
   return groups;
+}
+
+// A child process standing for a local peer that never arrives: the group
+// only needs its pid. The caller kills and reaps it.
+pid_t ForkIdlePeer() {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  return child;
 }
 
 // Element i of rank r's input: small integers, so every dtype and every
@@ -235,24 +250,13 @@ TEST_CASE("a wait past its deadline fails, and the group is dead for the peer to
 }
 
 TEST_CASE("a local peer that exits is noticed by a rank waiting for it") {
-  // A child process stands for the peer: the group only needs its pid.
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    pause();
-    _exit(0);
-  }
-  GroupOptions options;
-  options.size = 2;
-  options.slot_bytes = 1024;
-  options.pids = {getpid(), child};
-  auto group = ShmGroup::Create(options);
-  REQUIRE(group.ok());
+  const pid_t child = ForkIdlePeer();
+  auto groups = MakeGroups(2, 1024, {getpid(), child});
   std::thread killer([child] {
     absl::SleepFor(absl::Milliseconds(50));
     kill(child, SIGKILL);
   });
-  absl::Status status = internal::shm::Barrier(**group, Deadline());
+  absl::Status status = internal::shm::Barrier(*groups[0], Deadline());
   killer.join();
   int child_status = 0;
   waitpid(child, &child_status, 0);
@@ -328,12 +332,7 @@ TEST_CASE("an abort wakes a rank collecting a round its peer never publishes") {
 }
 
 TEST_CASE("a negotiation round ends when the peer it waits for exits") {
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    pause();
-    _exit(0);
-  }
+  const pid_t child = ForkIdlePeer();
   GroupOptions options;
   options.size = 2;
   options.slot_bytes = 1024;
@@ -349,6 +348,67 @@ TEST_CASE("a negotiation round ends when the peer it waits for exits") {
   int child_status = 0;
   waitpid(child, &child_status, 0);
   CHECK(collected.code() == absl::StatusCode::kUnavailable);
+}
+
+TEST_CASE("ranks asleep in a wait wake when a local peer is SIGKILLed") {
+  // Ranks 0 and 1 are threads here; rank 2 is a child process that never
+  // arrives. Each thread's group watches the child's pidfd.
+  const pid_t child = ForkIdlePeer();
+  auto groups = MakeGroups(3, 1024, {getpid(), getpid(), child});
+  REQUIRE(groups.size() == 2);
+
+  // The op deadline is far away: only the peer's death can end the waits.
+  const absl::Time far = absl::Now() + absl::Minutes(10);
+  std::vector<absl::Status> waited(2);
+  std::atomic<int> returned{0};
+  std::vector<std::thread> waiters;
+  for (int r = 0; r < 2; ++r) {
+    waiters.emplace_back([&, r] {
+      waited[r] = internal::shm::Barrier(*groups[r], far);
+      ++returned;
+    });
+  }
+  const absl::Time patience = absl::Now() + absl::Seconds(60);
+  while (groups[0]->sleepers() < 2 && absl::Now() < patience) absl::SleepFor(absl::Milliseconds(5));
+  CHECK(groups[0]->sleepers() == 2);
+  CHECK(returned == 0);
+  kill(child, SIGKILL);
+  while (returned < 2 && absl::Now() < patience) absl::SleepFor(absl::Milliseconds(5));
+  const bool woke = returned == 2;
+  if (!woke) groups[0]->Abort();  // do not leave the test hanging on a failure
+  for (std::thread& t : waiters) t.join();
+  int child_status = 0;
+  waitpid(child, &child_status, 0);
+  REQUIRE(woke);
+  for (const absl::Status& status : waited) {
+    CHECK(status.code() == absl::StatusCode::kUnavailable);
+    CHECK(std::string(status.message()).find("local rank 2 (pid " + std::to_string(child) +
+                                             ") exited") != std::string::npos);
+  }
+  // And every later op fails at once, with the same reason.
+  CHECK(internal::shm::Barrier(*groups[1], far).code() == absl::StatusCode::kUnavailable);
+}
+
+TEST_CASE("a forked child dropping its copy of a group leaves the parent's watch running") {
+  const pid_t peer = ForkIdlePeer();
+  auto groups = MakeGroups(2, 1024, {getpid(), peer});
+  // As a worker's forked helper (a data loader) that ends by running its
+  // destructors: its copy of the watch must not stop ours.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    groups.clear();
+    _exit(0);
+  }
+  int child_status = 0;
+  waitpid(child, &child_status, 0);
+  CHECK((WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0));
+  kill(peer, SIGKILL);
+  int peer_status = 0;
+  waitpid(peer, &peer_status, 0);
+  absl::Status status = internal::shm::Barrier(*groups[0], Deadline());
+  CHECK(status.code() == absl::StatusCode::kUnavailable);
+  CHECK(std::string(status.message()).find("exited") != std::string::npos);
 }
 
 }  // namespace

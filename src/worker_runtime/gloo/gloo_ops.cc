@@ -157,21 +157,11 @@ absl::StatusOr<Tensor> Alltoall(GlooContext& context, const TensorView& input,
   CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   const int n = scope.size();
-  absl::Status own_error = CheckTensor(label, input);
-  std::vector<int64_t> send_rows(n, 0);
-  if (own_error.ok()) {
-    absl::StatusOr<std::vector<int64_t>> resolved = ResolveSplits(label, input, splits, n);
-    if (resolved.ok()) {
-      send_rows = *std::move(resolved);
-    } else {
-      own_error = resolved.status();
-    }
-  }
-
-  std::vector<ArgumentHeader> to_each(n, ArgumentHeader::Describe(input, own_error.ok()));
-  for (int peer = 0; peer < n; ++peer) to_each[peer].extra = send_rows[peer];
-  HVDD_ASSIGN_OR_RETURN(std::vector<ArgumentHeader> headers, ExchangeHeaders(scope, to_each));
-  HVDD_RETURN_IF_ERROR(CheckAgreement(label, headers, own_error, ShapeRule::kSameTrailingDims));
+  AlltoallPlan plan = PlanAlltoall(label, input, splits, n);
+  HVDD_ASSIGN_OR_RETURN(std::vector<ArgumentHeader> headers,
+                        ExchangeHeaders(scope, plan.to_each));
+  HVDD_RETURN_IF_ERROR(
+      CheckAgreement(label, headers, plan.own_error, ShapeRule::kSameTrailingDims));
 
   std::vector<int64_t> recv_rows(n);
   int64_t total_rows = 0;
@@ -184,7 +174,7 @@ absl::StatusOr<Tensor> Alltoall(GlooContext& context, const TensorView& input,
   output = Tensor(input.dtype, std::move(shape));
 
   const size_t row_bytes = static_cast<size_t>(input.row_numel()) * DTypeSize(input.dtype);
-  const std::vector<PeerRegion> to = RowBlocks(send_rows, row_bytes);
+  const std::vector<PeerRegion> to = RowBlocks(plan.send_rows, row_bytes);
   const std::vector<PeerRegion> from = RowBlocks(recv_rows, row_bytes);
   const int self = scope.rank();
   if (from[self].bytes > 0) {
@@ -220,11 +210,8 @@ absl::StatusOr<Tensor> Reducescatter(GlooContext& context, const TensorView& inp
   Tensor output;
   CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
-  absl::Status own_error = CheckTensor(label, input);
-  if (own_error.ok()) own_error = NeedsDimension(label, input);
-  if (own_error.ok()) own_error = CheckReducible(label, input.dtype);
-  if (own_error.ok()) own_error = CheckScaleFactor(label, "prescale_factor", prescale_factor);
-  if (own_error.ok()) own_error = CheckScaleFactor(label, "postscale_factor", postscale_factor);
+  const absl::Status own_error =
+      ReducescatterArgsError(label, input, prescale_factor, postscale_factor);
 
   const int n = scope.size();
   HVDD_ASSIGN_OR_RETURN(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -50,10 +51,11 @@ absl::Status CheckAllreduceArgs(const std::string& label, const TensorView& tens
 
 // The reduction rounds over `count` elements of `input`. copy_out(offset,
 // count, reduced) takes each round's result (elements [offset, offset +
-// count) of the whole, at `reduced` in slot 0) before the round ends.
-// With `ready`, the first round also carries each rank's word, and unless
-// every word is true the rounds stop there (*all_ready false, nothing copied
-// out).
+// count) of the whole, at `reduced` in slot 0) before the round's set is
+// reused. With `ready`, the first round also carries each rank's word, and
+// unless every word is true the rounds stop there (*all_ready false, nothing
+// copied out). With `cross`, round k's slice crosses hosts while round k + 1
+// is copied in and reduced here (see the top of shm_collectives.h).
 template <typename CopyOut>
 absl::Status ReduceRounds(ShmGroup& group, DType dtype, const uint8_t* input, int64_t count,
                           const AllreduceOptions& options, absl::Time deadline,
@@ -67,6 +69,26 @@ absl::Status ReduceRounds(ShmGroup& group, DType dtype, const uint8_t* input, in
   const int all_ranks = cross != nullptr ? cross->total_ranks : n;
   const int total_ranks = options.contributors > 0 ? options.contributors : all_ranks;
   const int64_t per_round = static_cast<int64_t>(group.slot_bytes() / element);
+  // A reduced round not yet shared: its place in the whole, slot 0 of its
+  // set, and our slice of it (crossing hosts while `crossing`).
+  struct Reduced {
+    int64_t offset = 0;
+    int64_t count = 0;
+    uint8_t* result = nullptr;
+    uint8_t* slice = nullptr;
+    int64_t slice_count = 0;
+    bool crossing = false;
+  };
+  // Finishes our slice of `round` and, once every rank's is, takes it out.
+  auto share = [&](const Reduced& round) -> absl::Status {
+    if (round.crossing) HVDD_RETURN_IF_ERROR(cross->finish());
+    FinishReduction(dtype, options.op, round.slice, round.slice_count, total_ranks,
+                    options.postscale_factor);
+    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+    copy_out(round.offset, round.count, round.result);
+    return absl::OkStatus();
+  };
+  std::optional<Reduced> pending;  // cross only: the round before this one
   for (int64_t offset = 0; offset < count; offset += per_round) {
     const int64_t m = std::min(per_round, count - offset);
     uint8_t* own = group.slot(me);
@@ -83,18 +105,29 @@ absl::Status ReduceRounds(ShmGroup& group, DType dtype, const uint8_t* input, in
       }
     }
     // Our slice of the round, folded in rank order into slot 0.
-    const int64_t slice = SplitCount(m, n, me);
-    const size_t at = SplitOffset(m, n, me) * element;
-    uint8_t* accumulator = group.slot(0) + at;
-    for (int p = 1; p < n && slice > 0; ++p) {
-      ReduceInto(dtype, options.op, accumulator, group.slot(p) + at, slice);
+    Reduced round{offset, m, group.slot(0)};
+    round.slice_count = SplitCount(m, n, me);
+    round.slice = round.result + SplitOffset(m, n, me) * element;
+    for (int p = 1; p < n && round.slice_count > 0; ++p) {
+      ReduceInto(dtype, options.op, round.slice, group.slot(p) + (round.slice - round.result),
+                 round.slice_count);
     }
-    if (cross != nullptr && slice > 0) HVDD_RETURN_IF_ERROR(cross->run(accumulator, slice));
-    FinishReduction(dtype, options.op, accumulator, slice, total_ranks, options.postscale_factor);
-    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
-    copy_out(offset, m, group.slot(0));
     group.NextRound();
+    if (cross == nullptr) {
+      HVDD_RETURN_IF_ERROR(share(round));
+      continue;
+    }
+    // The round before crosses no more once this one is started: one in flight.
+    if (pending.has_value() && pending->crossing) HVDD_RETURN_IF_ERROR(cross->finish());
+    if (pending.has_value()) pending->crossing = false;
+    if (round.slice_count > 0) {
+      HVDD_RETURN_IF_ERROR(cross->start(round.slice, round.slice_count));
+      round.crossing = true;
+    }
+    if (pending.has_value()) HVDD_RETURN_IF_ERROR(share(*pending));
+    pending = round;
   }
+  if (pending.has_value()) HVDD_RETURN_IF_ERROR(share(*pending));
   return absl::OkStatus();
 }
 
@@ -193,20 +226,10 @@ absl::StatusOr<Tensor> AlltoallBody(ShmGroup& group, const TensorView& input,
   const std::string label = "alltoall";
   const int n = group.size();
   const int me = group.rank();
-  absl::Status own_error = CheckTensor(label, input);
-  std::vector<int64_t> send_rows(n, 0);
-  if (own_error.ok()) {
-    absl::StatusOr<std::vector<int64_t>> resolved = ResolveSplits(label, input, splits, n);
-    if (resolved.ok()) {
-      send_rows = *std::move(resolved);
-    } else {
-      own_error = resolved.status();
-    }
-  }
-  std::vector<ArgumentHeader> to_each(n, ArgumentHeader::Describe(input, own_error.ok()));
-  for (int d = 0; d < n; ++d) to_each[d].extra = send_rows[d];
-  HVDD_ASSIGN_OR_RETURN(auto headers, ExchangeHeaders(group, to_each, deadline));
-  HVDD_RETURN_IF_ERROR(CheckAgreement(label, ToMe(headers, me), own_error,
+  const AlltoallPlan plan = PlanAlltoall(label, input, splits, n);
+  const std::vector<int64_t>& send_rows = plan.send_rows;
+  HVDD_ASSIGN_OR_RETURN(auto headers, ExchangeHeaders(group, plan.to_each, deadline));
+  HVDD_RETURN_IF_ERROR(CheckAgreement(label, ToMe(headers, me), plan.own_error,
                                       ShapeRule::kSameTrailingDims));
   const size_t row_bytes = static_cast<size_t>(input.row_numel()) * DTypeSize(input.dtype);
   // Where our rows for each destination start, and where each source's land.
@@ -256,10 +279,8 @@ absl::StatusOr<Tensor> ReducescatterBody(ShmGroup& group, const TensorView& inpu
                                          double prescale_factor, double postscale_factor,
                                          absl::Time deadline) {
   const std::string label = "reducescatter";
-  absl::Status own_error = CheckTensor(label, input);
-  if (own_error.ok()) own_error = NeedsDimension(label, input);
-  if (own_error.ok()) own_error = CheckScaleFactor(label, "prescale_factor", prescale_factor);
-  if (own_error.ok()) own_error = CheckScaleFactor(label, "postscale_factor", postscale_factor);
+  const absl::Status own_error =
+      ReducescatterArgsError(label, input, prescale_factor, postscale_factor);
   const int n = group.size();
   const int me = group.rank();
   HVDD_ASSIGN_OR_RETURN(

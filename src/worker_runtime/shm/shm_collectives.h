@@ -6,7 +6,10 @@
 // its part of the tensor into its slot, then each reduces its 1/n slice of
 // the round across all slots (in rank order, into slot 0: every rank ends
 // with the same bits), then every rank copies the whole reduced round out.
-// All ranks reduce at once, and a round's data is still in the cache.
+// All ranks reduce at once, and a round's data is still in the cache. Across
+// hosts (CrossReduce) the rounds are pipelined: round k's slices cross hosts
+// while round k + 1 is copied in and reduced within the host, and round k is
+// shared and copied out after that (the group's third buffer set keeps it).
 //
 // Any failure other than INVALID_ARGUMENT kills the group on every local
 // rank (ShmGroup::Fail), as a failed collective kills a Gloo context.
@@ -24,13 +27,18 @@
 
 namespace horovodd::internal::shm {
 
-// The hierarchical allreduce's step across hosts: `run` allreduces (op,
-// without finishing: kAverage sums) this rank's reduced slice of a round
-// with the same slice on every other host; `total_ranks` is every rank of
-// every host (what kAverage divides by). Every host's group must have the
-// same size, so the slices match.
+// The hierarchical allreduce's step across hosts, in two halves so that it
+// overlaps the next round's work within the host: start(slice, count)
+// begins allreducing (op, without finishing: kAverage sums) this rank's
+// reduced slice of a round with the same slice on every other host, and
+// finish() completes the one started last (the slice then holds the sum
+// over every host). Between the two, the slice is not touched here; at most
+// one is started and not finished. `total_ranks` is every rank of every host
+// (what kAverage divides by). Every host's group must have the same size, so
+// the slices match.
 struct CrossReduce {
-  std::function<absl::Status(void* slice, int64_t count)> run;
+  std::function<absl::Status(void* slice, int64_t count)> start;
+  std::function<absl::Status()> finish;
   int total_ranks = 0;
 };
 

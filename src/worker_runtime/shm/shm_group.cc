@@ -1,13 +1,10 @@
 #include "worker_runtime/shm/shm_group.h"
 
 #include <linux/futex.h>
-#include <poll.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <climits>
 #include <ctime>
 #include <algorithm>
@@ -24,12 +21,20 @@ namespace {
 constexpr uint64_t kMagic = 0x68766464'73686d31ULL;  // "hvddshm1"
 constexpr size_t kLine = 128;  // a cache line pair: no false sharing between ranks
 constexpr size_t kPage = 4096;
-// How long a sleeping wait goes before it checks that its peers are alive.
-constexpr absl::Duration kLivenessPoll = absl::Milliseconds(20);
 // The spin before sleeping: checks with a pause between them, then checks
-// with a yield between them (which lets a peer sharing our core run).
+// with a yield between them (which lets a peer sharing our core run). With
+// more local ranks than CPUs to run them, the peer we wait for is often
+// queued behind us on our own CPU: pausing only delays it, so such a group
+// goes straight to yielding (as OpenMPI does when oversubscribed).
 constexpr int kSpinChecks = 2000;
 constexpr int kYieldChecks = 200;
+
+int CpusAvailable() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
 
 enum State : uint32_t { kUsable = 0, kAborted = 1, kFailed = 2 };
 
@@ -48,13 +53,15 @@ long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* 
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
 }
 
-int PidfdOpen(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
+// Sleeps while *word == value, until woken or `deadline` (no timeout when
+// it is infinite); a spurious return is fine, the caller looks again.
+void FutexWait(std::atomic<uint32_t>* word, uint32_t value, absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) {
+    Futex(word, FUTEX_WAIT, value, nullptr);
+    return;
+  }
+  const timespec timeout = absl::ToTimespec(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+  Futex(word, FUTEX_WAIT, value, &timeout);
 }
 
 size_t MetaBytes(int size) {
@@ -70,6 +77,8 @@ struct alignas(kLine) ShmGroup::Header {
   uint64_t size;
   uint64_t slot_bytes;
   alignas(kLine) std::atomic<uint32_t> state;
+  // 1 + the index of the first rank a PeerWatch saw exit, 0 while none did.
+  std::atomic<uint32_t> exited;
   // Bumped (and woken) whenever a sleeper may need to look again.
   alignas(kLine) std::atomic<uint32_t> bell;
   std::atomic<uint32_t> sleepers;
@@ -85,35 +94,33 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 size_t ShmGroup::SegmentBytes(int size, size_t slot_bytes) {
   const size_t control = sizeof(Header) + size * sizeof(RankControl);
-  return RoundUp(control + 2 * MetaBytes(size), kPage) + 2 * size * RoundUp(slot_bytes, kLine) +
-         size * kNegotiationBytesPerRank;
+  return RoundUp(control + kSets * MetaBytes(size), kPage) +
+         kSets * size * RoundUp(slot_bytes, kLine) + size * kNegotiationBytesPerRank;
 }
 
 ShmGroup::ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> segment)
     : rank_(options.rank),
       size_(options.size),
       slot_bytes_(RoundUp(options.slot_bytes, kLine)),
+      spin_checks_(options.size > CpusAvailable() ? 0 : kSpinChecks),
       segment_(std::move(segment)) {
   SetPids(options.pids);
 }
 
-ShmGroup::~ShmGroup() { ClosePidfds(); }
+// The watch goes first: its thread touches the segment.
+ShmGroup::~ShmGroup() { watch_.reset(); }
 
 void ShmGroup::SetPids(std::vector<pid_t> pids) {
   HVDD_CHECK_EQ(pids.size(), static_cast<size_t>(size_));
-  ClosePidfds();
+  watch_.reset();
   pids_ = std::move(pids);
-  pidfds_.assign(size_, -1);
-  for (int r = 0; r < size_; ++r) {
-    if (r != rank_ && pids_[r] > 0 && pids_[r] != getpid()) pidfds_[r] = PidfdOpen(pids_[r]);
-  }
+  watch_ = PeerWatch::Start(pids_, [this](int r) { PeerExited(r); });
 }
 
-void ShmGroup::ClosePidfds() {
-  for (int fd : pidfds_) {
-    if (fd >= 0) close(fd);
-  }
-  pidfds_.clear();
+void ShmGroup::PeerExited(int r) {
+  uint32_t none = 0;
+  header().exited.compare_exchange_strong(none, static_cast<uint32_t>(r) + 1);
+  Fail();
 }
 
 absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(const GroupOptions& options) {
@@ -159,35 +166,40 @@ ShmGroup::RankControl& ShmGroup::control(int r) const {
 
 int64_t* ShmGroup::meta(int r) const {
   const size_t base = sizeof(Header) + size_ * sizeof(RankControl);
-  const size_t set = round_ % 2;
+  const size_t set = round_ % kSets;
   return reinterpret_cast<int64_t*>(segment_->data() + base + set * MetaBytes(size_)) +
          static_cast<size_t>(r) * size_ * kMetaWords;
 }
 
 uint8_t* ShmGroup::slot(int r) const {
   const size_t control = sizeof(Header) + size_ * sizeof(RankControl);
-  const size_t data = RoundUp(control + 2 * MetaBytes(size_), kPage);
-  const size_t set = round_ % 2;
+  const size_t data = RoundUp(control + kSets * MetaBytes(size_), kPage);
+  const size_t set = round_ % kSets;
   return segment_->data() + data + (set * size_ + r) * slot_bytes_;
 }
 
 uint8_t* ShmGroup::negotiation_area() const {
   const size_t control = sizeof(Header) + size_ * sizeof(RankControl);
-  const size_t data = RoundUp(control + 2 * MetaBytes(size_), kPage);
-  return segment_->data() + data + 2 * size_ * slot_bytes_;
+  const size_t data = RoundUp(control + kSets * MetaBytes(size_), kPage);
+  return segment_->data() + data + kSets * size_ * slot_bytes_;
 }
 
 absl::Status ShmGroup::health() const {
-  switch (header().state.load(std::memory_order_acquire)) {
-    case kUsable:
-      return absl::OkStatus();
-    case kAborted:
-      return absl::AbortedError("the shared-memory group of this host was aborted");
-    default:
-      return absl::UnavailableError(
-          "a collective failed on a rank of this host (its shared-memory group is dead)");
+  const uint32_t state = header().state.load(std::memory_order_acquire);
+  if (state == kUsable) return absl::OkStatus();
+  if (state == kAborted) {
+    return absl::AbortedError("the shared-memory group of this host was aborted");
   }
+  if (const uint32_t exited = header().exited.load(std::memory_order_acquire); exited > 0) {
+    const int r = static_cast<int>(exited) - 1;
+    return absl::UnavailableError(absl::StrCat(
+        "local rank ", r, " (pid ", pids_[r], ") exited while its shared-memory group was in use"));
+  }
+  return absl::UnavailableError(
+      "a collective failed on a rank of this host (its shared-memory group is dead)");
 }
+
+uint32_t ShmGroup::sleepers() const { return header().sleepers.load(std::memory_order_acquire); }
 
 void ShmGroup::SetState(uint32_t state) {
   uint32_t expected = kUsable;
@@ -204,19 +216,6 @@ bool ShmGroup::AllArrived(uint64_t round) const {
     if (control(r).arrived.load(std::memory_order_acquire) < round) return false;
   }
   return true;
-}
-
-int ShmGroup::DeadPeer() const {
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_ || pids_[r] <= 0 || pids_[r] == getpid()) continue;
-    if (pidfds_[r] >= 0) {
-      pollfd p{pidfds_[r], POLLIN, 0};
-      if (poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) return r;
-    } else if (kill(pids_[r], 0) != 0 && errno == ESRCH) {
-      return r;
-    }
-  }
-  return -1;
 }
 
 absl::Status ShmGroup::Sync(absl::Time deadline) {
@@ -237,10 +236,10 @@ void ShmGroup::Notify() {
 
 absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline) {
   Header& h = header();
-  for (int i = 0; i < kSpinChecks + kYieldChecks; ++i) {
+  for (int i = 0; i < spin_checks_ + kYieldChecks; ++i) {
     if (done()) return absl::OkStatus();
     if (h.state.load(std::memory_order_relaxed) != kUsable) return health();
-    if (i < kSpinChecks) {
+    if (i < spin_checks_) {
       CpuRelax();
     } else {
       sched_yield();
@@ -248,27 +247,20 @@ absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline
   }
   while (true) {
     // Counted as a sleeper before the last look: an arrival after it sees
-    // us and rings (seq_cst orders the two sides).
+    // us and rings (seq_cst orders the two sides). A peer's exit, an abort
+    // or a failure rings too (SetState), so the sleep needs no timeout
+    // besides the deadline.
     h.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t bell = h.bell.load(std::memory_order_seq_cst);
     absl::Status status = health();
     const bool finished = status.ok() && done();
-    if (status.ok() && !finished) {
-      const absl::Duration left = deadline - absl::Now();
-      const absl::Duration wait = std::min(kLivenessPoll, std::max(left, absl::ZeroDuration()));
-      timespec timeout = absl::ToTimespec(wait);
-      Futex(&h.bell, FUTEX_WAIT, bell, &timeout);
-    }
+    const bool late = absl::Now() >= deadline;
+    if (status.ok() && !finished && !late) FutexWait(&h.bell, bell, deadline);
     h.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (!status.ok()) return status;
     if (finished || done()) return absl::OkStatus();
     HVDD_RETURN_IF_ERROR(health());
-    if (const int dead = DeadPeer(); dead >= 0) {
-      Fail();
-      return absl::UnavailableError(absl::StrCat("local rank ", dead, " (pid ", pids_[dead],
-                                                 ") exited in the middle of a collective"));
-    }
-    if (absl::Now() >= deadline) {
+    if (late) {
       Fail();
       return absl::DeadlineExceededError(
           "timed out waiting for the local ranks in shared memory");

@@ -5,18 +5,23 @@
 // A round: every rank writes what it shares into its own slot (and its
 // header words) of the round's buffer set, then Sync(): after it, every rank
 // may read every slot of that set (a round may Sync more than once, e.g. to
-// read what peers reduced in place). NextRound() moves to the other set.
-// Every round Syncs at least once, so a rank writing round k + 2 (set k % 2
-// again) has seen every peer arrive in round k + 1, which they do only after
-// they finished reading round k. Every rank runs the same rounds in the same
-// order (one collective thread per rank, as on the Gloo ring).
+// read what peers reduced in place). NextRound() moves to the next of
+// kSets sets. Every round Syncs at least once, so a rank writing round k + 2
+// has seen every peer arrive in round k + 1, which they do only after they
+// finished reading round k: two sets would do. The third is for rounds that
+// overlap: the hierarchical allreduce keeps round k's slot 0 (crossing hosts,
+// then read by every rank) while round k + 1 is written and reduced, and a
+// rank writing round k + 3 has seen every peer arrive in round k + 2, after
+// they finished round k. Every rank runs the same rounds and Syncs in the
+// same order (one collective thread per rank, as on the Gloo ring).
 //
 // A wait spins briefly (peers on one host answer in microseconds), then
-// sleeps on a futex in the segment, waking every kLivenessPoll to check that
-// the peers it waits for are alive (a pidfd per peer). Abort() (the
-// generation was superseded) and Fail() (a collective failed here) set the
-// segment's state word and wake every sleeper on the host: every wait of
-// every local rank then fails at once, and so does every later one.
+// sleeps on a futex in the segment until it is rung or the deadline passes.
+// Abort() (the generation was superseded) and Fail() (a collective failed
+// here) set the segment's state word and ring: every wait of every local
+// rank then fails at once, and so does every later one. A local peer's exit
+// does the same: each process's PeerWatch (peer_watch.h) fails the group the
+// moment a peer's pidfd turns readable, so no wait polls for it.
 #pragma once
 
 #include <sys/types.h>
@@ -31,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker_runtime/shm/peer_watch.h"
 #include "worker_runtime/shm/shm_segment.h"
 
 namespace horovodd::internal::shm {
@@ -45,13 +51,15 @@ inline constexpr size_t kMetaWords = 16;
 // first kNegotiationControlBytes of them its control line, then its two parts.
 inline constexpr size_t kNegotiationControlBytes = 128;
 inline constexpr size_t kNegotiationBytesPerRank = kNegotiationControlBytes + (size_t{64} << 10);
+// Buffer sets, used round after round in turn (see the top).
+inline constexpr int kSets = 3;
 
 struct GroupOptions {
   int rank = 0;  // this process's index in the group (its local rank)
   int size = 1;  // the host's local ranks
   size_t slot_bytes = kDefaultSlotBytes;
-  // Each local rank's process id, by index (liveness checks; this process's
-  // own entry is not checked).
+  // Each local rank's process id, by index (watched for exits; this
+  // process's own entry and entries <= 0 are not).
   std::vector<pid_t> pids;
 };
 
@@ -68,7 +76,8 @@ class ShmGroup {
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;
 
-  // The leader creates the group before it learns its peers' pids.
+  // The leader creates the group before it learns its peers' pids. Restarts
+  // the watch over the new pids.
   void SetPids(std::vector<pid_t> pids);
 
   int rank() const { return rank_; }
@@ -85,7 +94,7 @@ class ShmGroup {
   // UNAVAILABLE (a local peer died or a collective failed on a peer),
   // DEADLINE_EXCEEDED. After an error the group is dead on every local rank.
   absl::Status Sync(absl::Time deadline);
-  // Ends the round (after at least one Sync): the next one uses the other set.
+  // Ends the round (after at least one Sync): the next one uses the next set.
   void NextRound() { ++round_; }
 
   // The negotiation channel's area (kNegotiationBytesPerRank per rank, zeros
@@ -97,6 +106,8 @@ class ShmGroup {
   // Rings for the sleepers of the host, if any: call after publishing what
   // their Await looks for.
   void Notify();
+  // How many waits on the host sleep on the futex now (tests, diagnostics).
+  uint32_t sleepers() const;
 
   // OK while usable, else why not.
   absl::Status health() const;
@@ -109,23 +120,26 @@ class ShmGroup {
   struct Header;
   struct RankControl;
   ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> segment);
-  void ClosePidfds();
   Header& header() const;
   RankControl& control(int r) const;
   bool AllArrived(uint64_t round) const;
   void SetState(uint32_t state);
-  // Which peer has exited, or -1.
-  int DeadPeer() const;
+  // From the watch's thread: local rank r exited; the group fails.
+  void PeerExited(int r);
 
   const int rank_;
   const int size_;
   const size_t slot_bytes_;
+  // Pause-spins before a wait yields: none when the host's ranks outnumber
+  // the CPUs we may run on.
+  const int spin_checks_;
   std::unique_ptr<SharedSegment> segment_;
   std::vector<pid_t> pids_;
-  std::vector<int> pidfds_;  // -1 for ourselves, or where pidfd_open failed
   // Collective thread only: rounds ended, and Syncs done.
   uint64_t round_ = 0;
   uint64_t syncs_ = 0;
+  // Last: destroyed first, while the segment its thread touches is mapped.
+  std::unique_ptr<PeerWatch> watch_;
 };
 
 }  // namespace horovodd::internal::shm

@@ -168,4 +168,31 @@ absl::StatusOr<std::vector<int64_t>> ResolveSplits(const std::string& label,
   return splits;
 }
 
+AlltoallPlan PlanAlltoall(const std::string& label, const TensorView& input,
+                          const std::vector<int64_t>& splits, int ranks) {
+  AlltoallPlan plan;
+  plan.send_rows.assign(ranks, 0);
+  plan.own_error = CheckTensor(label, input);
+  if (plan.own_error.ok()) {
+    absl::StatusOr<std::vector<int64_t>> resolved = ResolveSplits(label, input, splits, ranks);
+    if (resolved.ok()) {
+      plan.send_rows = *std::move(resolved);
+    } else {
+      plan.own_error = resolved.status();
+    }
+  }
+  plan.to_each.assign(ranks, ArgumentHeader::Describe(input, plan.own_error.ok()));
+  for (int d = 0; d < ranks; ++d) plan.to_each[d].extra = plan.send_rows[d];
+  return plan;
+}
+
+absl::Status ReducescatterArgsError(const std::string& label, const TensorView& input,
+                                    double prescale_factor, double postscale_factor) {
+  HVDD_RETURN_IF_ERROR(CheckTensor(label, input));
+  HVDD_RETURN_IF_ERROR(NeedsDimension(label, input));
+  HVDD_RETURN_IF_ERROR(CheckReducible(label, input.dtype));
+  HVDD_RETURN_IF_ERROR(CheckScaleFactor(label, "prescale_factor", prescale_factor));
+  return CheckScaleFactor(label, "postscale_factor", postscale_factor);
+}
+
 }  // namespace horovodd::internal

@@ -71,4 +71,20 @@ absl::StatusOr<std::vector<int64_t>> ResolveSplits(const std::string& label,
                                                    const TensorView& input,
                                                    const std::vector<int64_t>& splits, int ranks);
 
+// An alltoall's side before the header exchange, the same over TCP and
+// shared memory: the rows this rank sends each of `ranks`, the header each
+// of them gets from it (extra = those rows; invalid when this rank rejected
+// its arguments) and why it rejected them (then it sends no rows).
+struct AlltoallPlan {
+  std::vector<int64_t> send_rows;
+  std::vector<ArgumentHeader> to_each;
+  absl::Status own_error;
+};
+AlltoallPlan PlanAlltoall(const std::string& label, const TensorView& input,
+                          const std::vector<int64_t>& splits, int ranks);
+
+// Why this rank rejects its reducescatter's arguments (OK when it does not).
+absl::Status ReducescatterArgsError(const std::string& label, const TensorView& input,
+                                    double prescale_factor, double postscale_factor);
+
 }  // namespace horovodd::internal

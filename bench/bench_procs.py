@@ -1,0 +1,166 @@
+"""What bench.py's parts share: starting and ending the processes they
+measure (each ended by its pid or process group, and reaped), parsing the
+RESULT and STEP lines, and following the step logs of elastic jobs.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+RESULT = re.compile(r"RESULT (\w+) (.*)$")
+STEP = re.compile(r"STEP t=([\d.]+) rank=(\d+) size=(\d+) gen=(\d+) step=(\d+)")
+
+
+def log(message):
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def fields(text):
+    return {k: v for k, v in (kv.split("=", 1) for kv in text.split() if "=" in kv)}
+
+
+def results(output, kind):
+    out = []
+    for line in output.splitlines():
+        m = RESULT.search(line)
+        if m and m.group(1) == kind:
+            out.append(fields(m.group(2)))
+    return out
+
+
+def end_process(proc, grace=5.0):
+    """Ends one process we started (its process group: horovodrun's workers
+    are its children) and reaps it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
+def run(argv, timeout, env=None):
+    """Runs argv in its own process group; returns (exit code, output)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=env)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        end_process(proc)
+        output = proc.stdout.read() if proc.stdout else ""
+        return 124, output
+    return proc.returncode, output
+
+
+def run_ranks(what, n, argv_of, env_of, timeout=900):
+    """Starts one process per rank (argv_of(rank), env_of(rank) or ours), each
+    in a session of its own, and waits for all of them; ends whichever is left
+    by its pid. Returns rank 0's output; raises with every output if one failed."""
+    procs = [subprocess.Popen(argv_of(r), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, start_new_session=True, env=env_of(r))
+             for r in range(n)]
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=timeout)[0])
+    finally:
+        for p in procs:
+            end_process(p)
+    if any(p.returncode != 0 for p in procs):
+        raise RuntimeError(f"{what} at {n} ranks failed:\n" + "\n".join(outputs))
+    return outputs[0]
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def human(size):
+    return f"{size >> 20} MiB" if size >= (1 << 20) else f"{size >> 10} KiB"
+
+
+def read_steps(path):
+    steps = []
+    try:
+        with open(path) as f:
+            for line in f:
+                m = STEP.match(line)
+                if m:
+                    steps.append({"t": float(m.group(1)), "rank": int(m.group(2)),
+                                  "size": int(m.group(3)), "gen": int(m.group(4))})
+    except FileNotFoundError:
+        pass
+    return steps
+
+
+def worker_logs(logs):
+    out = {}
+    for name in os.listdir(logs):
+        m = re.match(r"w-(\d+)\.log$", name)
+        if m:
+            out[int(m.group(1))] = os.path.join(logs, name)
+    return out
+
+
+def wait_steady(proc, logs, n, timeout):
+    """Waits until n workers log steps of an n-sized group; returns pid -> last step."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the job ended (exit {proc.returncode}) before it was running")
+        last = {}
+        for pid, path in worker_logs(logs).items():
+            steps = read_steps(path)
+            if steps and steps[-1]["size"] == n:
+                last[pid] = steps[-1]
+        if len(last) == n:
+            # A few more steps, so every ring is warm.
+            time.sleep(0.5)
+            return last
+        time.sleep(0.1)
+    raise RuntimeError(f"{n} workers were not all running within {timeout} s")
+
+
+def measure_kill(proc, logs, n, resumed, startup_timeout, survivors_only=True):
+    """SIGKILLs the worker with the highest rank; returns seconds from the
+    kill until every other worker (or, with survivors_only=False, every
+    worker of the restarted group) logged a step that `resumed` accepts."""
+    last = wait_steady(proc, logs, n, startup_timeout)
+    victim = max(last, key=lambda pid: last[pid]["rank"])
+    t_kill = time.time()
+    os.kill(victim, signal.SIGKILL)
+    want = n - 1 if survivors_only else n
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        firsts = {}
+        for pid, path in worker_logs(logs).items():
+            if pid == victim:
+                continue
+            after = [s for s in read_steps(path) if s["t"] > t_kill and resumed(s)]
+            if after:
+                firsts[pid] = after[0]["t"]
+        if len(firsts) >= want:
+            return max(sorted(firsts.values())[:want]) - t_kill
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise RuntimeError(f"the job did not resume within 120 s of the kill (exit {proc.poll()})")
+
+
+def check_output(workdir, proc):
+    if proc.returncode not in (0, None, -signal.SIGTERM):
+        path = os.path.join(workdir, "horovodrun.out")
+        with open(path) as f:
+            log(f"horovodrun exited {proc.returncode}; its last output:\n" + f.read()[-2000:])
