@@ -17,6 +17,7 @@
 
 #include "discovery/host_source.h"
 #include "discovery/script_runner.h"
+#include "temp_dir.h"
 
 namespace horovodd::discovery {
 namespace {
@@ -28,18 +29,10 @@ using Catch::Matchers::Equals;
 // Generous: the machine is small and busy. Only "did not hang" bounds, never asserted times.
 const absl::Duration kGenerousTimeout = absl::Seconds(30);
 
-class TempDir {
+// A test's directory, with the scripts and files the cases write into it.
+class TempDir : public hvdd_test::TempDir {
  public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "hvdd-discovery-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
+  TempDir() : hvdd_test::TempDir("hvdd-discovery") {}
 
   // Writes `body` under a "#!/bin/sh" line and returns the file's path.
   std::string WriteScript(const std::string& name, const std::string& body,
@@ -48,7 +41,7 @@ class TempDir {
   }
   std::string WriteFile(const std::string& name, const std::string& contents,
                         mode_t mode = 0644) const {
-    const fs::path file = path_ / name;
+    const fs::path file = path() / name;
     {
       std::ofstream out(file, std::ios::binary);
       out << contents;
@@ -58,12 +51,9 @@ class TempDir {
     return file.string();
   }
   std::string Read(const std::string& name) const {
-    std::ifstream in(path_ / name);
+    std::ifstream in(path() / name);
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
-
- private:
-  fs::path path_;
 };
 
 // Runs in `dir` for one scope; the test binary is single-threaded.

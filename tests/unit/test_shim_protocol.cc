@@ -9,36 +9,17 @@
 
 #include "catch2/catch.hpp"
 #include "daemon/shim/shim_protocol.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using horovodd::shim::CheckSocketPath;
 using horovodd::shim::ConnectUnix;
 using horovodd::shim::ListenUnix;
 
-namespace {
-
-// A fresh directory under the system temp dir, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "hvdd-shim-proto-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-}  // namespace
+using hvdd_test::TempDir;
 
 TEST_CASE("a shim socket under a state dir longer than sun_path is reachable") {
-  TempDir temp;
+  TempDir temp("hvdd-shim-proto");
   fs::path dir = temp.path();
   while (dir.string().size() < 150) dir /= "a-deep-state-directory";
   fs::create_directories(dir);
@@ -65,7 +46,7 @@ TEST_CASE("a shim socket under a state dir longer than sun_path is reachable") {
 }
 
 TEST_CASE("a shim socket path that cannot fit says which name is too long") {
-  TempDir temp;
+  TempDir temp("hvdd-shim-proto");
   const std::string name(120, 'j');
   const absl::Status status = CheckSocketPath((temp.path() / name).string());
   CHECK(status.code() == absl::StatusCode::kInvalidArgument);
@@ -77,7 +58,7 @@ TEST_CASE("a shim socket path that cannot fit says which name is too long") {
 }
 
 TEST_CASE("connecting where no shim listens is UNAVAILABLE naming the path") {
-  TempDir temp;
+  TempDir temp("hvdd-shim-proto");
   const std::string path = (temp.path() / "nobody.sock").string();
   absl::StatusOr<int> client = ConnectUnix(path);
   REQUIRE_FALSE(client.ok());
