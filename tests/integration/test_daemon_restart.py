@@ -148,3 +148,26 @@ def test_stop_jobs_makes_sigterm_end_the_jobs(daemons, tmp_path):
     assert status["state"] == "CANCELLED", status
     assert "SIGTERM" in status["reason"], status
 
+
+def test_a_host_cooling_down_is_still_cooling_down_after_a_restart(daemons, tmp_path):
+    HostsFile(tmp_path, "localhost:2")
+    daemon = daemons.start()
+    # The first failure benches localhost for LO * 2 = 60 s (its survivor stays).
+    job_id = submit(daemon, tmp_path, epochs=1000, delay_ms=20, min_np=1, cooldown=(30, 120))
+    status = daemon.training(job_id, 2)
+    os.kill(next(w["pid"] for w in status["workers"] if w.get("rank") == 1), signal.SIGKILL)
+
+    def cooling(d):
+        hosts = d.status(job_id).get("hosts", [])
+        return next((h for h in hosts if h["host"] == "localhost" and h["state"] == "cooldown"),
+                    None)
+    before = wait_for(lambda: cooling(daemon), "localhost to cool down")
+    daemon = daemons.restart(daemon, signal.SIGKILL)
+    daemon.wait_for_output(f"job {job_id} taken back", "the job to be taken back")
+    after = cooling(daemon)
+    assert after is not None, daemon.status(job_id)
+    # The time that passed counts: it ends when it would have.
+    assert 0 < after["cooldown_seconds_left"] <= before["cooldown_seconds_left"], (before, after)
+    cancel = daemon.ctl("cancel", job_id, "--wait")
+    assert cancel.returncode == 0, cancel
+

@@ -19,6 +19,7 @@ namespace horovodd::daemon {
 namespace {
 
 using journal_internal::ForEachRow;
+using journal_internal::kCheckpointHostsTable;
 using journal_internal::kCheckpointsTable;
 using journal_internal::RecoveryError;
 using journal_internal::UnixSeconds;
@@ -26,7 +27,8 @@ using journal_internal::UnixSeconds;
 // Bump with a migration in EnsureSchema when the tables change.
 // 2: jobs.final_status (version 1 files are upgraded in place).
 // 3: checkpoints (running jobs a restarted daemon takes back).
-constexpr int64_t kSchemaVersion = 3;
+// 4: checkpoint_hosts (their hosts' cooldowns).
+constexpr int64_t kSchemaVersion = 4;
 
 // As many as a live job's status shows.
 constexpr size_t kRecentEvents = 20;
@@ -149,6 +151,7 @@ absl::Status Upgrade(SqliteDb& db, int64_t version) {
     }
   }
   if (version <= 2) HVDD_RETURN_IF_ERROR(db.Exec(kCheckpointsTable));
+  if (version <= 3) HVDD_RETURN_IF_ERROR(db.Exec(kCheckpointHostsTable));
   if (version == kSchemaVersion) return absl::OkStatus();
   return db.Exec(absl::StrCat("UPDATE schema_version SET version = ", kSchemaVersion));
 }
@@ -170,7 +173,7 @@ absl::Status EnsureSchema(SqliteDb& db) {
     absl::StatusOr<int64_t> version = CheckVersion(db);
     status = version.ok() ? Upgrade(db, *version) : version.status();
   } else if (status.ok()) {
-    status = db.Exec(absl::StrCat(kSchema, kCheckpointsTable, "INSERT INTO schema_version VALUES (",
+    status = db.Exec(absl::StrCat(kSchema, kCheckpointsTable, kCheckpointHostsTable, "INSERT INTO schema_version VALUES (",
                                   kSchemaVersion, ");"));
   }
   if (status.ok()) return db.Exec("COMMIT");
@@ -232,6 +235,14 @@ absl::Status Journal::Statements::Prepare(SqliteDb& db) {
        " planned_members, time_unix) SELECT ?1, ?2, ?3, ?4, ?5"
        " WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1 AND finished = 0)"},
       {&drop_checkpoint, "DELETE FROM checkpoints WHERE job_id = ?1"},
+      {&put_checkpoint_host,
+       "INSERT INTO checkpoint_hosts (job_id, host, failures, cooldowns, last_failure,"
+       " cooldown_until_unix) SELECT ?1, ?2, ?3, ?4, ?5, ?6"
+       " WHERE EXISTS (SELECT 1 FROM checkpoints WHERE job_id = ?1)"},
+      {&drop_checkpoint_hosts, "DELETE FROM checkpoint_hosts WHERE job_id = ?1"},
+      {&get_checkpoint_hosts,
+       "SELECT host, failures, cooldowns, last_failure, cooldown_until_unix"
+       " FROM checkpoint_hosts WHERE job_id = ?1 ORDER BY host"},
       {&get_checkpoint,
        "SELECT status, planned_generation, planned_members FROM checkpoints WHERE job_id = ?1"},
       {&job_events,
@@ -368,7 +379,8 @@ absl::Status Journal::RecordEvent(const std::string& job_id, const v1::JobEvent&
     case v1::JobEvent::JOB_ENDED:
       // Nothing follows: trim the job to its final size, then the finished jobs.
       stored_events_.erase(job_id);
-      status = s.drop_checkpoint->BindText(1, job_id).Run();
+      status = s.drop_checkpoint_hosts->BindText(1, job_id).Run();
+      if (status.ok()) status = s.drop_checkpoint->BindText(1, job_id).Run();
       if (!status.ok()) return status;
       status = s.set_ended->BindText(1, job_id)
                    .BindText(2, v1::JobState_Name(event.state()))

@@ -29,6 +29,20 @@ CREATE TABLE checkpoints (
 );
 )sql";
 
+// The failure history of a running job's hosts (HostCooldown), as of its
+// checkpoint; only hosts that failed at least once.
+const char* const kCheckpointHostsTable = R"sql(
+CREATE TABLE checkpoint_hosts (
+  job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  host TEXT NOT NULL,
+  failures INTEGER NOT NULL,
+  cooldowns INTEGER NOT NULL,             -- times blacklisted: the back-off's n
+  last_failure TEXT NOT NULL,
+  cooldown_until_unix REAL NOT NULL,      -- 0: none running; -1: blacklisted for good
+  PRIMARY KEY (job_id, host)
+) WITHOUT ROWID;
+)sql";
+
 absl::Status RecoveryError(const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat("journal recovery: ", status.message()));
 }
@@ -39,14 +53,48 @@ using journal_internal::ForEachRow;
 using journal_internal::RecoveryError;
 using journal_internal::UnixSeconds;
 
+namespace {
+
+constexpr double kNoCooldown = 0;
+constexpr double kBlacklistedForGood = -1;
+
+double CooldownUntilColumn(absl::Time until) {
+  if (until == absl::InfinitePast()) return kNoCooldown;
+  if (until == absl::InfiniteFuture()) return kBlacklistedForGood;
+  return UnixSeconds(until);
+}
+
+absl::Time CooldownUntilOf(double column) {
+  if (column == kBlacklistedForGood) return absl::InfiniteFuture();
+  if (column <= kNoCooldown) return absl::InfinitePast();
+  return absl::FromUnixMicros(static_cast<int64_t>(column * 1e6));
+}
+
+}  // namespace
+
 void Journal::OnJobCheckpoint(const std::string& job_id, const JobCheckpoint& checkpoint) {
   absl::MutexLock lock(&mu_);
-  NoteWrite(statements_->put_checkpoint->BindText(1, job_id)
-                .BindBlob(2, checkpoint.status.SerializeAsString())
-                .BindInt(3, checkpoint.planned_generation)
-                .BindText(4, absl::StrJoin(checkpoint.planned_members, ","))
-                .BindDouble(5, UnixSeconds(absl::Now()))
-                .Run(),
+  NoteWrite(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+              Statements& s = *statements_;
+              HVDD_RETURN_IF_ERROR(
+                  s.put_checkpoint->BindText(1, job_id)
+                      .BindBlob(2, checkpoint.status.SerializeAsString())
+                      .BindInt(3, checkpoint.planned_generation)
+                      .BindText(4, absl::StrJoin(checkpoint.planned_members, ","))
+                      .BindDouble(5, UnixSeconds(absl::Now()))
+                      .Run());
+              HVDD_RETURN_IF_ERROR(s.drop_checkpoint_hosts->BindText(1, job_id).Run());
+              for (const HostCooldown& c : checkpoint.host_cooldowns) {
+                HVDD_RETURN_IF_ERROR(s.put_checkpoint_host->BindText(1, job_id)
+                                         .BindText(2, c.host)
+                                         .BindInt(3, c.failures)
+                                         .BindInt(4, c.cooldowns)
+                                         .BindText(5, c.last_failure)
+                                         .BindDouble(6, CooldownUntilColumn(c.until))
+                                         .Run());
+              }
+              return absl::OkStatus();
+            }),
             absl::StrCat("the checkpoint of ", job_id));
 }
 
@@ -73,6 +121,17 @@ absl::StatusOr<std::optional<JobCheckpoint>> Journal::ReadCheckpoint(const std::
   });
   if (!status.ok()) return status;
   if (checkpoint.has_value()) {
+    statements_->get_checkpoint_hosts->BindText(1, job_id);
+    status = ForEachRow(*statements_->get_checkpoint_hosts, [&](SqliteStatement& row) {
+      HostCooldown& c = checkpoint->host_cooldowns.emplace_back();
+      c.host = row.Text(0);
+      c.failures = static_cast<int>(row.Int(1));
+      c.cooldowns = static_cast<int>(row.Int(2));
+      c.last_failure = row.Text(3);
+      c.until = CooldownUntilOf(row.Double(4));
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
     statements_->last_seq->BindText(1, job_id);
     status = ForEachRow(*statements_->last_seq, [&](SqliteStatement& row) {
       checkpoint->last_event_seq = static_cast<uint64_t>(row.Int(0));

@@ -22,6 +22,8 @@ struct Journal::Statements {
   std::unique_ptr<SqliteStatement> prune_events, prune_finished_jobs;
   std::unique_ptr<SqliteStatement> unfinished_jobs, last_seq, all_jobs, job_events;
   std::unique_ptr<SqliteStatement> put_checkpoint, drop_checkpoint, get_checkpoint;
+  std::unique_ptr<SqliteStatement> put_checkpoint_host, drop_checkpoint_hosts,
+      get_checkpoint_hosts;
 
   absl::Status Prepare(SqliteDb& db);
 };
@@ -38,8 +40,10 @@ absl::Status Journal::InTransaction(Body body) {
 
 namespace journal_internal {
 
-// The checkpoints table (schema 3), defined in journal_checkpoints.cc.
+// The checkpoints table (schema 3) and its hosts' cooldowns (schema 4),
+// defined in journal_checkpoints.cc.
 extern const char* const kCheckpointsTable;
+extern const char* const kCheckpointHostsTable;
 
 inline double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
 
