@@ -230,6 +230,34 @@ TEST_CASE("workers that all ended while the daemon was away past their grace fai
   CHECK(again.launcher.launches() == 0);
 }
 
+TEST_CASE("a worker taken back that does not reconnect within its liveness timeout is lost",
+          "[resume]") {
+  v1::JobSpec spec = testing::LocalJobSpec({"train"}, 2, 1, 2);
+  spec.set_elastic(true);
+  spec.set_liveness_timeout_seconds(2);
+  spec.set_start_timeout_seconds(30);
+  const JobCheckpoint checkpoint = RunToGeneration1(spec);
+
+  Job again(spec);
+  again.driver->Resume(checkpoint, Found({1, 2}), absl::Seconds(5), absl::Minutes(10));
+  again.driver->Attach(1, std::make_shared<NullChannel>());
+  auto lost_reported = [&] {
+    const v1::JobStatus status = again.driver->Status();
+    for (const auto& e : status.recent_events()) {
+      if (absl::StrContains(e.message(), "worker 2") &&
+          absl::StrContains(e.message(), "did not reconnect within --liveness-timeout 2s after "
+                                         "horovodd restarted")) {
+        return true;
+      }
+    }
+    return false;
+  };
+  again.clock.Advance(absl::Seconds(1));
+  CHECK_FALSE(lost_reported());  // not yet
+  again.clock.Advance(absl::Seconds(2));
+  CHECK(WaitUntil(lost_reported));
+}
+
 TEST_CASE("a host cooling down keeps its cooldown and back-off count across a restart",
           "[resume]") {
   v1::JobSpec spec = testing::LocalJobSpec({"train"}, 2, 1, 2);
