@@ -6,7 +6,9 @@ it was away is handled on its return (a worker killed meanwhile: the job
 resets around it, and the output written during the outage reaches
 `horovodctl logs`). Workers left alone past their grace period end, and the
 job is recorded FAILED saying so. With shutdown.stop_jobs, SIGTERM ends the
-jobs (CANCELLED) and nothing is left running.
+jobs (CANCELLED) and nothing is left running. A host cooling down after a
+failure is still cooling down after a restart, its time running on.
+(test_daemon_chaos.py kills workers and daemons for two minutes.)
 
 Real processes on loopback (harness.StandaloneDaemons): horovodd on a fixed
 free port (its workers dial that address), horovodrun --detach to submit,
