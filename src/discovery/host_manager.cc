@@ -98,6 +98,17 @@ void HostManager::Drain(const std::string& host) {
   ForgetOldLostHosts();
 }
 
+void HostManager::RestoreFailures(const std::string& host, int failures, int cooldowns,
+                                  std::string last_failure, absl::Time cooldown_until) {
+  Record& record = RecordOf(host);
+  record.failures = failures;
+  record.cooldowns = cooldowns;
+  record.last_failure = std::move(last_failure);
+  record.cooldown_until = cooldown_until;
+  record.last_change = next_change_++;
+  ForgetOldLostHosts();
+}
+
 void HostManager::Undrain(const std::string& host) {
   auto it = hosts_.find(host);
   if (it != hosts_.end()) it->second.drained = false;

@@ -74,6 +74,13 @@ class HostManager {
   void Drain(const std::string& host);
   void Undrain(const std::string& host);  // no-op unless drained
 
+  // Gives `host` the failure history a checkpoint kept, for a restarted daemon taking its
+  // job back: its counts and the cooldown running until `cooldown_until`
+  // (absl::InfinitePast(): none; absl::InfiniteFuture(): blacklisted for good). A host not
+  // discovered yet is remembered as lost, as ReportFailure does.
+  void RestoreFailures(const std::string& host, int failures, int cooldowns,
+                       std::string last_failure, absl::Time cooldown_until);
+
   // Discovered hosts that are neither in cooldown nor drained, as of `now`, in assignment
   // order: the order they were first listed in, a host discovered later after the ones known
   // before it (Horovod's order_available_hosts), so the oldest hosts keep the lowest ranks.

@@ -8,10 +8,13 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("HVDD_BUILD_DIR", REPO / "build"))
@@ -213,3 +216,223 @@ def kill_shims(root):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+# ---------------------------------------------------------------------------
+# A standalone horovodd on a state dir, killed and started again on the same
+# address (test_daemon_restart.py, test_restart.py, test_daemon_chaos.py)
+# ---------------------------------------------------------------------------
+
+HOROVODD = BUILD / "bin" / "horovodd"
+HOROVODCTL = BUILD / "bin" / "horovodctl"
+HOROVODD_SHIM = BUILD / "bin" / "horovodd-shim"
+CLI_DEADLINE = 60
+
+
+def free_port():
+    """A loopback port free now: a restarted daemon must listen where its
+    jobs' workers dial, so a test picks the port once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, what, timeout=EVENT_DEADLINE, interval=0.2):
+    """Calls predicate() until it is truthy; returns its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+class Daemon:
+    """One horovodd process on `listen`; its output (both streams) is
+    collected so a failure can show it. `address` is where it listens (the
+    port it was given, or the one it picked for port 0)."""
+
+    LISTENING = "horovodd listening on "
+
+    def __init__(self, state_dir, listen="127.0.0.1:0", cwd=None, env=None, config=None):
+        for binary in (HOROVODD, HOROVODCTL, HOROVODD_SHIM):
+            assert binary.exists(), f"build first: missing {binary}"
+        # The admin token the daemon keeps in its state dir (the same across restarts).
+        self.token_file = Path(state_dir) / "admin.token"
+        self.lines = []
+        self._cond = threading.Condition()
+        args = [str(HOROVODD), "--listen", listen, "--metrics-listen", "", "--state-dir",
+                str(state_dir)]
+        if config:
+            args += ["--config", str(config)]
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(args, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        line = self.wait_for_output(self.LISTENING, "the daemon to listen")
+        self.address = line[line.index(self.LISTENING) + len(self.LISTENING):].strip()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def output(self):
+        with self._cond:
+            return "\n".join(self.lines)
+
+    def wait_for_output(self, text, what, timeout=EVENT_DEADLINE):
+        """Waits for a line containing `text`; returns it."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                line = next((l for l in self.lines if text in l), None)
+                if line is not None:
+                    return line
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"horovodd exited ({self.proc.returncode}) before "
+                                         f"{what}:\n" + "\n".join(self.lines))
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out waiting for {what}:\n" + "\n".join(self.lines))
+                self._cond.wait(min(left, 0.5))
+
+    def stop(self, sig):
+        """Sends `sig` and returns the exit status."""
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(EVENT_DEADLINE)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"horovodd did not exit after {sig!r}:\n" + self.output())
+
+    def cleanup(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def client_args(self):
+        return ["--daemon", self.address, "--token-file", str(self.token_file)]
+
+    def ctl(self, *args):
+        return subprocess.run([str(HOROVODCTL), *self.client_args(), *map(str, args)],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=CLI_DEADLINE)
+
+    def ctl_json(self, *args):
+        result = self.ctl(*args, "--output", "json")
+        assert result.returncode == 0, (
+            f"horovodctl {' '.join(map(str, args))} failed ({result.returncode}): "
+            f"{result.stderr}\n{self.output()}")
+        return json.loads(result.stdout)
+
+    def status(self, job_id):
+        return self.ctl_json("status", job_id)
+
+    def jobs(self):
+        return {job["job_id"]: job for job in self.ctl_json("list").get("jobs", [])}
+
+    def logs(self, job_id, rank):
+        result = self.ctl("logs", job_id, rank, "-n", 10000)
+        assert result.returncode == 0, f"{result.stderr}\n{self.output()}"
+        return result.stdout.splitlines()
+
+    def watch(self, job_id):
+        """The non-output events of the job (INFO included), until its end."""
+        result = self.ctl("watch", job_id, "--info", "--output", "json")
+        events = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+        return result.returncode, events
+
+    def submit_detached(self, *command, cwd=None):
+        result = subprocess.run(
+            [str(HOROVODRUN), *self.client_args(), "--detach", *map(str, command)],
+            cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=CLI_DEADLINE)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    # --- a job's progress, as `horovodctl status` shows it
+
+    def training(self, job_id, size):
+        """Waits until `size` workers train and have committed; the status."""
+        def ready():
+            status = self.status(job_id)
+            live = [w for w in status.get("workers", []) if w.get("state") == "WORKER_RUNNING"]
+            if (status.get("size") == size and len(live) == size
+                    and status.get("last_commit", 0) > 0):
+                return status
+            return None
+        return wait_for(ready, f"{job_id} to train with {size} workers")
+
+    def ended(self, job_id, timeout=JOB_DEADLINE):
+        """Waits for the job's end; its final status."""
+        def final():
+            status = self.status(job_id)
+            return status if status.get("state") in ("SUCCEEDED", "FAILED", "CANCELLED") else None
+        return wait_for(final, f"{job_id} to end", timeout)
+
+
+def running_pids(status):
+    """The pids of a status's running workers, sorted."""
+    return sorted(w["pid"] for w in status["workers"] if w.get("state") == "WORKER_RUNNING")
+
+
+class StandaloneDaemons:
+    """Standalone daemons on one state dir (<root>/state) and one fixed
+    loopback address, started again and again as an operator restarts one;
+    cleanup() ends every daemon, then every shim below `root` (their workers
+    go with them), by PID."""
+
+    def __init__(self, root, env=None):
+        self.root = Path(root)
+        self.state_dir = self.root / "state"
+        self.listen = f"127.0.0.1:{free_port()}"
+        self.env = env
+        self.started = []
+
+    def start(self, config=None):
+        daemon = Daemon(self.state_dir, self.listen, cwd=self.root, env=self.env, config=config)
+        self.started.append(daemon)
+        return daemon
+
+    def restart(self, daemon, sig=signal.SIGKILL, config=None):
+        """Stops `daemon` with `sig` (SIGKILL: as a crash; SIGTERM: as
+        systemctl stop) and starts the next one on the same state dir and address."""
+        expected = -signal.SIGKILL if sig == signal.SIGKILL else 0
+        assert daemon.stop(sig) == expected, daemon.output()
+        return self.start(config=config)
+
+    def cleanup(self):
+        for daemon in self.started:
+            daemon.cleanup()
+        kill_shims(self.root)
+
+
+@pytest.fixture
+def daemons(tmp_path):
+    """StandaloneDaemons under tmp_path; HOSTS_FILE (examples/discover_hosts.sh)
+    names <tmp_path>/hosts.txt for the jobs' discovery."""
+    pool = StandaloneDaemons(tmp_path, env={"HOSTS_FILE": str(tmp_path / "hosts.txt")})
+    yield pool
+    pool.cleanup()
+
+
+def submit_elastic_train(daemon, workdir, epochs, delay_ms, np=2, min_np=2, max_np=2,
+                         samples=2048, cooldown=(1, 2), env=(), extra=()):
+    """Submits examples/elastic_train, detached, discovering its hosts from
+    <workdir>/hosts.txt, a failing host benched for `cooldown` (LO, HI
+    seconds); it writes <workdir>/result.json. Its job id."""
+    args = []
+    for item in env:
+        args += ["--env", item]
+    return daemon.submit_detached(
+        "-np", np, "--min-np", min_np, "--max-np", max_np, "--host-discovery-script",
+        DISCOVER_HOSTS, "--discovery-interval", "0.2", "--blacklist-cooldown-range", *cooldown,
+        *args, *extra, ELASTIC_TRAIN, "--epochs", epochs, "--samples", samples,
+        "--step-delay-ms", delay_ms, "--output", Path(workdir) / "result.json", cwd=workdir)

@@ -6,143 +6,17 @@ its shims gone too: recorded FAILED, saying its workers were lost), never
 silently lost. (tests/integration/test_daemon_restart.py trains through
 restarts.)
 
-Real processes: horovodd on a free loopback port, horovodrun to submit,
-horovodctl --output json to read back what an operator would see."""
+Real processes (harness.StandaloneDaemons): horovodd on a free loopback
+port, kept across restarts, horovodrun to submit, horovodctl --output json
+to read back what an operator would see."""
 
-import json
 import os
 import signal
-import socket
-import subprocess
-import threading
-import time
 
 import pytest
 
-from harness import (BUILD, ELASTIC_TRAIN, EVENT_DEADLINE, HOROVODRUN, _pid_alive, kill_shims,
-                     shim_pids, wait_pid_gone)
-
-HOROVODD = BUILD / "bin" / "horovodd"
-HOROVODCTL = BUILD / "bin" / "horovodctl"
-CLI_DEADLINE = 60
-
-
-class Daemon:
-    """One horovodd process; its output is collected so a failure can show it."""
-
-    def __init__(self, state_dir, listen="127.0.0.1:0", config=None):
-        # The admin token the daemon keeps in its state dir (the same across restarts).
-        self.token_file = state_dir / "admin.token"
-        for binary in (HOROVODD, HOROVODCTL):
-            assert binary.exists(), f"build first: missing {binary}"
-        self.lines = []
-        self._cond = threading.Condition()
-        extra = ["--config", str(config)] if config else []
-        self.proc = subprocess.Popen(
-            [str(HOROVODD), "--listen", listen, "--metrics-listen", "127.0.0.1:0",
-             "--state-dir", str(state_dir), *extra],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, start_new_session=True)
-        threading.Thread(target=self._read, daemon=True).start()
-        self.address = self._wait_for_address()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                self._cond.notify_all()
-        with self._cond:
-            self._cond.notify_all()
-
-    def output(self):
-        with self._cond:
-            return "\n".join(self.lines)
-
-    def _wait_for_address(self):
-        prefix = "horovodd listening on "
-        deadline = time.monotonic() + EVENT_DEADLINE
-        with self._cond:
-            while True:
-                for line in self.lines:
-                    if line.startswith(prefix):
-                        return line[len(prefix):].strip()
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"horovodd exited ({self.proc.returncode}) before "
-                                         "listening:\n" + "\n".join(self.lines))
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError("horovodd did not start listening:\n"
-                                         + "\n".join(self.lines))
-                self._cond.wait(min(left, 0.5))
-
-    def stop(self, sig):
-        """Sends `sig` and returns the exit status."""
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(EVENT_DEADLINE)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"horovodd did not exit after {sig!r}:\n" + self.output())
-
-    def cleanup(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(30)
-
-    def client_args(self):
-        return ["--daemon", self.address, "--token-file", str(self.token_file)]
-
-    def ctl(self, *args):
-        return subprocess.run([str(HOROVODCTL), *self.client_args(), *map(str, args)],
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=CLI_DEADLINE)
-
-    def ctl_json(self, *args):
-        result = self.ctl(*args, "--output", "json")
-        assert result.returncode == 0, (
-            f"horovodctl {' '.join(map(str, args))} failed ({result.returncode}): "
-            f"{result.stderr}\n{self.output()}")
-        return json.loads(result.stdout)
-
-    def jobs(self):
-        return {job["job_id"]: job for job in self.ctl_json("list").get("jobs", [])}
-
-    def watch(self, job_id):
-        """The non-output events of the job (INFO included), until its end."""
-        result = self.ctl("watch", job_id, "--info", "--output", "json")
-        events = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
-        return result.returncode, events
-
-    def submit_detached(self, *command):
-        result = subprocess.run(
-            [str(HOROVODRUN), *self.client_args(), "--detach", *map(str, command)],
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CLI_DEADLINE)
-        assert result.returncode == 0, result.stderr
-        return result.stdout.strip()
-
-
-@pytest.fixture
-def daemons(tmp_path):
-    """Starts horovodd processes; kills whatever is left at the end, by PID
-    (the daemons, then the shims their jobs' workers run under)."""
-    started = []
-
-    def start(state_dir, **kwargs):
-        daemon = Daemon(state_dir, **kwargs)
-        started.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in started:
-        daemon.cleanup()
-    kill_shims(tmp_path)
-
-
-def free_port():
-    """A loopback port free now: a restarted daemon must listen where its
-    jobs' workers dial."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from harness import (ELASTIC_TRAIN, _pid_alive, daemons, kill_shims, shim_pids, wait_for,
+                     wait_pid_gone)
 
 
 @pytest.fixture
@@ -156,17 +30,6 @@ def worker_pids():
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-
-
-def wait_for(predicate, what, timeout=EVENT_DEADLINE):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def running_worker_pids(daemon, job_id, count):
@@ -184,8 +47,7 @@ def kinds(events):
 
 def test_finished_job_is_listed_with_its_events_after_sigterm_restart(
         daemons, horovodrun, tmp_path):
-    state_dir = tmp_path / "state"
-    daemon = daemons(state_dir)
+    daemon = daemons.start()
     run = horovodrun(*daemon.client_args(), "-np", 2, "-H", "localhost:2",
                      ELASTIC_TRAIN, "--epochs", 1)
     assert run.wait() == 0, run.output()
@@ -196,7 +58,7 @@ def test_finished_job_is_listed_with_its_events_after_sigterm_restart(
     assert rc == 0
 
     assert daemon.stop(signal.SIGTERM) == 0, daemon.output()
-    daemon = daemons(state_dir)
+    daemon = daemons.start()
 
     jobs = daemon.jobs()
     assert list(jobs) == [job_id], daemon.output()
@@ -223,17 +85,16 @@ def test_finished_job_is_listed_with_its_events_after_sigterm_restart(
 
 def test_running_job_ended_by_sigterm_keeps_the_daemons_reason(
         daemons, worker_pids, tmp_path):
-    state_dir = tmp_path / "state"
     config = tmp_path / "stop_jobs.yaml"
     config.write_text("shutdown:\n  stop_jobs: true\n")
-    daemon = daemons(state_dir, config=config)
+    daemon = daemons.start(config=config)
     job_id = daemon.submit_detached("-np", 2, "-H", "localhost:2", "sleep", 600)
     worker_pids.extend(running_worker_pids(daemon, job_id, 2))
 
     assert daemon.stop(signal.SIGTERM) == 0, daemon.output()
     for pid in worker_pids:
         wait_pid_gone(pid)
-    daemon = daemons(state_dir)
+    daemon = daemons.start()
 
     job = daemon.jobs()[job_id]
     assert job["state"] == "CANCELLED", job
@@ -245,9 +106,8 @@ def test_running_job_ended_by_sigterm_keeps_the_daemons_reason(
 
 def test_running_job_outlives_a_sigkilled_daemon_and_is_taken_back(
         daemons, worker_pids, tmp_path):
-    state_dir = tmp_path / "state"
-    listen = f"127.0.0.1:{free_port()}"
-    daemon = daemons(state_dir, listen=listen)
+    state_dir = daemons.state_dir
+    daemon = daemons.start()
     job_id = daemon.submit_detached("-np", 2, "-H", "localhost:2", "sleep", 600)
     worker_pids.extend(running_worker_pids(daemon, job_id, 2))
     before = daemon.ctl_json("status", job_id)
@@ -255,7 +115,7 @@ def test_running_job_outlives_a_sigkilled_daemon_and_is_taken_back(
     assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
     # The workers are the shim's children, not the daemon's: they run on.
     assert all(_pid_alive(pid) for pid in worker_pids)
-    daemon = daemons(state_dir, listen=listen)
+    daemon = daemons.start()
 
     status = daemon.ctl_json("status", job_id)
     assert status["state"] == before["state"], status  # a plain command never forms a ring
@@ -271,8 +131,8 @@ def test_running_job_outlives_a_sigkilled_daemon_and_is_taken_back(
 
 def test_running_job_is_recorded_failed_when_its_shims_died_with_the_daemon(
         daemons, worker_pids, tmp_path):
-    state_dir = tmp_path / "state"
-    daemon = daemons(state_dir)
+    state_dir = daemons.state_dir
+    daemon = daemons.start()
     job_id = daemon.submit_detached("-np", 2, "-H", "localhost:2", "sleep", 600)
     worker_pids.extend(running_worker_pids(daemon, job_id, 2))
     assert all(_pid_alive(pid) for pid in worker_pids)
@@ -282,7 +142,7 @@ def test_running_job_is_recorded_failed_when_its_shims_died_with_the_daemon(
     # The workers die with their shim (its parent-death signal): nothing is left.
     for pid in worker_pids:
         wait_pid_gone(pid)
-    daemon = daemons(state_dir)
+    daemon = daemons.start()
 
     # A fixed-size job cannot go on without them: FAILED, saying why.
     job = wait_for(lambda: (daemon.jobs()[job_id] if daemon.jobs()[job_id]["state"] == "FAILED"

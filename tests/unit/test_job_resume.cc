@@ -43,6 +43,17 @@ class HeldLauncher final : public Launcher {
     std::lock_guard<std::mutex> lock(mu_);
     return launches_;
   }
+  // The process of `handle` exits with `code`.
+  void Exit(int64_t handle, int code) {
+    ProcessCallbacks callbacks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      callbacks = callbacks_.at(handle);
+    }
+    ExitInfo exit;
+    exit.exit_code = code;
+    callbacks.on_exit(exit);
+  }
 
  private:
   std::mutex mu_;
@@ -113,9 +124,8 @@ absl::StatusOr<v1::RendezvousResponse> Ask(JobDriver& driver, int64_t id, int64_
   return **answer;
 }
 
-// A job of two workers trained to generation 1; the checkpoint it left.
-JobCheckpoint RunToGeneration1(const v1::JobSpec& spec) {
-  Job job(spec);
+// Trains `job`, of two workers, to generation 1 with a commit checkpointed.
+void TrainToGeneration1(Job& job) {
   job.driver->Start();
   REQUIRE(WaitUntil([&] { return job.launcher.launches() == 2; }));
   // Both ask at once: the generation forms when the second one does.
@@ -134,7 +144,21 @@ JobCheckpoint RunToGeneration1(const v1::JobSpec& spec) {
     auto c = job.keeper.newest();
     return c.has_value() && c->status.last_commit() == 7 && c->status.generation() == 1;
   }));
+}
+
+// A job of two workers trained to generation 1; the checkpoint it left.
+JobCheckpoint RunToGeneration1(const v1::JobSpec& spec) {
+  Job job(spec);
+  TrainToGeneration1(job);
   return *job.keeper.newest();
+}
+
+const v1::HostStatus& HostOf(const v1::JobStatus& status, const std::string& host) {
+  for (const auto& h : status.hosts()) {
+    if (h.host() == host) return h;
+  }
+  FAIL("no host " << host);
+  return status.hosts(0);
 }
 
 std::vector<ReattachedWorker> Found(const std::vector<int64_t>& ids) {
@@ -204,6 +228,89 @@ TEST_CASE("workers that all ended while the daemon was away past their grace fai
   CHECK(status.state() == v1::FAILED);
   CHECK(absl::StrContains(status.reason(), "longer than the workers' grace period"));
   CHECK(again.launcher.launches() == 0);
+}
+
+TEST_CASE("a worker taken back that does not reconnect within its liveness timeout is lost",
+          "[resume]") {
+  v1::JobSpec spec = testing::LocalJobSpec({"train"}, 2, 1, 2);
+  spec.set_elastic(true);
+  spec.set_liveness_timeout_seconds(2);
+  spec.set_start_timeout_seconds(30);
+  const JobCheckpoint checkpoint = RunToGeneration1(spec);
+
+  Job again(spec);
+  again.driver->Resume(checkpoint, Found({1, 2}), absl::Seconds(5), absl::Minutes(10));
+  again.driver->Attach(1, std::make_shared<NullChannel>());
+  auto lost_reported = [&] {
+    const v1::JobStatus status = again.driver->Status();
+    for (const auto& e : status.recent_events()) {
+      if (absl::StrContains(e.message(), "worker 2") &&
+          absl::StrContains(e.message(), "did not reconnect within --liveness-timeout 2s after "
+                                         "horovodd restarted")) {
+        return true;
+      }
+    }
+    return false;
+  };
+  again.clock.Advance(absl::Seconds(1));
+  CHECK_FALSE(lost_reported());  // not yet
+  again.clock.Advance(absl::Seconds(2));
+  CHECK(WaitUntil(lost_reported));
+}
+
+TEST_CASE("a host cooling down keeps its cooldown and back-off count across a restart",
+          "[resume]") {
+  v1::JobSpec spec = testing::LocalJobSpec({"train"}, 2, 1, 2);
+  spec.set_elastic(true);
+  spec.set_blacklist_cooldown_min_seconds(10);  // LO * 2^n: 20 s, then 40 s
+  spec.set_blacklist_cooldown_max_seconds(100);
+  Job job(spec);
+  TrainToGeneration1(job);
+  job.launcher.Exit(2, 1);  // worker 2 fails: localhost cools down for 20 s
+  REQUIRE(WaitUntil([&] {
+    auto c = job.keeper.newest();
+    return c.has_value() && !c->host_cooldowns.empty();
+  }));
+  const JobCheckpoint checkpoint = *job.keeper.newest();
+  REQUIRE(checkpoint.host_cooldowns.size() == 1);
+  const HostCooldown& written = checkpoint.host_cooldowns[0];
+  CHECK(written.host == "localhost");
+  CHECK(written.failures == 1);
+  CHECK(written.cooldowns == 1);
+  CHECK(written.until == job.clock.Now() + absl::Seconds(20));
+
+  // The daemon comes back 5 s later: 15 s of it are left, as they would have been.
+  Job again(spec);
+  again.clock.Advance(job.clock.Now() - again.clock.Now() + absl::Seconds(5));
+  auto callbacks = again.driver->Resume(checkpoint, Found({1}), absl::Seconds(5),
+                                        absl::Minutes(10));
+  v1::JobStatus status = again.driver->Status();
+  CHECK(HostOf(status, "localhost").state() == "cooldown");
+  CHECK(HostOf(status, "localhost").cooldown_seconds_left() == Approx(15));
+
+  // Once it is over, the next failure backs off from the count it had: 40 s.
+  again.clock.Advance(absl::Seconds(16));
+  CHECK(HostOf(again.driver->Status(), "localhost").state() == "usable");
+  ExitInfo failed;
+  failed.exit_code = 1;
+  REQUIRE(callbacks.count(1) == 1);
+  callbacks[1].on_exit(failed);
+  status = again.driver->Status();
+  CHECK(HostOf(status, "localhost").cooldown_seconds_left() == Approx(40));
+}
+
+TEST_CASE("a host blacklisted for good stays so after a restart", "[resume]") {
+  v1::JobSpec spec = testing::LocalJobSpec({"train"}, 2, 1, 2);
+  spec.set_elastic(true);  // no --blacklist-cooldown-range: for the rest of the job
+  JobCheckpoint checkpoint = RunToGeneration1(spec);
+  checkpoint.host_cooldowns.push_back({"localhost", 1, 1, "worker 2 exited", absl::InfiniteFuture()});
+
+  Job again(spec);
+  again.driver->Resume(checkpoint, Found({1, 2}), absl::Seconds(5), absl::Minutes(10));
+  again.clock.Advance(absl::Hours(24));
+  const v1::JobStatus status = again.driver->Status();
+  CHECK(HostOf(status, "localhost").state() == "cooldown");
+  CHECK(HostOf(status, "localhost").cooldown_seconds_left() == -1);
 }
 
 }  // namespace

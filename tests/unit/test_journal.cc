@@ -219,7 +219,7 @@ TEST_CASE("A journal written by the previous schema is upgraded in place and kep
     CHECK(jobs[0].status.spec().name() == "resnet");
     CHECK(jobs[0].status.workers_size() == 0);  // version 1 did not keep them
   }
-  // Upgraded: a job ending now keeps its tables, and the file reads as version 3.
+  // Upgraded: a job ending now keeps its tables, and the file reads as version 4.
   {
     auto journal = OpenJournal(dir);
     v1::JobStatus final_status;
@@ -239,7 +239,7 @@ TEST_CASE("A journal written by the previous schema is upgraded in place and kep
   absl::StatusOr<bool> row = (*version)->Step();
   REQUIRE(row.ok());
   REQUIRE(*row);
-  CHECK((*version)->Int(0) == 3);
+  CHECK((*version)->Int(0) == 4);
 }
 
 TEST_CASE("A job that had not ended when the journal closed comes back FAILED, once") {
@@ -415,7 +415,7 @@ TEST_CASE("A state dir or database that cannot be used is refused, naming it") {
     CHECK(journal.status().code() == absl::StatusCode::kFailedPrecondition);
     CHECK(journal.status().message() ==
           "journal " + dir.File("horovodd.db") +
-              " was written by a newer horovodd (schema version 7; this one reads version 3)");
+              " was written by a newer horovodd (schema version 7; this one reads version 4)");
   }
   SECTION("the state dir is not writable") {
     // root writes anywhere: only an unprivileged user sees this refusal.
@@ -457,6 +457,12 @@ JobCheckpoint RunningCheckpoint() {
   }
   checkpoint.planned_generation = 4;
   checkpoint.planned_members = {4, 2, 7};
+  // Cooling down, blacklisted for good, failed once with its cooldown over.
+  checkpoint.host_cooldowns = {
+      {"b", 3, 2, "worker 4 exited 1", absl::FromUnixSeconds(1700000060)},
+      {"c", 1, 1, "worker 2 lost", absl::InfiniteFuture()},
+      {"d", 1, 1, "worker 7 exited 2", absl::InfinitePast()},
+  };
   return checkpoint;
 }
 
@@ -468,6 +474,7 @@ TEST_CASE("A running job's newest checkpoint is handed back for the daemon to ta
     journal->OnJobEvent("job-1", StateEvent(1, v1::RUNNING, 1700000001, 3));
     JobCheckpoint older = RunningCheckpoint();
     older.status.set_last_commit(5);
+    older.host_cooldowns.push_back({"a", 1, 1, "gone since", absl::InfinitePast()});
     journal->OnJobCheckpoint("job-1", older);
     journal->OnJobCheckpoint("job-1", RunningCheckpoint());
     journal->OnJobEvent("job-1", MakeEvent(2, v1::JobEvent::INFO, 1700000002, 3, "commit"));
@@ -487,6 +494,19 @@ TEST_CASE("A running job's newest checkpoint is handed back for the daemon to ta
   CHECK(job.checkpoint.planned_generation == 4);
   CHECK(job.checkpoint.planned_members == std::vector<int64_t>{4, 2, 7});
   CHECK(job.checkpoint.last_event_seq == 2);  // its events number on after this
+  // Its hosts' cooldowns as the newest checkpoint had them, by name.
+  const auto& hosts = job.checkpoint.host_cooldowns;
+  REQUIRE(hosts.size() == 3);
+  CHECK(hosts[0].host == "b");
+  CHECK(hosts[0].failures == 3);
+  CHECK(hosts[0].cooldowns == 2);
+  CHECK(hosts[0].last_failure == "worker 4 exited 1");
+  CHECK(hosts[0].until == absl::FromUnixSeconds(1700000060));
+  CHECK(hosts[1].host == "c");
+  CHECK(hosts[1].until == absl::InfiniteFuture());
+  CHECK(hosts[2].host == "d");
+  CHECK(hosts[2].failures == 1);
+  CHECK(hosts[2].until == absl::InfinitePast());
 
   // Once it ends there is nothing to take back, and a late checkpoint
   // does not bring it back.

@@ -16,8 +16,22 @@ namespace horovodd::daemon {
 // the newest one of each job): its status (workers with pid, host, rank and
 // state; hosts; resets; last commit; the ready generation) and the newest
 // generation it had planned.
+// A host's failure history (Horovod's blacklist back-off, LO * 2^cooldowns),
+// so that a restarted daemon benches it as long as this one would have.
+struct HostCooldown {
+  std::string host;
+  int failures = 0;
+  int cooldowns = 0;  // times it was blacklisted: the back-off's n
+  std::string last_failure;
+  // When its cooldown ends: absl::InfinitePast() if none runs,
+  // absl::InfiniteFuture() if it is blacklisted for good.
+  absl::Time until = absl::InfinitePast();
+};
+
 struct JobCheckpoint {
   v1::JobStatus status;
+  // Hosts that failed at least once.
+  std::vector<HostCooldown> host_cooldowns;
   int64_t planned_generation = 0;
   std::vector<int64_t> planned_members;  // of planned_generation, in rank order
   // Filled in by the journal when it reads the checkpoint back: the newest

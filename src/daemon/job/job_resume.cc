@@ -63,6 +63,17 @@ void JobDriver::WriteCheckpoint() {
   checkpoint.status.clear_spec();           // and this
   checkpoint.planned_generation = generations_.generation();
   checkpoint.planned_members = generations_.members();
+  const absl::Time now = Now();
+  for (const discovery::HostInfo& h : hosts_.Hosts(now)) {
+    if (h.failures == 0 && h.cooldowns == 0) continue;
+    HostCooldown& c = checkpoint.host_cooldowns.emplace_back();
+    c.host = h.host;
+    c.failures = h.failures;
+    c.cooldowns = h.cooldowns;
+    c.last_failure = h.last_failure;
+    c.until = h.cooldown_left == absl::ZeroDuration() ? absl::InfinitePast()
+                                                      : now + h.cooldown_left;
+  }
   context_.observer->OnJobCheckpoint(context_.job_id, checkpoint);
 }
 
@@ -178,7 +189,8 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
     return;
   }
   // The hosts as they were, until discovery says otherwise (its first
-  // answer then changes nothing unless the hosts did). Cooldowns start over.
+  // answer then changes nothing unless the hosts did), with their failure
+  // history: a cooldown ends when it would have had the daemon stayed.
   discovery::HostSet known;
   std::vector<std::string> drained;
   for (const v1::HostStatus& h : was.hosts()) {
@@ -193,6 +205,10 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
     for (const std::string& host : drained) hosts_.Drain(host);
     hosts_known_ = true;
   }
+  for (const HostCooldown& c : checkpoint.host_cooldowns) {
+    hosts_.RestoreFailures(c.host, c.failures, c.cooldowns, c.last_failure, c.until);
+  }
+  ScheduleCooldownWakeup();
   for (int64_t id : lost) {
     Worker& w = workers_.at(id);
     w.lost_reason = "its shim was not found after horovodd restarted";

@@ -50,10 +50,12 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(
     if (it == heard_.end()) continue;
     const Heard& heard = it->second;
     if (heard.reattached && !heard.heard_from) {
-      // Taken back by a restarted daemon: it has its start timeout to reconnect.
-      if (now - heard.launched_at > start_limit) {
-        lost.push_back({id, absl::StrCat("did not reconnect within --start-timeout ",
-                                         start_timeout_s_, "s after horovodd restarted")});
+      // Taken back by a restarted daemon: its Attach stream is back within
+      // about a second (DaemonClient waits for the channel), so it has the
+      // liveness timeout to reconnect, as any attached worker has to speak.
+      if (now - heard.launched_at > silent_limit) {
+        lost.push_back({id, absl::StrCat("did not reconnect within --liveness-timeout ",
+                                         liveness_timeout_s_, "s after horovodd restarted")});
       }
       continue;
     }

@@ -31,8 +31,8 @@ class LivenessMonitor {
 
   // Worker `id` was started at `now`: its start timeout runs.
   void Launched(int64_t id, absl::Time now);
-  // Worker `id`, taken back after a daemon restart at `now`, has until its
-  // start timeout to reconnect (as a new one has), not its liveness timeout.
+  // Worker `id`, taken back after a daemon restart at `now`, has its
+  // liveness timeout to reconnect.
   void Reattached(int64_t id, absl::Time now);
   // Worker `id` was heard from at `now`.
   void Seen(int64_t id, absl::Time now);

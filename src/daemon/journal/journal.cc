@@ -10,31 +10,26 @@
 
 #include <spdlog/spdlog.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "daemon/journal/journal_internal.h"
 #include "daemon/journal/journal_sqlite.h"
 
 namespace horovodd::daemon {
 namespace {
 
+using journal_internal::ForEachRow;
+using journal_internal::kCheckpointHostsTable;
+using journal_internal::kCheckpointsTable;
+using journal_internal::RecoveryError;
+using journal_internal::UnixSeconds;
+
 // Bump with a migration in EnsureSchema when the tables change.
 // 2: jobs.final_status (version 1 files are upgraded in place).
 // 3: checkpoints (running jobs a restarted daemon takes back).
-constexpr int64_t kSchemaVersion = 3;
+// 4: checkpoint_hosts (their hosts' cooldowns).
+constexpr int64_t kSchemaVersion = 4;
 
-// One row per running job: its newest JobCheckpoint. Gone once it ended.
-constexpr const char* kCheckpointsTable = R"sql(
-CREATE TABLE checkpoints (
-  job_id TEXT NOT NULL PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
-  status BLOB NOT NULL,                   -- horovodd.v1.JobStatus: workers, hosts, resets
-  planned_generation INTEGER NOT NULL,
-  planned_members TEXT NOT NULL,          -- its worker ids in rank order: "3,1,2"
-  time_unix REAL NOT NULL
-);
-)sql";
 // As many as a live job's status shows.
 constexpr size_t kRecentEvents = 20;
 
@@ -73,8 +68,6 @@ CREATE TABLE events (
 ) WITHOUT ROWID;
 )sql";
 
-double UnixSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
-
 bool IsTerminal(v1::JobState state) {
   return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
 }
@@ -89,24 +82,6 @@ v1::JobEvent::Kind ParseKind(const std::string& name) {
   v1::JobEvent::Kind kind = v1::JobEvent::KIND_UNSPECIFIED;
   v1::JobEvent::Kind_Parse(name, &kind);
   return kind;
-}
-
-// Steps `query` through its rows, calling `fn(query)` for each; resets it.
-template <typename Fn>
-absl::Status ForEachRow(SqliteStatement& query, Fn fn) {
-  absl::Status status;
-  while (status.ok()) {
-    absl::StatusOr<bool> row = query.Step();
-    if (!row.ok()) {
-      status = row.status();
-    } else if (!*row) {
-      break;
-    } else {
-      status = fn(query);
-    }
-  }
-  query.Reset();
-  return status;
 }
 
 absl::Status CheckStateDir(const std::string& dir) {
@@ -176,6 +151,7 @@ absl::Status Upgrade(SqliteDb& db, int64_t version) {
     }
   }
   if (version <= 2) HVDD_RETURN_IF_ERROR(db.Exec(kCheckpointsTable));
+  if (version <= 3) HVDD_RETURN_IF_ERROR(db.Exec(kCheckpointHostsTable));
   if (version == kSchemaVersion) return absl::OkStatus();
   return db.Exec(absl::StrCat("UPDATE schema_version SET version = ", kSchemaVersion));
 }
@@ -197,7 +173,7 @@ absl::Status EnsureSchema(SqliteDb& db) {
     absl::StatusOr<int64_t> version = CheckVersion(db);
     status = version.ok() ? Upgrade(db, *version) : version.status();
   } else if (status.ok()) {
-    status = db.Exec(absl::StrCat(kSchema, kCheckpointsTable, "INSERT INTO schema_version VALUES (",
+    status = db.Exec(absl::StrCat(kSchema, kCheckpointsTable, kCheckpointHostsTable, "INSERT INTO schema_version VALUES (",
                                   kSchemaVersion, ");"));
   }
   if (status.ok()) return db.Exec("COMMIT");
@@ -214,77 +190,71 @@ absl::Status OpenError(const absl::Status& status) {
                                        : ""));
 }
 
-absl::Status RecoveryError(const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("journal recovery: ", status.message()));
-}
-
 }  // namespace
 
-struct Journal::Statements {
-  std::unique_ptr<SqliteStatement> begin, commit, rollback;
-  std::unique_ptr<SqliteStatement> insert_job, insert_event;
-  std::unique_ptr<SqliteStatement> touch_job, set_state, set_membership, set_ended;
-  std::unique_ptr<SqliteStatement> set_final_status;
-  std::unique_ptr<SqliteStatement> prune_events, prune_finished_jobs;
-  std::unique_ptr<SqliteStatement> unfinished_jobs, last_seq, all_jobs, job_events;
-  std::unique_ptr<SqliteStatement> put_checkpoint, drop_checkpoint, get_checkpoint;
-
-  absl::Status Prepare(SqliteDb& db) {
-    const std::pair<std::unique_ptr<SqliteStatement>*, const char*> all[] = {
-        {&begin, "BEGIN IMMEDIATE"},
-        {&commit, "COMMIT"},
-        {&rollback, "ROLLBACK"},
-        {&insert_job,
-         "INSERT INTO jobs (id, name, spec, state, created_unix) VALUES (?1, ?2, ?3, ?4, ?5)"},
-        {&insert_event,
-         "INSERT INTO events (job_id, seq, time_unix, kind, code, message, generation, state, "
-         "size, reset_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
-        // Every event: the first one marks the start; each planned generation
-        // after the first is a reset.
-        {&touch_job,
-         "UPDATE jobs SET started_unix = CASE WHEN started_unix = 0 THEN ?2 ELSE started_unix END,"
-         " resets = MAX(resets, ?3 - 1) WHERE id = ?1"},
-        // ?3: the event's time for a terminal state, else 0.
-        {&set_state, "UPDATE jobs SET state = ?2, ended_unix = MAX(ended_unix, ?3) WHERE id = ?1"},
-        {&set_membership, "UPDATE jobs SET generation = ?2, size = ?3 WHERE id = ?1"},
-        {&set_ended,
-         "UPDATE jobs SET state = ?2, reason = ?3, generation = ?4, finished = 1,"
-         " ended_unix = CASE WHEN ended_unix = 0 THEN ?5 ELSE ended_unix END WHERE id = ?1"},
-        {&set_final_status, "UPDATE jobs SET final_status = ?2 WHERE id = ?1"},
-        // Keeps the newest ?2 events of job ?1.
-        {&prune_events,
-         "DELETE FROM events WHERE job_id = ?1 AND seq <= (SELECT seq FROM events"
-         " WHERE job_id = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)"},
-        // Keeps the ?1 finished jobs that ended last (their events go with
-        // them), and always the newest submission: job numbers continue after it.
-        {&prune_finished_jobs,
-         "DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE finished = 1"
-         " ORDER BY ended_unix DESC, rowid DESC LIMIT -1 OFFSET ?1)"
-         " AND rowid <> (SELECT MAX(rowid) FROM jobs)"},
-        {&unfinished_jobs, "SELECT id, generation FROM jobs WHERE finished = 0"},
-        {&last_seq, "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1"},
-        {&all_jobs,
-         "SELECT id, spec, state, reason, created_unix, started_unix, ended_unix, generation,"
-         " size, resets, final_status FROM jobs ORDER BY rowid"},
-        // Only for a job still running: a late checkpoint does not revive one.
-        {&put_checkpoint,
-         "INSERT OR REPLACE INTO checkpoints (job_id, status, planned_generation,"
-         " planned_members, time_unix) SELECT ?1, ?2, ?3, ?4, ?5"
-         " WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1 AND finished = 0)"},
-        {&drop_checkpoint, "DELETE FROM checkpoints WHERE job_id = ?1"},
-        {&get_checkpoint,
-         "SELECT status, planned_generation, planned_members FROM checkpoints WHERE job_id = ?1"},
-        {&job_events,
-         "SELECT seq, time_unix, kind, code, message, generation, state, size, reset_seconds"
-         " FROM events WHERE job_id = ?1 ORDER BY seq"},
-    };
-    for (const auto& [slot, sql] : all) {
-      HVDD_ASSIGN_OR_RETURN(auto statement, db.Prepare(sql));
-      *slot = std::move(statement);
-    }
-    return absl::OkStatus();
+absl::Status Journal::Statements::Prepare(SqliteDb& db) {
+  const std::pair<std::unique_ptr<SqliteStatement>*, const char*> all[] = {
+      {&begin, "BEGIN IMMEDIATE"},
+      {&commit, "COMMIT"},
+      {&rollback, "ROLLBACK"},
+      {&insert_job,
+       "INSERT INTO jobs (id, name, spec, state, created_unix) VALUES (?1, ?2, ?3, ?4, ?5)"},
+      {&insert_event,
+       "INSERT INTO events (job_id, seq, time_unix, kind, code, message, generation, state, "
+       "size, reset_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+      // Every event: the first one marks the start; each planned generation
+      // after the first is a reset.
+      {&touch_job,
+       "UPDATE jobs SET started_unix = CASE WHEN started_unix = 0 THEN ?2 ELSE started_unix END,"
+       " resets = MAX(resets, ?3 - 1) WHERE id = ?1"},
+      // ?3: the event's time for a terminal state, else 0.
+      {&set_state, "UPDATE jobs SET state = ?2, ended_unix = MAX(ended_unix, ?3) WHERE id = ?1"},
+      {&set_membership, "UPDATE jobs SET generation = ?2, size = ?3 WHERE id = ?1"},
+      {&set_ended,
+       "UPDATE jobs SET state = ?2, reason = ?3, generation = ?4, finished = 1,"
+       " ended_unix = CASE WHEN ended_unix = 0 THEN ?5 ELSE ended_unix END WHERE id = ?1"},
+      {&set_final_status, "UPDATE jobs SET final_status = ?2 WHERE id = ?1"},
+      // Keeps the newest ?2 events of job ?1.
+      {&prune_events,
+       "DELETE FROM events WHERE job_id = ?1 AND seq <= (SELECT seq FROM events"
+       " WHERE job_id = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)"},
+      // Keeps the ?1 finished jobs that ended last (their events go with
+      // them), and always the newest submission: job numbers continue after it.
+      {&prune_finished_jobs,
+       "DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs WHERE finished = 1"
+       " ORDER BY ended_unix DESC, rowid DESC LIMIT -1 OFFSET ?1)"
+       " AND rowid <> (SELECT MAX(rowid) FROM jobs)"},
+      {&unfinished_jobs, "SELECT id, generation FROM jobs WHERE finished = 0"},
+      {&last_seq, "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1"},
+      {&all_jobs,
+       "SELECT id, spec, state, reason, created_unix, started_unix, ended_unix, generation,"
+       " size, resets, final_status FROM jobs ORDER BY rowid"},
+      // Only for a job still running: a late checkpoint does not revive one.
+      {&put_checkpoint,
+       "INSERT OR REPLACE INTO checkpoints (job_id, status, planned_generation,"
+       " planned_members, time_unix) SELECT ?1, ?2, ?3, ?4, ?5"
+       " WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1 AND finished = 0)"},
+      {&drop_checkpoint, "DELETE FROM checkpoints WHERE job_id = ?1"},
+      {&put_checkpoint_host,
+       "INSERT INTO checkpoint_hosts (job_id, host, failures, cooldowns, last_failure,"
+       " cooldown_until_unix) SELECT ?1, ?2, ?3, ?4, ?5, ?6"
+       " WHERE EXISTS (SELECT 1 FROM checkpoints WHERE job_id = ?1)"},
+      {&drop_checkpoint_hosts, "DELETE FROM checkpoint_hosts WHERE job_id = ?1"},
+      {&get_checkpoint_hosts,
+       "SELECT host, failures, cooldowns, last_failure, cooldown_until_unix"
+       " FROM checkpoint_hosts WHERE job_id = ?1 ORDER BY host"},
+      {&get_checkpoint,
+       "SELECT status, planned_generation, planned_members FROM checkpoints WHERE job_id = ?1"},
+      {&job_events,
+       "SELECT seq, time_unix, kind, code, message, generation, state, size, reset_seconds"
+       " FROM events WHERE job_id = ?1 ORDER BY seq"},
+  };
+  for (const auto& [slot, sql] : all) {
+    HVDD_ASSIGN_OR_RETURN(auto statement, db.Prepare(sql));
+    *slot = std::move(statement);
   }
-};
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& state_dir,
                                                        JournalLimits limits) {
@@ -319,15 +289,6 @@ Journal::Journal(std::string path, JournalLimits limits, std::unique_ptr<SqliteD
       statements_(std::move(statements)) {}
 
 Journal::~Journal() = default;
-
-template <typename Body>
-absl::Status Journal::InTransaction(Body body) {
-  HVDD_RETURN_IF_ERROR(statements_->begin->Run());
-  absl::Status status = body();
-  if (status.ok()) status = statements_->commit->Run();
-  if (!status.ok()) statements_->rollback->Run().IgnoreError();
-  return status;
-}
 
 void Journal::NoteWrite(const absl::Status& status, const std::string& what) {
   if (!status.ok() && !writes_failing_) {
@@ -418,7 +379,8 @@ absl::Status Journal::RecordEvent(const std::string& job_id, const v1::JobEvent&
     case v1::JobEvent::JOB_ENDED:
       // Nothing follows: trim the job to its final size, then the finished jobs.
       stored_events_.erase(job_id);
-      status = s.drop_checkpoint->BindText(1, job_id).Run();
+      status = s.drop_checkpoint_hosts->BindText(1, job_id).Run();
+      if (status.ok()) status = s.drop_checkpoint->BindText(1, job_id).Run();
       if (!status.ok()) return status;
       status = s.set_ended->BindText(1, job_id)
                    .BindText(2, v1::JobState_Name(event.state()))
@@ -441,123 +403,6 @@ absl::Status Journal::RecordEvent(const std::string& job_id, const v1::JobEvent&
     stored = limits_.max_events_per_job;
   }
   return status;
-}
-
-void Journal::OnJobCheckpoint(const std::string& job_id, const JobCheckpoint& checkpoint) {
-  absl::MutexLock lock(&mu_);
-  NoteWrite(statements_->put_checkpoint->BindText(1, job_id)
-                .BindBlob(2, checkpoint.status.SerializeAsString())
-                .BindInt(3, checkpoint.planned_generation)
-                .BindText(4, absl::StrJoin(checkpoint.planned_members, ","))
-                .BindDouble(5, UnixSeconds(absl::Now()))
-                .Run(),
-            absl::StrCat("the checkpoint of ", job_id));
-}
-
-absl::StatusOr<std::optional<JobCheckpoint>> Journal::ReadCheckpoint(const std::string& job_id) {
-  std::optional<JobCheckpoint> checkpoint;
-  statements_->get_checkpoint->BindText(1, job_id);
-  auto status = ForEachRow(*statements_->get_checkpoint, [&](SqliteStatement& row) {
-    JobCheckpoint c;
-    if (!c.status.ParseFromString(row.Blob(0))) {
-      return absl::DataLossError(
-          absl::StrCat("journal ", path_, ": the checkpoint of ", job_id, " cannot be read"));
-    }
-    c.planned_generation = row.Int(1);
-    for (absl::string_view id : absl::StrSplit(row.Text(2), ',', absl::SkipEmpty())) {
-      int64_t member = 0;
-      if (!absl::SimpleAtoi(id, &member)) {
-        return absl::DataLossError(absl::StrCat("journal ", path_, ": the checkpoint of ",
-                                                job_id, " names worker '", id, "'"));
-      }
-      c.planned_members.push_back(member);
-    }
-    checkpoint = std::move(c);
-    return absl::OkStatus();
-  });
-  if (!status.ok()) return status;
-  if (checkpoint.has_value()) {
-    statements_->last_seq->BindText(1, job_id);
-    status = ForEachRow(*statements_->last_seq, [&](SqliteStatement& row) {
-      checkpoint->last_event_seq = static_cast<uint64_t>(row.Int(0));
-      return absl::OkStatus();
-    });
-    if (!status.ok()) return status;
-  }
-  return checkpoint;
-}
-
-absl::Status Journal::MarkStopped(const std::string& job_id, int64_t generation) {
-  int64_t last_seq = 0;
-  statements_->last_seq->BindText(1, job_id);
-  auto status = ForEachRow(*statements_->last_seq, [&](SqliteStatement& row) {
-    last_seq = row.Int(0);
-    return absl::OkStatus();
-  });
-  if (!status.ok()) return status;
-  v1::JobEvent end;
-  end.set_seq(static_cast<uint64_t>(last_seq) + 1);
-  end.set_time_unix(UnixSeconds(absl::Now()));
-  end.set_kind(v1::JobEvent::JOB_ENDED);
-  end.set_state(v1::FAILED);
-  end.set_message(kStoppedReason);
-  end.set_generation(generation);
-  return RecordEvent(job_id, end);
-}
-
-absl::StatusOr<std::vector<ArchivedJob>> Journal::Recover(std::vector<ResumableJob>* running) {
-  absl::MutexLock lock(&mu_);
-  std::vector<std::pair<std::string, int64_t>> unfinished;
-  auto status = ForEachRow(*statements_->unfinished_jobs, [&](SqliteStatement& row) {
-    unfinished.emplace_back(row.Text(0), row.Int(1));
-    return absl::OkStatus();
-  });
-  std::map<std::string, JobCheckpoint> resumable;
-  for (const auto& [id, stopped_generation] : unfinished) {
-    if (!status.ok()) break;
-    // Named copies: a lambda cannot capture structured bindings in C++17.
-    const std::string& job_id = id;
-    const int64_t generation = stopped_generation;
-    if (running != nullptr) {
-      absl::StatusOr<std::optional<JobCheckpoint>> checkpoint = ReadCheckpoint(job_id);
-      if (!checkpoint.ok()) {
-        status = checkpoint.status();
-        break;
-      }
-      if (checkpoint->has_value()) {
-        // Its workers may still run under their shims: the daemon takes it back.
-        resumable[job_id] = std::move(**checkpoint);
-        stored_events_[job_id] = 0;
-        continue;
-      }
-    }
-    status = InTransaction(
-        [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return MarkStopped(job_id, generation); });
-    if (status.ok())
-      spdlog::warn("journal: {} was running when horovodd stopped; recorded as FAILED", job_id);
-  }
-  // The limit may be lower than the run that wrote these had.
-  if (status.ok()) {
-    status = statements_->prune_finished_jobs->BindInt(1, limits_.max_finished_jobs).Run();
-  }
-  if (!status.ok()) return RecoveryError(status);
-  absl::StatusOr<std::vector<ArchivedJob>> all = ReadAll();
-  if (!all.ok() || resumable.empty()) return all;
-  std::vector<ArchivedJob> archived;
-  for (ArchivedJob& job : *all) {
-    auto it = resumable.find(job.status.job_id());
-    if (it == resumable.end()) {
-      archived.push_back(std::move(job));
-      continue;
-    }
-    ResumableJob resume;
-    resume.job_id = job.status.job_id();
-    resume.spec = job.status.spec();
-    resume.created = absl::FromUnixMicros(static_cast<int64_t>(job.status.created_unix() * 1e6));
-    resume.checkpoint = std::move(it->second);
-    running->push_back(std::move(resume));
-  }
-  return archived;
 }
 
 absl::StatusOr<std::vector<ArchivedJob>> Journal::ReadAll() {

@@ -22,6 +22,8 @@ namespace {
 // give up on the daemon.
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(50);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
+// The least time one connection attempt to the daemon may take.
+constexpr absl::Duration kConnectAttemptTimeout = absl::Seconds(20);
 // KvGet's own deadline is the daemon's timeout plus this, so the daemon's
 // answer (with its message) normally arrives first.
 constexpr absl::Duration kKvGetMargin = absl::Seconds(5);
@@ -105,10 +107,17 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
   }
   grpc::ChannelArguments args;
   // Come back quickly when the daemon restarts (gRPC's default backoff grows
-  // to two minutes, far past the grace period).
+  // to two minutes, far past the grace period): retry a refused connection
+  // within a second. (The calls that wait for the daemon are wait_for_ready:
+  // see RunOneStream.)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // But give each attempt time to finish: gRPC reads this as the least time
+  // a connection attempt (TCP, TLS, the HTTP/2 settings) may take, and cuts
+  // an attempt off at max(it, the current backoff), so at 100 ms a daemon
+  // slow to answer on a loaded machine was dropped mid-handshake.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(kConnectAttemptTimeout)));
   // Control traffic only, small messages: BDP probing would only add a ping
   // (and the daemon's answer) per burst, which adds up over thousands of
   // workers on one daemon.
@@ -373,6 +382,7 @@ void DaemonClient::ReporterLoop() {
 bool DaemonClient::SendCommit(const v1::CommitReport& report, absl::Time deadline) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline));
+  context.set_wait_for_ready(true);  // until the deadline, as the Attach stream does
   v1::Empty response;
   const grpc::Status status = stub_->ReportCommit(&context, report, &response);
   return status.error_code() != grpc::StatusCode::UNAVAILABLE &&
@@ -405,6 +415,14 @@ void DaemonClient::AttachLoop() {
 
 bool DaemonClient::RunOneStream() {
   grpc::ClientContext context;
+  // Waits for the channel instead of failing at once while it reconnects.
+  // This is what brings a worker back quickly after a daemon restart: with
+  // gRPC's synchronous API (1.51, iomgr) a connection attempt only moves on
+  // while some call polls for it, and fail-fast calls made while the channel
+  // is in TRANSIENT_FAILURE return before they poll, so the attempt waited
+  // for the client channel's backup poller (every 5 s) and workers came back
+  // 5-8 s after the daemon did. A waiting call polls until it is connected.
+  context.set_wait_for_ready(true);
   {
     absl::MutexLock lock(&context_mu_);
     if (stopping_) return false;
