@@ -2,13 +2,13 @@
 SSH and Slurm variants of test_daemon_restart.py share it)."""
 
 from harness import read_result, wait_pid_gone
-from test_daemon_restart import SAMPLES, ended
+from test_daemon_restart import SAMPLES
 
 
 def assert_finished_without_reset(daemon, job_id, result_file, epochs, generation, pids):
     """The job ends SUCCEEDED in `generation` with no reset, every epoch saw
     every sample exactly once, and its workers (`pids`) are gone."""
-    final = ended(daemon, job_id)
+    final = daemon.ended(job_id)
     assert final["state"] == "SUCCEEDED", (final, daemon.output())
     assert final.get("resets", 0) == 0, daemon.output()
     assert final["generation"] == generation, final

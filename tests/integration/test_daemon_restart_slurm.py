@@ -14,9 +14,10 @@ import signal
 import subprocess
 import time
 
-from harness import ELASTIC_TRAIN, HOROVODRUN, _pid_alive, kill_shims
+from harness import ELASTIC_TRAIN, HOROVODRUN, Daemon, _pid_alive, free_port, kill_shims, running_pids, \
+    wait_for
 from restart_checks import assert_finished_without_reset
-from test_daemon_restart import SAMPLES, Daemon, free_port, running_pids, training, wait_for
+from test_daemon_restart import SAMPLES
 from test_slurm import slurm  # noqa: F401 (the module's private Slurm cluster)
 
 # Submits "$@" from inside the allocation and keeps the allocation open.
@@ -56,7 +57,7 @@ def test_slurm_steps_train_through_a_sigkill_of_their_daemon(slurm, tmp_path):
                           salloc.poll() is not None and "failed", "the job's submission")
         assert job_id.startswith("job-"), read_text(tmp_path / "submit.err")
         allocation = read_text(tmp_path / "allocation.txt")
-        before = training(daemon, job_id, 2)
+        before = daemon.training(job_id, 2)
         pids = running_pids(before)  # the srun processes, on this machine
 
         assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL

@@ -17,25 +17,24 @@ import time
 
 import pytest
 
-from harness import DISCOVER_HOSTS, ELASTIC_TRAIN, HOROVODRUN, HostsFile, _pid_alive, read_result, \
-    shim_pids
+from harness import CLI_DEADLINE, DISCOVER_HOSTS, ELASTIC_TRAIN, HOROVODRUN, HostsFile, _pid_alive, \
+    daemons, read_result, running_pids, shim_pids, wait_for  # noqa: F401 (daemons: the fixture)
 from remote_shims import remote_shim_pid, remote_shim_root, remove_remote_shims
 from restart_checks import assert_finished_without_reset
-from test_daemon_restart import CLI_DEADLINE, SAMPLES, cluster, ended, running_pids, training, \
-    wait_for  # noqa: F401 (cluster: the fixture)
+from test_daemon_restart import SAMPLES
 
 HOSTS = ["127.0.0.2", "127.0.0.3"]
 
 
 @pytest.fixture
-def remote_cluster(cluster, sshd):
-    """test_daemon_restart's cluster (daemons on one address and state dir,
+def remote_cluster(daemons, sshd):
+    """harness's daemons (on one address and state dir,
     ended by PID with their local shims); at the end the shims left on the
     SSH hosts are killed by PID too, and what sshd still runs."""
     started = []
 
     def start():
-        started.append(cluster())
+        started.append(daemons.start())
         return started[-1]
 
     yield start
@@ -65,7 +64,7 @@ def test_remote_workers_train_through_a_sigkill_of_their_daemon(remote_cluster, 
     HostsFile(tmp_path, "\n".join(f"{host}:1" for host in HOSTS))
     daemon = remote_cluster()
     job_id = submit_over_ssh(daemon, sshd, tmp_path, epochs=40, delay_ms=15)
-    before = training(daemon, job_id, 2)
+    before = daemon.training(job_id, 2)
     pids = running_pids(before)
     generation = before["generation"]
     assert hosts_of(before) == HOSTS, before
@@ -101,7 +100,7 @@ def test_a_host_whose_shim_is_gone_after_the_restart_counts_its_workers_as_lost(
     hosts = HostsFile(tmp_path, "\n".join(f"{host}:1" for host in HOSTS))
     daemon = remote_cluster()
     job_id = submit_over_ssh(daemon, sshd, tmp_path, epochs=30, delay_ms=15, min_np=1)
-    pids = running_pids(training(daemon, job_id, 2))
+    pids = running_pids(daemon.training(job_id, 2))
     remote_root = remote_shim_root(daemon.output())
 
     assert daemon.stop(signal.SIGKILL) == -signal.SIGKILL
@@ -115,7 +114,7 @@ def test_a_host_whose_shim_is_gone_after_the_restart_counts_its_workers_as_lost(
     daemon.wait_for_output(f"job {job_id} taken back", "the job to be taken back")
     assert f"on {HOSTS[1]}" in daemon.output() and "count as lost" in daemon.output(), \
         daemon.output()
-    final = ended(daemon, job_id)
+    final = daemon.ended(job_id)
     assert final["state"] == "SUCCEEDED", (final, daemon.output())
     assert final.get("resets", 0) >= 1, final
     result = read_result(tmp_path / "result.json")
