@@ -14,6 +14,7 @@ import pytest
 from harness import ELASTIC_TRAIN, EVENT_DEADLINE, read_result, wait_pid_gone
 
 SAMPLES = 4096
+KILL_EPOCHS = 1500
 SEGMENT = re.compile(r"\s(\d+)\s+/memfd:horovodd-shm")
 
 
@@ -47,9 +48,9 @@ def wait_for_segments(pids, what, timeout=EVENT_DEADLINE):
         time.sleep(0.05)
 
 
-def check_converged(tmp_path, final_size):
+def check_converged(tmp_path, final_size, epochs=3):
     result = read_result(tmp_path / "result.json")
-    assert result["epochs_completed"] == 3
+    assert result["epochs_completed"] == epochs
     assert result["final_size"] == final_size
     assert result["weight_error"] < 0.01
     return result
@@ -57,7 +58,9 @@ def check_converged(tmp_path, final_size):
 
 def test_local_workers_share_one_segment_and_leave_nothing(horovodrun, tmp_path):
     before = dev_shm()
-    run = horovodrun("-np", 3, "-H", "localhost:3", *train_args(tmp_path, epochs=3))
+    # A step delay keeps the job running while its maps are read (3 epochs take a
+    # fraction of a second without one).
+    run = horovodrun("-np", 3, "-H", "localhost:3", *train_args(tmp_path, delay_ms=5, epochs=3))
     workers = run.wait_for_size(3)
     mapped = wait_for_segments(workers.values(), "every local worker maps the segment")
     assert len(set(mapped.values())) == 1, mapped
@@ -78,12 +81,14 @@ def test_shared_memory_off_keeps_every_collective_on_tcp(horovodrun, tmp_path):
 
 def test_a_local_peer_killed_mid_collective_the_survivors_reset_and_finish(horovodrun, tmp_path):
     before = dev_shm()
+    # No step delay, so the workers spend their time in collectives; enough epochs that
+    # the job is still training at the kill and after the reset (3 ranks run an epoch in
+    # tens of milliseconds here).
     run = horovodrun("-np", 3, "--min-np", 2, "--max-np", 3, "-H", "localhost:3",
-                     *train_args(tmp_path))
+                     *train_args(tmp_path, epochs=KILL_EPOCHS))
     workers = run.wait_for_size(3)
     first = wait_for_segments(workers.values(), "the first generation's segment")
-    # No step delay: the workers spend their time in collectives.
-    run.wait_for_line(r"epoch 1/3", "the first epoch to end")
+    run.wait_for_line(rf"epoch 1/{KILL_EPOCHS}", "the first epoch to end")
     os.kill(workers[1], signal.SIGKILL)
     after = run.wait_for_size(2)
     assert sorted(after.values()) == sorted([workers[0], workers[2]])
@@ -92,7 +97,7 @@ def test_a_local_peer_killed_mid_collective_the_survivors_reset_and_finish(horov
     assert len(set(second.values())) == 1
     assert set(second.values()).isdisjoint(first.values())
     assert run.wait() == 0, run.output()
-    assert check_converged(tmp_path, 2)["resets"] >= 1
+    assert check_converged(tmp_path, 2, epochs=KILL_EPOCHS)["resets"] >= 1
     assert dev_shm() == before
 
 

@@ -31,7 +31,12 @@ pid=$!
 echo "horovodrun pid $pid"
 wait $pid
 code=$?
-steps=$(squeue -h -s -j "$SLURM_JOB_ID" -o '%i:%j' | grep -v -e '\\.extern' -e '\\.batch' | tr '\\n' ' ')
+# slurmctld retires a step a moment after its srun has seen it end: wait (up to
+# 30 s) for the job's steps to go before reporting the ones left.
+steps() { squeue -h -s -j "$SLURM_JOB_ID" -o '%i:%j' | grep -v -e '\\.extern' -e '\\.batch' | tr '\\n' ' '; }
+tries=0
+while steps | grep -q ':hvdd\\.' && [ $tries -lt 150 ]; do sleep 0.2; tries=$((tries + 1)); done
+steps=$(steps)
 state=$(scontrol -o show job "$SLURM_JOB_ID" | grep -o 'JobState=[A-Z]*')
 echo "after: exit $code steps [$steps] state $state"
 exit $code
