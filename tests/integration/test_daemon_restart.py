@@ -15,13 +15,16 @@ free port (its workers dial that address), horovodrun --detach to submit,
 horovodctl --output json to read what an operator would see; every process
 is ended by PID at the end."""
 
+import json
 import os
 import re
 import signal
+import subprocess
 import time
 
-from harness import (HostsFile, _pid_alive, daemons, read_result, running_pids, shim_pids,
-                     submit_elastic_train, wait_for, wait_pid_gone)
+from harness import (CLI_DEADLINE, EVENT_DEADLINE, HOROVODCTL, HostsFile, _pid_alive, daemons,
+                     read_result, running_pids, shim_pids, submit_elastic_train, wait_for,
+                     wait_pid_gone)
 
 SAMPLES = 2048
 
@@ -173,3 +176,52 @@ def test_a_host_cooling_down_is_still_cooling_down_after_a_restart(daemons, tmp_
     cancel = daemon.ctl("cancel", job_id, "--wait")
     assert cancel.returncode == 0, cancel
 
+
+
+def test_horovodctl_stop_leaves_jobs_running_and_stop_jobs_ends_them(daemons, tmp_path):
+    HostsFile(tmp_path, "localhost:2")
+    daemon = daemons.start()
+    job_id = submit(daemon, tmp_path, epochs=1000, delay_ms=20)
+    pids = running_pids(daemon.training(job_id, 2))
+
+    # As SIGTERM: the daemon exits 0 and its job runs on for the next one.
+    stop = daemon.ctl("stop")
+    assert stop.returncode == 0, (stop, daemon.output())
+    assert "1 running job left running for the next horovodd" in stop.stdout, stop.stdout
+    assert daemon.proc.wait(EVENT_DEADLINE) == 0, daemon.output()
+    assert "horovodd stopped by" in daemon.output()
+    assert all(_pid_alive(pid) for pid in pids), "a worker died with the daemon"
+
+    daemon = daemons.start()
+    daemon.wait_for_output(f"job {job_id} taken back", "the job to be taken back")
+    assert running_pids(daemon.status(job_id)) == pids
+
+    # --stop-jobs: the job ends CANCELLED with the reason given, nothing left running.
+    stop = daemon.ctl("stop", "--stop-jobs", "--reason", "maintenance window",
+                      "--output", "json")
+    assert stop.returncode == 0, (stop, daemon.output())
+    answer = json.loads(stop.stdout)
+    assert answer.get("running_jobs") == 1 and not answer.get("jobs_left_running"), answer
+    assert daemon.proc.wait(EVENT_DEADLINE) == 0, daemon.output()
+    for pid in pids:
+        wait_pid_gone(pid)
+    wait_for(lambda: not shim_pids(tmp_path), "the job's shim to end")
+
+    daemon = daemons.start()
+    status = daemon.status(job_id)
+    assert status["state"] == "CANCELLED", status
+    assert status["reason"] == "maintenance window", status
+
+
+def test_horovodctl_stop_needs_the_admin_token(daemons, tmp_path):
+    daemon = daemons.start()
+    viewer = tmp_path / "nobody.token"
+    viewer.write_text("not-the-token\n")
+    viewer.chmod(0o600)
+    refused = subprocess.run([str(HOROVODCTL), "--daemon", daemon.address, "--token-file",
+                              str(viewer), "stop"], stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=CLI_DEADLINE)
+    assert refused.returncode == 1, refused
+    assert refused.stderr.startswith("horovodctl: error: "), refused.stderr
+    assert daemon.proc.poll() is None, "a refused stop stopped the daemon"
+    assert daemon.ctl("list").returncode == 0

@@ -193,3 +193,34 @@ TEST_CASE("a negative rank is INVALID_ARGUMENT; a cancelled job's watch ends wit
   CHECK(status.reason() == "test is done");
   CHECK(status.ended_unix() >= status.created_unix());
 }
+
+TEST_CASE("StopDaemon: refused by an embedded daemon; a standalone one hands the stop to its main") {
+  {
+    TestDaemon embedded;  // stoppable_over_rpc unset, as horovodrun's
+    grpc::ClientContext context;
+    SetDeadline(context);
+    v1::StopDaemonResponse response;
+    CHECK_STATUS(embedded.stub->StopDaemon(&context, v1::StopDaemonRequest(), &response),
+                 FAILED_PRECONDITION, "runs inside horovodrun");
+  }
+  daemon::DaemonOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.stoppable_over_rpc = true;
+  auto started = daemon::DaemonServer::Start(options);
+  REQUIRE(started.ok());
+  auto stub = v1::JobService::NewStub(cli::CreateDaemonChannel(
+      (*started)->address(), grpc::InsecureChannelCredentials(), (*started)->admin_token()));
+  grpc::ClientContext context;
+  SetDeadline(context);
+  v1::StopDaemonRequest request;
+  request.set_stop_jobs(true);
+  request.set_reason("maintenance");
+  v1::StopDaemonResponse response;
+  REQUIRE(stub->StopDaemon(&context, request, &response).ok());
+  CHECK(response.running_jobs() == 0);
+  CHECK_FALSE(response.jobs_left_running());
+  const daemon::StopRequest stop = (*started)->AwaitStop();  // returns at once: it was asked
+  CHECK(stop.stop_jobs);
+  CHECK(stop.reason == "maintenance");
+  (*started)->ShutdownStoppingJobs(stop.reason);
+}

@@ -73,6 +73,19 @@ absl::Status JobClient::CancelJob(const std::string& job_id, const std::string& 
   return ToStatus(stub_->CancelJob(&context, request, &response));
 }
 
+absl::StatusOr<v1::StopDaemonResponse> JobClient::StopDaemon(bool stop_jobs,
+                                                              const std::string& reason) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::StopDaemonRequest request;
+  request.set_stop_jobs(stop_jobs);
+  request.set_reason(reason);
+  v1::StopDaemonResponse response;
+  grpc::Status st = stub_->StopDaemon(&context, request, &response);
+  if (!st.ok()) return ToStatus(st);
+  return response;
+}
+
 absl::StatusOr<std::vector<std::string>> JobClient::SetDrained(const std::string& host,
                                                                const std::string& job_id,
                                                                bool drained) {

@@ -30,6 +30,9 @@ class JobClient {
   absl::StatusOr<std::vector<v1::JobStatus>> ListJobs();
   absl::StatusOr<v1::JobStatus> GetJob(const std::string& job_id);
   absl::Status CancelJob(const std::string& job_id, const std::string& reason);
+  // Asks the daemon to stop (JobService.StopDaemon), ending its jobs first with
+  // stop_jobs; answers once the stop is accepted.
+  absl::StatusOr<v1::StopDaemonResponse> StopDaemon(bool stop_jobs, const std::string& reason);
   // Drains (drained=true) or undrains `host` in `job_id`, or in every running
   // job when job_id is empty. Returns the jobs it applied to.
   absl::StatusOr<std::vector<std::string>> SetDrained(const std::string& host,

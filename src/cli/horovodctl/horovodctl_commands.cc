@@ -142,4 +142,21 @@ absl::StatusOr<int> WatchJob(const CommandContext& ctx, const std::string& job_i
   return succeeded ? 0 : 1;
 }
 
+absl::Status StopDaemon(const CommandContext& ctx, bool stop_jobs, const std::string& reason) {
+  HVDD_ASSIGN_OR_RETURN(v1::StopDaemonResponse response,
+                        ctx.client->StopDaemon(stop_jobs, reason));
+  if (Json(ctx)) {
+    Emit(ctx, MessageToJson(response));
+    return absl::OkStatus();
+  }
+  const int running = response.running_jobs();
+  const std::string jobs = absl::StrCat(running, running == 1 ? " running job" : " running jobs");
+  Emit(ctx, absl::StrCat("horovodd at ", ctx.client->address(), " is stopping; ",
+                         running == 0                    ? "no job was running"
+                         : response.jobs_left_running() ? absl::StrCat(jobs, " left running for "
+                                                                         "the next horovodd")
+                                                         : absl::StrCat("ending ", jobs)));
+  return absl::OkStatus();
+}
+
 }  // namespace horovodd::cli

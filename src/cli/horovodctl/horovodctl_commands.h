@@ -27,6 +27,10 @@ absl::Status ListJobs(const CommandContext& ctx);
 absl::Status ShowJob(const CommandContext& ctx, const std::string& job_id);
 // The hosts of every running job.
 absl::Status ShowHosts(const CommandContext& ctx);
+
+// Stops the daemon: its running jobs are left to the next daemon on the same state dir
+// (unless shutdown.stop_jobs), or ended first (CANCELLED, with `reason`) with stop_jobs.
+absl::Status StopDaemon(const CommandContext& ctx, bool stop_jobs, const std::string& reason);
 // The newest `max_lines` output lines of `rank`.
 absl::Status ShowLogs(const CommandContext& ctx, const std::string& job_id, int rank,
                       int max_lines);

@@ -1,6 +1,7 @@
 // horovodctl: the operator's view of a running horovodd. Lists jobs, shows a
-// job's status, watches its events live, tails a rank's output, cancels jobs
-// and drains hosts. Human tables by default, --output json for scripts.
+// job's status, watches its events live, tails a rank's output, cancels jobs,
+// drains hosts and stops the daemon (`stop`). Human tables by default,
+// --output json for scripts.
 // Exit codes: 0 success, 1 an error (one "horovodctl: error: ..." line; for
 // `watch`, also a job that did not succeed), 2 bad usage.
 #include <pwd.h>
@@ -46,6 +47,8 @@ struct CommandArgs {
   horovodd::cli::WatchFilter watch;
   std::string reason = absl::StrCat("cancelled by ", UserName(), " with horovodctl");
   bool wait = false;
+  bool stop_jobs = false;
+  std::string stop_reason = absl::StrCat("horovodd stopped by ", UserName(), " with horovodctl");
 };
 
 // Credentials: flags, else the environment (see client_credentials.h).
@@ -136,6 +139,20 @@ void AddCommands(CLI::App& app, CommandArgs& args, std::map<CLI::App*, Runner>& 
       "hosts", "List the hosts of the running jobs: slots, state, cooldown left.");
   runners[hosts] = [](const CommandContext& ctx) { return ExitZero(ShowHosts(ctx)); };
 
+  auto* stop = app.add_subcommand(
+      "stop",
+      "Stop the daemon, as SIGTERM does (systemctl stop). Its running jobs keep\n"
+      "running for the next horovodd on the same state dir, unless --stop-jobs\n"
+      "(or shutdown.stop_jobs in its config) ends them first (CANCELLED).");
+  stop->add_flag("--stop-jobs", args.stop_jobs,
+                 "End the running jobs first, their workers stopped, nothing left running");
+  stop->add_option("--reason", args.stop_reason,
+                   "Recorded as the ended jobs' reason (with --stop-jobs)")
+      ->capture_default_str();
+  runners[stop] = [&args](const CommandContext& ctx) {
+    return ExitZero(StopDaemon(ctx, args.stop_jobs, args.stop_reason));
+  };
+
   for (bool drained : {true, false}) {
     auto* command = app.add_subcommand(
         drained ? "drain" : "undrain",
@@ -187,7 +204,7 @@ int main(int argc, char** argv) {
     if (app.get_subcommands().empty() && !app.remaining().empty()) {
       what = absl::StrCat("unknown command '", app.remaining().front(),
                           "' (commands: list, status, watch, logs, cancel, hosts, drain, "
-                          "undrain)");
+                          "undrain, stop)");
     }
     std::cerr << "horovodctl: error: " << what << " (see horovodctl --help)" << std::endl;
     return 2;

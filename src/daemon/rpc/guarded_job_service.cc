@@ -91,8 +91,8 @@ constexpr JobServiceMethod Row(const char* name, Access access,
 
 using Service = v1::JobService::Service;
 
-// Access: submit, cancel, drain and undrain change what runs and need the
-// admin token; the rest read, and the viewer token (or open_read_only) opens
+// Access: submit, cancel, drain, undrain and stopping the daemon change what
+// runs and need the admin token; the rest read, and the viewer token (or open_read_only) opens
 // them.
 constexpr JobServiceMethod kJobServiceMethods[] = {
     Row<&Service::SubmitJob>("SubmitJob", Access::kAdmin, JobServiceLimit::kUnfinishedJobs),
@@ -103,6 +103,7 @@ constexpr JobServiceMethod kJobServiceMethods[] = {
     Row<&Service::DrainHost>("DrainHost", Access::kAdmin),
     Row<&Service::UndrainHost>("UndrainHost", Access::kAdmin),
     Row<&Service::GetWorkerOutput>("GetWorkerOutput", Access::kRead),
+    Row<&Service::StopDaemon>("StopDaemon", Access::kAdmin),
 };
 
 const google::protobuf::ServiceDescriptor& JobServiceDescriptor() {

@@ -106,4 +106,14 @@ grpc::Status JobServiceImpl::GetWorkerOutput(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status JobServiceImpl::StopDaemon(grpc::ServerContext*, const v1::StopDaemonRequest* request,
+                                        v1::StopDaemonResponse* response) {
+  if (!stop_) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this daemon runs inside horovodrun and ends with its job: stop that "
+                        "job instead (Ctrl-C, or horovodctl cancel)");
+  }
+  return ToGrpcStatus(stop_(*request, response));
+}
+
 }  // namespace horovodd::daemon

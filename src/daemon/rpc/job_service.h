@@ -2,6 +2,8 @@
 // client calls are few, and a watch holds one thread while it streams.
 #pragma once
 
+#include <functional>
+
 #include "daemon/job/job_manager.h"
 #include "horovodd.grpc.pb.h"
 
@@ -9,7 +11,13 @@ namespace horovodd::daemon {
 
 class JobServiceImpl final : public v1::JobService::Service {
  public:
-  explicit JobServiceImpl(JobManager* jobs) : jobs_(jobs) {}
+  // What StopDaemon does: accepts the stop (the daemon stops after the answer) or says why
+  // not. Unset: this daemon cannot be stopped over RPC (horovodrun's embedded one).
+  using StopHandler =
+      std::function<absl::Status(const v1::StopDaemonRequest&, v1::StopDaemonResponse*)>;
+
+  explicit JobServiceImpl(JobManager* jobs, StopHandler stop = nullptr)
+      : jobs_(jobs), stop_(std::move(stop)) {}
 
   grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
                          v1::SubmitJobResponse* response) override;
@@ -27,9 +35,12 @@ class JobServiceImpl final : public v1::JobService::Service {
                            v1::DrainHostResponse* response) override;
   grpc::Status GetWorkerOutput(grpc::ServerContext*, const v1::GetWorkerOutputRequest* request,
                                v1::GetWorkerOutputResponse* response) override;
+  grpc::Status StopDaemon(grpc::ServerContext*, const v1::StopDaemonRequest* request,
+                          v1::StopDaemonResponse* response) override;
 
  private:
   JobManager* const jobs_;
+  const StopHandler stop_;
 };
 
 }  // namespace horovodd::daemon

@@ -227,7 +227,24 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
                  "the network in the clear",
                  listen);
   }
-  job_service_ = std::make_unique<JobServiceImpl>(jobs_.get());
+  JobServiceImpl::StopHandler stop;
+  if (options.stoppable_over_rpc) {
+    stop = [this](const v1::StopDaemonRequest& request, v1::StopDaemonResponse* response) {
+      int running = 0;
+      for (const v1::JobStatus& job : jobs_->Statuses()) {
+        running += job.state() == v1::PENDING || job.state() == v1::RUNNING ||
+                   job.state() == v1::RESETTING;
+      }
+      response->set_running_jobs(running);
+      response->set_jobs_left_running(!request.stop_jobs() && leave_jobs_running_ &&
+                                      shim_launcher_ != nullptr);
+      RequestStop({request.reason().empty() ? "horovodd stopped by horovodctl stop"
+                                            : request.reason(),
+                   request.stop_jobs()});
+      return absl::OkStatus();
+    };
+  }
+  job_service_ = std::make_unique<JobServiceImpl>(jobs_.get(), std::move(stop));
   guarded_job_service_ = std::make_unique<GuardedJobService>(job_service_.get(), jobs_.get(),
                                                              access_.get(), options.limits);
   worker_service_ = std::make_unique<WorkerServiceImpl>(jobs_.get(), access_.get());
@@ -276,6 +293,18 @@ void DaemonServer::Shutdown(const std::string& reason) {
 
 void DaemonServer::ShutdownStoppingJobs(const std::string& reason) {
   ShutdownWith(reason, /*stop_jobs=*/true);
+}
+
+void DaemonServer::RequestStop(StopRequest request) {
+  absl::MutexLock lock(&stop_mu_);
+  if (!stop_) stop_ = std::move(request);
+}
+
+StopRequest DaemonServer::AwaitStop() {
+  absl::MutexLock lock(&stop_mu_);
+  stop_mu_.Await(absl::Condition(
+      +[](std::optional<StopRequest>* stop) { return stop->has_value(); }, &stop_));
+  return *stop_;
 }
 
 void DaemonServer::ShutdownWith(const std::string& reason, bool stop_jobs) {

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/auth/auth_policy.h"
 #include "daemon/config/auth_settings.h"
@@ -72,6 +75,16 @@ struct DaemonOptions {
   // The workers' grace period without a daemon (worker.daemon_grace): a job
   // whose workers all ended while the daemon was away longer is FAILED.
   absl::Duration worker_grace = absl::Minutes(10);
+  // JobService.StopDaemon (horovodctl stop) asks this daemon to stop
+  // (AwaitStop returns it): the standalone horovodd, whose main waits for it.
+  // False: the RPC is refused (the daemon embedded in horovodrun).
+  bool stoppable_over_rpc = false;
+};
+
+// A stop asked for, by a signal or by JobService.StopDaemon.
+struct StopRequest {
+  std::string reason;      // the ended jobs' reason, and the log's
+  bool stop_jobs = false;  // end the running jobs even if they would be left running
 };
 
 class DaemonServer {
@@ -106,6 +119,10 @@ class DaemonServer {
   void Shutdown(const std::string& reason);
   // Shutdown(reason) ending the jobs whatever leave_jobs_running says.
   void ShutdownStoppingJobs(const std::string& reason);
+  // Records a stop; the first one asked for wins. Any thread.
+  void RequestStop(StopRequest request);
+  // Blocks until a stop is requested (horovodd's main), then returns it.
+  StopRequest AwaitStop();
 
  private:
   DaemonServer() = default;
@@ -142,6 +159,8 @@ class DaemonServer {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;  // null when not served
   bool shut_down_ = false;
+  absl::Mutex stop_mu_;
+  std::optional<StopRequest> stop_ ABSL_GUARDED_BY(stop_mu_);
 };
 
 }  // namespace horovodd::daemon

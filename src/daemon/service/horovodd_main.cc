@@ -1,5 +1,5 @@
 // horovodd: the long-running daemon. Reads its config (--config, flags
-// override keys), serves jobs until SIGTERM/SIGINT, then leaves the running
+// override keys), serves jobs until SIGTERM/SIGINT or `horovodctl stop`, then leaves the running
 // jobs to the next horovodd on the same state dir (their local workers run
 // under horovodd-shim), or with shutdown.stop_jobs ends every job with a
 // recorded reason, and exits 0. Under systemd (Type=notify) it says when it
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <thread>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -160,6 +161,7 @@ int main(int argc, char** argv) {
   options.auth = config.auth;
   options.tls = config.tls;
   options.log_job_events = true;
+  options.stoppable_over_rpc = true;  // horovodctl stop
   auto started = horovodd::daemon::DaemonServer::Start(options);
   if (!started.ok()) {
     spdlog::error("cannot start: {}", std::string(started.status().message()));
@@ -205,15 +207,25 @@ int main(int argc, char** argv) {
   // watchdog keep-alives: systemd then restarts horovodd.
   systemd.Ready(status, [&daemon] { daemon.jobs().List(); });
 
-  const int sig = WaitForTerminationSignal();
-  const std::string reason =
-      absl::StrCat("horovodd stopped (", sig == SIGTERM ? "SIGTERM" : "SIGINT", ")");
-  const bool leaving = options.leave_jobs_running && !options.shim_binary.empty() &&
-                       !config.state_dir.empty();
+  // A signal, or horovodctl stop (JobService.StopDaemon), whichever comes first. The
+  // signal thread is left blocked in sigwait when the RPC wins; the process ends after.
+  std::thread([&daemon] {
+    const int sig = WaitForTerminationSignal();
+    daemon.RequestStop(
+        {absl::StrCat("horovodd stopped (", sig == SIGTERM ? "SIGTERM" : "SIGINT", ")"), false});
+  }).detach();
+  const horovodd::daemon::StopRequest stop = daemon.AwaitStop();
+  const std::string& reason = stop.reason;
+  const bool leaving = !stop.stop_jobs && options.leave_jobs_running &&
+                       !options.shim_binary.empty() && !config.state_dir.empty();
   systemd.Stopping(absl::StrCat(reason, leaving ? ", leaving jobs running" : ", ending jobs"));
   spdlog::info("{}: refusing new jobs, {}", reason,
                leaving ? "leaving running ones to the next horovodd" : "ending running ones");
-  daemon.Shutdown(reason);
+  if (stop.stop_jobs) {
+    daemon.ShutdownStoppingJobs(reason);
+  } else {
+    daemon.Shutdown(reason);
+  }
   spdlog::info("stopped");
   return 0;
 }

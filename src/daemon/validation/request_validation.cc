@@ -367,6 +367,10 @@ absl::Status ValidateRequest(const v1::CancelJobRequest& request, const DaemonLi
   return CheckText("reason", request.reason(), kMaxReasonBytes);
 }
 
+absl::Status ValidateRequest(const v1::StopDaemonRequest& request, const DaemonLimits&) {
+  return CheckText("reason", request.reason(), kMaxReasonBytes);
+}
+
 absl::Status ValidateRequest(const v1::DrainHostRequest& request, const DaemonLimits&) {
   if (request.host().empty()) return absl::InvalidArgumentError("no host given");
   HVDD_RETURN_IF_ERROR(ValidateHostName("host", request.host()));

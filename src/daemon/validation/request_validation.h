@@ -30,6 +30,7 @@ absl::Status ValidateRequest(const v1::CancelJobRequest& request, const DaemonLi
 absl::Status ValidateRequest(const v1::DrainHostRequest& request, const DaemonLimits& limits);
 absl::Status ValidateRequest(const v1::GetWorkerOutputRequest& request,
                              const DaemonLimits& limits);
+absl::Status ValidateRequest(const v1::StopDaemonRequest& request, const DaemonLimits& limits);
 
 // WorkerService.
 absl::Status ValidateRequest(const v1::RendezvousRequest& request, const DaemonLimits& limits);
