@@ -2,8 +2,6 @@
 // afterwards, and events shaped like the ones a job driver emits.
 #pragma once
 
-#include <stdlib.h>
-
 #include <filesystem>
 #include <string>
 
@@ -11,22 +9,14 @@
 
 #include "absl/time/clock.h"
 #include "horovodd.pb.h"
+#include "temp_dir.h"
 
 namespace horovodd::daemon::testing {
 
-class TempDir {
+// The journal's state dir: hvdd_test::TempDir, its path as the string Journal takes.
+class TempDir : public hvdd_test::TempDir {
  public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "hvdd-journal-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+  TempDir() : hvdd_test::TempDir("hvdd-journal"), path_(hvdd_test::TempDir::path().string()) {}
 
   const std::string& path() const { return path_; }
   std::string File(const std::string& name) const { return path_ + "/" + name; }
