@@ -156,7 +156,10 @@ def test_two_node_job_runs_srun_steps_on_both_nodes(salloc, slurm, tmp_path):
         return steps if len(steps) == 4 else None
     steps = run.wait_for(four_steps, "four hvdd steps in squeue")
     assert all(s.startswith(f"{job}.") for s in steps), steps
-    nodes = run.node_of()
+    # The workers print their ranks before horovodrun prints the generation's ready line.
+    nodes = run.wait_for(lambda _: run.node_of() if all(p in run.node_of()
+                                                        for p in workers.values()) else None,
+                         "the ready line")
     assert sorted(nodes[pid] for pid in workers.values()) == ["node1", "node1", "node2", "node2"]
     code, left, state = run.after()
     assert code == 0, run.output()
