@@ -109,10 +109,12 @@ def test_stall_check_disabled_waits_without_a_word(python_job):
     assert run.count(r"<stdout>:rank \d: late tensor reduced to 2.0$") == 2, run.output()
 
 
-def test_timeline_has_every_tensors_phases(python_job, tmp_path):
+@pytest.mark.parametrize("shm", ["1", "0"])
+def test_timeline_has_every_tensors_phases(python_job, tmp_path, shm):
     path = tmp_path / "timeline.json"
     # A long cycle, so the three async requests fuse for certain.
-    run = python_job(fixed_size(2), WORKER, "timeline", path, env={"HOROVOD_CYCLE_TIME": "50"})
+    run = python_job(fixed_size(2), WORKER, "timeline", path,
+                     env={"HOROVOD_CYCLE_TIME": "50", "HOROVODD_SHM": shm})
     assert run.wait() == 0, run.output()
     events = json.loads(path.read_text())  # a complete JSON array
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
@@ -125,10 +127,13 @@ def test_timeline_has_every_tensors_phases(python_job, tmp_path):
             tensor_steps.append([])
         tensor_steps[-1].append((event["name"], event.get("args", {}).get("tensors_in_batch")))
     alone = ["NEGOTIATE_ALLREDUCE", "ALLREDUCE", "WAIT_FOR_DATA", "GLOO_ALLREDUCE"]
-    # Horovod's activities of a fused batch: the copies into and out of the
-    # fusion buffer around the collective.
+    # Horovod's activities of a fused batch over TCP: the copies into and out
+    # of the fusion buffer around the collective. In one host's shared memory
+    # the collective reads and writes the tensors where they lie: no copies.
     fused = ["NEGOTIATE_ALLREDUCE", "ALLREDUCE", "WAIT_FOR_DATA", "MEMCPY_IN_FUSION_BUFFER",
              "GLOO_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER"]
+    if shm == "1":
+        fused = alone
     for tensor in ("grad.a", "grad.b", "fused.0", "fused.1", "fused.2"):
         assert len(steps.get(tensor, [])) == 3, (tensor, sorted(steps))
         for step in steps[tensor]:

@@ -123,6 +123,93 @@ TEST_CASE("every collective in shared memory gives the TCP ring's bytes", "[shm]
   }
 }
 
+// The engine's fused batches: parts of one dtype, some empty, some
+// straddling the 64 KiB rounds.
+TEST_CASE("an allreduce of separate parts in shared memory gives the packed tensor's bytes",
+          "[shm]") {
+  gloo::rendezvous::HashStore store;
+  const std::vector<int64_t> counts = {0, 1, 1000, 0, 70000, 3, 16385, 0};
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  for (const int size : {2, 3, 4}) {
+    RankGroup tcp(store, absl::StrCat("ptcp", size), size);
+    RankGroup shm(store, absl::StrCat("pshm", size), size);
+    ConnectLocal(shm, 1, HierarchicalAllreduce::kAuto, 64 << 10);
+    for (const DType dtype : testing::kAllDTypes) {
+      for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        INFO("size " << size << ", " << DTypeName(dtype) << ", " << ReduceOpName(op));
+        AllreduceOptions options;
+        options.op = op;
+        options.prescale_factor = op == ReduceOp::kSum ? 2.0 : 1.0;
+        const auto want = OnEveryRank<std::string>(size, [&](int rank) {
+          Tensor packed = MakeTensor(dtype, {total}, [&](int64_t i) { return Value(rank, i); });
+          absl::Status s = internal::Allreduce(tcp.context(rank), packed.view(), options);
+          return s.ok() ? Bytes(packed) : s.ToString();
+        });
+        const auto got = OnEveryRank<std::string>(size, [&](int rank) {
+          internal::GlooContext& c = shm.context(rank);
+          if (!internal::AllreducesInParts(c)) return std::string("not in parts");
+          std::vector<Tensor> parts;
+          int64_t at = 0;
+          for (int64_t count : counts) {
+            parts.push_back(
+                MakeTensor(dtype, {count}, [&](int64_t i) { return Value(rank, at + i); }));
+            at += count;
+          }
+          std::vector<TensorView> views;
+          for (Tensor& t : parts) views.push_back(t.view());
+          if (absl::Status s = internal::AllreduceParts(c, views, options); !s.ok()) {
+            return s.ToString();
+          }
+          std::string out;
+          for (const Tensor& t : parts) out += Bytes(t);
+          return out;
+        });
+        for (int r = 0; r < size; ++r) {
+          REQUIRE(want[r].size() == static_cast<size_t>(total) * DTypeSize(dtype));
+          CHECK(got[r] == want[r]);
+        }
+      }
+    }
+    // Over TCP the parts are the caller's to pack.
+    CHECK_FALSE(internal::AllreducesInParts(tcp.context(0)));
+  }
+}
+
+TEST_CASE("an allreduce of parts refuses mixed dtypes on every rank, and TCP rings", "[shm]") {
+  gloo::rendezvous::HashStore store;
+  RankGroup shm(store, "pmixed", 2);
+  ConnectLocal(shm, 1, HierarchicalAllreduce::kAuto, 64 << 10);
+  const auto errors = OnEveryRank<std::string>(2, [&](int rank) {
+    Tensor a = MakeTensor(DType::kFloat32, {4}, [](int64_t) { return 1.0; });
+    Tensor b = MakeTensor(DType::kInt32, {4}, [](int64_t) { return 1.0; });
+    AllreduceOptions options;
+    options.name = "grads";
+    return internal::AllreduceParts(shm.context(rank), {a.view(), b.view()}, options).ToString();
+  });
+  for (const std::string& e : errors) {
+    CHECK(e == "INVALID_ARGUMENT: allreduce 'grads': fused tensors must share one dtype, got "
+               "float32 and int32");
+  }
+  // A bad argument leaves the group usable.
+  const auto after = OnEveryRank<std::string>(2, [&](int rank) {
+    Tensor t = MakeTensor(DType::kFloat32, {4}, [&](int64_t) { return rank + 1.0; });
+    AllreduceOptions sum;
+    sum.op = ReduceOp::kSum;
+    absl::Status s = internal::AllreduceParts(shm.context(rank), {t.view()}, sum);
+    return s.ok() ? absl::StrCat(t.data_as<float>()[0]) : s.ToString();
+  });
+  for (const std::string& a : after) CHECK(a == "3");
+  RankGroup tcp(store, "ptcp-refused", 2);
+  const auto refused = OnEveryRank<std::string>(2, [&](int rank) {
+    Tensor t = MakeTensor(DType::kFloat32, {4}, [](int64_t) { return 1.0; });
+    return internal::AllreduceParts(tcp.context(rank), {t.view()}, {}).ToString();
+  });
+  for (const std::string& r : refused) {
+    CHECK(r.rfind("FAILED_PRECONDITION: allreduce: an allreduce of separate parts", 0) == 0);
+  }
+}
+
 TEST_CASE("the hierarchical allreduce over two hosts gives the TCP ring's bytes", "[shm]") {
   gloo::rendezvous::HashStore store;
   for (const int per_host : {1, 2}) {

@@ -102,11 +102,33 @@ absl::Status RunFusable(const Batch& batch, DType dtype, const RingRunner& ring,
   return absl::OkStatus();
 }
 
+std::vector<TensorView> TensorsOf(const Batch& batch) {
+  std::vector<TensorView> tensors;
+  tensors.reserve(TensorCount(batch));
+  for (const Request* r : batch.requests) {
+    tensors.insert(tensors.end(), r->tensors.begin(), r->tensors.end());
+  }
+  return tensors;
+}
+
 absl::Status RunAllreduce(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion,
                           const ActivityObserver& activity) {
   const Request& first = *batch.requests.front();
   AllreduceOptions options = first.options;
   if (batch.requests.size() > 1) options.name = BatchName(batch);
+  if (TensorCount(batch) > 1) {
+    // Where the ring's path reads the tensors where they lie (one host's
+    // shared memory), the fusion buffer's two copies are skipped. Every
+    // rank's context takes the same path, so all of them agree.
+    bool in_parts = false;
+    HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) -> absl::Status {
+      in_parts = AllreducesInParts(c);
+      if (!in_parts) return absl::OkStatus();
+      Announce(activity, CollectiveActivity(batch));
+      return AllreduceParts(c, TensorsOf(batch), options);
+    }));
+    if (in_parts) return absl::OkStatus();
+  }
   return RunFusable(batch, first.tensors.front().dtype, ring, fusion, activity,
                     [&](GlooContext& c, TensorView t) { return Allreduce(c, t, options); });
 }

@@ -330,6 +330,20 @@ absl::Status Allreduce(GlooContext& context, TensorView inout,
   });
 }
 
+bool AllreducesInParts(GlooContext& context) { return AllLocalGroup(context) != nullptr; }
+
+absl::Status AllreduceParts(GlooContext& context, const std::vector<TensorView>& parts,
+                            const AllreduceOptions& options) {
+  shm::ShmGroup* local = AllLocalGroup(context);
+  if (local == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        Label("allreduce", options.name),
+        ": an allreduce of separate parts runs only where every rank shares this host"));
+  }
+  return AfterLocal(context,
+                    shm::AllreduceParts(*local, parts, options, CollectiveDeadline(context)));
+}
+
 bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
                              const AllreduceOptions& options) {
   return options.prescale_factor == 1.0 && Choose(tensor, ranks) == Algorithm::kPairwise;

@@ -40,6 +40,15 @@ namespace horovodd::internal {
 absl::Status Allreduce(GlooContext& context, TensorView inout,
                        const AllreduceOptions& options);
 
+// Allreduce of several tensors of one dtype as of one tensor laid end to
+// end, read and written in place with no staging copy. Only where
+// AllreducesInParts (every rank of the context on this host: shared memory
+// copies straight from and into the parts); elsewhere FAILED_PRECONDITION,
+// and the caller packs the parts into one tensor for Allreduce.
+bool AllreducesInParts(GlooContext& context);
+absl::Status AllreduceParts(GlooContext& context, const std::vector<TensorView>& parts,
+                            const AllreduceOptions& options);
+
 // An allreduce that confirms itself, for a caller that runs it before it
 // knows whether every rank wants it (the engine's speculation,
 // engine_speculation.h): each rank says whether it is `ready` alongside its

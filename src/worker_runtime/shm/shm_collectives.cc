@@ -42,6 +42,43 @@ absl::StatusOr<T> Checked(ShmGroup& group, absl::StatusOr<T> result) {
   return result;
 }
 
+// copy_in for an input that is one tensor.
+auto CopyFrom(const TensorView& input) {
+  return [data = Bytes(input.data), element = DTypeSize(input.dtype)](
+             int64_t offset, int64_t count, uint8_t* into) {
+    std::memcpy(into, data + offset * element, count * element);
+  };
+}
+
+// Several tensors of one dtype read as one, laid end to end: the rounds
+// copy straight from and into them (no staging buffer in between).
+class Parts {
+ public:
+  explicit Parts(const std::vector<TensorView>& parts) : parts_(parts), starts_(1, 0) {
+    for (const TensorView& t : parts_) starts_.push_back(starts_.back() + t.numel());
+  }
+  int64_t numel() const { return starts_.back(); }
+
+  // Calls fn(part's bytes, elements, where they start in [offset, offset +
+  // count)) for each piece of a part inside that range, in order.
+  template <typename Fn>
+  void ForEachPiece(int64_t offset, int64_t count, Fn fn) const {
+    const size_t element = DTypeSize(parts_.front().dtype);
+    // The last part starting at or before `offset`.
+    size_t i = std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin() - 1;
+    for (int64_t done = 0; done < count; ++i) {
+      const int64_t from = offset + done - starts_[i];  // within part i
+      const int64_t n = std::min(starts_[i + 1] - starts_[i] - from, count - done);
+      if (n > 0) fn(Bytes(parts_[i].data) + from * element, n, done);
+      done += std::max<int64_t>(n, 0);
+    }
+  }
+
+ private:
+  const std::vector<TensorView>& parts_;
+  std::vector<int64_t> starts_;  // element offsets; starts_[i + 1] - starts_[i] = part i's
+};
+
 absl::Status CheckAllreduceArgs(const std::string& label, const TensorView& tensor,
                                 const AllreduceOptions& options) {
   HVDD_RETURN_IF_ERROR(CheckTensor(label, tensor));
@@ -49,18 +86,19 @@ absl::Status CheckAllreduceArgs(const std::string& label, const TensorView& tens
   return CheckScaleFactor(label, "postscale_factor", options.postscale_factor);
 }
 
-// The reduction rounds over `count` elements of `input`. copy_out(offset,
-// count, reduced) takes each round's result (elements [offset, offset +
-// count) of the whole, at `reduced` in slot 0) before the round's set is
+// The reduction rounds over `count` elements. copy_in(offset, count, slot)
+// puts elements [offset, offset + count) of this rank's input into its slot;
+// copy_out(offset, count, reduced) takes each round's result (the same
+// elements of the whole, at `reduced` in slot 0) before the round's set is
 // reused. With `ready`, the first round also carries each rank's word, and
 // unless every word is true the rounds stop there (*all_ready false, nothing
 // copied out). With `cross`, round k's slice crosses hosts while round k + 1
 // is copied in and reduced here (see the top of shm_collectives.h).
-template <typename CopyOut>
-absl::Status ReduceRounds(ShmGroup& group, DType dtype, const uint8_t* input, int64_t count,
+template <typename CopyIn, typename CopyOut>
+absl::Status ReduceRounds(ShmGroup& group, DType dtype, int64_t count,
                           const AllreduceOptions& options, absl::Time deadline,
                           const CrossReduce* cross, const bool* ready, bool* all_ready,
-                          CopyOut copy_out) {
+                          CopyIn copy_in, CopyOut copy_out) {
   const size_t element = DTypeSize(dtype);
   const int n = group.size();
   const int me = group.rank();
@@ -92,7 +130,7 @@ absl::Status ReduceRounds(ShmGroup& group, DType dtype, const uint8_t* input, in
   for (int64_t offset = 0; offset < count; offset += per_round) {
     const int64_t m = std::min(per_round, count - offset);
     uint8_t* own = group.slot(me);
-    std::memcpy(own, input + offset * element, m * element);
+    copy_in(offset, m, own);
     if (options.prescale_factor != 1.0) ScaleInPlace(dtype, own, m, options.prescale_factor);
     if (ready != nullptr && offset == 0) group.meta(me)[0] = *ready ? 1 : 0;
     HVDD_RETURN_IF_ERROR(group.Sync(deadline));
@@ -301,8 +339,8 @@ absl::StatusOr<Tensor> ReducescatterBody(ShmGroup& group, const TensorView& inpu
   options.prescale_factor = prescale_factor;
   options.postscale_factor = postscale_factor;
   HVDD_RETURN_IF_ERROR(ReduceRounds(
-      group, input.dtype, Bytes(input.data), input.numel(), options, deadline, nullptr, nullptr,
-      nullptr, [&](int64_t offset, int64_t count, const uint8_t* reduced) {
+      group, input.dtype, input.numel(), options, deadline, nullptr, nullptr, nullptr,
+      CopyFrom(input), [&](int64_t offset, int64_t count, const uint8_t* reduced) {
         const int64_t from = std::max(offset, begin);
         const int64_t to = std::min(offset + count, end);
         if (from < to) {
@@ -321,12 +359,43 @@ absl::Status Allreduce(ShmGroup& group, TensorView inout, const AllreduceOptions
   HVDD_RETURN_IF_ERROR(group.health());
   HVDD_RETURN_IF_ERROR(CheckAllreduceArgs(label, inout, options));
   const size_t element = DTypeSize(inout.dtype);
-  return Checked(group, ReduceRounds(group, inout.dtype, Bytes(inout.data), inout.numel(),
-                                     options, deadline, cross, nullptr, nullptr,
+  return Checked(group, ReduceRounds(group, inout.dtype, inout.numel(), options, deadline, cross,
+                                     nullptr, nullptr, CopyFrom(inout),
                                      [&](int64_t offset, int64_t count, const uint8_t* reduced) {
                                        std::memcpy(Bytes(inout.data) + offset * element, reduced,
                                                    count * element);
                                      }));
+}
+
+absl::Status AllreduceParts(ShmGroup& group, const std::vector<TensorView>& parts,
+                            const AllreduceOptions& options, absl::Time deadline) {
+  const std::string label = Label("allreduce", options.name);
+  HVDD_RETURN_IF_ERROR(group.health());
+  if (parts.empty()) return absl::OkStatus();
+  for (const TensorView& part : parts) {
+    HVDD_RETURN_IF_ERROR(CheckAllreduceArgs(label, part, options));
+    if (part.dtype != parts.front().dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          label, ": fused tensors must share one dtype, got ", DTypeName(parts.front().dtype),
+          " and ", DTypeName(part.dtype)));
+    }
+  }
+  const Parts whole(parts);
+  const size_t element = DTypeSize(parts.front().dtype);
+  return Checked(
+      group,
+      ReduceRounds(
+          group, parts.front().dtype, whole.numel(), options, deadline, nullptr, nullptr, nullptr,
+          [&](int64_t offset, int64_t count, uint8_t* into) {
+            whole.ForEachPiece(offset, count, [&](const uint8_t* part, int64_t n, int64_t at) {
+              std::memcpy(into + at * element, part, n * element);
+            });
+          },
+          [&](int64_t offset, int64_t count, const uint8_t* reduced) {
+            whole.ForEachPiece(offset, count, [&](uint8_t* part, int64_t n, int64_t at) {
+              std::memcpy(part, reduced + at * element, n * element);
+            });
+          }));
 }
 
 absl::StatusOr<bool> AllreduceIfAllReady(ShmGroup& group, TensorView tensor, bool ready,
@@ -342,8 +411,8 @@ absl::StatusOr<bool> AllreduceIfAllReady(ShmGroup& group, TensorView tensor, boo
   const size_t element = DTypeSize(tensor.dtype);
   bool all_ready = false;
   HVDD_RETURN_IF_ERROR(
-      Checked(group, ReduceRounds(group, tensor.dtype, Bytes(tensor.data), tensor.numel(), options,
-                                  deadline, nullptr, &ready, &all_ready,
+      Checked(group, ReduceRounds(group, tensor.dtype, tensor.numel(), options, deadline,
+                                  nullptr, &ready, &all_ready, CopyFrom(tensor),
                                   [&](int64_t offset, int64_t count, const uint8_t* reduced) {
                                     std::memcpy(Bytes(tensor.data) + offset * element, reduced,
                                                 count * element);

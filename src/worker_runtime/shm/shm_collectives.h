@@ -46,6 +46,12 @@ struct CrossReduce {
 absl::Status Allreduce(ShmGroup& group, TensorView inout, const AllreduceOptions& options,
                        absl::Time deadline, const CrossReduce* cross = nullptr);
 
+// Allreduce of `parts` (one dtype) as of one tensor laid end to end, read
+// from and written back to the parts directly: the engine's fused batches,
+// without copies into and out of a fusion buffer.
+absl::Status AllreduceParts(ShmGroup& group, const std::vector<TensorView>& parts,
+                            const AllreduceOptions& options, absl::Time deadline);
+
 // gloo_ops.h's AllreduceIfAllReady: each rank says whether it is ready in
 // the first round; unless all are, every rank returns false having written
 // nothing (without a prescale only).
