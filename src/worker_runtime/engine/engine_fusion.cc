@@ -9,6 +9,7 @@
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/gloo/gloo_transfer.h"
 #include "worker_runtime/engine/engine_timeline.h"
+#include "worker_runtime/tensor/copy_bytes.h"
 
 namespace horovodd::internal {
 namespace {
@@ -54,7 +55,7 @@ size_t TotalBytes(const Batch& batch) {
 void Pack(const Batch& batch, uint8_t* buffer) {
   for (const Request* r : batch.requests) {
     for (const TensorView& t : r->tensors) {
-      if (t.nbytes() > 0) std::memcpy(buffer, t.data, t.nbytes());
+      if (t.nbytes() > 0) CopyBytes(buffer, t.data, t.nbytes());
       buffer += t.nbytes();
     }
   }
@@ -63,7 +64,7 @@ void Pack(const Batch& batch, uint8_t* buffer) {
 void Unpack(const Batch& batch, const uint8_t* buffer) {
   for (const Request* r : batch.requests) {
     for (const TensorView& t : r->tensors) {
-      if (t.nbytes() > 0) std::memcpy(t.data, buffer, t.nbytes());
+      if (t.nbytes() > 0) CopyBytes(t.data, buffer, t.nbytes());
       buffer += t.nbytes();
     }
   }

@@ -5,6 +5,7 @@
 
 #include "common/status_macros.h"
 #include "worker_runtime/gloo/gloo_ops.h"
+#include "worker_runtime/tensor/copy_bytes.h"
 
 namespace horovodd::internal {
 namespace {
@@ -83,7 +84,7 @@ absl::Status StartPredictedOnCopy(GlooContext& context, const PredictedAllreduce
                                   const std::vector<Request>& taken, FusionBuffer& fusion) {
   TensorView work = WorkIn(fusion, predicted);
   if (const Request* mine = FindPending(taken, predicted.name, predicted.descriptor)) {
-    std::memcpy(work.data, mine->tensors.front().data, predicted.nbytes());
+    CopyBytes(work.data, mine->tensors.front().data, predicted.nbytes());
   } else {
     std::memset(work.data, 0, predicted.nbytes());  // this rank finishes nothing
   }
@@ -101,7 +102,7 @@ std::optional<size_t> FinishPredictedOnCopy(const PredictedAllreduce& predicted,
   // Ready everywhere with one descriptor: if it is not the predicted one
   // here, it is not anywhere, and every rank runs it the usual way.
   if (mine == nullptr) return std::nullopt;
-  std::memcpy(mine->tensors.front().data, WorkIn(fusion, predicted).data, predicted.nbytes());
+  CopyBytes(mine->tensors.front().data, WorkIn(fusion, predicted).data, predicted.nbytes());
   return static_cast<size_t>(mine - taken.data());
 }
 

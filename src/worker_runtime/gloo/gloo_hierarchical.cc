@@ -13,6 +13,7 @@
 #include "worker_runtime/gloo/gloo_ring.h"
 #include "worker_runtime/gloo/gloo_transfer.h"
 #include "worker_runtime/shm/shm_collectives.h"
+#include "worker_runtime/tensor/copy_bytes.h"
 #include "worker_runtime/tensor/reduce_kernels.h"
 
 namespace horovodd::internal {
@@ -61,8 +62,8 @@ class CrossHosts {
     const int h = static_cast<int>(members_.size());
     const size_t own = parts_[me_].bytes;
     uint8_t* result = slice_ + parts_[me_].offset;
-    std::memcpy(received_.data + me_ * own, result, own);
-    std::memcpy(result, received_.data, own);
+    CopyBytes(received_.data + me_ * own, result, own);
+    CopyBytes(result, received_.data, own);
     for (int p = 1; p < h; ++p) {
       ReduceInto(dtype_, op_, result, received_.data + p * own, counts_[me_]);
     }

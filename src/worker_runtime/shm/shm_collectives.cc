@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker_runtime/tensor/collective_args.h"
+#include "worker_runtime/tensor/copy_bytes.h"
 #include "worker_runtime/tensor/reduce_kernels.h"
 
 namespace horovodd::internal::shm {
@@ -46,7 +47,7 @@ absl::StatusOr<T> Checked(ShmGroup& group, absl::StatusOr<T> result) {
 auto CopyFrom(const TensorView& input) {
   return [data = Bytes(input.data), element = DTypeSize(input.dtype)](
              int64_t offset, int64_t count, uint8_t* into) {
-    std::memcpy(into, data + offset * element, count * element);
+    CopyBytes(into, data + offset * element, count * element);
   };
 }
 
@@ -219,17 +220,17 @@ absl::StatusOr<Tensor> AllgatherBody(ShmGroup& group, const TensorView& input,
   shape[0] = total_rows;
   Tensor output(input.dtype, std::move(shape));
   if (offset[me + 1] > offset[me]) {
-    std::memcpy(Bytes(output.data()) + offset[me], input.data, offset[me + 1] - offset[me]);
+    CopyBytes(Bytes(output.data()) + offset[me], input.data, offset[me + 1] - offset[me]);
   }
   const size_t s = group.slot_bytes();
   for (size_t at = 0; at < largest; at += s) {
     const size_t own = offset[me + 1] - offset[me];
-    if (at < own) std::memcpy(group.slot(me), Bytes(input.data) + at, std::min(s, own - at));
+    if (at < own) CopyBytes(group.slot(me), Bytes(input.data) + at, std::min(s, own - at));
     HVDD_RETURN_IF_ERROR(group.Sync(deadline));
     for (int r = 0; r < n; ++r) {
       const size_t bytes = offset[r + 1] - offset[r];
       if (r == me || at >= bytes) continue;
-      std::memcpy(Bytes(output.data()) + offset[r] + at, group.slot(r), std::min(s, bytes - at));
+      CopyBytes(Bytes(output.data()) + offset[r] + at, group.slot(r), std::min(s, bytes - at));
     }
     group.NextRound();
   }
@@ -250,9 +251,9 @@ absl::Status BroadcastBody(ShmGroup& group, TensorView inout, int root, absl::Ti
   const size_t per_round = n * group.slot_bytes();
   for (size_t at = 0; at < bytes; at += per_round) {
     const size_t m = std::min(per_round, bytes - at);
-    if (group.rank() == root) std::memcpy(group.slot(0), Bytes(inout.data) + at, m);
+    if (group.rank() == root) CopyBytes(group.slot(0), Bytes(inout.data) + at, m);
     HVDD_RETURN_IF_ERROR(group.Sync(deadline));
-    if (group.rank() != root) std::memcpy(Bytes(inout.data) + at, group.slot(0), m);
+    if (group.rank() != root) CopyBytes(Bytes(inout.data) + at, group.slot(0), m);
     group.NextRound();
   }
   return absl::OkStatus();
@@ -288,7 +289,7 @@ absl::StatusOr<Tensor> AlltoallBody(ShmGroup& group, const TensorView& input,
   for (int r = 0; r < n; ++r) shape[0] += recv_rows[r];
   Tensor output(input.dtype, std::move(shape));
   if (recv_at[me + 1] > recv_at[me]) {
-    std::memcpy(Bytes(output.data()) + recv_at[me], Bytes(input.data) + send_at[me],
+    CopyBytes(Bytes(output.data()) + recv_at[me], Bytes(input.data) + send_at[me],
                 recv_at[me + 1] - recv_at[me]);
   }
   // Each round, a slot holds one part per destination.
@@ -297,14 +298,14 @@ absl::StatusOr<Tensor> AlltoallBody(ShmGroup& group, const TensorView& input,
     for (int d = 0; d < n; ++d) {
       const size_t bytes = send_at[d + 1] - send_at[d];
       if (d == me || at >= bytes) continue;
-      std::memcpy(group.slot(me) + d * part, Bytes(input.data) + send_at[d] + at,
+      CopyBytes(group.slot(me) + d * part, Bytes(input.data) + send_at[d] + at,
                   std::min(part, bytes - at));
     }
     HVDD_RETURN_IF_ERROR(group.Sync(deadline));
     for (int r = 0; r < n; ++r) {
       const size_t bytes = recv_at[r + 1] - recv_at[r];
       if (r == me || at >= bytes) continue;
-      std::memcpy(Bytes(output.data()) + recv_at[r] + at, group.slot(r) + me * part,
+      CopyBytes(Bytes(output.data()) + recv_at[r] + at, group.slot(r) + me * part,
                   std::min(part, bytes - at));
     }
     group.NextRound();
@@ -344,7 +345,7 @@ absl::StatusOr<Tensor> ReducescatterBody(ShmGroup& group, const TensorView& inpu
         const int64_t from = std::max(offset, begin);
         const int64_t to = std::min(offset + count, end);
         if (from < to) {
-          std::memcpy(Bytes(output.data()) + (from - begin) * element,
+          CopyBytes(Bytes(output.data()) + (from - begin) * element,
                       reduced + (from - offset) * element, (to - from) * element);
         }
       }));
@@ -362,7 +363,7 @@ absl::Status Allreduce(ShmGroup& group, TensorView inout, const AllreduceOptions
   return Checked(group, ReduceRounds(group, inout.dtype, inout.numel(), options, deadline, cross,
                                      nullptr, nullptr, CopyFrom(inout),
                                      [&](int64_t offset, int64_t count, const uint8_t* reduced) {
-                                       std::memcpy(Bytes(inout.data) + offset * element, reduced,
+                                       CopyBytes(Bytes(inout.data) + offset * element, reduced,
                                                    count * element);
                                      }));
 }
@@ -388,12 +389,12 @@ absl::Status AllreduceParts(ShmGroup& group, const std::vector<TensorView>& part
           group, parts.front().dtype, whole.numel(), options, deadline, nullptr, nullptr, nullptr,
           [&](int64_t offset, int64_t count, uint8_t* into) {
             whole.ForEachPiece(offset, count, [&](const uint8_t* part, int64_t n, int64_t at) {
-              std::memcpy(into + at * element, part, n * element);
+              CopyBytes(into + at * element, part, n * element);
             });
           },
           [&](int64_t offset, int64_t count, const uint8_t* reduced) {
             whole.ForEachPiece(offset, count, [&](uint8_t* part, int64_t n, int64_t at) {
-              std::memcpy(part, reduced + at * element, n * element);
+              CopyBytes(part, reduced + at * element, n * element);
             });
           }));
 }
@@ -414,7 +415,7 @@ absl::StatusOr<bool> AllreduceIfAllReady(ShmGroup& group, TensorView tensor, boo
       Checked(group, ReduceRounds(group, tensor.dtype, tensor.numel(), options, deadline,
                                   nullptr, &ready, &all_ready, CopyFrom(tensor),
                                   [&](int64_t offset, int64_t count, const uint8_t* reduced) {
-                                    std::memcpy(Bytes(tensor.data) + offset * element, reduced,
+                                    CopyBytes(Bytes(tensor.data) + offset * element, reduced,
                                                 count * element);
                                   })));
   return all_ready;
