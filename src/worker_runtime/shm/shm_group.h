@@ -42,8 +42,12 @@
 namespace horovodd::internal::shm {
 
 // Bytes per rank per round for collective data. A chunk of this size is
-// copied in, reduced and copied out while it is still in the cache.
-inline constexpr size_t kDefaultSlotBytes = size_t{1} << 20;
+// copied in, reduced and copied out while it is still in the cache: a
+// round's slots of 2-3 ranks fit a 1 MiB L2. Against 1 MiB slots (bench/
+// shm_allreduce.cc, 3 interleaved runs on the 2-core VM): 4 ranks 16 MiB
+// 14-17 ms against 18-20, 64 MiB 55-65 against 72-77; 2 ranks level or
+// better.
+inline constexpr size_t kDefaultSlotBytes = size_t{256} << 10;
 // Header words per rank per destination in a round (collective_args.h's
 // ArgumentHeader fits).
 inline constexpr size_t kMetaWords = 16;
