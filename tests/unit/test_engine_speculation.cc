@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "test_collectives_harness.h"
 #include "test_engine_support.h"
+#include "worker_runtime/engine/engine_speculation.h"
+#include "worker_runtime/gloo/gloo_ops.h"
 
 namespace horovodd {
 namespace {
@@ -75,6 +77,7 @@ TEST_CASE("a repeated synchronous allreduce is predicted and stays exact", "[eng
   }
 }
 
+// Over TCP; in shared memory all of them go in band.
 TEST_CASE("at 2 ranks allreduces are predicted on a copy up to 256 KiB, in band above",
           "[engine]") {
   const int64_t elements = GENERATE(int64_t{65536}, int64_t{262144}, int64_t{524288});
@@ -91,6 +94,33 @@ TEST_CASE("at 2 ranks allreduces are predicted on a copy up to 256 KiB, in band 
   for (const std::string& r : results) CHECK(r == "");
   for (int rank = 0; rank < 2; ++rank) {
     CHECK(group.engine(rank).confirmed_predictions() == kSteps - 2);
+  }
+}
+
+// Which way a prediction runs, by the ring's path: test_engine runs this on
+// one host's shared memory, test_engine_tcp (HOROVODD_SHM=0) over TCP.
+TEST_CASE("in one host's shared memory every prediction is confirmed in band", "[engine]") {
+  EngineGroup group(4);
+  internal::GlooContext& context = group.context(0);
+  auto choice = [&](int64_t elements, double prescale) {
+    internal::PredictedAllreduce predicted;
+    predicted.name = "loss";
+    predicted.elements = elements;
+    predicted.options = Sum();
+    predicted.options.prescale_factor = prescale;
+    return internal::ChooseSpeculation(context, predicted);
+  };
+  using internal::Speculation;
+  if (internal::AllreducesInParts(context)) {
+    for (const int64_t elements : {int64_t{1}, int64_t{1024}, int64_t{262144}, int64_t{2} << 20}) {
+      INFO(elements << " elements");
+      CHECK(choice(elements, 1.0) == Speculation::kInBand);
+    }
+    // A prescaled allreduce cannot confirm itself: small ones go on a copy.
+    CHECK(choice(1024, 0.5) == Speculation::kOnCopy);
+  } else {
+    CHECK(choice(1024, 1.0) == Speculation::kOnCopy);
+    CHECK(choice(262144, 1.0) == Speculation::kOnCopy);  // 1 MiB at 4 ranks
   }
 }
 

@@ -71,11 +71,17 @@ void AllreducePredictor::Reset() {
   prediction_.reset();
 }
 
-Speculation ChooseSpeculation(const GlooContext& context, const PredictedAllreduce& predicted) {
+Speculation ChooseSpeculation(GlooContext& context, const PredictedAllreduce& predicted) {
+  const TensorView shape{nullptr, predicted.dtype, {predicted.elements}, Device{}};
+  // In one host's shared memory the confirmation costs nothing (a word in
+  // the first round): in band at every size.
+  if (AllreducesInParts(context) &&
+      AllreduceConfirmsItselfOn(context, shape, predicted.options)) {
+    return Speculation::kInBand;
+  }
   const size_t on_copy_bytes =
       context.size == 2 ? kMaxSpeculativeBytesAtTwoRanks : kMaxCopiedSpeculativeBytes;
   if (predicted.nbytes() <= on_copy_bytes) return Speculation::kOnCopy;
-  const TensorView shape{nullptr, predicted.dtype, {predicted.elements}, Device{}};
   return AllreduceConfirmsItself(shape, context.size, predicted.options) ? Speculation::kInBand
                                                                          : Speculation::kNone;
 }

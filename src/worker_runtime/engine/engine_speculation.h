@@ -16,7 +16,8 @@
 //               the negotiation found the request ready everywhere with the
 //               predicted descriptor; if not, the copy is thrown away and the
 //               round goes on as usual;
-//   in band     larger ones, up to 8 MiB, where the allreduce is pairwise:
+//   in band     larger ones, up to 8 MiB, where the allreduce is pairwise
+//               (every size where all ranks share one host's memory):
 //               no negotiation. Each rank says alongside its first exchange
 //               whether it has the request pending (gloo_ops.h,
 //               AllreduceIfAllReady); when all do, the allreduce finishes in
@@ -95,9 +96,11 @@ class AllreducePredictor {
 };
 
 // How a round on `context` speculates on `predicted` (the same answer on
-// every rank: it depends on the size and the number of ranks only).
+// every rank: it depends on the size, the number of ranks and the ring's
+// path only). Where every rank shares the host, in band at every size: the
+// shared-memory allreduce carries the ready words in its first round.
 enum class Speculation { kNone, kOnCopy, kInBand };
-Speculation ChooseSpeculation(const GlooContext& context, const PredictedAllreduce& predicted);
+Speculation ChooseSpeculation(GlooContext& context, const PredictedAllreduce& predicted);
 
 // kOnCopy, while the round's negotiation is in flight: reduces `predicted`
 // into `fusion`, from this rank's tensor when `taken` holds the request with

@@ -349,6 +349,12 @@ bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
   return options.prescale_factor == 1.0 && Choose(tensor, ranks) == Algorithm::kPairwise;
 }
 
+bool AllreduceConfirmsItselfOn(GlooContext& context, const TensorView& tensor,
+                               const AllreduceOptions& options) {
+  if (AllLocalGroup(context) != nullptr) return options.prescale_factor == 1.0;
+  return AllreduceConfirmsItself(tensor, context.size, options);
+}
+
 absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,
                                          const AllreduceOptions& options) {
   if (shm::ShmGroup* local = AllLocalGroup(context)) {

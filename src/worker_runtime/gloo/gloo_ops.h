@@ -60,6 +60,10 @@ absl::Status AllreduceParts(GlooContext& context, const std::vector<TensorView>&
 // FAILED_PRECONDITION.
 bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
                              const AllreduceOptions& options);
+// The same for `context`'s path: where every rank shares this host, the
+// shared-memory allreduce confirms itself at any size (without a prescale).
+bool AllreduceConfirmsItselfOn(GlooContext& context, const TensorView& tensor,
+                               const AllreduceOptions& options);
 absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,
                                          const AllreduceOptions& options);
 
