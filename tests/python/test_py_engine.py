@@ -76,6 +76,10 @@ def test_a_process_set_of_two_beside_the_global_set(python_job):
                      r"process set 1 \(ranks \[0, 2\]\)$") == 1, run.output()
     assert run.count(r"<stdout>:rank \d: after removal: process set 1 does not exist$") == 3, \
         run.output()
+    # The set's two members share memory on their own ring too.
+    for rank, segments in ((0, 2), (1, 1), (2, 2)):
+        assert run.count(rf"^\[{rank}\]<stdout>:rank {rank}: shared-memory segments "
+                         rf"{segments}$") == 1, run.output()
 
 
 def test_adding_a_process_set_at_run_time_needs_dynamic_sets(python_job):

@@ -242,6 +242,72 @@ TEST_CASE("the hierarchical allreduce over two hosts gives the TCP ring's bytes"
   }
 }
 
+// Process sets: a set's ring gets groups of its own, placed from where the
+// global ring's ranks are (SubsetPlaces), and its collectives give the TCP
+// ring's bytes.
+TEST_CASE("a process set's ring shares memory among its members on each host", "[shm]") {
+  gloo::rendezvous::HashStore store;
+  struct Case {
+    int hosts;
+    std::vector<int> members;
+    std::vector<int> want_local_size;  // by set rank
+    std::vector<bool> want_group;      // by set rank: in a shared-memory group
+    bool all_local;
+  };
+  const Case cases[] = {
+      {1, {0, 1, 3}, {3, 3, 3}, {true, true, true}, true},
+      // One member on host 0, two on host 1.
+      {2, {1, 2, 3}, {1, 2, 2}, {false, true, true}, false},
+      {2, {0, 2}, {1, 1}, {false, false}, false},  // one on each: no group anywhere
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    INFO("hosts " << c.hosts << ", case " << k);
+    RankGroup global(store, absl::StrCat("global", k), 4);
+    const int per_host = 4 / c.hosts;
+    const auto host_of_rank = OnEveryRank<std::vector<int>>(4, [&](int rank) {
+      LocalOptions options;
+      options.local_rank = rank % per_host;
+      options.local_size = per_host;
+      options.cross_rank = rank / per_host;
+      std::vector<int> hosts;
+      absl::Status s = internal::ConnectLocalGroup(global.context(rank), options, &hosts);
+      return s.ok() ? hosts : std::vector<int>{};
+    });
+    for (int r = 0; r < 4; ++r) {
+      std::vector<int> want;
+      for (int q = 0; q < 4; ++q) want.push_back(q / per_host);
+      REQUIRE(host_of_rank[r] == want);
+    }
+    const int n = static_cast<int>(c.members.size());
+    RankGroup tcp(store, absl::StrCat("settcp", k), n);
+    RankGroup set(store, absl::StrCat("set", k), n);
+    const auto connected = OnEveryRank<std::string>(n, [&](int set_rank) {
+      const LocalOptions places = internal::SubsetPlaces(
+          host_of_rank[c.members[set_rank]], c.members, set_rank, LocalOptions{});
+      if (places.local_size != c.want_local_size[set_rank]) return std::string("wrong size");
+      return internal::ConnectLocalGroup(set.context(set_rank), places).ToString();
+    });
+    for (const std::string& s : connected) REQUIRE(s == "OK");
+    for (int r = 0; r < n; ++r) {
+      CHECK((set.context(r).local_group() != nullptr) == c.want_group[r]);
+      CHECK((internal::AllLocalGroup(set.context(r)) != nullptr) == c.all_local);
+    }
+    for (const DType dtype : {DType::kFloat32, DType::kInt64}) {
+      for (const int64_t count : {int64_t{1}, int64_t{1000}, int64_t{100000}}) {
+        INFO(DTypeName(dtype) << ", " << count << " elements");
+        const std::vector<std::string> want = RunAll(tcp, dtype, ReduceOp::kSum, count);
+        const std::vector<std::string> got = RunAll(set, dtype, ReduceOp::kSum, count);
+        for (int r = 0; r < n; ++r) {
+          REQUIRE(want[r].rfind("FAILED", 0) != 0);
+          CHECK(got[r] == want[r]);
+        }
+      }
+    }
+    ++k;
+  }
+}
+
 TEST_CASE("the automatic choice goes hierarchical from 64 KiB, and =0 never", "[shm]") {
   gloo::rendezvous::HashStore store;
   for (const auto mode : {HierarchicalAllreduce::kAuto, HierarchicalAllreduce::kOff}) {

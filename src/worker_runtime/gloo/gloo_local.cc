@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "common/check.h"
 #include "common/status_macros.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/shm/shm_segment.h"
@@ -92,7 +93,9 @@ absl::StatusOr<std::unique_ptr<shm::ShmGroup>> OpenGroup(
 
 }  // namespace
 
-absl::Status ConnectLocalGroup(GlooContext& context, const LocalOptions& options) {
+absl::Status ConnectLocalGroup(GlooContext& context, const LocalOptions& options,
+                               std::vector<int>* host_of_rank) {
+  if (host_of_rank != nullptr) host_of_rank->clear();
   // Every rank takes part in the exchange, even with shared memory off here,
   // so that a ring whose ranks disagree on HOROVODD_SHM still agrees.
   if (context.size == 1) return absl::OkStatus();
@@ -162,7 +165,14 @@ absl::Status ConnectLocalGroup(GlooContext& context, const LocalOptions& options
   min.op = ReduceOp::kMin;
   HVDD_RETURN_IF_ERROR(Allreduce(context, ok.view(), min));
   if (group->group != nullptr) group->group->segment().CloseFd();  // every peer mapped it
-  if (*static_cast<int32_t*>(ok.data()) != 1 || group->group == nullptr) return absl::OkStatus();
+  const bool every_group_up = *static_cast<int32_t*>(ok.data()) == 1;
+  if (every_group_up && host_of_rank != nullptr) {
+    host_of_rank->assign(n, -1);
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      for (int r : hosts[h]) (*host_of_rank)[r] = static_cast<int>(h);
+    }
+  }
+  if (!every_group_up || group->group == nullptr) return absl::OkStatus();
 
   group->all_local = hosts.size() == 1;
   group->total_ranks = n;
@@ -179,6 +189,29 @@ absl::Status ConnectLocalGroup(GlooContext& context, const LocalOptions& options
   }
   context.SetLocalGroup(std::move(group));
   return absl::OkStatus();
+}
+
+LocalOptions SubsetPlaces(const std::vector<int>& host_of_rank, const std::vector<int>& members,
+                          int set_rank, LocalOptions base) {
+  HVDD_CHECK(set_rank >= 0 && set_rank < static_cast<int>(members.size()));
+  // The set's members on each host, in set-rank order; hosts in global order.
+  std::map<int, std::vector<int>> by_host;
+  for (size_t i = 0; i < members.size(); ++i) {
+    HVDD_CHECK(members[i] >= 0 && members[i] < static_cast<int>(host_of_rank.size()));
+    by_host[host_of_rank[members[i]]].push_back(static_cast<int>(i));
+  }
+  const int my_host = host_of_rank[members[set_rank]];
+  const std::vector<int>& mine = by_host[my_host];
+  base.local_rank = static_cast<int>(std::find(mine.begin(), mine.end(), set_rank) - mine.begin());
+  base.local_size = static_cast<int>(mine.size());
+  // As the daemon numbers cross ranks (HostsOf): among the hosts that have
+  // a local rank `local_rank`, this one's index.
+  base.cross_rank = 0;
+  for (const auto& [host, ranks] : by_host) {
+    if (host == my_host) break;
+    if (static_cast<int>(ranks.size()) > base.local_rank) ++base.cross_rank;
+  }
+  return base;
 }
 
 shm::ShmGroup* AllLocalGroup(GlooContext& context) {

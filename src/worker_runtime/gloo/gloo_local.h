@@ -64,7 +64,21 @@ struct LocalGroup {
 // (all or none: ranks must agree on every collective's path). Only the
 // ring's own failures are errors; a group that cannot be set up (another
 // machine behind one host name, no memfd) leaves every rank on TCP.
-absl::Status ConnectLocalGroup(GlooContext& context, const LocalOptions& options);
+//
+// `host_of_rank` (optional) receives every ring rank's host index (hosts in
+// the daemon's order) where every host's group came up, and is left empty
+// where they did not: the same on every rank, so that a process set's ring
+// can place its members (SubsetPlaces) on all of its ranks alike.
+absl::Status ConnectLocalGroup(GlooContext& context, const LocalOptions& options,
+                               std::vector<int>* host_of_rank = nullptr);
+
+// A process set's places for ConnectLocalGroup on its own ring: `members`
+// are the set's ranks on the global ring, in set-rank order, `set_rank` this
+// rank's index among them, and `host_of_rank` what the global ring's
+// ConnectLocalGroup gave. Each host's members become its local ranks in
+// set-rank order; hosts keep the global order. `base` gives the rest.
+LocalOptions SubsetPlaces(const std::vector<int>& host_of_rank, const std::vector<int>& members,
+                          int set_rank, LocalOptions base);
 
 // The group when every rank of `context` shares it, else null.
 shm::ShmGroup* AllLocalGroup(GlooContext& context);

@@ -200,13 +200,15 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
     ring_options.key_scope =
         IncarnationScope(NextRingIncarnation(worker_key_, next.generation));
     RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
+    std::vector<int> host_of_rank;
     if (result.ring.ok()) {
       // The host's shared memory, before the ring's first collective.
       LocalOptions local = local_;
       local.local_rank = next.local_rank;
       local.local_size = next.local_size;
       local.cross_rank = next.cross_rank;
-      if (absl::Status status = ConnectLocalGroup(**result.ring, local); !status.ok()) {
+      if (absl::Status status = ConnectLocalGroup(**result.ring, local, &host_of_rank);
+          !status.ok()) {
         reaper_.Retire(*std::move(result.ring));
         result.ring = status;
         result.superseded = client_->newest_generation() > next.generation;
@@ -216,6 +218,7 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       assignment_ = std::move(next);
       key_scope_ = ring_options.key_scope;
       bind_address_ = ring_options.bind_address;
+      host_of_rank_ = std::move(host_of_rank);
       SetRing(*std::move(result.ring), assignment_.generation);
       // The NCCL unique id too: a re-init must not read the last one's.
       gpu_->EnterGeneration(

@@ -210,6 +210,10 @@ class Runtime {
   int next_set_id_ ABSL_GUARDED_BY(sets_mu_) = 1;
   // The current generation's ring address (training thread), for set rings.
   std::string bind_address_;
+  // Each job rank's host in the current generation, where every host's
+  // shared memory came up (else empty; the same on every rank), for the
+  // set rings' own groups (training thread).
+  std::vector<int> host_of_rank_;
   // The running timeline, if any (training thread; the engine has a copy).
   std::shared_ptr<Timeline> timeline_;
   // Where replaced rings go to be torn down (ring_reaper.h).

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "worker_runtime/gloo/gloo_local.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/runtime/daemon_kv_store.h"
 #include "worker_runtime/runtime/engine_api.h"
@@ -122,6 +123,16 @@ absl::StatusOr<int> Runtime::AddProcessSet(std::vector<int> ranks, bool at_init)
     if (!result.ring.ok()) {
       return absl::UnavailableError(absl::StrCat(label, ": its ring did not connect: ",
                                                  result.ring.status().message()));
+    }
+    // The set's ranks on each host share memory as the global ring's do
+    // (every member sees the same host_of_rank_, so all or none run this).
+    if (!host_of_rank_.empty()) {
+      const LocalOptions local = SubsetPlaces(host_of_rank_, sorted, set.set_rank, local_);
+      if (absl::Status status = ConnectLocalGroup(**result.ring, local); !status.ok()) {
+        reaper_.Retire(*std::move(result.ring));
+        return absl::UnavailableError(absl::StrCat(
+            label, ": its shared memory could not be set up: ", status.message()));
+      }
     }
     {
       absl::MutexLock lock(&ring_mu_);

@@ -206,6 +206,11 @@ def process_sets():
                     print(f"rank {rank}: not a member: {error}", flush=True)
             else:
                 check(False, "a non-member ran a collective on the set")
+    # The host's segments this worker maps: the global ring's, and the set
+    # ring's for its members (all ranks share this host).
+    with open("/proc/self/maps") as maps:
+        inodes = {line.split()[4] for line in maps if "/memfd:horovodd-shm" in line}
+    print(f"rank {rank}: shared-memory segments {len(inodes)}", flush=True)
     hvd.remove_process_set(set_id)
     try:
         hvd.process_set_ranks(set_id)
