@@ -370,6 +370,7 @@ void JobDriver::MaybeCloseLog() {
   events_.Append(std::move(end));
   events_.Close();
   ended_.store(true);
+  ended_notice_.Notify();
 }
 
 bool JobDriver::Terminal() const {

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/job/event_log.h"
 #include "daemon/job/generation_planner.h"
@@ -112,6 +113,10 @@ class JobDriver {
   // A consistent snapshot, taken on the loop thread (blocks the caller briefly).
   v1::JobStatus Status();
   bool Ended() const { return ended_.load(); }
+  // Waits until Ended() or `timeout` passed; whether it ended.
+  bool WaitEnded(absl::Duration timeout) const {
+    return ended_notice_.WaitForNotificationWithTimeout(timeout);
+  }
   const EventLog& events() const { return events_; }
   const std::string& job_id() const { return context_.job_id; }
   const std::string& worker_token() const { return context_.worker_token; }
@@ -231,6 +236,7 @@ class JobDriver {
   absl::Time started_;
   absl::Time ended_at_;
   std::atomic<bool> ended_{false};
+  absl::Notification ended_notice_;  // notified with ended_, once
 
   std::unique_ptr<DiscoveryPoller> poller_;
   // Remote launches in flight post their outcome to loop_: the destructor

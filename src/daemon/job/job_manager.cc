@@ -1,7 +1,6 @@
 #include "daemon/job/job_manager.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -216,11 +215,7 @@ void JobManager::Shutdown(const std::string& reason, absl::Duration grace) {
   // (the daemon's jobs run on the real clock).
   const Clock& clock = RealClock();
   const absl::Time deadline = clock.Now() + grace + absl::Seconds(10);
-  for (auto& job : jobs) {
-    while (!job->Ended() && clock.Now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
+  for (auto& job : jobs) job->WaitEnded(std::max(deadline - clock.Now(), absl::ZeroDuration()));
 }
 
 }  // namespace horovodd::daemon

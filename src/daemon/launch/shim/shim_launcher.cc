@@ -418,6 +418,7 @@ void ShimLauncher::ReadLoop(std::shared_ptr<Shim> shim) {
         it->second.exited = true;
         callbacks = it->second.callbacks;
       }
+      NoteExit();
       if (callbacks && callbacks->on_exit) callbacks->on_exit(FromProto(event.exited().status()));
       sv1::ShimRequest release;
       release.mutable_release()->set_worker_id(worker_id);
@@ -439,6 +440,7 @@ void ShimLauncher::ReadLoop(std::shared_ptr<Shim> shim) {
       }
     }
   }
+  if (!lost.empty()) NoteExit();
   for (const auto& callbacks : lost) {
     ExitInfo exit;
     exit.exit_code = -1;  // the status was lost with the shim
@@ -495,12 +497,22 @@ void ShimLauncher::TerminateAll(absl::Duration grace) {
     for (const auto& [handle, ids] : handles_) handles.push_back(handle);
   }
   for (int64_t handle : handles) Signal(handle, SIGTERM).IgnoreError();
-  const absl::Time kill_at = absl::Now() + grace;
-  while (running() > 0 && absl::Now() < kill_at) absl::SleepFor(absl::Milliseconds(20));
-  if (running() == 0) return;
+  if (AwaitNoneRunning(absl::Now() + grace)) return;
   for (int64_t handle : handles) Signal(handle, SIGKILL).IgnoreError();
-  const absl::Time give_up = absl::Now() + absl::Seconds(5);
-  while (running() > 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
+  AwaitNoneRunning(absl::Now() + absl::Seconds(5));
+}
+
+void ShimLauncher::NoteExit() {
+  absl::MutexLock lock(&exits_mu_);
+  exited_.SignalAll();
+}
+
+bool ShimLauncher::AwaitNoneRunning(absl::Time deadline) {
+  absl::MutexLock lock(&exits_mu_);
+  while (running() > 0) {
+    if (exited_.WaitWithDeadline(&exits_mu_, deadline)) return running() == 0;  // timed out
+  }
+  return true;
 }
 
 void ShimLauncher::DetachAll() {

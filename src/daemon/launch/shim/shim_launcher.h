@@ -153,6 +153,11 @@ class ShimLauncher final : public Launcher {
   std::vector<std::shared_ptr<Shim>> ShimsOf(const std::string& job_id);
   void ReadLoop(std::shared_ptr<Shim> shim);
   void DropShim(const std::shared_ptr<Shim>& shim);
+  // A worker was marked exited (call with no other lock held): wakes
+  // AwaitNoneRunning.
+  void NoteExit() ABSL_LOCKS_EXCLUDED(exits_mu_);
+  // Until no worker runs or `deadline`; whether none runs.
+  bool AwaitNoneRunning(absl::Time deadline) ABSL_LOCKS_EXCLUDED(exits_mu_);
 
   const ShimLauncherOptions options_;
   absl::Mutex start_mu_;  // one shim start (or reattach) at a time
@@ -164,6 +169,10 @@ class ShimLauncher final : public Launcher {
   std::map<int64_t, std::pair<ShimKey, int64_t>> handles_ ABSL_GUARDED_BY(mu_);
   int64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_unnamed_worker_ ABSL_GUARDED_BY(mu_) = int64_t{1} << 40;
+  // Taken before mu_ (AwaitNoneRunning counts under it), never while
+  // holding mu_ or a shim's mu: an exit noted under it is never missed.
+  absl::Mutex exits_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::CondVar exited_;
 };
 
 }  // namespace horovodd::daemon
