@@ -95,11 +95,66 @@ absl::Status CheckAllreduceArgs(const std::string& label, const TensorView& tens
 // unless every word is true the rounds stop there (*all_ready false, nothing
 // copied out). With `cross`, round k's slice crosses hosts while round k + 1
 // is copied in and reduced here (see the top of shm_collectives.h).
+//
+// Within one host (no `cross`) one wait per round does: each round's wait
+// both ends its reduction and the next round's copy-in, which goes into the
+// next set (ShmGroup::next_slot) while this round is reduced. Rounds + 1
+// waits instead of two per round.
+template <typename CopyIn, typename CopyOut>
+absl::Status LocalRounds(ShmGroup& group, DType dtype, int64_t count,
+                         const AllreduceOptions& options, absl::Time deadline, const bool* ready,
+                         bool* all_ready, CopyIn copy_in, CopyOut copy_out) {
+  if (count == 0) return absl::OkStatus();
+  const size_t element = DTypeSize(dtype);
+  const int n = group.size();
+  const int me = group.rank();
+  // What kAverage divides by (as in ReduceRounds).
+  const int total_ranks = options.contributors > 0 ? options.contributors : n;
+  const int64_t per_round = static_cast<int64_t>(group.slot_bytes() / element);
+  auto fill = [&](int64_t offset, uint8_t* own) {
+    const int64_t m = std::min(per_round, count - offset);
+    copy_in(offset, m, own);
+    if (options.prescale_factor != 1.0) ScaleInPlace(dtype, own, m, options.prescale_factor);
+  };
+  fill(0, group.slot(me));
+  if (ready != nullptr) group.meta(me)[0] = *ready ? 1 : 0;
+  HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+  if (ready != nullptr) {
+    *all_ready = true;
+    for (int r = 0; r < n; ++r) *all_ready = *all_ready && group.meta(r)[0] == 1;
+    if (!*all_ready) {
+      group.NextRound();
+      return absl::OkStatus();
+    }
+  }
+  for (int64_t offset = 0; offset < count; offset += per_round) {
+    const int64_t m = std::min(per_round, count - offset);
+    // Our slice of the round, folded in rank order into slot 0, finished.
+    uint8_t* result = group.slot(0);
+    const int64_t slice_count = SplitCount(m, n, me);
+    uint8_t* slice = result + SplitOffset(m, n, me) * element;
+    for (int p = 1; p < n && slice_count > 0; ++p) {
+      ReduceInto(dtype, options.op, slice, group.slot(p) + (slice - result), slice_count);
+    }
+    FinishReduction(dtype, options.op, slice, slice_count, total_ranks,
+                    options.postscale_factor);
+    if (offset + per_round < count) fill(offset + per_round, group.next_slot(me));
+    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+    copy_out(offset, m, result);
+    group.NextRound();
+  }
+  return absl::OkStatus();
+}
+
 template <typename CopyIn, typename CopyOut>
 absl::Status ReduceRounds(ShmGroup& group, DType dtype, int64_t count,
                           const AllreduceOptions& options, absl::Time deadline,
                           const CrossReduce* cross, const bool* ready, bool* all_ready,
                           CopyIn copy_in, CopyOut copy_out) {
+  if (cross == nullptr) {
+    return LocalRounds(group, dtype, count, options, deadline, ready, all_ready,
+                       std::move(copy_in), std::move(copy_out));
+  }
   const size_t element = DTypeSize(dtype);
   const int n = group.size();
   const int me = group.rank();

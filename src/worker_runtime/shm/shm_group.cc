@@ -171,10 +171,13 @@ int64_t* ShmGroup::meta(int r) const {
          static_cast<size_t>(r) * size_ * kMetaWords;
 }
 
-uint8_t* ShmGroup::slot(int r) const {
+uint8_t* ShmGroup::slot(int r) const { return SlotOf(r, round_); }
+uint8_t* ShmGroup::next_slot(int r) const { return SlotOf(r, round_ + 1); }
+
+uint8_t* ShmGroup::SlotOf(int r, uint64_t round) const {
   const size_t control = sizeof(Header) + size_ * sizeof(RankControl);
   const size_t data = RoundUp(control + kSets * MetaBytes(size_), kPage);
-  const size_t set = round_ % kSets;
+  const size_t set = round % kSets;
   return segment_->data() + data + (set * size_ + r) * slot_bytes_;
 }
 

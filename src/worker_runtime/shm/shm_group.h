@@ -12,8 +12,10 @@
 // overlap: the hierarchical allreduce keeps round k's slot 0 (crossing hosts,
 // then read by every rank) while round k + 1 is written and reduced, and a
 // rank writing round k + 3 has seen every peer arrive in round k + 2, after
-// they finished round k. Every rank runs the same rounds and Syncs in the
-// same order (one collective thread per rank, as on the Gloo ring).
+// they finished round k. The same margin lets the allreduce within a host
+// fill round k + 1 (next_slot) while it reduces round k, so that one Sync per
+// round does. Every rank runs the same rounds and Syncs in the same order
+// (one collective thread per rank, as on the Gloo ring).
 //
 // A wait spins briefly (peers on one host answer in microseconds), then
 // sleeps on a futex in the segment until it is rung or the deadline passes.
@@ -93,6 +95,11 @@ class ShmGroup {
   // per destination rank).
   uint8_t* slot(int r) const;
   int64_t* meta(int r) const;
+  // Rank r's data slot of the next round, for a collective that fills round
+  // k + 1 while it still reduces round k. Only after round k's first Sync:
+  // the next round's set is round k - 2's, which every peer finished reading
+  // before it arrived there.
+  uint8_t* next_slot(int r) const;
   // Arrives and waits until every rank arrived: what every rank wrote in
   // this round before its Sync is then readable. Errors: ABORTED (Abort),
   // UNAVAILABLE (a local peer died or a collective failed on a peer),
@@ -127,6 +134,7 @@ class ShmGroup {
   Header& header() const;
   RankControl& control(int r) const;
   bool AllArrived(uint64_t round) const;
+  uint8_t* SlotOf(int r, uint64_t round) const;
   void SetState(uint32_t state);
   // From the watch's thread: local rank r exited; the group fails.
   void PeerExited(int r);
