@@ -12,7 +12,7 @@
 #include "test_collectives_harness.h"
 #include "test_engine_support.h"
 #include "worker_runtime/engine/engine_speculation.h"
-#include "worker_runtime/gloo/gloo_ops.h"
+#include "worker_runtime/gloo/gloo_local.h"
 
 namespace horovodd {
 namespace {
@@ -111,7 +111,7 @@ TEST_CASE("in one host's shared memory every prediction is confirmed in band", "
     return internal::ChooseSpeculation(context, predicted);
   };
   using internal::Speculation;
-  if (internal::AllreducesInParts(context)) {
+  if (internal::AllLocalGroup(context) != nullptr) {
     for (const int64_t elements : {int64_t{1}, int64_t{1024}, int64_t{262144}, int64_t{2} << 20}) {
       INFO(elements << " elements");
       CHECK(choice(elements, 1.0) == Speculation::kInBand);

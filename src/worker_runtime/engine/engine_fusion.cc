@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "worker_runtime/gloo/gloo_local.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/gloo/gloo_transfer.h"
 #include "worker_runtime/engine/engine_timeline.h"
@@ -123,7 +124,7 @@ absl::Status RunAllreduce(const Batch& batch, const RingRunner& ring, FusionBuff
     // rank's context takes the same path, so all of them agree.
     bool in_parts = false;
     HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) -> absl::Status {
-      in_parts = AllreducesInParts(c);
+      in_parts = AllLocalGroup(c) != nullptr;
       if (!in_parts) return absl::OkStatus();
       Announce(activity, CollectiveActivity(batch));
       return AllreduceParts(c, TensorsOf(batch), options);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/status_macros.h"
+#include "worker_runtime/gloo/gloo_local.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/tensor/copy_bytes.h"
 
@@ -72,16 +73,16 @@ void AllreducePredictor::Reset() {
 }
 
 Speculation ChooseSpeculation(GlooContext& context, const PredictedAllreduce& predicted) {
-  const TensorView shape{nullptr, predicted.dtype, {predicted.elements}, Device{}};
   // In one host's shared memory the confirmation costs nothing (a word in
-  // the first round): in band at every size.
-  if (AllreducesInParts(context) &&
-      AllreduceConfirmsItselfOn(context, shape, predicted.options)) {
+  // the first round): in band at every size, where it confirms itself at all
+  // (without a prescale, as shm::AllreduceIfAllReady requires).
+  if (AllLocalGroup(context) != nullptr && predicted.options.prescale_factor == 1.0) {
     return Speculation::kInBand;
   }
   const size_t on_copy_bytes =
       context.size == 2 ? kMaxSpeculativeBytesAtTwoRanks : kMaxCopiedSpeculativeBytes;
   if (predicted.nbytes() <= on_copy_bytes) return Speculation::kOnCopy;
+  const TensorView shape{nullptr, predicted.dtype, {predicted.elements}, Device{}};
   return AllreduceConfirmsItself(shape, context.size, predicted.options) ? Speculation::kInBand
                                                                          : Speculation::kNone;
 }

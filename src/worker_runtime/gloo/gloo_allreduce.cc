@@ -330,8 +330,6 @@ absl::Status Allreduce(GlooContext& context, TensorView inout,
   });
 }
 
-bool AllreducesInParts(GlooContext& context) { return AllLocalGroup(context) != nullptr; }
-
 absl::Status AllreduceParts(GlooContext& context, const std::vector<TensorView>& parts,
                             const AllreduceOptions& options) {
   shm::ShmGroup* local = AllLocalGroup(context);
@@ -347,12 +345,6 @@ absl::Status AllreduceParts(GlooContext& context, const std::vector<TensorView>&
 bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
                              const AllreduceOptions& options) {
   return options.prescale_factor == 1.0 && Choose(tensor, ranks) == Algorithm::kPairwise;
-}
-
-bool AllreduceConfirmsItselfOn(GlooContext& context, const TensorView& tensor,
-                               const AllreduceOptions& options) {
-  if (AllLocalGroup(context) != nullptr) return options.prescale_factor == 1.0;
-  return AllreduceConfirmsItself(tensor, context.size, options);
 }
 
 absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,

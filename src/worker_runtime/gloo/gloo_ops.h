@@ -41,11 +41,11 @@ absl::Status Allreduce(GlooContext& context, TensorView inout,
                        const AllreduceOptions& options);
 
 // Allreduce of several tensors of one dtype as of one tensor laid end to
-// end, read and written in place with no staging copy. Only where
-// AllreducesInParts (every rank of the context on this host: shared memory
-// copies straight from and into the parts); elsewhere FAILED_PRECONDITION,
-// and the caller packs the parts into one tensor for Allreduce.
-bool AllreducesInParts(GlooContext& context);
+// end, read and written in place with no staging copy. Only where every rank
+// of the context shares this host (gloo_local.h's AllLocalGroup: shared
+// memory copies straight from and into the parts); elsewhere
+// FAILED_PRECONDITION, and the caller packs the parts into one tensor for
+// Allreduce.
 absl::Status AllreduceParts(GlooContext& context, const std::vector<TensorView>& parts,
                             const AllreduceOptions& options);
 
@@ -60,10 +60,6 @@ absl::Status AllreduceParts(GlooContext& context, const std::vector<TensorView>&
 // FAILED_PRECONDITION.
 bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
                              const AllreduceOptions& options);
-// The same for `context`'s path: where every rank shares this host, the
-// shared-memory allreduce confirms itself at any size (without a prescale).
-bool AllreduceConfirmsItselfOn(GlooContext& context, const TensorView& tensor,
-                               const AllreduceOptions& options);
 absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,
                                          const AllreduceOptions& options);
 

@@ -43,11 +43,17 @@ absl::StatusOr<T> Checked(ShmGroup& group, absl::StatusOr<T> result) {
   return result;
 }
 
-// copy_in for an input that is one tensor.
+// copy_in and copy_out for one tensor.
 auto CopyFrom(const TensorView& input) {
   return [data = Bytes(input.data), element = DTypeSize(input.dtype)](
              int64_t offset, int64_t count, uint8_t* into) {
     CopyBytes(into, data + offset * element, count * element);
+  };
+}
+auto CopyInto(const TensorView& output) {
+  return [data = Bytes(output.data), element = DTypeSize(output.dtype)](
+             int64_t offset, int64_t count, const uint8_t* reduced) {
+    CopyBytes(data + offset * element, reduced, count * element);
   };
 }
 
@@ -91,15 +97,14 @@ absl::Status CheckAllreduceArgs(const std::string& label, const TensorView& tens
 // puts elements [offset, offset + count) of this rank's input into its slot;
 // copy_out(offset, count, reduced) takes each round's result (the same
 // elements of the whole, at `reduced` in slot 0) before the round's set is
-// reused. With `ready`, the first round also carries each rank's word, and
-// unless every word is true the rounds stop there (*all_ready false, nothing
-// copied out). With `cross`, round k's slice crosses hosts while round k + 1
-// is copied in and reduced here (see the top of shm_collectives.h).
+// reused.
 //
-// Within one host (no `cross`) one wait per round does: each round's wait
+// LocalRounds, within one host: one wait per round does. Each round's wait
 // both ends its reduction and the next round's copy-in, which goes into the
-// next set (ShmGroup::next_slot) while this round is reduced. Rounds + 1
-// waits instead of two per round.
+// next set (ShmGroup::next_slot) while this round is reduced: rounds + 1
+// waits instead of two per round. With `ready`, the first round also carries
+// each rank's word, and unless every word is true the rounds stop there
+// (*all_ready false, nothing copied out).
 template <typename CopyIn, typename CopyOut>
 absl::Status LocalRounds(ShmGroup& group, DType dtype, int64_t count,
                          const AllreduceOptions& options, absl::Time deadline, const bool* ready,
@@ -108,7 +113,8 @@ absl::Status LocalRounds(ShmGroup& group, DType dtype, int64_t count,
   const size_t element = DTypeSize(dtype);
   const int n = group.size();
   const int me = group.rank();
-  // What kAverage divides by (as in ReduceRounds).
+  // What kAverage divides by: every rank, or only the ranks that contributed
+  // while others have joined (engine join; as AverageDivisor).
   const int total_ranks = options.contributors > 0 ? options.contributors : n;
   const int64_t per_round = static_cast<int64_t>(group.slot_bytes() / element);
   auto fill = [&](int64_t offset, uint8_t* own) {
@@ -146,22 +152,19 @@ absl::Status LocalRounds(ShmGroup& group, DType dtype, int64_t count,
   return absl::OkStatus();
 }
 
+// CrossRounds, the hierarchical allreduce's: round k's slice crosses hosts
+// while round k + 1 is copied in and reduced here (see the top of
+// shm_collectives.h); two waits per round.
 template <typename CopyIn, typename CopyOut>
-absl::Status ReduceRounds(ShmGroup& group, DType dtype, int64_t count,
-                          const AllreduceOptions& options, absl::Time deadline,
-                          const CrossReduce* cross, const bool* ready, bool* all_ready,
-                          CopyIn copy_in, CopyOut copy_out) {
-  if (cross == nullptr) {
-    return LocalRounds(group, dtype, count, options, deadline, ready, all_ready,
-                       std::move(copy_in), std::move(copy_out));
-  }
+absl::Status CrossRounds(ShmGroup& group, DType dtype, int64_t count,
+                         const AllreduceOptions& options, absl::Time deadline,
+                         const CrossReduce& cross, CopyIn copy_in, CopyOut copy_out) {
   const size_t element = DTypeSize(dtype);
   const int n = group.size();
   const int me = group.rank();
-  // What kAverage divides by: every rank of the job, or only the ranks that
-  // contributed while others have joined (engine join; as AverageDivisor).
-  const int all_ranks = cross != nullptr ? cross->total_ranks : n;
-  const int total_ranks = options.contributors > 0 ? options.contributors : all_ranks;
+  // What kAverage divides by: every rank of every host, or only those that
+  // contributed while others have joined.
+  const int total_ranks = options.contributors > 0 ? options.contributors : cross.total_ranks;
   const int64_t per_round = static_cast<int64_t>(group.slot_bytes() / element);
   // A reduced round not yet shared: its place in the whole, slot 0 of its
   // set, and our slice of it (crossing hosts while `crossing`).
@@ -175,29 +178,20 @@ absl::Status ReduceRounds(ShmGroup& group, DType dtype, int64_t count,
   };
   // Finishes our slice of `round` and, once every rank's is, takes it out.
   auto share = [&](const Reduced& round) -> absl::Status {
-    if (round.crossing) HVDD_RETURN_IF_ERROR(cross->finish());
+    if (round.crossing) HVDD_RETURN_IF_ERROR(cross.finish());
     FinishReduction(dtype, options.op, round.slice, round.slice_count, total_ranks,
                     options.postscale_factor);
     HVDD_RETURN_IF_ERROR(group.Sync(deadline));
     copy_out(round.offset, round.count, round.result);
     return absl::OkStatus();
   };
-  std::optional<Reduced> pending;  // cross only: the round before this one
+  std::optional<Reduced> pending;  // the round before this one
   for (int64_t offset = 0; offset < count; offset += per_round) {
     const int64_t m = std::min(per_round, count - offset);
     uint8_t* own = group.slot(me);
     copy_in(offset, m, own);
     if (options.prescale_factor != 1.0) ScaleInPlace(dtype, own, m, options.prescale_factor);
-    if (ready != nullptr && offset == 0) group.meta(me)[0] = *ready ? 1 : 0;
     HVDD_RETURN_IF_ERROR(group.Sync(deadline));
-    if (ready != nullptr && offset == 0) {
-      *all_ready = true;
-      for (int r = 0; r < n; ++r) *all_ready = *all_ready && group.meta(r)[0] == 1;
-      if (!*all_ready) {
-        group.NextRound();
-        return absl::OkStatus();
-      }
-    }
     // Our slice of the round, folded in rank order into slot 0.
     Reduced round{offset, m, group.slot(0)};
     round.slice_count = SplitCount(m, n, me);
@@ -207,15 +201,11 @@ absl::Status ReduceRounds(ShmGroup& group, DType dtype, int64_t count,
                  round.slice_count);
     }
     group.NextRound();
-    if (cross == nullptr) {
-      HVDD_RETURN_IF_ERROR(share(round));
-      continue;
-    }
     // The round before crosses no more once this one is started: one in flight.
-    if (pending.has_value() && pending->crossing) HVDD_RETURN_IF_ERROR(cross->finish());
+    if (pending.has_value() && pending->crossing) HVDD_RETURN_IF_ERROR(cross.finish());
     if (pending.has_value()) pending->crossing = false;
     if (round.slice_count > 0) {
-      HVDD_RETURN_IF_ERROR(cross->start(round.slice, round.slice_count));
+      HVDD_RETURN_IF_ERROR(cross.start(round.slice, round.slice_count));
       round.crossing = true;
     }
     if (pending.has_value()) HVDD_RETURN_IF_ERROR(share(*pending));
@@ -394,9 +384,8 @@ absl::StatusOr<Tensor> ReducescatterBody(ShmGroup& group, const TensorView& inpu
   options.op = op;
   options.prescale_factor = prescale_factor;
   options.postscale_factor = postscale_factor;
-  HVDD_RETURN_IF_ERROR(ReduceRounds(
-      group, input.dtype, input.numel(), options, deadline, nullptr, nullptr, nullptr,
-      CopyFrom(input), [&](int64_t offset, int64_t count, const uint8_t* reduced) {
+  HVDD_RETURN_IF_ERROR(LocalRounds(
+      group, input.dtype, input.numel(), options, deadline, nullptr, nullptr, CopyFrom(input), [&](int64_t offset, int64_t count, const uint8_t* reduced) {
         const int64_t from = std::max(offset, begin);
         const int64_t to = std::min(offset + count, end);
         if (from < to) {
@@ -414,13 +403,12 @@ absl::Status Allreduce(ShmGroup& group, TensorView inout, const AllreduceOptions
   const std::string label = Label("allreduce", options.name);
   HVDD_RETURN_IF_ERROR(group.health());
   HVDD_RETURN_IF_ERROR(CheckAllreduceArgs(label, inout, options));
-  const size_t element = DTypeSize(inout.dtype);
-  return Checked(group, ReduceRounds(group, inout.dtype, inout.numel(), options, deadline, cross,
-                                     nullptr, nullptr, CopyFrom(inout),
-                                     [&](int64_t offset, int64_t count, const uint8_t* reduced) {
-                                       CopyBytes(Bytes(inout.data) + offset * element, reduced,
-                                                   count * element);
-                                     }));
+  if (cross != nullptr) {
+    return Checked(group, CrossRounds(group, inout.dtype, inout.numel(), options, deadline,
+                                      *cross, CopyFrom(inout), CopyInto(inout)));
+  }
+  return Checked(group, LocalRounds(group, inout.dtype, inout.numel(), options, deadline,
+                                    nullptr, nullptr, CopyFrom(inout), CopyInto(inout)));
 }
 
 absl::Status AllreduceParts(ShmGroup& group, const std::vector<TensorView>& parts,
@@ -440,8 +428,8 @@ absl::Status AllreduceParts(ShmGroup& group, const std::vector<TensorView>& part
   const size_t element = DTypeSize(parts.front().dtype);
   return Checked(
       group,
-      ReduceRounds(
-          group, parts.front().dtype, whole.numel(), options, deadline, nullptr, nullptr, nullptr,
+      LocalRounds(
+          group, parts.front().dtype, whole.numel(), options, deadline, nullptr, nullptr,
           [&](int64_t offset, int64_t count, uint8_t* into) {
             whole.ForEachPiece(offset, count, [&](const uint8_t* part, int64_t n, int64_t at) {
               CopyBytes(into + at * element, part, n * element);
@@ -464,15 +452,10 @@ absl::StatusOr<bool> AllreduceIfAllReady(ShmGroup& group, TensorView tensor, boo
         absl::StrCat(label, ": only an allreduce without a prescale confirms itself"));
   }
   if (tensor.numel() == 0) return false;
-  const size_t element = DTypeSize(tensor.dtype);
   bool all_ready = false;
-  HVDD_RETURN_IF_ERROR(
-      Checked(group, ReduceRounds(group, tensor.dtype, tensor.numel(), options, deadline,
-                                  nullptr, &ready, &all_ready, CopyFrom(tensor),
-                                  [&](int64_t offset, int64_t count, const uint8_t* reduced) {
-                                    CopyBytes(Bytes(tensor.data) + offset * element, reduced,
-                                                count * element);
-                                  })));
+  HVDD_RETURN_IF_ERROR(Checked(group, LocalRounds(group, tensor.dtype, tensor.numel(), options,
+                                                  deadline, &ready, &all_ready, CopyFrom(tensor),
+                                                  CopyInto(tensor))));
   return all_ready;
 }
 

@@ -6,7 +6,9 @@
 // its part of the tensor into its slot, then each reduces its 1/n slice of
 // the round across all slots (in rank order, into slot 0: every rank ends
 // with the same bits), then every rank copies the whole reduced round out.
-// All ranks reduce at once, and a round's data is still in the cache. Across
+// All ranks reduce at once, and a round's data is still in the cache. Within
+// a host one wait per round does: round k + 1 is copied in while round k is
+// reduced, and the wait after both ends the two. Across
 // hosts (CrossReduce) the rounds are pipelined: round k's slices cross hosts
 // while round k + 1 is copied in and reduced within the host, and round k is
 // shared and copied out after that (the group's third buffer set keeps it).
