@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -149,69 +148,6 @@ absl::Status LocalRounds(ShmGroup& group, DType dtype, int64_t count,
     copy_out(offset, m, result);
     group.NextRound();
   }
-  return absl::OkStatus();
-}
-
-// CrossRounds, the hierarchical allreduce's: round k's slice crosses hosts
-// while round k + 1 is copied in and reduced here (see the top of
-// shm_collectives.h); two waits per round.
-template <typename CopyIn, typename CopyOut>
-absl::Status CrossRounds(ShmGroup& group, DType dtype, int64_t count,
-                         const AllreduceOptions& options, absl::Time deadline,
-                         const CrossReduce& cross, CopyIn copy_in, CopyOut copy_out) {
-  const size_t element = DTypeSize(dtype);
-  const int n = group.size();
-  const int me = group.rank();
-  // What kAverage divides by: every rank of every host, or only those that
-  // contributed while others have joined.
-  const int total_ranks = options.contributors > 0 ? options.contributors : cross.total_ranks;
-  const int64_t per_round = static_cast<int64_t>(group.slot_bytes() / element);
-  // A reduced round not yet shared: its place in the whole, slot 0 of its
-  // set, and our slice of it (crossing hosts while `crossing`).
-  struct Reduced {
-    int64_t offset = 0;
-    int64_t count = 0;
-    uint8_t* result = nullptr;
-    uint8_t* slice = nullptr;
-    int64_t slice_count = 0;
-    bool crossing = false;
-  };
-  // Finishes our slice of `round` and, once every rank's is, takes it out.
-  auto share = [&](const Reduced& round) -> absl::Status {
-    if (round.crossing) HVDD_RETURN_IF_ERROR(cross.finish());
-    FinishReduction(dtype, options.op, round.slice, round.slice_count, total_ranks,
-                    options.postscale_factor);
-    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
-    copy_out(round.offset, round.count, round.result);
-    return absl::OkStatus();
-  };
-  std::optional<Reduced> pending;  // the round before this one
-  for (int64_t offset = 0; offset < count; offset += per_round) {
-    const int64_t m = std::min(per_round, count - offset);
-    uint8_t* own = group.slot(me);
-    copy_in(offset, m, own);
-    if (options.prescale_factor != 1.0) ScaleInPlace(dtype, own, m, options.prescale_factor);
-    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
-    // Our slice of the round, folded in rank order into slot 0.
-    Reduced round{offset, m, group.slot(0)};
-    round.slice_count = SplitCount(m, n, me);
-    round.slice = round.result + SplitOffset(m, n, me) * element;
-    for (int p = 1; p < n && round.slice_count > 0; ++p) {
-      ReduceInto(dtype, options.op, round.slice, group.slot(p) + (round.slice - round.result),
-                 round.slice_count);
-    }
-    group.NextRound();
-    // The round before crosses no more once this one is started: one in flight.
-    if (pending.has_value() && pending->crossing) HVDD_RETURN_IF_ERROR(cross.finish());
-    if (pending.has_value()) pending->crossing = false;
-    if (round.slice_count > 0) {
-      HVDD_RETURN_IF_ERROR(cross.start(round.slice, round.slice_count));
-      round.crossing = true;
-    }
-    if (pending.has_value()) HVDD_RETURN_IF_ERROR(share(*pending));
-    pending = round;
-  }
-  if (pending.has_value()) HVDD_RETURN_IF_ERROR(share(*pending));
   return absl::OkStatus();
 }
 
@@ -399,14 +335,10 @@ absl::StatusOr<Tensor> ReducescatterBody(ShmGroup& group, const TensorView& inpu
 }  // namespace
 
 absl::Status Allreduce(ShmGroup& group, TensorView inout, const AllreduceOptions& options,
-                       absl::Time deadline, const CrossReduce* cross) {
+                       absl::Time deadline) {
   const std::string label = Label("allreduce", options.name);
   HVDD_RETURN_IF_ERROR(group.health());
   HVDD_RETURN_IF_ERROR(CheckAllreduceArgs(label, inout, options));
-  if (cross != nullptr) {
-    return Checked(group, CrossRounds(group, inout.dtype, inout.numel(), options, deadline,
-                                      *cross, CopyFrom(inout), CopyInto(inout)));
-  }
   return Checked(group, LocalRounds(group, inout.dtype, inout.numel(), options, deadline,
                                     nullptr, nullptr, CopyFrom(inout), CopyInto(inout)));
 }
@@ -490,6 +422,112 @@ absl::Status Barrier(ShmGroup& group, absl::Time deadline) {
   absl::Status status = group.Sync(deadline);
   group.NextRound();
   return Checked(group, status);
+}
+
+}  // namespace horovodd::internal::shm
+
+namespace horovodd::internal::shm {
+
+PartRange OwnPart(int64_t count, int parts, int r) {
+  return PartRange{SplitOffset(count, parts, r), SplitCount(count, parts, r)};
+}
+
+absl::Status ReduceOwnPart(ShmGroup& group, TensorView inout, const AllreduceOptions& options,
+                           absl::Time deadline) {
+  const std::string label = Label("allreduce", options.name);
+  HVDD_RETURN_IF_ERROR(group.health());
+  HVDD_RETURN_IF_ERROR(CheckAllreduceArgs(label, inout, options));
+  const int64_t count = inout.numel();
+  if (count == 0) return absl::OkStatus();
+  const size_t element = DTypeSize(inout.dtype);
+  const int n = group.size();
+  const int me = group.rank();
+  // A round holds chunk k of every part, part p's at p * chunk in the slot.
+  const int64_t chunk = static_cast<int64_t>(group.slot_bytes() / element) / n;
+  if (chunk == 0) {
+    return Checked(group, absl::FailedPreconditionError(absl::StrCat(
+                              label, ": a ", group.slot_bytes(), "-byte slot cannot hold ", n,
+                              " local ranks' chunks (HOROVODD_SHM_SLOT_BYTES)")));
+  }
+  std::vector<PartRange> parts(n);
+  for (int p = 0; p < n; ++p) parts[p] = OwnPart(count, n, p);
+  // Part 0 is the longest.
+  const int64_t rounds = (parts[0].count + chunk - 1) / chunk;
+  // Elements of part p's chunk k.
+  auto chunk_count = [&](int p, int64_t k) {
+    return std::clamp<int64_t>(parts[p].count - k * chunk, 0, chunk);
+  };
+  uint8_t* data = Bytes(inout.data);
+  // Our chunk of our own part is ours alone to read: it stays in the tensor.
+  auto fill = [&](int64_t k, uint8_t* own) {
+    for (int p = 0; p < n; ++p) {
+      const int64_t m = chunk_count(p, k);
+      if (m == 0 || p == me) continue;
+      uint8_t* to = own + p * chunk * element;
+      CopyBytes(to, data + (parts[p].offset + k * chunk) * element, m * element);
+      if (options.prescale_factor != 1.0) ScaleInPlace(inout.dtype, to, m, options.prescale_factor);
+    }
+  };
+  auto reduce = [&]() -> absl::Status {
+    fill(0, group.slot(me));
+    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+    for (int64_t k = 0; k < rounds; ++k) {
+      // Our chunk, in place in our part of the tensor: ours first, then the
+      // others' in rank order (the same order on every host).
+      const int64_t m = chunk_count(me, k);
+      if (m > 0) {
+        uint8_t* into = data + (parts[me].offset + k * chunk) * element;
+        if (options.prescale_factor != 1.0) {
+          ScaleInPlace(inout.dtype, into, m, options.prescale_factor);
+        }
+        const size_t at = static_cast<size_t>(me * chunk) * element;
+        for (int p = 0; p < n; ++p) {
+          if (p != me) ReduceInto(inout.dtype, options.op, into, group.slot(p) + at, m);
+        }
+      }
+      if (k + 1 < rounds) fill(k + 1, group.next_slot(me));
+      HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+      group.NextRound();
+    }
+    return absl::OkStatus();
+  };
+  return Checked(group, reduce());
+}
+
+absl::Status ShareOwnParts(ShmGroup& group, TensorView inout, absl::Time deadline) {
+  HVDD_RETURN_IF_ERROR(group.health());
+  HVDD_RETURN_IF_ERROR(CheckTensor("allreduce", inout));
+  const int64_t count = inout.numel();
+  if (count == 0) return absl::OkStatus();
+  const size_t element = DTypeSize(inout.dtype);
+  const int n = group.size();
+  const int me = group.rank();
+  // A round holds chunk k of each rank's own part, in its slot.
+  const int64_t chunk = static_cast<int64_t>(group.slot_bytes() / element);
+  std::vector<PartRange> parts(n);
+  for (int p = 0; p < n; ++p) parts[p] = OwnPart(count, n, p);
+  const int64_t rounds = (parts[0].count + chunk - 1) / chunk;
+  auto chunk_count = [&](int p, int64_t k) {
+    return std::clamp<int64_t>(parts[p].count - k * chunk, 0, chunk);
+  };
+  uint8_t* data = Bytes(inout.data);
+  auto at = [&](int p, int64_t k) { return data + (parts[p].offset + k * chunk) * element; };
+  auto share = [&]() -> absl::Status {
+    CopyBytes(group.slot(me), at(me, 0), chunk_count(me, 0) * element);
+    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+    for (int64_t k = 0; k < rounds; ++k) {
+      for (int p = 0; p < n; ++p) {
+        if (p != me) CopyBytes(at(p, k), group.slot(p), chunk_count(p, k) * element);
+      }
+      if (k + 1 < rounds) {
+        CopyBytes(group.next_slot(me), at(me, k + 1), chunk_count(me, k + 1) * element);
+      }
+      HVDD_RETURN_IF_ERROR(group.Sync(deadline));
+      group.NextRound();
+    }
+    return absl::OkStatus();
+  };
+  return Checked(group, share());
 }
 
 }  // namespace horovodd::internal::shm

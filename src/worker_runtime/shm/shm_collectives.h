@@ -8,17 +8,17 @@
 // with the same bits), then every rank copies the whole reduced round out.
 // All ranks reduce at once, and a round's data is still in the cache. Within
 // a host one wait per round does: round k + 1 is copied in while round k is
-// reduced, and the wait after both ends the two. Across
-// hosts (CrossReduce) the rounds are pipelined: round k's slices cross hosts
-// while round k + 1 is copied in and reduced within the host, and round k is
-// shared and copied out after that (the group's third buffer set keeps it).
+// reduced, and the wait after both ends the two. The hierarchical allreduce
+// (gloo_hierarchical.cc) uses the two halves apart: ReduceOwnPart leaves each
+// rank its own contiguous part reduced over the host, the part crosses hosts
+// over TCP in one exchange, and ShareOwnParts copies every rank's part into
+// every other's tensor.
 //
 // Any failure other than INVALID_ARGUMENT kills the group on every local
 // rank (ShmGroup::Fail), as a failed collective kills a Gloo context.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,24 +29,32 @@
 
 namespace horovodd::internal::shm {
 
-// The hierarchical allreduce's step across hosts, in two halves so that it
-// overlaps the next round's work within the host: start(slice, count)
-// begins allreducing (op, without finishing: kAverage sums) this rank's
-// reduced slice of a round with the same slice on every other host, and
-// finish() completes the one started last (the slice then holds the sum
-// over every host). Between the two, the slice is not touched here; at most
-// one is started and not finished. `total_ranks` is every rank of every host
-// (what kAverage divides by). Every host's group must have the same size, so
-// the slices match.
-struct CrossReduce {
-  std::function<absl::Status(void* slice, int64_t count)> start;
-  std::function<absl::Status()> finish;
-  int total_ranks = 0;
-};
-
-// In place. With `cross`, the result is over every host's ranks.
+// In place.
 absl::Status Allreduce(ShmGroup& group, TensorView inout, const AllreduceOptions& options,
-                       absl::Time deadline, const CrossReduce* cross = nullptr);
+                       absl::Time deadline);
+
+// Local rank r's part of a tensor of `count` elements in ReduceOwnPart and
+// ShareOwnParts: contiguous, Horovod's split (the first count % parts are
+// one element longer).
+struct PartRange {
+  int64_t offset = 0;
+  int64_t count = 0;
+};
+PartRange OwnPart(int64_t count, int parts, int r);
+
+// The first half of an allreduce, in place: this rank's own part of `inout`
+// (OwnPart) ends up holding the reduction (prescaled, not finished: kAverage
+// is still a sum) of every local rank's copy of it, folded in place: this
+// rank's copy first, then the others' in local rank order; the rest of
+// `inout` is left as it was. In rounds that each carry, in a rank's slot,
+// one chunk of each of the other ranks' parts: a rank's own part never
+// goes through the segment.
+absl::Status ReduceOwnPart(ShmGroup& group, TensorView inout, const AllreduceOptions& options,
+                           absl::Time deadline);
+
+// The second half: every rank's own part of `inout` is copied into the same
+// place of every other local rank's `inout`.
+absl::Status ShareOwnParts(ShmGroup& group, TensorView inout, absl::Time deadline);
 
 // Allreduce of `parts` (one dtype) as of one tensor laid end to end, read
 // from and written back to the parts directly: the engine's fused batches,

@@ -9,12 +9,10 @@
 // kSets sets. Every round Syncs at least once, so a rank writing round k + 2
 // has seen every peer arrive in round k + 1, which they do only after they
 // finished reading round k: two sets would do. The third is for rounds that
-// overlap: the hierarchical allreduce keeps round k's slot 0 (crossing hosts,
-// then read by every rank) while round k + 1 is written and reduced, and a
-// rank writing round k + 3 has seen every peer arrive in round k + 2, after
-// they finished round k. The same margin lets the allreduce within a host
-// fill round k + 1 (next_slot) while it reduces round k, so that one Sync per
-// round does. Every rank runs the same rounds and Syncs in the same order
+// overlap: a rank writing round k + 3 has seen every peer arrive in round
+// k + 2, after they finished round k, which lets a reduction fill round
+// k + 1 (next_slot) while it still reads round k, so that one Sync per round
+// does. Every rank runs the same rounds and Syncs in the same order
 // (one collective thread per rank, as on the Gloo ring).
 //
 // A wait spins briefly (peers on one host answer in microseconds), then
