@@ -203,6 +203,32 @@ TEST_CASE("shm ops that compare arguments fail on every rank and leave the group
   for (const std::string& e : errors) CHECK(e == "");
 }
 
+// Two ranks fold each other's copy into their own (PairRounds): rank 0
+// computes x0 + x1, rank 1 x1 + x0. Inexact floats must still give both
+// ranks the same bits, with scale factors and across rounds.
+TEST_CASE("two ranks end with the same bits for inexact floats") {
+  auto groups = MakeGroups(2, 4096);
+  for (const DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+    for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kProduct}) {
+      CAPTURE(DTypeName(dtype), static_cast<int>(op));
+      const auto results = OnEveryRank<std::string>(2, [&](int rank) -> std::string {
+        Tensor t = MakeTensor(dtype, {5000}, [&](int64_t i) {
+          return 1.0 / (3.0 + static_cast<double>((i * 13 + rank * 7) % 17)) + rank * 0.1;
+        });
+        AllreduceOptions options;
+        options.op = op;
+        options.prescale_factor = 0.3;
+        options.postscale_factor = 1.7;
+        absl::Status s = internal::shm::Allreduce(*groups[rank], t.view(), options, Deadline());
+        if (!s.ok()) return s.ToString();
+        return std::string(static_cast<const char*>(t.data()), t.nbytes());
+      });
+      REQUIRE(results[0].size() == 5000 * DTypeSize(dtype));
+      CHECK(results[0] == results[1]);
+    }
+  }
+}
+
 TEST_CASE("the shm allreduce that confirms itself writes nothing unless every rank is ready") {
   const int size = 2;
   auto groups = MakeGroups(size, 4096);
