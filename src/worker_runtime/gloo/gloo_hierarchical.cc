@@ -22,6 +22,7 @@
 #include "worker_runtime/gloo/gloo_ring.h"
 #include "worker_runtime/gloo/gloo_transfer.h"
 #include "worker_runtime/shm/shm_collectives.h"
+#include "worker_runtime/shm/shm_own_parts.h"
 #include "worker_runtime/tensor/reduce_kernels.h"
 
 namespace horovodd::internal {

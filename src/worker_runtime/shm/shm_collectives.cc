@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker_runtime/shm/shm_collective_support.h"
 #include "worker_runtime/tensor/collective_args.h"
 #include "worker_runtime/tensor/copy_bytes.h"
 #include "worker_runtime/tensor/reduce_kernels.h"
@@ -15,32 +16,6 @@ namespace horovodd::internal::shm {
 namespace {
 
 static_assert(ArgumentHeader::kWords <= kMetaWords);
-
-std::string Label(const char* op, const std::string& name) {
-  return name.empty() ? std::string(op) : absl::StrCat(op, " '", name, "'");
-}
-
-uint8_t* Bytes(void* data) { return static_cast<uint8_t*>(data); }
-
-// Horovod's split (gloo_ring.h's EvenSplit): the first total % parts get one more.
-int64_t SplitCount(int64_t total, int parts, int index) {
-  return total / parts + (index < total % parts ? 1 : 0);
-}
-int64_t SplitOffset(int64_t total, int parts, int index) {
-  return index * (total / parts) + std::min<int64_t>(index, total % parts);
-}
-
-// Kills the group on every local rank unless the failure is the caller's
-// argument, which every rank rejects alike.
-absl::Status Checked(ShmGroup& group, absl::Status status) {
-  if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument) group.Fail();
-  return status;
-}
-template <typename T>
-absl::StatusOr<T> Checked(ShmGroup& group, absl::StatusOr<T> result) {
-  if (!result.ok()) Checked(group, result.status()).IgnoreError();
-  return result;
-}
 
 // copy_in and copy_out for one tensor.
 auto CopyFrom(const TensorView& input) {
@@ -84,13 +59,6 @@ class Parts {
   const std::vector<TensorView>& parts_;
   std::vector<int64_t> starts_;  // element offsets; starts_[i + 1] - starts_[i] = part i's
 };
-
-absl::Status CheckAllreduceArgs(const std::string& label, const TensorView& tensor,
-                                const AllreduceOptions& options) {
-  HVDD_RETURN_IF_ERROR(CheckTensor(label, tensor));
-  HVDD_RETURN_IF_ERROR(CheckScaleFactor(label, "prescale_factor", options.prescale_factor));
-  return CheckScaleFactor(label, "postscale_factor", options.postscale_factor);
-}
 
 // The reduction rounds over `count` elements. copy_in(offset, count, slot)
 // puts elements [offset, offset + count) of this rank's input into its slot;
@@ -510,121 +478,3 @@ absl::Status Barrier(ShmGroup& group, absl::Time deadline) {
 
 }  // namespace horovodd::internal::shm
 
-namespace horovodd::internal::shm {
-
-PartRange OwnPart(int64_t count, int parts, int r) {
-  return PartRange{SplitOffset(count, parts, r), SplitCount(count, parts, r)};
-}
-
-namespace {
-
-// A tensor of `count` elements in n parts (OwnPart), each cut in chunks of
-// `chunk` elements: chunk k of every part goes in round k.
-class PartChunks {
- public:
-  PartChunks(int64_t count, int n, int64_t chunk) : chunk_(chunk) {
-    for (int p = 0; p < n; ++p) parts_.push_back(OwnPart(count, n, p));
-    // Part 0 is the longest.
-    rounds_ = (parts_[0].count + chunk - 1) / chunk;
-  }
-  int64_t rounds() const { return rounds_; }
-  // Elements of part p's chunk k, and where it starts in the tensor.
-  int64_t count(int p, int64_t k) const {
-    return std::clamp<int64_t>(parts_[p].count - k * chunk_, 0, chunk_);
-  }
-  int64_t start(int p, int64_t k) const { return parts_[p].offset + k * chunk_; }
-
- private:
-  const int64_t chunk_;
-  std::vector<PartRange> parts_;
-  int64_t rounds_ = 0;
-};
-
-}  // namespace
-
-absl::Status ReduceOwnPart(ShmGroup& group, TensorView inout, const AllreduceOptions& options,
-                           absl::Time deadline) {
-  const std::string label = Label("allreduce", options.name);
-  HVDD_RETURN_IF_ERROR(group.health());
-  HVDD_RETURN_IF_ERROR(CheckAllreduceArgs(label, inout, options));
-  const int64_t count = inout.numel();
-  if (count == 0) return absl::OkStatus();
-  const size_t element = DTypeSize(inout.dtype);
-  const int n = group.size();
-  const int me = group.rank();
-  // A round holds chunk k of every part, part p's at p * chunk in the slot.
-  const int64_t chunk = static_cast<int64_t>(group.slot_bytes() / element) / n;
-  if (chunk == 0) {
-    return Checked(group, absl::FailedPreconditionError(absl::StrCat(
-                              label, ": a ", group.slot_bytes(), "-byte slot cannot hold ", n,
-                              " local ranks' chunks (HOROVODD_SHM_SLOT_BYTES)")));
-  }
-  const PartChunks chunks(count, n, chunk);
-  uint8_t* data = Bytes(inout.data);
-  // Our chunk of our own part is ours alone to read: it stays in the tensor.
-  auto fill = [&](int64_t k, uint8_t* own) {
-    for (int p = 0; p < n; ++p) {
-      const int64_t m = chunks.count(p, k);
-      if (m == 0 || p == me) continue;
-      uint8_t* to = own + p * chunk * element;
-      CopyBytes(to, data + chunks.start(p, k) * element, m * element);
-      if (options.prescale_factor != 1.0) ScaleInPlace(inout.dtype, to, m, options.prescale_factor);
-    }
-  };
-  auto reduce = [&]() -> absl::Status {
-    fill(0, group.slot(me));
-    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
-    for (int64_t k = 0; k < chunks.rounds(); ++k) {
-      // Our chunk, in place in our part of the tensor: ours first, then the
-      // others' in rank order (the same order on every host).
-      const int64_t m = chunks.count(me, k);
-      if (m > 0) {
-        uint8_t* into = data + chunks.start(me, k) * element;
-        if (options.prescale_factor != 1.0) {
-          ScaleInPlace(inout.dtype, into, m, options.prescale_factor);
-        }
-        const size_t at = static_cast<size_t>(me * chunk) * element;
-        for (int p = 0; p < n; ++p) {
-          if (p != me) ReduceInto(inout.dtype, options.op, into, group.slot(p) + at, m);
-        }
-      }
-      if (k + 1 < chunks.rounds()) fill(k + 1, group.next_slot(me));
-      HVDD_RETURN_IF_ERROR(group.Sync(deadline));
-      group.NextRound();
-    }
-    return absl::OkStatus();
-  };
-  return Checked(group, reduce());
-}
-
-absl::Status ShareOwnParts(ShmGroup& group, TensorView inout, absl::Time deadline) {
-  HVDD_RETURN_IF_ERROR(group.health());
-  HVDD_RETURN_IF_ERROR(CheckTensor("allreduce", inout));
-  const int64_t count = inout.numel();
-  if (count == 0) return absl::OkStatus();
-  const size_t element = DTypeSize(inout.dtype);
-  const int n = group.size();
-  const int me = group.rank();
-  // A round holds chunk k of each rank's own part, in its slot.
-  const PartChunks chunks(count, n, static_cast<int64_t>(group.slot_bytes() / element));
-  uint8_t* data = Bytes(inout.data);
-  auto at = [&](int p, int64_t k) { return data + chunks.start(p, k) * element; };
-  auto share = [&]() -> absl::Status {
-    CopyBytes(group.slot(me), at(me, 0), chunks.count(me, 0) * element);
-    HVDD_RETURN_IF_ERROR(group.Sync(deadline));
-    for (int64_t k = 0; k < chunks.rounds(); ++k) {
-      for (int p = 0; p < n; ++p) {
-        if (p != me) CopyBytes(at(p, k), group.slot(p), chunks.count(p, k) * element);
-      }
-      if (k + 1 < chunks.rounds()) {
-        CopyBytes(group.next_slot(me), at(me, k + 1), chunks.count(me, k + 1) * element);
-      }
-      HVDD_RETURN_IF_ERROR(group.Sync(deadline));
-      group.NextRound();
-    }
-    return absl::OkStatus();
-  };
-  return Checked(group, share());
-}
-
-}  // namespace horovodd::internal::shm
