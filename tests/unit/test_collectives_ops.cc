@@ -195,7 +195,7 @@ TEST_CASE("allreduce if all ready: every rank ready gets Allreduce's bits",
   std::vector<std::string> problems = OnEveryRank<std::string>(3, [&](int rank) {
     std::vector<float> tensor = input_of(rank), whole = input_of(rank);
     internal::GlooContext& context = group.context(rank);
-    if (!internal::AllreduceConfirmsItself(ViewOf(tensor), 3, options)) {
+    if (!internal::AllreduceConfirmsItself(context, ViewOf(tensor), options)) {
       return std::string("does not confirm itself");
     }
     absl::StatusOr<bool> all = internal::AllreduceIfAllReady(context, ViewOf(tensor), true,
@@ -241,22 +241,23 @@ TEST_CASE("allreduce if all ready: one rank not ready, nothing written anywhere"
 
 TEST_CASE("allreduce if all ready: not for the direct or ring algorithms, nor a prescale",
           "[collectives][allreduce]") {
+  gloo::rendezvous::HashStore store;
+  RankGroup group(store, "in-band-ring", 2);
+  const internal::GlooContext& two = group.context(0);
   AllreduceOptions prescaled;
   prescaled.prescale_factor = 0.5;
   std::vector<float> small(1000), medium(400000);
-  CHECK_FALSE(internal::AllreduceConfirmsItself(ViewOf(small), 2, {}));  // direct
-  CHECK(internal::AllreduceConfirmsItself(ViewOf(medium), 2, {}));
-  CHECK_FALSE(internal::AllreduceConfirmsItself(ViewOf(medium), 2, prescaled));
+  CHECK_FALSE(internal::AllreduceConfirmsItself(two, ViewOf(small), {}));  // direct
+  CHECK(internal::AllreduceConfirmsItself(two, ViewOf(medium), {}));
+  CHECK_FALSE(internal::AllreduceConfirmsItself(two, ViewOf(medium), prescaled));
   // 16 MiB and 8 bytes: each rank's chunk, twice, no longer fits the scratch
   // pool (16 MiB), so the ring.
   const size_t count = (size_t{1} << 22) + 2;
   std::vector<float> big(count);
   const TensorView sixteen_mib{big.data(), DType::kFloat32, {int64_t{1} << 22}, Device{}};
-  CHECK(internal::AllreduceConfirmsItself(sixteen_mib, 2, {}));
-  CHECK_FALSE(internal::AllreduceConfirmsItself(ViewOf(big), 2, {}));
+  CHECK(internal::AllreduceConfirmsItself(two, sixteen_mib, {}));
+  CHECK_FALSE(internal::AllreduceConfirmsItself(two, ViewOf(big), {}));
 
-  gloo::rendezvous::HashStore store;
-  RankGroup group(store, "in-band-ring", 2);
   std::vector<absl::Status> results = OnEveryRank<absl::Status>(2, [&](int rank) {
     std::vector<float> tensor(count);
     return internal::AllreduceIfAllReady(group.context(rank), ViewOf(tensor), true, {}).status();

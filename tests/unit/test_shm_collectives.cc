@@ -323,6 +323,50 @@ TEST_CASE("the automatic choice goes hierarchical from 64 KiB, and =0 never", "[
   }
 }
 
+// Pairwise would send every rank's share to every rank of the other hosts
+// (at 2 x 2 ranks 2 tensors each way between the hosts, the ring 1.5; at L
+// ranks per host L against 2); tests/integration/test_hierarchical_link.py
+// counts those bytes on a link.
+TEST_CASE("across hosts with several ranks each the flat allreduce takes the ring", "[shm]") {
+  gloo::rendezvous::HashStore store;
+  struct Layout {
+    int hosts;
+    bool shm;
+    bool spans;
+  };
+  for (const Layout layout : {Layout{2, true, true}, Layout{2, false, true},
+                              Layout{4, true, false}, Layout{1, false, false}}) {
+    INFO(layout.hosts << " hosts, shared memory " << (layout.shm ? "on" : "off"));
+    const int size = 4;
+    const int per_host = size / layout.hosts;
+    RankGroup group(store, absl::StrCat("flat", layout.hosts, layout.shm), size);
+    RankGroup tcp(store, absl::StrCat("flat-tcp", layout.hosts, layout.shm), size);
+    const auto statuses = OnEveryRank<std::string>(size, [&](int rank) {
+      LocalOptions options;
+      options.enabled = layout.shm;
+      options.local_rank = rank % per_host;
+      options.local_size = per_host;
+      options.cross_rank = rank / per_host;
+      options.hierarchical = HierarchicalAllreduce::kOff;
+      return internal::ConnectLocalGroup(group.context(rank), options).ToString();
+    });
+    for (const std::string& s : statuses) REQUIRE(s == "OK");
+    // 400,000 floats: pairwise at 4 ranks on one host or one rank per host.
+    std::vector<float> medium(400000);
+    for (int r = 0; r < size; ++r) {
+      CHECK(group.context(r).spans_hosts_with_peers() == layout.spans);
+      CHECK(internal::AllreduceConfirmsItself(group.context(r), ViewOf(medium), {}) ==
+            !layout.spans);
+    }
+    const std::vector<std::string> want = RunAll(tcp, DType::kFloat32, ReduceOp::kSum, 400000);
+    const std::vector<std::string> got = RunAll(group, DType::kFloat32, ReduceOp::kSum, 400000);
+    for (int r = 0; r < size; ++r) {
+      REQUIRE(want[r].rfind("FAILED", 0) != 0);
+      CHECK(got[r] == want[r]);
+    }
+  }
+}
+
 TEST_CASE("aborting a ring wakes its ranks waiting in shared memory", "[shm]") {
   gloo::rendezvous::HashStore store;
   RankGroup group(store, "abort", 2);

@@ -83,8 +83,8 @@ Speculation ChooseSpeculation(GlooContext& context, const PredictedAllreduce& pr
       context.size == 2 ? kMaxSpeculativeBytesAtTwoRanks : kMaxCopiedSpeculativeBytes;
   if (predicted.nbytes() <= on_copy_bytes) return Speculation::kOnCopy;
   const TensorView shape{nullptr, predicted.dtype, {predicted.elements}, Device{}};
-  return AllreduceConfirmsItself(shape, context.size, predicted.options) ? Speculation::kInBand
-                                                                         : Speculation::kNone;
+  return AllreduceConfirmsItself(context, shape, predicted.options) ? Speculation::kInBand
+                                                                    : Speculation::kNone;
 }
 
 absl::Status StartPredictedOnCopy(GlooContext& context, const PredictedAllreduce& predicted,

@@ -1,11 +1,14 @@
 // Allreduce (gloo_ops.h), plain or confirming itself, by one of three
-// algorithms picked from the size alone, so every rank picks the same:
+// algorithms picked from the size and the ring's hosts, the same on every
+// rank:
 //   direct    small tensors: every rank sends its tensor to every peer and
 //             reduces all of them itself, one round;
 //   pairwise  2 to 16 ranks, up to a tensor's worth of pooled scratch: each
 //             rank owns a chunk, gets every peer's part of it, reduces and
 //             sends the result to everyone, two rounds;
-//   ring      everything else: Gloo's ring, 2 (ranks - 1) rounds.
+//   ring      everything else, and whatever pairwise would take across
+//             hosts with several ranks each: Gloo's ring, 2 (ranks - 1)
+//             rounds.
 // Each reduces every element in one fixed order (the direct one on every
 // rank, the others on the rank owning it, which shares the result), so every
 // rank ends with the same bits.
@@ -51,12 +54,18 @@ constexpr int kPairwiseAllreduceMaxRanks = 16;
 
 enum class Algorithm { kDirect, kPairwise, kRing };
 
-Algorithm Choose(const TensorView& tensor, int ranks) {
+// `spans_hosts_with_peers`: GlooContext's. Across hosts with several ranks
+// each, pairwise sends each rank's share to every rank of every other host:
+// 2 x 2 ranks at 16 MiB put 32 MiB each way on the link between the hosts
+// against the ring's 24 (two ranks on the ring's path cross, 1.5 x the
+// tensor each), and L ranks per host put L tensors there against the ring's
+// two at most. Between hosts bytes cost more than wake-ups, so the ring.
+Algorithm Choose(const TensorView& tensor, int ranks, bool spans_hosts_with_peers) {
   if (ranks > 1 && tensor.nbytes() * static_cast<size_t>(ranks - 1) <=
                        kDirectAllreduceMaxBytesSent) {
     return Algorithm::kDirect;
   }
-  if (ranks >= 2 && ranks <= kPairwiseAllreduceMaxRanks) {
+  if (ranks >= 2 && ranks <= kPairwiseAllreduceMaxRanks && !spans_hosts_with_peers) {
     const size_t largest_chunk = static_cast<size_t>((tensor.numel() + ranks - 1) / ranks);
     if (static_cast<size_t>(ranks) * largest_chunk * DTypeSize(tensor.dtype) <=
         ScratchPool::kMaxKeptBytes) {
@@ -292,7 +301,7 @@ absl::Status RunAllreduce(GlooContext& context, const AllreduceOptions& options,
   CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(CheckAllreduce(scope, label, tensor, options));
   if (tensor.numel() == 0) return absl::OkStatus();
-  return body(scope, Choose(tensor, scope.size()), label);
+  return body(scope, Choose(tensor, scope.size(), context.spans_hosts_with_peers()), label);
 }
 
 }  // namespace
@@ -342,9 +351,10 @@ absl::Status AllreduceParts(GlooContext& context, const std::vector<TensorView>&
                     shm::AllreduceParts(*local, parts, options, CollectiveDeadline(context)));
 }
 
-bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
+bool AllreduceConfirmsItself(const GlooContext& context, const TensorView& tensor,
                              const AllreduceOptions& options) {
-  return options.prescale_factor == 1.0 && Choose(tensor, ranks) == Algorithm::kPairwise;
+  return options.prescale_factor == 1.0 &&
+         Choose(tensor, context.size, context.spans_hosts_with_peers()) == Algorithm::kPairwise;
 }
 
 absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,

@@ -115,6 +115,15 @@ class GlooContext final : public gloo::rendezvous::Context {
   };
   std::unique_ptr<Attachment>& attachment() { return attachment_; }
 
+  // Whether the ring's ranks are on more than one host and some host holds
+  // several of them (ConnectLocalGroup, gloo_local.h, learns it from the
+  // daemon's layout, with shared memory on or off). There a flat allreduce
+  // goes by the ring (gloo_allreduce.cc): the pairwise exchange sends every
+  // rank's bytes to every other host, which grows with the ranks per host.
+  // Set before the first collective; collective thread only.
+  void set_spans_hosts_with_peers(bool spans) { spans_hosts_with_peers_ = spans; }
+  bool spans_hosts_with_peers() const { return spans_hosts_with_peers_; }
+
   // The shared memory of this rank's host, once ConnectLocalGroup
   // (gloo_local.h) set it up; null before, or where it does not apply. Set
   // once, before collectives start; Abort() and MarkFailed() end its waits too.
@@ -158,6 +167,7 @@ class GlooContext final : public gloo::rendezvous::Context {
   uint64_t next_sequence_ = 0;  // collective thread only
   ScratchPool scratch_pool_;
   std::unique_ptr<Attachment> attachment_;  // collective thread only
+  bool spans_hosts_with_peers_ = false;  // collective thread only
 
   // Set once connecting starts; makes closing pairs prompt.
   std::unique_ptr<LoopWaker> waker_;

@@ -128,6 +128,9 @@ absl::Status ConnectLocalGroup(GlooContext& context, const LocalOptions& options
 
   // Every rank computes the same layout from the same records.
   const std::vector<std::vector<int>> hosts = HostsOf(records);
+  context.set_spans_hosts_with_peers(
+      hosts.size() > 1 && std::any_of(hosts.begin(), hosts.end(),
+                                      [](const std::vector<int>& h) { return h.size() > 1; }));
   bool usable = !hosts.empty() &&
                 std::none_of(records.begin(), records.end(),
                              [](const std::vector<int64_t>& r) { return r[kHierarchical] < 0; }) &&

@@ -58,7 +58,7 @@ absl::Status AllreduceParts(GlooContext& context, const std::vector<TensorView>&
 // passes any tensor of the same dtype and count). Only where
 // AllreduceConfirmsItself (the pairwise algorithm, no prescale); elsewhere
 // FAILED_PRECONDITION.
-bool AllreduceConfirmsItself(const TensorView& tensor, int ranks,
+bool AllreduceConfirmsItself(const GlooContext& context, const TensorView& tensor,
                              const AllreduceOptions& options);
 absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,
                                          const AllreduceOptions& options);
