@@ -14,8 +14,8 @@ def horovodrun(tmp_path):
     """Starts horovodrun runs in tmp_path; kills whatever is left at the end."""
     runs = []
 
-    def start(*args, env=None, cwd=None):
-        run = Run(args, cwd=cwd or tmp_path, env=env)
+    def start(*args, env=None, cwd=None, prefix=()):
+        run = Run(args, cwd=cwd or tmp_path, env=env, prefix=prefix)
         runs.append(run)
         return run
 

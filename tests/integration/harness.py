@@ -48,8 +48,10 @@ class Run:
     """One horovodrun process. Output lines are collected from both streams
     (merged, in arrival order) so tests can wait for them."""
 
-    def __init__(self, args, cwd, env=None):
-        self.args = [str(HOROVODRUN)] + [str(a) for a in args]
+    def __init__(self, args, cwd, env=None, prefix=()):
+        """prefix: argv before horovodrun's, one that execs it (`ip netns
+        exec NS`), so that the pid stays horovodrun's."""
+        self.args = [*prefix, str(HOROVODRUN)] + [str(a) for a in args]
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.lines = []

@@ -102,10 +102,14 @@ class Sshd:
     everything it started is killed by PID)."""
 
     def __init__(self, directory, addresses=("127.0.0.2", "127.0.0.3"), extra_config=(),
-                 like=None):
+                 like=None, netns_prefix=()):
         """like: another Sshd whose port and user key this one takes, so one
-        set of horovodrun SSH flags reaches both (on different addresses)."""
+        set of horovodrun SSH flags reaches both (on different addresses).
+        netns_prefix: the argv prefix that runs sshd in a network namespace
+        (netns_hosts.TwoHosts.prefix); its sessions and their workers run
+        there too."""
         self.dir = Path(directory)
+        self.netns_prefix = list(netns_prefix)
         self.addresses = list(addresses)
         self.extra_config = list(extra_config)  # sshd_config lines
         self.like = like
@@ -148,7 +152,9 @@ class Sshd:
         # sshd refuses to start without its privilege separation directory.
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         with open(self.log, "w") as log:
-            self.proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)],
+            # `ip netns exec` execs sshd: proc.pid is sshd's own.
+            self.proc = subprocess.Popen([*self.netns_prefix, str(SSHD), "-D", "-e", "-f",
+                                          str(config)],
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                          start_new_session=True)
         deadline = time.monotonic() + START_DEADLINE
@@ -162,6 +168,9 @@ class Sshd:
         return self
 
     def _accepts(self, address):
+        if self.netns_prefix:
+            # Not reachable from this namespace: sshd says when it listens.
+            return f"Server listening on {address} port {self.port}" in self.log.read_text()
         try:
             with socket.create_connection((address, self.port), timeout=1):
                 return True
