@@ -10,7 +10,9 @@
 #                                     torch DDP (gloo) beside raw Gloo and ours, 2 and 4
 #                                     ranks, 1/16/64 MiB and the 100 x 4 KiB step
 #   bench/run.sh hierarchical         2 "hosts" (127.0.0.2/3, the tests' private sshd)
-#                                     x 2 ranks, 16 MiB, hierarchical vs flat TCP
+#                                     x 2 ranks, 16 MiB, hierarchical vs flat TCP: on
+#                                     one shared loopback, then (root) as two network
+#                                     namespaces over a link of BENCH_LINK_RATE (1gbit)
 #   bench/run.sh synthetic            Horovod's synthetic benchmark (ResNet-18, CPU,
 #                                     batch 8, 64 px) under horovodrun vs torch DDP
 #                                     (gloo), 2 ranks, images/s
