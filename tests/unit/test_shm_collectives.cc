@@ -245,6 +245,41 @@ TEST_CASE("the hierarchical allreduce over two hosts gives the TCP ring's bytes"
   }
 }
 
+// From 8 MiB the tensor crosses hosts in pieces (up to 4), each crossing
+// in flight while the next piece is reduced within the host.
+TEST_CASE("the hierarchical allreduce in pieces gives the TCP ring's bytes", "[shm]") {
+  gloo::rendezvous::HashStore store;
+  for (const int per_host : {2, 3}) {
+    const int size = 2 * per_host;
+    RankGroup tcp(store, absl::StrCat("tcp-pieces", size), size);
+    RankGroup hier(store, absl::StrCat("hier-pieces", size), size);
+    ConnectLocal(hier, 2, HierarchicalAllreduce::kOn, 256 << 10);
+    // 2 pieces, 4 pieces, and 4 of unequal length (16 MiB + 3 elements).
+    for (const int64_t count : {int64_t{2} << 20, int64_t{4} << 20, (int64_t{4} << 20) + 3}) {
+      for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        INFO(per_host << " ranks per host, " << ReduceOpName(op) << ", " << count << " elements");
+        auto allreduce = [&](RankGroup& group) {
+          return OnEveryRank<std::string>(size, [&](int rank) -> std::string {
+            Tensor t = MakeTensor(DType::kFloat32, {count},
+                                  [&](int64_t i) { return Value(rank, i) + 0.25 * (i % 5); });
+            AllreduceOptions options;
+            options.op = op;
+            options.postscale_factor = 0.5;
+            absl::Status s = internal::Allreduce(group.context(rank), t.view(), options);
+            return s.ok() ? Bytes(t) : "FAILED " + s.ToString();
+          });
+        };
+        const std::vector<std::string> want = allreduce(tcp);
+        const std::vector<std::string> got = allreduce(hier);
+        for (int r = 0; r < size; ++r) {
+          REQUIRE(want[r].rfind("FAILED", 0) != 0);
+          CHECK(got[r] == want[r]);
+        }
+      }
+    }
+  }
+}
+
 // Process sets: a set's ring gets groups of its own, placed from where the
 // global ring's ranks are (SubsetPlaces), and its collectives give the TCP
 // ring's bytes.

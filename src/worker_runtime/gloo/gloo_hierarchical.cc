@@ -1,18 +1,23 @@
-// AllreduceAcrossHosts (gloo_local.h), in three steps, one after the other
-// as in Horovod 0.28: shm::ReduceOwnPart reduces within the host, leaving
-// each local rank its own contiguous part; that part is allreduced over TCP
-// with the same local rank of every other host, in one exchange
-// (AllreduceAmongHosts); shm::ShareOwnParts hands every part to every local
-// rank. One CollectiveScope covers the whole allreduce (every rank draws one
-// sequence number).
+// AllreduceAcrossHosts (gloo_local.h), in three steps as in Horovod 0.28:
+// shm::ReduceOwnPart reduces within the host, leaving each local rank its
+// own contiguous part; that part is allreduced over TCP with the same local
+// rank of every other host, in one exchange (Crossing); shm::ShareOwnParts
+// hands every part to every local rank. A large tensor goes through the
+// steps in a few pieces (up to 4, of 4 MiB or more), each piece's crossing
+// in flight while the next piece is reduced within the host. One
+// CollectiveScope covers the whole allreduce (every rank draws one sequence
+// number).
 //
-// Why not crossing hosts round by round, overlapped with the rounds within
-// the host: that was the first design. Each round's slice (128 KiB at 2
-// local ranks) then crossed in an exchange of its own, and an exchange costs
-// wake-ups of the peer's Gloo loop thread and of ours whatever its size: on
-// an idle 2-core machine, 2 "hosts" x 2 ranks at 16 MiB took 170-210 ms
-// (32 crossings) against the flat TCP ring's 40 ms. One crossing of the
-// whole part costs those wake-ups once.
+// Why so few pieces: the first design crossed hosts round by round, each
+// round's slice (128 KiB at 2 local ranks) in an exchange of its own, and an
+// exchange costs wake-ups of the peer's Gloo loop thread and of ours
+// whatever its size: on an idle 2-core machine, 2 "hosts" x 2 ranks at
+// 16 MiB took 170-210 ms (32 crossings) against the flat TCP ring's 40 ms.
+// Why pieces at all: with the whole part in one crossing, the reduction and
+// the sharing within the host (about 20 ms at 16 MiB there) added to the
+// link's time between hosts instead of hiding under it.
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,56 +33,106 @@
 namespace horovodd::internal {
 namespace {
 
-// Pairwise among `members` (ring ranks, one per host; we are members[me]),
-// in place on `part` (`count` elements): each member owns a piece of it,
-// gets every member's copy of its piece, folds them into its own,
-// finishes the reduction (kAverage divides by `total_ranks`, then the
-// postscale) and sends the result to every member. Every receive is posted
-// before the first send, so no peer's data waits for a ready-to-receive
-// notice.
-absl::Status AllreduceAmongHosts(CollectiveScope& scope, const std::vector<int>& members,
-                                 int me, void* part, int64_t count,
-                                 const AllreduceOptions& options, DType dtype, int total_ranks) {
-  const int h = static_cast<int>(members.size());
-  const size_t element = DTypeSize(dtype);
-  const std::vector<int64_t> counts = EvenSplit(count, h);
-  std::vector<PeerRegion> pieces(h);
-  size_t offset = 0;
-  for (int p = 0; p < h; ++p) {
-    pieces[p] = PeerRegion{offset, static_cast<size_t>(counts[p]) * element};
-    offset += pieces[p].bytes;
+// Pieces the tensor crosses hosts in: one per this many bytes, at most
+// kMaxCrossingPieces. While one piece crosses, the next is reduced within
+// the host and the one before is shared, so on a link slower than the
+// host's memory the work within the host hides under the crossing. Few and
+// large: every crossing costs wake-ups of both ends' Gloo loop threads
+// whatever its size (128 KiB pieces cost 4-5 x the flat ring's time).
+constexpr size_t kCrossingPieceBytes = size_t{4} << 20;
+constexpr int kMaxCrossingPieces = 4;
+
+int CrossingPieces(size_t bytes) {
+  return static_cast<int>(
+      std::clamp<size_t>(bytes / kCrossingPieceBytes, 1, kMaxCrossingPieces));
+}
+
+// One local rank's part of one piece, crossing hosts: pairwise among
+// `members` (ring ranks, one per host; we are members[me]), in place on
+// `part` (`count` elements). Each member owns a piece of it, gets every
+// member's copy of its piece, folds them into its own, finishes the
+// reduction (kAverage divides by `total_ranks`, then the postscale) and
+// sends the result to every member. Start posts every receive and then our
+// copies; Fold waits for the others' copies, folds and sends the result;
+// Finish waits for every result. Crossings of one scope match in the order
+// they start (per peer and channel), the same on every rank.
+class Crossing {
+ public:
+  Crossing(CollectiveScope& scope, const std::vector<int>& members, int me, void* part,
+           int64_t count, DType dtype)
+      : scope_(scope), members_(members), me_(me), part_(static_cast<uint8_t*>(part)),
+        dtype_(dtype), counts_(EvenSplit(count, static_cast<int>(members.size()))) {}
+
+  absl::Status Start() {
+    const int h = static_cast<int>(members_.size());
+    const size_t element = DTypeSize(dtype_);
+    pieces_.resize(h);
+    size_t offset = 0;
+    for (int p = 0; p < h; ++p) {
+      pieces_[p] = PeerRegion{offset, static_cast<size_t>(counts_[p]) * element};
+      offset += pieces_[p].bytes;
+    }
+    own_ = pieces_[me_].bytes;
+    HVDD_ASSIGN_OR_RETURN(data_, scope_.Register(part_, offset));
+    HVDD_ASSIGN_OR_RETURN(copies_, scope_.RegisterScratch(h * own_ + 1));
+    // By ring rank: only the members' regions are non-empty.
+    none_.assign(scope_.size(), PeerRegion{});
+    std::vector<PeerRegion> copy_to(scope_.size()), copy_from(scope_.size());
+    std::vector<PeerRegion> result_from(scope_.size());
+    result_to_.assign(scope_.size(), PeerRegion{});
+    for (int p = 0; p < h; ++p) {
+      copy_to[members_[p]] = pieces_[p];
+      copy_from[members_[p]] = PeerRegion{p * own_, own_};
+      result_to_[members_[p]] = pieces_[me_];
+      result_from[members_[p]] = pieces_[p];
+    }
+    // A member's result for piece p lands in `part` only after it received
+    // all of our copy of piece p: our send of it is done by then.
+    HVDD_ASSIGN_OR_RETURN(results_,
+                          scope_.PostExchange(data_, none_, data_, result_from, Channel::kResult));
+    HVDD_ASSIGN_OR_RETURN(copies_posted_, scope_.PostExchange(data_, copy_to, copies_.buffer,
+                                                              copy_from, Channel::kData));
+    return absl::OkStatus();
   }
-  const size_t own = pieces[me].bytes;
-  HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer * data,
-                        scope.Register(part, count * element));
-  HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch copies, scope.RegisterScratch(h * own + 1));
-  // By ring rank: only the members' regions are non-empty.
-  std::vector<PeerRegion> none(scope.size());
-  std::vector<PeerRegion> copy_to(scope.size()), copy_from(scope.size());
-  std::vector<PeerRegion> result_to(scope.size()), result_from(scope.size());
-  for (int p = 0; p < h; ++p) {
-    copy_to[members[p]] = pieces[p];
-    copy_from[members[p]] = PeerRegion{p * own, own};
-    result_to[members[p]] = pieces[me];
-    result_from[members[p]] = pieces[p];
+
+  absl::Status Fold(const AllreduceOptions& options, int total_ranks) {
+    HVDD_RETURN_IF_ERROR(scope_.WaitExchange(copies_posted_));
+    // In place: our copy first, then the others' in member order (the same
+    // order on every local rank: shm::ReduceOwnPart's).
+    uint8_t* result = part_ + pieces_[me_].offset;
+    for (int p = 0; p < static_cast<int>(members_.size()); ++p) {
+      if (p != me_) ReduceInto(dtype_, options.op, result, copies_.data + p * own_, counts_[me_]);
+    }
+    FinishReduction(dtype_, options.op, result, counts_[me_], total_ranks,
+                    options.postscale_factor);
+    HVDD_ASSIGN_OR_RETURN(sent_,
+                          scope_.PostExchange(data_, result_to_, data_, none_, Channel::kResult));
+    return absl::OkStatus();
   }
-  // A member's result for piece p lands in `part` only after it received all
-  // of our copy of piece p: our send of it is done by then.
-  HVDD_ASSIGN_OR_RETURN(CollectiveScope::PostedExchange results,
-                        scope.PostExchange(data, none, data, result_from, Channel::kResult));
-  HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(data, copy_to, copies.buffer, copy_from,
-                                             Channel::kData));
-  // In place: our copy first, then the others' in member order (the same
-  // order on every local rank: shm::ReduceOwnPart's).
-  uint8_t* result = static_cast<uint8_t*>(part) + pieces[me].offset;
-  for (int p = 0; p < h; ++p) {
-    if (p != me) ReduceInto(dtype, options.op, result, copies.data + p * own, counts[me]);
+
+  absl::Status Finish() {
+    HVDD_RETURN_IF_ERROR(scope_.WaitExchange(results_));
+    return scope_.WaitExchange(sent_);
   }
-  FinishReduction(dtype, options.op, result, counts[me], total_ranks, options.postscale_factor);
-  HVDD_ASSIGN_OR_RETURN(CollectiveScope::PostedExchange sent,
-                        scope.PostExchange(data, result_to, data, none, Channel::kResult));
-  HVDD_RETURN_IF_ERROR(scope.WaitExchange(results));
-  return scope.WaitExchange(sent);
+
+ private:
+  CollectiveScope& scope_;
+  const std::vector<int>& members_;
+  const int me_;
+  uint8_t* const part_;
+  const DType dtype_;
+  const std::vector<int64_t> counts_;
+  std::vector<PeerRegion> pieces_, none_, result_to_;
+  size_t own_ = 0;
+  gloo::transport::UnboundBuffer* data_ = nullptr;
+  CollectiveScope::Scratch copies_;
+  CollectiveScope::PostedExchange results_, copies_posted_, sent_;
+};
+
+// Elements [offset, offset + count) of `tensor`, flat.
+TensorView Slice(const TensorView& tensor, int64_t offset, int64_t count) {
+  return TensorView{static_cast<uint8_t*>(tensor.data) + offset * DTypeSize(tensor.dtype),
+                    tensor.dtype, {count}, tensor.device};
 }
 
 }  // namespace
@@ -89,20 +144,43 @@ absl::Status AllreduceAcrossHosts(GlooContext& context, LocalGroup& local, Tenso
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   shm::ShmGroup& group = *local.group;
   const absl::Time deadline = CollectiveDeadline(context);
-  HVDD_RETURN_IF_ERROR(AfterLocal(context, shm::ReduceOwnPart(group, inout, options, deadline)));
   // What kAverage divides by: every rank of every host, or only those that
   // contributed while others have joined.
   const int total_ranks = options.contributors > 0 ? options.contributors : local.total_ranks;
-  const shm::PartRange part = shm::OwnPart(inout.numel(), group.size(), group.rank());
-  if (part.count > 0) {
-    // A failure here fails the context as the scope ends, and with it the
-    // group: local peers waiting in ShareOwnParts wake.
-    HVDD_RETURN_IF_ERROR(AllreduceAmongHosts(
-        scope, local.cross_ranks, local.cross_index,
-        static_cast<uint8_t*>(inout.data) + part.offset * DTypeSize(inout.dtype), part.count,
-        options, inout.dtype, total_ranks));
+  const std::vector<int64_t> piece_counts = EvenSplit(inout.numel(), CrossingPieces(inout.nbytes()));
+  const int pieces = static_cast<int>(piece_counts.size());
+  std::vector<TensorView> slices;
+  int64_t offset = 0;
+  for (const int64_t count : piece_counts) {
+    slices.push_back(Slice(inout, offset, count));
+    offset += count;
   }
-  return AfterLocal(context, shm::ShareOwnParts(group, inout, deadline));
+  // Piece k: reduced within the host, then its crossing starts; meanwhile
+  // piece k - 1's crossing is folded, finished and shared within the host.
+  // A failure fails the context as the scope ends, and with it the group:
+  // local peers waiting in the shared memory wake.
+  std::vector<std::unique_ptr<Crossing>> crossings(pieces);
+  auto finish = [&](int k) -> absl::Status {
+    if (crossings[k] != nullptr) {
+      HVDD_RETURN_IF_ERROR(crossings[k]->Fold(options, total_ranks));
+      HVDD_RETURN_IF_ERROR(crossings[k]->Finish());
+    }
+    return AfterLocal(context, shm::ShareOwnParts(group, slices[k], deadline));
+  };
+  for (int k = 0; k < pieces; ++k) {
+    HVDD_RETURN_IF_ERROR(
+        AfterLocal(context, shm::ReduceOwnPart(group, slices[k], options, deadline)));
+    const shm::PartRange part = shm::OwnPart(slices[k].numel(), group.size(), group.rank());
+    if (part.count > 0) {
+      crossings[k] = std::make_unique<Crossing>(
+          scope, local.cross_ranks, local.cross_index,
+          static_cast<uint8_t*>(slices[k].data) + part.offset * DTypeSize(inout.dtype),
+          part.count, inout.dtype);
+      HVDD_RETURN_IF_ERROR(crossings[k]->Start());
+    }
+    if (k > 0) HVDD_RETURN_IF_ERROR(finish(k - 1));
+  }
+  return finish(pieces - 1);
 }
 
 }  // namespace horovodd::internal
