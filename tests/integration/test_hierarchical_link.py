@@ -15,10 +15,11 @@ from sshd import Sshd
 
 RANK_PROBE = BUILD / "tests" / "integration" / "rank_probe"
 PROBE_LINE = re.compile(r"probe rank (\d+)/4 local (\d+)/2 cross (\d+)/2 host (\S+) pid")
-# 8 allreduces of 4 MiB: 32 MiB of payload, against which the SSH logins,
-# the daemon's tunnel and the rings' set-up are a few hundred KiB.
-SIZE = 4 << 20
-ITERATIONS = 8
+# 2 allreduces of 16 MiB (the hierarchical one crosses in 4 pieces): 32 MiB
+# of payload, against which the SSH logins, the daemon's tunnel and the
+# rings' set-up are a few hundred KiB.
+SIZE = 16 << 20
+ITERATIONS = 2
 
 pytestmark = pytest.mark.skipif(not netns_hosts.available(),
                                 reason="network namespaces need root, ip and tc")
@@ -63,7 +64,8 @@ def run_job(horovodrun, hosts, tmp_path, hierarchical):
     # Ranks 0-1 on host A, 2-3 on host B, each host's ranks local to it.
     assert places == {0: (0, 0, "127.0.0.2"), 1: (1, 0, "127.0.0.2"),
                       2: (0, 1, "127.0.0.3"), 3: (1, 1, "127.0.0.3")}, run.output()
-    assert run.count(r"probe allreduce ok rank \d: 8 x 4194304 bytes") == 4, run.output()
+    assert run.count(rf"probe allreduce ok rank \d: {ITERATIONS} x {SIZE} bytes") == 4, \
+        run.output()
     return after[0] - before[0], after[1] - before[1]
 
 
