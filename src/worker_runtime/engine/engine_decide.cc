@@ -1,7 +1,10 @@
 #include "worker_runtime/engine/engine_decide.h"
 
 #include <cstring>
+#include <map>
+#include <string_view>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -33,7 +36,7 @@ std::string DescribeForMessage(const std::string& encoded) {
   return d.ok() ? d->ToString() : std::string("an unreadable descriptor");
 }
 
-std::string ConflictMessage(const std::vector<const std::string*>& by_rank) {
+std::string ConflictMessage(absl::Span<const std::string* const> by_rank) {
   std::string message = "ranks enqueued it differently: ";
   // Name the first rank's request and the first that differs: enough to
   // find the bug. (Joined ranks may not have it: they are skipped.)
@@ -156,22 +159,35 @@ absl::Status DecodePart(absl::Span<const uint8_t> part, int rank, const Response
   return absl::OkStatus();
 }
 
+// A name pending somewhere this round: the descriptor each rank has it
+// pending with (null: not pending), and whether any rank announced it (else
+// every rank named its cache slot, which holds it already).
+struct PendingName {
+  absl::InlinedVector<const std::string*, 4> by_rank;
+  bool announced = false;
+};
+
 NegotiationResult Decide(const RoundData& data, ResponseCache& cache) {
   const size_t ranks = data.headers.size();
-  // Name -> the descriptor each rank has it pending with (null: not pending).
-  std::map<std::string, std::vector<const std::string*>> pending;
+  // Every round decides every pending name, on every rank: keyed by views of
+  // the cache's and the announcements' names (both outlive the loop below),
+  // so a steady loop copies no name and no descriptor here.
+  std::map<std::string_view, PendingName> pending;
+  auto entry = [&](const std::string& name) -> PendingName& {
+    PendingName& p = pending[name];
+    p.by_rank.resize(ranks, nullptr);
+    return p;
+  };
   for (size_t r = 0; r < ranks; ++r) {
     for (size_t slot = 0; slot < cache.size(); ++slot) {
       if ((data.bitsets[r][slot / 8] >> (slot % 8)) & 1) {
-        auto& by_rank = pending[cache.slot(slot).name];
-        by_rank.resize(ranks, nullptr);
-        by_rank[r] = &cache.slot(slot).descriptor;
+        entry(cache.slot(slot).name).by_rank[r] = &cache.slot(slot).descriptor;
       }
     }
     for (const Announcement& a : data.announced[r]) {
-      auto& by_rank = pending[a.first];
-      by_rank.resize(ranks, nullptr);
-      by_rank[r] = &a.second;
+      PendingName& p = entry(a.first);
+      p.by_rank[r] = &a.second;
+      p.announced = true;
     }
   }
   NegotiationResult result;
@@ -180,14 +196,16 @@ NegotiationResult Decide(const RoundData& data, ResponseCache& cache) {
   std::vector<bool> joined(ranks, false);
   if (auto join = pending.find(kJoinRequestName); join != pending.end()) {
     for (size_t r = 0; r < ranks; ++r) {
-      if (join->second[r] != nullptr) {
+      if (join->second.by_rank[r] != nullptr) {
         joined[r] = true;
         result.joined.push_back(static_cast<int>(r));
       }
     }
   }
   std::vector<Announcement> to_cache;
-  for (const auto& [name, by_rank] : pending) {
+  for (const auto& [name_view, entry] : pending) {
+    const auto& by_rank = entry.by_rank;
+    const std::string name(name_view);
     const bool is_join = name == kJoinRequestName;
     bool everywhere = true, agree = true;
     const std::string* first = nullptr;
@@ -224,7 +242,7 @@ NegotiationResult Decide(const RoundData& data, ResponseCache& cache) {
       result.ready_descriptors.push_back(*first);
       result.ready_contributors.push_back(contributors);
     }
-    to_cache.emplace_back(name, *first);
+    if (entry.announced) to_cache.emplace_back(name, *first);
   }
   // After the loop: Record may move the strings `pending` points into.
   for (const Announcement& a : to_cache) cache.Record(a.first, a.second);

@@ -15,10 +15,11 @@ namespace {
 // ranks of one job, which run the same build.
 class Writer {
  public:
+  // Every request's descriptor is written on the caller's thread as it is
+  // enqueued: one allocation, not one per growth.
+  explicit Writer(size_t expected) { bytes_.reserve(expected); }
   template <typename T> void Put(const T& value) {
-    const size_t at = bytes_.size();
-    bytes_.resize(at + sizeof(T));
-    std::memcpy(&bytes_[at], &value, sizeof(T));
+    bytes_.append(reinterpret_cast<const char*>(&value), sizeof(T));
   }
   void PutString(const std::string& text) {
     Put(static_cast<uint32_t>(text.size()));
@@ -60,7 +61,9 @@ constexpr uint32_t kMaxDims = 64;
 }  // namespace
 
 std::string RequestDescriptor::Encode() const {
-  Writer out;
+  size_t expected = 64 + operation.size();
+  for (const std::vector<int64_t>& shape : shapes) expected += 4 + 8 * shape.size();
+  Writer out(expected);
   out.Put(static_cast<uint8_t>(kind));
   out.PutString(operation);
   out.Put(static_cast<uint8_t>(device));

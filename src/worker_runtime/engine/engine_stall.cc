@@ -48,10 +48,16 @@ absl::StatusOr<StallOptions> StallOptions::FromEnvironment() {
 void StallInspector::RoundStarted(const std::vector<std::string>& pending, int self, int ranks) {
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
+  // Every round, with every pending name: the nodes of names still pending
+  // move over (no allocation in a steady loop); new names are added.
   std::map<std::string, absl::Time> first;
   for (const std::string& name : pending) {
-    auto it = first_pending_.find(name);
-    first.emplace(name, it == first_pending_.end() ? now : it->second);
+    auto node = first_pending_.extract(name);
+    if (node.empty()) {
+      first.emplace(name, now);
+    } else {
+      first.insert(std::move(node));
+    }
   }
   first_pending_ = std::move(first);
   round_since_ = now;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,7 +42,9 @@ absl::StatusOr<ProcessSetView> Runtime::ProcessSetFor(int process_set_id) {
   view.id = process_set_id;
   if (process_set_id == 0) {
     view.engine = engine_.get();
-    for (int r = 0; r < assignment_.size; ++r) view.ranks.push_back(r);
+    // Every enqueued collective asks: one allocation, not one per growth.
+    view.ranks.resize(std::max(assignment_.size, 0));
+    std::iota(view.ranks.begin(), view.ranks.end(), 0);
     view.set_rank = assignment_.rank;
     return view;
   }
