@@ -147,7 +147,8 @@ absl::Status AllreduceAcrossHosts(GlooContext& context, LocalGroup& local, Tenso
   // What kAverage divides by: every rank of every host, or only those that
   // contributed while others have joined.
   const int total_ranks = options.contributors > 0 ? options.contributors : local.total_ranks;
-  const std::vector<int64_t> piece_counts = EvenSplit(inout.numel(), CrossingPieces(inout.nbytes()));
+  const std::vector<int64_t> piece_counts =
+      EvenSplit(inout.numel(), CrossingPieces(inout.nbytes()));
   const int pieces = static_cast<int>(piece_counts.size());
   std::vector<TensorView> slices;
   int64_t offset = 0;
