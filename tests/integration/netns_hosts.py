@@ -33,12 +33,16 @@ def available():
     return os.geteuid() == 0 and all(os.path.exists(p) for p in ("/usr/sbin/ip", "/usr/sbin/tc"))
 
 
-def _ip(*args, namespace=None):
-    argv = ["ip", *(["-n", namespace] if namespace else []), *args]
+def _run(argv):
+    """Runs argv; its stdout, or an error naming the command and what it said."""
     result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()}")
     return result.stdout
+
+
+def _ip(*args, namespace=None):
+    return _run(["ip", *(["-n", namespace] if namespace else []), *args])
 
 
 class TwoHosts:
@@ -83,12 +87,11 @@ class TwoHosts:
     def _configure(self, me):
         namespace, link = self.namespaces[me], self.links[me]
         address, peer = self.addresses[me], self.addresses[1 - me]
-        sysctl = ["ip", "netns", "exec", namespace, "sysctl", "-qw"]
+        sysctl = [*self.prefix(me), "sysctl", "-qw"]
         # A 127/8 address is a martian on any interface but lo unless
         # route_localnet says otherwise (in this namespace only).
-        subprocess.run(sysctl + ["net.ipv4.conf.all.route_localnet=1",
-                                 "net.ipv4.conf.default.route_localnet=1"], check=True,
-                       capture_output=True)
+        _run(sysctl + ["net.ipv4.conf.all.route_localnet=1",
+                       "net.ipv4.conf.default.route_localnet=1"])
         _ip("link", "set", "lo", "up", namespace=namespace)
         # lo comes up owning all of 127.0.0.0/8, the peer's address included:
         # keep 127.0.0.1 (the daemon's tunnel ends there) and this host's own.
@@ -96,17 +99,15 @@ class TwoHosts:
         _ip("addr", "add", "127.0.0.1/32", "dev", "lo", namespace=namespace)
         _ip("addr", "add", f"{address}/32", "dev", "lo", namespace=namespace)
         _ip("link", "set", link, "up", namespace=namespace)
-        subprocess.run(sysctl + [f"net.ipv4.conf.{link}.route_localnet=1"], check=True,
-                       capture_output=True)
+        _run(sysctl + [f"net.ipv4.conf.{link}.route_localnet=1"])
         # `src`: a connection to the other host leaves from this host's
         # address, never from 127.0.0.1 (which each host has for itself).
         _ip("route", "add", f"{peer}/32", "dev", link, "src", address, namespace=namespace)
         if self.rate:
             # A token bucket per direction; the burst holds one 64 KiB GSO
             # segment many times over, the queue 50 ms at the rate.
-            subprocess.run(["ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", link,
-                            "root", "tbf", "rate", self.rate, "burst", "1mb", "latency", "50ms"],
-                           check=True, capture_output=True, text=True)
+            _run([*self.prefix(me), "tc", "qdisc", "add", "dev", link, "root", "tbf",
+                  "rate", self.rate, "burst", "1mb", "latency", "50ms"])
 
     def close(self):
         for namespace in reversed(self._made):

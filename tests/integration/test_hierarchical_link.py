@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not netns_hosts.available(),
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
-    """(TwoHosts, the sshd of host A); host B's sshd takes A's port and key."""
+    """(TwoHosts, host A's sshd, host B's sshd); B's takes A's port and key."""
     if not RANK_PROBE.exists():
         pytest.fail(f"build first: missing {RANK_PROBE}")
     directory = tmp_path_factory.mktemp("netns-sshd")

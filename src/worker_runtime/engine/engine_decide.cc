@@ -203,9 +203,8 @@ NegotiationResult Decide(const RoundData& data, ResponseCache& cache) {
     }
   }
   std::vector<Announcement> to_cache;
-  for (const auto& [name_view, entry] : pending) {
+  for (const auto& [name, entry] : pending) {
     const auto& by_rank = entry.by_rank;
-    const std::string name(name_view);
     const bool is_join = name == kJoinRequestName;
     bool everywhere = true, agree = true;
     const std::string* first = nullptr;
@@ -226,23 +225,24 @@ NegotiationResult Decide(const RoundData& data, ResponseCache& cache) {
     }
     if (!everywhere) {
       // A join waits for the others by design: no stall.
-      if (!is_join) result.waiting.emplace(name, std::move(missing));
+      if (!is_join) result.waiting.emplace(std::string(name), std::move(missing));
       continue;
     }
     if (!agree) {
-      result.conflicts.push_back(Conflict{name, ConflictMessage(by_rank)});
+      result.conflicts.push_back(Conflict{std::string(name), ConflictMessage(by_rank)});
       continue;
     }
     if (contributors < static_cast<int>(ranks) && !JoinedRanksMayStandIn(*first)) {
-      result.conflicts.push_back(Conflict{name, NotWithJoinedMessage(*first, result.joined)});
+      result.conflicts.push_back(
+          Conflict{std::string(name), NotWithJoinedMessage(*first, result.joined)});
       continue;
     }
-    result.ready.push_back(name);
+    result.ready.emplace_back(name);
     if (!result.joined.empty()) {
       result.ready_descriptors.push_back(*first);
       result.ready_contributors.push_back(contributors);
     }
-    if (entry.announced) to_cache.emplace_back(name, *first);
+    if (entry.announced) to_cache.emplace_back(std::string(name), *first);
   }
   // After the loop: Record may move the strings `pending` points into.
   for (const Announcement& a : to_cache) cache.Record(a.first, a.second);

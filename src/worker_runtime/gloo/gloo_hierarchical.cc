@@ -72,9 +72,9 @@ class Crossing {
       pieces_[p] = PeerRegion{offset, static_cast<size_t>(counts_[p]) * element};
       offset += pieces_[p].bytes;
     }
-    own_ = pieces_[me_].bytes;
+    const size_t own = pieces_[me_].bytes;
     HVDD_ASSIGN_OR_RETURN(data_, scope_.Register(part_, offset));
-    HVDD_ASSIGN_OR_RETURN(copies_, scope_.RegisterScratch(h * own_ + 1));
+    HVDD_ASSIGN_OR_RETURN(copies_, scope_.RegisterScratch(h * own + 1));
     // By ring rank: only the members' regions are non-empty.
     none_.assign(scope_.size(), PeerRegion{});
     std::vector<PeerRegion> copy_to(scope_.size()), copy_from(scope_.size());
@@ -82,7 +82,7 @@ class Crossing {
     result_to_.assign(scope_.size(), PeerRegion{});
     for (int p = 0; p < h; ++p) {
       copy_to[members_[p]] = pieces_[p];
-      copy_from[members_[p]] = PeerRegion{p * own_, own_};
+      copy_from[members_[p]] = PeerRegion{p * own, own};
       result_to_[members_[p]] = pieces_[me_];
       result_from[members_[p]] = pieces_[p];
     }
@@ -100,8 +100,9 @@ class Crossing {
     // In place: our copy first, then the others' in member order (the same
     // order on every local rank: shm::ReduceOwnPart's).
     uint8_t* result = part_ + pieces_[me_].offset;
+    const size_t own = pieces_[me_].bytes;
     for (int p = 0; p < static_cast<int>(members_.size()); ++p) {
-      if (p != me_) ReduceInto(dtype_, options.op, result, copies_.data + p * own_, counts_[me_]);
+      if (p != me_) ReduceInto(dtype_, options.op, result, copies_.data + p * own, counts_[me_]);
     }
     FinishReduction(dtype_, options.op, result, counts_[me_], total_ranks,
                     options.postscale_factor);
@@ -123,7 +124,6 @@ class Crossing {
   const DType dtype_;
   const std::vector<int64_t> counts_;
   std::vector<PeerRegion> pieces_, none_, result_to_;
-  size_t own_ = 0;
   gloo::transport::UnboundBuffer* data_ = nullptr;
   CollectiveScope::Scratch copies_;
   CollectiveScope::PostedExchange results_, copies_posted_, sent_;

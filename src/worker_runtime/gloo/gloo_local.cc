@@ -128,14 +128,12 @@ absl::Status ConnectLocalGroup(GlooContext& context, const LocalOptions& options
 
   // Every rank computes the same layout from the same records.
   const std::vector<std::vector<int>> hosts = HostsOf(records);
-  context.set_spans_hosts_with_peers(
-      hosts.size() > 1 && std::any_of(hosts.begin(), hosts.end(),
-                                      [](const std::vector<int>& h) { return h.size() > 1; }));
-  bool usable = !hosts.empty() &&
+  const bool some_host_has_peers = std::any_of(
+      hosts.begin(), hosts.end(), [](const std::vector<int>& h) { return h.size() > 1; });
+  context.set_spans_hosts_with_peers(hosts.size() > 1 && some_host_has_peers);
+  bool usable = some_host_has_peers &&
                 std::none_of(records.begin(), records.end(),
-                             [](const std::vector<int64_t>& r) { return r[kHierarchical] < 0; }) &&
-                std::any_of(hosts.begin(), hosts.end(),
-                            [](const std::vector<int>& h) { return h.size() > 1; });
+                             [](const std::vector<int64_t>& r) { return r[kHierarchical] < 0; });
   auto group = std::make_shared<LocalGroup>();
   int my_host = -1;
   if (usable) {
