@@ -1,6 +1,7 @@
 // Tensors, float16 conversions and the element-wise reduction kernels.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -232,4 +233,67 @@ TEST_CASE("even splits give the first remainder parts one more", "[collectives][
 }
 
 }  // namespace
+// The kernels run as the widest vector clone this CPU has (AVX-512 or AVX2
+// on most x86 machines): each element must still get the bits of the
+// scalar operation, at every length and alignment a vector loop splits
+// into a body and a tail.
+TEST_CASE("vectorized kernels give each element the scalar operation's bits",
+          "[collectives][kernels]") {
+  auto inexact = [](int64_t i, int salt) {
+    return 1.0 / (3.0 + static_cast<double>((i * 13 + salt * 7) % 29)) - 0.04 * salt;
+  };
+  for (const int64_t count : {int64_t{1}, int64_t{7}, int64_t{31}, int64_t{64}, int64_t{1001}}) {
+    for (const int64_t skew : {int64_t{0}, int64_t{1}, int64_t{3}}) {
+      CAPTURE(count, skew);
+      std::vector<float> acc(count + skew), in(count + skew);
+      std::vector<double> acc64(count + skew), in64(count + skew);
+      for (int64_t i = 0; i < count + skew; ++i) {
+        acc[i] = static_cast<float>(inexact(i, 1));
+        in[i] = static_cast<float>(inexact(i, 2));
+        acc64[i] = inexact(i, 1);
+        in64[i] = inexact(i, 2);
+      }
+      for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin,
+                                ReduceOp::kMax}) {
+        auto scalar = [op](auto a, auto b) {
+          switch (op) {
+            case ReduceOp::kProduct: return a * b;
+            case ReduceOp::kMin: return b < a ? b : a;
+            case ReduceOp::kMax: return a < b ? b : a;
+            default: return a + b;
+          }
+        };
+        std::vector<float> got(acc);
+        std::vector<double> got64(acc64);
+        internal::ReduceInto(DType::kFloat32, op, got.data() + skew, in.data() + skew, count);
+        internal::ReduceInto(DType::kFloat64, op, got64.data() + skew, in64.data() + skew, count);
+        int mismatches = 0;
+        for (int64_t i = skew; i < count + skew; ++i) {
+          const float want = scalar(acc[i], in[i]);
+          const double want64 = scalar(acc64[i], in64[i]);
+          mismatches += std::memcmp(&got[i], &want, sizeof(float)) != 0;
+          mismatches += std::memcmp(&got64[i], &want64, sizeof(double)) != 0;
+        }
+        CHECK(mismatches == 0);
+      }
+      // Average then postscale, and a prescale: the division and the
+      // products in double, rounded once.
+      std::vector<float> finished(acc);
+      internal::FinishReduction(DType::kFloat32, ReduceOp::kAverage, finished.data() + skew, count,
+                                3, 1.7);
+      std::vector<float> scaled(acc);
+      internal::ScaleInPlace(DType::kFloat32, scaled.data() + skew, count, 0.3);
+      int mismatches = 0;
+      for (int64_t i = skew; i < count + skew; ++i) {
+        const float divided = acc[i] / 3.0f;
+        const float want_finished = static_cast<float>(static_cast<double>(divided) * 1.7);
+        const float want_scaled = static_cast<float>(static_cast<double>(acc[i]) * 0.3);
+        mismatches += std::memcmp(&finished[i], &want_finished, sizeof(float)) != 0;
+        mismatches += std::memcmp(&scaled[i], &want_scaled, sizeof(float)) != 0;
+      }
+      CHECK(mismatches == 0);
+    }
+  }
+}
+
 }  // namespace horovodd

@@ -151,6 +151,22 @@ void DivideTyped(void* data, size_t count, int ranks) {
 
 }  // namespace
 
+// The folds run over every byte of every reduction, and the baseline x86-64
+// target vectorizes them 128 bits wide. These functions are cloned for
+// AVX2 and AVX-512 and the widest one the CPU has is picked when the
+// library loads; `flatten` inlines every typed loop into each clone, so
+// each is vectorized for its own target. The results are the same bits on
+// every clone: element-wise IEEE operations, nothing reassociated, nothing
+// contracted (-ffp-contract=off in CMakeLists.txt). On the Intel Xeon VM
+// (AVX-512) the 2-rank 1 MiB shared-memory allreduce went from 179 to 164
+// us (bench_shm_allreduce, median of 10 interleaved runs).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HVDD_WIDEST_VECTORS __attribute__((target_clones("avx512f", "avx2", "default"), flatten))
+#else
+#define HVDD_WIDEST_VECTORS
+#endif
+
+HVDD_WIDEST_VECTORS
 void ReduceInto(DType dtype, ReduceOp op, void* accumulator, const void* incoming,
                 size_t count) {
   switch (dtype) {
@@ -170,6 +186,7 @@ void ReduceInto(DType dtype, ReduceOp op, void* accumulator, const void* incomin
   }
 }
 
+HVDD_WIDEST_VECTORS
 void ScaleInPlace(DType dtype, void* data, size_t count, double factor) {
   switch (dtype) {
     case DType::kUInt8:
@@ -195,6 +212,7 @@ void ScaleInPlace(DType dtype, void* data, size_t count, double factor) {
   }
 }
 
+HVDD_WIDEST_VECTORS
 void FinishReduction(DType dtype, ReduceOp op, void* data, size_t count, int ranks,
                      double postscale) {
   if (op == ReduceOp::kAverage) {
