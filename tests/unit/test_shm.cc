@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstring>
 
@@ -203,41 +204,58 @@ TEST_CASE("shm ops that compare arguments fail on every rank and leave the group
   for (const std::string& e : errors) CHECK(e == "");
 }
 
-// Two ranks fold each other's copy into their own (PairRounds): rank 0
-// computes x0 + x1, rank 1 x1 + x0. Inexact floats must still give both
-// ranks the same bits, with scale factors and across rounds.
-TEST_CASE("two ranks end with the same bits for inexact floats") {
-  auto groups = MakeGroups(2, 4096);
-  for (const DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
-    for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kProduct}) {
-      CAPTURE(DTypeName(dtype), static_cast<int>(op));
-      const auto results = OnEveryRank<std::string>(2, [&](int rank) -> std::string {
-        Tensor t = MakeTensor(dtype, {5000}, [&](int64_t i) {
+// Each rank folds its own slice of every round and the others copy it
+// (SliceRounds), so inexact floats must still give every rank the same
+// bits, with scale factors and across rounds; so must min and max where
+// the inputs hold -0 and +0 and NaNs (which of two equal or unordered
+// values wins depends on the order of the fold).
+TEST_CASE("every rank ends with the same bits for inexact floats, signed zeros and NaNs") {
+  for (const int size : {2, 3}) {
+    auto groups = MakeGroups(size, 4096);
+    for (const DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+      for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kProduct,
+                                ReduceOp::kMin, ReduceOp::kMax}) {
+        const bool ordering = op == ReduceOp::kMin || op == ReduceOp::kMax;
+        CAPTURE(size, DTypeName(dtype), static_cast<int>(op));
+        auto value = [&](int rank, int64_t i) {
+          if (ordering) {
+            switch ((i + rank) % 4) {
+              case 0: return 0.0;
+              case 1: return -0.0;
+              case 2: return std::nan("");
+              default: return static_cast<double>(i % 5) - 2.0;
+            }
+          }
           return 1.0 / (3.0 + static_cast<double>((i * 13 + rank * 7) % 17)) + rank * 0.1;
+        };
+        const auto results = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
+          Tensor t = MakeTensor(dtype, {5000}, [&](int64_t i) { return value(rank, i); });
+          AllreduceOptions options;
+          options.op = op;
+          if (!ordering) {
+            options.prescale_factor = 0.3;
+            options.postscale_factor = 1.7;
+          }
+          absl::Status s = internal::shm::Allreduce(*groups[rank], t.view(), options, Deadline());
+          if (!s.ok()) return s.ToString();
+          return std::string(static_cast<const char*>(t.data()), t.nbytes());
         });
-        AllreduceOptions options;
-        options.op = op;
-        options.prescale_factor = 0.3;
-        options.postscale_factor = 1.7;
-        absl::Status s = internal::shm::Allreduce(*groups[rank], t.view(), options, Deadline());
-        if (!s.ok()) return s.ToString();
-        return std::string(static_cast<const char*>(t.data()), t.nbytes());
-      });
-      REQUIRE(results[0].size() == 5000 * DTypeSize(dtype));
-      CHECK(results[0] == results[1]);
-      if (dtype == DType::kFloat16) continue;
-      // And the right value, within rounding.
-      auto value = [](int rank, int64_t i) {
-        return 1.0 / (3.0 + static_cast<double>((i * 13 + rank * 7) % 17)) + rank * 0.1;
-      };
-      const double* as_double = reinterpret_cast<const double*>(results[0].data());
-      const float* as_float = reinterpret_cast<const float*>(results[0].data());
-      for (int64_t i = 0; i < 5000; i += 499) {
-        const double a = 0.3 * value(0, i), b = 0.3 * value(1, i);
-        const double folded = op == ReduceOp::kProduct ? a * b : a + b;
-        const double want = 1.7 * (op == ReduceOp::kAverage ? folded / 2 : folded);
-        const double got = dtype == DType::kFloat64 ? as_double[i] : as_float[i];
-        CHECK(got == Approx(want).epsilon(1e-5));
+        REQUIRE(results[0].size() == 5000 * DTypeSize(dtype));
+        for (int r = 1; r < size; ++r) CHECK(results[r] == results[0]);
+        if (dtype == DType::kFloat16 || ordering) continue;
+        // And the right value, within rounding.
+        const double* as_double = reinterpret_cast<const double*>(results[0].data());
+        const float* as_float = reinterpret_cast<const float*>(results[0].data());
+        for (int64_t i = 0; i < 5000; i += 499) {
+          double folded = op == ReduceOp::kProduct ? 1.0 : 0.0;
+          for (int r = 0; r < size; ++r) {
+            const double x = 0.3 * value(r, i);
+            folded = op == ReduceOp::kProduct ? folded * x : folded + x;
+          }
+          const double want = 1.7 * (op == ReduceOp::kAverage ? folded / size : folded);
+          const double got = dtype == DType::kFloat64 ? as_double[i] : as_float[i];
+          CHECK(got == Approx(want).epsilon(1e-5));
+        }
       }
     }
   }

@@ -2,14 +2,17 @@
 // shared segment (shm_group.h). Same arguments, results and errors, with
 // the group in place of the ring; `deadline` bounds every wait.
 //
-// Reductions go in rounds of up to slot_bytes per rank: every rank copies
-// its part of the tensor into its slot, then each reduces its 1/n slice of
-// the round across all slots (in rank order, into slot 0: every rank ends
-// with the same bits), then every rank copies the whole reduced round out.
-// All ranks reduce at once, and a round's data is still in the cache. Within
-// a host one wait per round does: round k + 1 is copied in while round k is
-// reduced, and the wait after both ends the two. The hierarchical allreduce
-// runs its two halves apart (shm_own_parts.h).
+// Reductions go in rounds of up to slot_bytes per rank. The allreduce: each
+// rank owns a 1/n slice of every round; it copies the other slices of its
+// tensor into its slot, folds the peers' copies of its own slice into its
+// tensor in place, publishes the finished slice in its slot, and copies
+// the others' finished slices out of theirs (each slice is folded by one
+// rank: every rank ends with the same bits). Reducescatter copies whole
+// rounds in and reduces each slice into slot 0. All ranks reduce at once,
+// and a round's data is still in the cache. Within a host one wait per
+// round does: round k + 1 is copied in while round k is reduced, and the
+// wait after both ends the two. The hierarchical allreduce runs its two
+// halves apart (shm_own_parts.h).
 //
 // Any failure other than INVALID_ARGUMENT kills the group on every local
 // rank (ShmGroup::Fail), as a failed collective kills a Gloo context.
