@@ -3,6 +3,8 @@
 // ranks in separate processes would (the peers open the leader's memfd
 // through /proc, the same path). Results are checked against the
 // reference reduction of test_collectives_harness.h.
+#include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -320,6 +322,54 @@ TEST_CASE("a local peer that exits is noticed by a rank waiting for it") {
   waitpid(child, &child_status, 0);
   CHECK(status.code() == absl::StatusCode::kUnavailable);
   CHECK(std::string(status.message()).find("exited") != std::string::npos);
+}
+
+// The kernel sometimes runs two local ranks on one CPU for a while, with
+// another CPU idle. A wait that spins there only delays the peer it waits
+// for; it must sleep at once, so the CPU goes to the peer (and the wake-up
+// can move the sleeper to an idle CPU). Ranks on different CPUs spin.
+TEST_CASE("a wait sleeps without spinning where its peer waited on the same CPU") {
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (cpus.size() < 2) {
+    WARN("needs two CPUs to run on: skipped");
+    return;
+  }
+  auto groups = MakeGroups(2, 1024);
+  auto barriers_on = [&](int rank, int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) != 0) return std::string("pin");
+    for (int i = 0; i < 50; ++i) {
+      absl::Status s = internal::shm::Barrier(*groups[rank], Deadline());
+      if (!s.ok()) return s.ToString();
+    }
+    return std::string();
+  };
+  for (const bool same_cpu : {false, true}) {
+    CAPTURE(same_cpu);
+    const uint64_t before = groups[0]->shared_cpu_sleeps() + groups[1]->shared_cpu_sleeps();
+    std::string a_error, b_error;
+    std::thread a([&] { a_error = barriers_on(0, cpus[0]); });
+    std::thread b([&] { b_error = barriers_on(1, cpus[same_cpu ? 0 : 1]); });
+    a.join();
+    b.join();
+    REQUIRE(a_error == "");
+    REQUIRE(b_error == "");
+    const uint64_t after = groups[0]->shared_cpu_sleeps() + groups[1]->shared_cpu_sleeps();
+    if (same_cpu) {
+      // After the first barrier each has said where it waits, and on one
+      // CPU whichever arrives first must wait for the other.
+      CHECK(after - before >= 40);
+    } else {
+      CHECK(after == before);
+    }
+  }
 }
 
 // --- the negotiation channel (shm_negotiation.h) -----------------------------

@@ -17,6 +17,8 @@
 //
 // A wait spins briefly (peers on one host answer in microseconds), then
 // sleeps on a futex in the segment until it is rung or the deadline passes.
+// It sleeps at once where a peer last waited on its own CPU: spinning there
+// only keeps the peer from running.
 // Abort() (the generation was superseded) and Fail() (a collective failed
 // here) set the segment's state word and ring: every wait of every local
 // rank then fails at once, and so does every later one. A local peer's exit
@@ -117,6 +119,9 @@ class ShmGroup {
   void Notify();
   // How many waits on the host sleep on the futex now (tests, diagnostics).
   uint32_t sleepers() const;
+  // Waits of this rank that slept without spinning because another local
+  // rank had last waited on the same CPU (collective thread; tests).
+  uint64_t shared_cpu_sleeps() const { return shared_cpu_sleeps_; }
 
   // OK while usable, else why not.
   absl::Status health() const;
@@ -132,6 +137,9 @@ class ShmGroup {
   Header& header() const;
   RankControl& control(int r) const;
   bool AllArrived(uint64_t round) const;
+  // Publishes that this rank waits on `cpu`; whether another local rank
+  // last said it waits on the same one.
+  bool SharesCpu(int cpu) const;
   uint8_t* SlotOf(int r, uint64_t round) const;
   void SetState(uint32_t state);
   // From the watch's thread: local rank r exited; the group fails.
@@ -148,6 +156,7 @@ class ShmGroup {
   // Collective thread only: rounds ended, and Syncs done.
   uint64_t round_ = 0;
   uint64_t syncs_ = 0;
+  uint64_t shared_cpu_sleeps_ = 0;
   // Last: destroyed first, while the segment its thread touches is mapped.
   std::unique_ptr<PeerWatch> watch_;
 };
