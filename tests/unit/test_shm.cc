@@ -25,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "test_collectives_harness.h"
+#include "worker_runtime/shm/cpu_spread.h"
 #include "worker_runtime/shm/shm_collectives.h"
 #include "worker_runtime/shm/shm_group.h"
 #include "worker_runtime/shm/shm_negotiation.h"
@@ -370,6 +371,29 @@ TEST_CASE("a wait sleeps without spinning where its peer waited on the same CPU"
       CHECK(after == before);
     }
   }
+}
+
+// With more local ranks than CPUs, a rank on a CPU the kernel crowded moves
+// itself to the emptiest CPU it may use (cpu_spread.h).
+TEST_CASE("a crowded rank moves to the emptiest allowed CPU, and only a crowded one") {
+  using internal::shm::EmptierCpu;
+  // 4 ranks on CPUs 0 and 1: 3 on CPU 1 and 1 on CPU 0.
+  const std::vector<int> three_one = {1, 1, 0, 1};
+  CHECK(EmptierCpu(three_one, 0, {0, 1}) == 0);
+  CHECK(EmptierCpu(three_one, 3, {0, 1}) == 0);
+  CHECK(EmptierCpu(three_one, 2, {0, 1}) == -1);  // the lone rank stays
+  // Even: nobody moves.
+  for (int me = 0; me < 4; ++me) CHECK(EmptierCpu({0, 1, 0, 1}, me, {0, 1}) == -1);
+  // Not allowed elsewhere, or not known yet: stay.
+  CHECK(EmptierCpu(three_one, 0, {1}) == -1);
+  CHECK(EmptierCpu({1, 1, 1, -1}, 3, {0, 1}) == -1);
+  // Ranks not yet heard from do not count against a CPU.
+  CHECK(EmptierCpu({1, 1, 1, -1}, 0, {0, 1}) == 0);
+  // 6 ranks on 3 CPUs: 4 on CPU 2, 2 on CPU 5, none on CPU 7: to CPU 7.
+  CHECK(EmptierCpu({2, 2, 5, 2, 5, 2}, 0, {7, 2, 5}) == 7);
+  // 5 ranks on 2 CPUs (a share of 3): 3 + 2 is as even as it gets.
+  CHECK(EmptierCpu({0, 0, 0, 1, 1}, 0, {0, 1}) == -1);
+  CHECK(EmptierCpu({0, 0, 0, 0, 1}, 0, {0, 1}) == 1);
 }
 
 // --- the negotiation channel (shm_negotiation.h) -----------------------------

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "common/status_macros.h"
+#include "worker_runtime/shm/cpu_spread.h"
 
 namespace horovodd::internal::shm {
 namespace {
@@ -32,11 +33,21 @@ constexpr int kYieldChecks = 200;
 // its CPU (a getcpu call).
 constexpr int kCpuChecksEvery = 64;
 
-int CpusAvailable() {
+// How many syncs on the host apart two moves of a crowded rank to another
+// CPU (SpreadOut) are: enough for every rank to have waited, and so said
+// where it runs now, since the last one.
+constexpr uint64_t kSyncsBetweenMoves = 8;
+
+// The CPUs this thread may run on.
+std::vector<int> AllowedCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
 }
 
 enum State : uint32_t { kUsable = 0, kAborted = 1, kFailed = 2 };
@@ -82,6 +93,9 @@ struct alignas(kLine) ShmGroup::Header {
   alignas(kLine) std::atomic<uint32_t> state;
   // 1 + the index of the first rank a PeerWatch saw exit, 0 while none did.
   std::atomic<uint32_t> exited;
+  // syncs_ of the rank that last moved itself to an emptier CPU, when it did
+  // (SpreadOut).
+  alignas(kLine) std::atomic<uint64_t> last_move;
   // Bumped (and woken) whenever a sleeper may need to look again.
   alignas(kLine) std::atomic<uint32_t> bell;
   std::atomic<uint32_t> sleepers;
@@ -91,7 +105,7 @@ struct alignas(kLine) ShmGroup::RankControl {
   // Syncs this rank has arrived at.
   std::atomic<uint64_t> arrived;
   // 1 + the CPU this rank last waited on (0: none yet), for peers deciding
-  // whether to spin (ShmGroup::SharesCpu).
+  // whether to spin (SharesCpu) and where to move (SpreadOut).
   std::atomic<uint32_t> cpu;
 };
 
@@ -108,7 +122,8 @@ ShmGroup::ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> s
     : rank_(options.rank),
       size_(options.size),
       slot_bytes_(RoundUp(options.slot_bytes, kLine)),
-      spin_checks_(options.size > CpusAvailable() ? 0 : kSpinChecks),
+      allowed_cpus_(AllowedCpus()),
+      spin_checks_(options.size > std::max<int>(1, allowed_cpus_.size()) ? 0 : kSpinChecks),
       segment_(std::move(segment)) {
   SetPids(options.pids);
 }
@@ -252,6 +267,33 @@ bool ShmGroup::SharesCpu(int cpu) const {
   return false;
 }
 
+void ShmGroup::SpreadOut() {
+  const int cpu = sched_getcpu();
+  if (cpu < 0) return;
+  control(rank_).cpu.store(static_cast<uint32_t>(cpu) + 1, std::memory_order_relaxed);
+  uint64_t last = header().last_move.load(std::memory_order_relaxed);
+  if (syncs_ < last + kSyncsBetweenMoves) return;
+  std::vector<int> rank_cpus(size_);
+  for (int r = 0; r < size_; ++r) {
+    rank_cpus[r] = static_cast<int>(control(r).cpu.load(std::memory_order_relaxed)) - 1;
+  }
+  const int target = EmptierCpu(rank_cpus, rank_, allowed_cpus_);
+  if (target < 0) return;
+  // One rank moves at a time: the others see it there before they judge.
+  if (!header().last_move.compare_exchange_strong(last, syncs_)) return;
+  // Pinning to the target moves this thread there at once; the thread's
+  // own mask comes straight back, so the kernel stays free to place it.
+  cpu_set_t own;
+  if (sched_getaffinity(0, sizeof(own), &own) != 0 || !CPU_ISSET(target, &own)) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(target, &one);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) return;
+  sched_setaffinity(0, sizeof(own), &own);
+  ++cpu_moves_;
+  control(rank_).cpu.store(static_cast<uint32_t>(target) + 1, std::memory_order_relaxed);
+}
+
 absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline) {
   Header& h = header();
   // Spinning only helps while the peers run on other CPUs. Two local ranks
@@ -262,6 +304,12 @@ absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline
   // against 160. So a wait that finds a peer on its own CPU sleeps at once:
   // the CPU goes to the peer, and the wake-up that ends the sleep places
   // this rank on an idle CPU if there is one.
+  //
+  // With more local ranks than CPUs a wait yields instead of spinning (the
+  // peer it waits for may be queued on its CPU), and first says where it
+  // runs, moving itself where its CPU holds more than its share of the
+  // host's ranks (cpu_spread.h).
+  if (spin_checks_ == 0) SpreadOut();
   for (int i = 0; i < spin_checks_ + kYieldChecks; ++i) {
     if (done()) return absl::OkStatus();
     if (h.state.load(std::memory_order_relaxed) != kUsable) return health();

@@ -18,7 +18,9 @@
 // A wait spins briefly (peers on one host answer in microseconds), then
 // sleeps on a futex in the segment until it is rung or the deadline passes.
 // It sleeps at once where a peer last waited on its own CPU: spinning there
-// only keeps the peer from running.
+// only keeps the peer from running. With more local ranks than CPUs it
+// yields instead of spinning, and a rank on a CPU the kernel crowded with
+// more than its share of them moves itself to an emptier one.
 // Abort() (the generation was superseded) and Fail() (a collective failed
 // here) set the segment's state word and ring: every wait of every local
 // rank then fails at once, and so does every later one. A local peer's exit
@@ -122,6 +124,9 @@ class ShmGroup {
   // Waits of this rank that slept without spinning because another local
   // rank had last waited on the same CPU (collective thread; tests).
   uint64_t shared_cpu_sleeps() const { return shared_cpu_sleeps_; }
+  // Times this rank moved itself to an emptier CPU (SpreadOut; collective
+  // thread; tests, diagnostics).
+  uint64_t cpu_moves() const { return cpu_moves_; }
 
   // OK while usable, else why not.
   absl::Status health() const;
@@ -140,6 +145,10 @@ class ShmGroup {
   // Publishes that this rank waits on `cpu`; whether another local rank
   // last said it waits on the same one.
   bool SharesCpu(int cpu) const;
+  // With more local ranks than CPUs, at the start of a wait: publishes this
+  // rank's CPU, and moves this thread to an emptier CPU where cpu_spread.h
+  // says so (one rank of the host at a time).
+  void SpreadOut();
   uint8_t* SlotOf(int r, uint64_t round) const;
   void SetState(uint32_t state);
   // From the watch's thread: local rank r exited; the group fails.
@@ -148,6 +157,8 @@ class ShmGroup {
   const int rank_;
   const int size_;
   const size_t slot_bytes_;
+  // The CPUs the creating thread may run on.
+  const std::vector<int> allowed_cpus_;
   // Pause-spins before a wait yields: none when the host's ranks outnumber
   // the CPUs we may run on.
   const int spin_checks_;
@@ -157,6 +168,7 @@ class ShmGroup {
   uint64_t round_ = 0;
   uint64_t syncs_ = 0;
   uint64_t shared_cpu_sleeps_ = 0;
+  uint64_t cpu_moves_ = 0;
   // Last: destroyed first, while the segment its thread touches is mapped.
   std::unique_ptr<PeerWatch> watch_;
 };

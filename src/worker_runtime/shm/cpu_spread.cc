@@ -1,0 +1,32 @@
+#include "worker_runtime/shm/cpu_spread.h"
+
+#include <algorithm>
+
+namespace horovodd::internal::shm {
+
+int EmptierCpu(const std::vector<int>& rank_cpus, int me, const std::vector<int>& allowed) {
+  if (allowed.size() < 2 || me < 0 || me >= static_cast<int>(rank_cpus.size())) return -1;
+  const int mine = rank_cpus[me];
+  if (mine < 0) return -1;
+  const int ranks = static_cast<int>(rank_cpus.size());
+  const int cpus = static_cast<int>(allowed.size());
+  const int share = (ranks + cpus - 1) / cpus;
+  auto ranks_on = [&](int cpu) {
+    return static_cast<int>(std::count(rank_cpus.begin(), rank_cpus.end(), cpu));
+  };
+  if (ranks_on(mine) <= share) return -1;
+  std::vector<int> candidates = allowed;
+  std::sort(candidates.begin(), candidates.end());
+  int best = -1;
+  int fewest = share;  // only a CPU below its share is worth the move
+  for (int cpu : candidates) {
+    if (cpu == mine) continue;
+    if (const int n = ranks_on(cpu); n < fewest) {
+      fewest = n;
+      best = cpu;
+    }
+  }
+  return best;
+}
+
+}  // namespace horovodd::internal::shm
