@@ -19,7 +19,7 @@
 namespace horovodd::internal::shm {
 namespace {
 
-constexpr uint64_t kMagic = 0x68766464'73686d31ULL;  // "hvddshm1"
+constexpr uint64_t kMagic = 0x68766464'73686d32ULL;  // "hvddshm2"
 constexpr size_t kLine = 128;  // a cache line pair: no false sharing between ranks
 constexpr size_t kPage = 4096;
 // The spin before sleeping: checks with a pause between them, then checks
@@ -258,7 +258,7 @@ void ShmGroup::Notify() {
   }
 }
 
-bool ShmGroup::SharesCpu(int cpu) const {
+bool ShmGroup::SharesCpu(int cpu) {
   const uint32_t mine = static_cast<uint32_t>(cpu) + 1;
   control(rank_).cpu.store(mine, std::memory_order_relaxed);
   for (int r = 0; r < size_; ++r) {

@@ -144,7 +144,7 @@ class ShmGroup {
   bool AllArrived(uint64_t round) const;
   // Publishes that this rank waits on `cpu`; whether another local rank
   // last said it waits on the same one.
-  bool SharesCpu(int cpu) const;
+  bool SharesCpu(int cpu);
   // With more local ranks than CPUs, at the start of a wait: publishes this
   // rank's CPU, and moves this thread to an emptier CPU where cpu_spread.h
   // says so (one rank of the host at a time).
