@@ -4,7 +4,7 @@
 
 namespace horovodd::internal::shm {
 
-int EmptierCpu(const std::vector<int>& rank_cpus, int me, const std::vector<int>& allowed) {
+int EmptierCpu(absl::Span<const int> rank_cpus, int me, absl::Span<const int> allowed) {
   if (allowed.size() < 2 || me < 0 || me >= static_cast<int>(rank_cpus.size())) return -1;
   const int mine = rank_cpus[me];
   if (mine < 0) return -1;
@@ -15,13 +15,14 @@ int EmptierCpu(const std::vector<int>& rank_cpus, int me, const std::vector<int>
     return static_cast<int>(std::count(rank_cpus.begin(), rank_cpus.end(), cpu));
   };
   if (ranks_on(mine) <= share) return -1;
-  std::vector<int> candidates = allowed;
-  std::sort(candidates.begin(), candidates.end());
+  // The fewest ranks, then the lowest CPU; only a CPU below its share is
+  // worth the move.
   int best = -1;
-  int fewest = share;  // only a CPU below its share is worth the move
-  for (int cpu : candidates) {
+  int fewest = share;
+  for (int cpu : allowed) {
     if (cpu == mine) continue;
-    if (const int n = ranks_on(cpu); n < fewest) {
+    const int n = ranks_on(cpu);
+    if (n < fewest || (n == fewest && best >= 0 && cpu < best)) {
       fewest = n;
       best = cpu;
     }

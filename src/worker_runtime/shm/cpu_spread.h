@@ -11,15 +11,16 @@
 // holding more than its share moves itself to the emptiest one.
 #pragma once
 
-#include <vector>
+#include "absl/types/span.h"
 
 namespace horovodd::internal::shm {
 
 // `rank_cpus[r]`: the CPU local rank r last waited on (-1: not known yet).
-// `me`: this rank's index; `allowed`: the CPUs this rank may run on. Returns
+// `me`: this rank's index; `allowed`: the CPUs this rank may run on, in any
+// order. Returns
 // the CPU this rank should move to, or -1 to stay: it stays unless its CPU
 // holds more than ceil(ranks / CPUs) ranks and some allowed CPU fewer; it
 // moves to the allowed CPU with the fewest ranks (the lowest of a tie).
-int EmptierCpu(const std::vector<int>& rank_cpus, int me, const std::vector<int>& allowed);
+int EmptierCpu(absl::Span<const int> rank_cpus, int me, absl::Span<const int> allowed);
 
 }  // namespace horovodd::internal::shm

@@ -11,6 +11,7 @@
 #include <new>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "common/status_macros.h"
@@ -273,7 +274,8 @@ void ShmGroup::SpreadOut() {
   control(rank_).cpu.store(static_cast<uint32_t>(cpu) + 1, std::memory_order_relaxed);
   uint64_t last = header().last_move.load(std::memory_order_relaxed);
   if (syncs_ < last + kSyncsBetweenMoves) return;
-  std::vector<int> rank_cpus(size_);
+  // Every wait of such a group gets here: no allocation up to 16 local ranks.
+  absl::InlinedVector<int, 16> rank_cpus(size_);
   for (int r = 0; r < size_; ++r) {
     rank_cpus[r] = static_cast<int>(control(r).cpu.load(std::memory_order_relaxed)) - 1;
   }
