@@ -236,11 +236,18 @@ TEST_CASE("even splits give the first remainder parts one more", "[collectives][
 // The kernels run as the widest vector clone this CPU has (AVX-512 or AVX2
 // on most x86 machines): each element must still get the bits of the
 // scalar operation, at every length and alignment a vector loop splits
-// into a body and a tail.
+// into a body and a tail, NaNs and signed zeros included.
 TEST_CASE("vectorized kernels give each element the scalar operation's bits",
           "[collectives][kernels]") {
+  // Inexact values, and every few elements a signed zero or a NaN: where a
+  // vector min or max could pick the other operand than `b < a ? b : a`.
   auto inexact = [](int64_t i, int salt) {
-    return 1.0 / (3.0 + static_cast<double>((i * 13 + salt * 7) % 29)) - 0.04 * salt;
+    switch ((i * 5 + salt) % 11) {
+      case 0: return 0.0;
+      case 1: return -0.0;
+      case 2: return std::nan("");
+      default: return 1.0 / (3.0 + static_cast<double>((i * 13 + salt * 7) % 29)) - 0.04 * salt;
+    }
   };
   for (const int64_t count : {int64_t{1}, int64_t{7}, int64_t{31}, int64_t{64}, int64_t{1001}}) {
     for (const int64_t skew : {int64_t{0}, int64_t{1}, int64_t{3}}) {
