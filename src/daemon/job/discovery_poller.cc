@@ -13,25 +13,27 @@ DiscoveryPoller::DiscoveryPoller(std::unique_ptr<discovery::HostSource> source,
 
 DiscoveryPoller::~DiscoveryPoller() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    absl::MutexLock lock(&mu_);
+    stop_ = true;  // wakes Run's Await as the lock is released
   }
-  cv_.notify_all();
   thread_.join();
 }
 
 void DiscoveryPoller::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_) return;
+    }
     // Runs start `interval` apart, not `interval` after the previous run
     // ended: a new slot is seen at most one interval after it appears, however
     // long the script takes (a script slower than the interval runs back to
     // back).
     const auto next = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(interval_);
-    lock.unlock();
     on_result_(source_->Discover());
-    lock.lock();
-    cv_.wait_until(lock, next, [this] { return stop_; });
+    absl::MutexLock lock(&mu_);
+    const auto left = next - std::chrono::steady_clock::now();
+    if (left > left.zero()) mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::FromChrono(left));
   }
 }
 

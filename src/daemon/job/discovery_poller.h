@@ -4,12 +4,12 @@
 // stalls only its own job.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "discovery/host_source.h"
 
@@ -21,17 +21,16 @@ class DiscoveryPoller {
 
   DiscoveryPoller(std::unique_ptr<discovery::HostSource> source, absl::Duration interval,
                   Callback on_result);
-  ~DiscoveryPoller();  // stops and joins (waits for a running script to end)
+  ~DiscoveryPoller() ABSL_LOCKS_EXCLUDED(mu_);  // stops and joins (waits for a running script to end)
 
  private:
-  void Run();
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
 
   std::unique_ptr<discovery::HostSource> source_;
   const absl::Duration interval_;
   Callback on_result_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;  // awaited between runs
   std::thread thread_;
 };
 

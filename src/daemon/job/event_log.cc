@@ -5,7 +5,7 @@ namespace horovodd::daemon {
 uint64_t EventLog::Append(v1::JobEvent event) {
   uint64_t seq;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (closed_) return 0;
     seq = next_seq_++;
     event.set_seq(seq);
@@ -15,24 +15,25 @@ uint64_t EventLog::Append(v1::JobEvent event) {
     events_.push_back(event);
     while (events_.size() > capacity_) events_.pop_front();
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (sink_) sink_(event);
   return seq;
 }
 
 void EventLog::Close() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     closed_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 EventLog::Batch EventLog::WaitFrom(uint64_t from_seq, absl::Time deadline) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
-    return closed_ || (next_seq_ > from_seq && next_seq_ > 1);
-  });
+  absl::MutexLock lock(&mu_);
+  // WaitWithDeadline is true once the deadline passed.
+  while (!closed_ && !(next_seq_ > from_seq && next_seq_ > 1) &&
+         !cv_.WaitWithDeadline(&mu_, deadline)) {
+  }
   Batch batch;
   for (const auto& event : events_) {
     if (event.seq() >= from_seq) batch.events.push_back(event);
@@ -48,7 +49,7 @@ EventLog::Batch EventLog::WaitFrom(uint64_t from_seq, absl::Time deadline) const
 }
 
 std::vector<v1::JobEvent> EventLog::RecentNonOutput(size_t count) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<v1::JobEvent> out;
   for (auto it = events_.rbegin(); it != events_.rend() && out.size() < count; ++it) {
     if (it->kind() != v1::JobEvent::OUTPUT) out.push_back(*it);
@@ -57,7 +58,7 @@ std::vector<v1::JobEvent> EventLog::RecentNonOutput(size_t count) const {
 }
 
 std::vector<v1::JobEvent> EventLog::OutputOfRank(int rank, size_t count) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<v1::JobEvent> out;
   for (auto it = events_.rbegin(); it != events_.rend() && out.size() < count; ++it) {
     if (it->kind() == v1::JobEvent::OUTPUT && it->rank() == rank) out.push_back(*it);

@@ -5,13 +5,13 @@
 #pragma once
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/loop/clock.h"
 #include "horovodd.pb.h"
@@ -30,14 +30,14 @@ class EventLog {
 
   // The first event appended gets `seq` (a job taken back after a daemon
   // restart continues its numbering). Before any Append.
-  void ContinueAt(uint64_t seq) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void ContinueAt(uint64_t seq) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     if (events_.empty()) next_seq_ = std::max(next_seq_, seq);
   }
   // Stamps seq and time, keeps it, wakes watchers. Returns the seq.
-  uint64_t Append(v1::JobEvent event);
+  uint64_t Append(v1::JobEvent event) ABSL_LOCKS_EXCLUDED(mu_);
   // No events follow (the job ended); watchers drain and stop.
-  void Close();
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
   struct Batch {
     std::vector<v1::JobEvent> events;
@@ -46,21 +46,21 @@ class EventLog {
   };
   // Events with seq >= from_seq; waits until there is at least one, the log
   // is closed, or `deadline` passes (then the batch may be empty).
-  Batch WaitFrom(uint64_t from_seq, absl::Time deadline) const;
+  Batch WaitFrom(uint64_t from_seq, absl::Time deadline) const ABSL_LOCKS_EXCLUDED(mu_);
   // The newest `count` events whose kind is not OUTPUT (for status views).
-  std::vector<v1::JobEvent> RecentNonOutput(size_t count) const;
+  std::vector<v1::JobEvent> RecentNonOutput(size_t count) const ABSL_LOCKS_EXCLUDED(mu_);
   // The newest `count` output lines of `rank`, oldest first.
-  std::vector<v1::JobEvent> OutputOfRank(int rank, size_t count) const;
+  std::vector<v1::JobEvent> OutputOfRank(int rank, size_t count) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const size_t capacity_;
   const Sink sink_;
   const Clock* const clock_;
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  std::deque<v1::JobEvent> events_;  // guarded by mu_
-  uint64_t next_seq_ = 1;            // guarded by mu_
-  bool closed_ = false;              // guarded by mu_
+  mutable absl::Mutex mu_;
+  mutable absl::CondVar cv_;  // signalled on each Append and on Close
+  std::deque<v1::JobEvent> events_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace horovodd::daemon

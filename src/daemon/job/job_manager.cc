@@ -43,7 +43,7 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   std::string id;
   std::vector<std::shared_ptr<JobDriver>> forgotten;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError("daemon is shutting down");
     id = absl::StrCat(kJobIdPrefix, next_job_number_++);
     driver = std::make_shared<JobDriver>(
@@ -62,7 +62,7 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
 std::shared_ptr<JobDriver> JobManager::Readmit(const std::string& job_id,
                                                const v1::JobSpec& spec,
                                                std::string worker_token) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   next_job_number_ = std::max(next_job_number_, JobNumber(job_id) + 1);
   auto driver = std::make_shared<JobDriver>(
       JobContext{job_id, worker_address_, launcher_, observer_, std::move(worker_token),
@@ -76,7 +76,7 @@ std::shared_ptr<JobDriver> JobManager::Readmit(const std::string& job_id,
 void JobManager::Abandon() {
   std::vector<std::shared_ptr<JobDriver>> jobs;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     shutting_down_ = true;
     abandoned_ = true;
     for (const auto& [id, driver] : jobs_) jobs.push_back(driver);
@@ -106,7 +106,7 @@ std::vector<std::shared_ptr<JobDriver>> JobManager::ForgetOldEndedLocked() {
 }
 
 void JobManager::AddArchived(std::vector<ArchivedJob> jobs) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto& job : jobs) {
     const std::string id = job.status.job_id();
     next_job_number_ = std::max(next_job_number_, JobNumber(id) + 1);
@@ -117,26 +117,26 @@ void JobManager::AddArchived(std::vector<ArchivedJob> jobs) {
 }
 
 std::shared_ptr<JobDriver> JobManager::Find(const std::string& job_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   return it == jobs_.end() ? nullptr : it->second;
 }
 
 std::shared_ptr<const ArchivedJob> JobManager::FindArchived(const std::string& job_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = archived_.find(job_id);
   return it == archived_.end() ? nullptr : it->second;
 }
 
 bool JobManager::IsWorkerToken(absl::string_view token) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   bool known = false;
   for (const auto& [id, driver] : jobs_) known |= TokensMatch(token, driver->worker_token());
   return known;
 }
 
 std::vector<std::shared_ptr<JobDriver>> JobManager::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<JobDriver>> out;
   for (const auto& [id, driver] : jobs_) out.push_back(driver);
   return out;
@@ -153,7 +153,7 @@ std::vector<v1::JobStatus> JobManager::Statuses() const {
   std::vector<v1::JobStatus> out;
   std::vector<std::shared_ptr<JobDriver>> live;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [id, job] : archived_) out.push_back(job->status);
     for (const auto& [id, driver] : jobs_) live.push_back(driver);
   }
@@ -205,7 +205,7 @@ absl::StatusOr<std::vector<std::string>> JobManager::SetDrained(const std::strin
 void JobManager::Shutdown(const std::string& reason, absl::Duration grace) {
   std::vector<std::shared_ptr<JobDriver>> jobs;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (abandoned_) return;  // left running on purpose
     shutting_down_ = true;
     for (const auto& [id, driver] : jobs_) jobs.push_back(driver);

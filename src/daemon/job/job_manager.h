@@ -6,12 +6,13 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/job/job_driver.h"
 #include "daemon/journal/journal.h"
 #include "daemon/launch/launcher.h"
@@ -40,30 +41,31 @@ class JobManager {
 
   // Jobs an earlier run recorded; call before serving. New job numbers
   // continue after the highest archived one, so no id is ever reused.
-  void AddArchived(std::vector<ArchivedJob> jobs);
+  void AddArchived(std::vector<ArchivedJob> jobs) ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
+  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec) ABSL_LOCKS_EXCLUDED(mu_);
   // A job an earlier run of the daemon was running, to be taken back
   // (JobDriver::Resume next): its old id and worker token, so its workers
   // get back in. Not a submission: observers are not told of it.
   std::shared_ptr<JobDriver> Readmit(const std::string& job_id, const v1::JobSpec& spec,
-                                     std::string worker_token);
+                                     std::string worker_token) ABSL_LOCKS_EXCLUDED(mu_);
   // The daemon goes and leaves its jobs running for the next one: refuses
   // new jobs and stops every driver (JobDriver::Abandon) without ending it.
-  void Abandon();
+  void Abandon() ABSL_LOCKS_EXCLUDED(mu_);
   // A live job's driver; nullptr if unknown or archived.
-  std::shared_ptr<JobDriver> Find(const std::string& job_id) const;
+  std::shared_ptr<JobDriver> Find(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);
   // An archived job; nullptr if unknown or live.
-  std::shared_ptr<const ArchivedJob> FindArchived(const std::string& job_id) const;
+  std::shared_ptr<const ArchivedJob> FindArchived(const std::string& job_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Whether `token` is the worker token of a live job (compared in constant
   // time), so a worker token used elsewhere is told apart from a wrong one.
-  bool IsWorkerToken(absl::string_view token) const;
+  bool IsWorkerToken(absl::string_view token) const ABSL_LOCKS_EXCLUDED(mu_);
   // Live jobs only.
-  std::vector<std::shared_ptr<JobDriver>> List() const;
+  std::vector<std::shared_ptr<JobDriver>> List() const ABSL_LOCKS_EXCLUDED(mu_);
   // The status of a live or archived job; NOT_FOUND if neither.
   absl::StatusOr<v1::JobStatus> Status(const std::string& job_id) const;
   // Every job, archived and live, in submission order.
-  std::vector<v1::JobStatus> Statuses() const;
+  std::vector<v1::JobStatus> Statuses() const ABSL_LOCKS_EXCLUDED(mu_);
   // FAILED_PRECONDITION for a job that already ended.
   absl::Status Cancel(const std::string& job_id, const std::string& reason);
   // Drains (or undrains) `host` in job `job_id`, or in every running job when
@@ -73,7 +75,7 @@ class JobManager {
                                                       const std::string& job_id, bool drained);
   // Refuses new jobs, cancels running ones with `reason`, and waits (up to
   // `grace` plus the kill time) until their workers are gone.
-  void Shutdown(const std::string& reason, absl::Duration grace);
+  void Shutdown(const std::string& reason, absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ended jobs (live and archived together) kept in memory; past it the
   // oldest are forgotten at the next submit (the journal keeps as many).
@@ -82,7 +84,8 @@ class JobManager {
  private:
   // Removes the oldest ended jobs beyond kMaxEndedJobs; returns the drivers
   // so that they are destroyed (their loops joined) outside mu_.
-  std::vector<std::shared_ptr<JobDriver>> ForgetOldEndedLocked();
+  std::vector<std::shared_ptr<JobDriver>> ForgetOldEndedLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Launcher* const launcher_;
   JobObserver* const observer_;
@@ -90,12 +93,12 @@ class JobManager {
   std::map<std::string, std::string> worker_env_;
   KvLimits kv_limits_;
   bool checkpoints_ = false;
-  mutable std::mutex mu_;
-  bool shutting_down_ = false;                                 // guarded by mu_
-  bool abandoned_ = false;                                     // guarded by mu_
-  int64_t next_job_number_ = 1;                                // guarded by mu_
-  std::map<std::string, std::shared_ptr<JobDriver>> jobs_;     // guarded by mu_
-  std::map<std::string, std::shared_ptr<const ArchivedJob>> archived_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t next_job_number_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, std::shared_ptr<JobDriver>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<const ArchivedJob>> archived_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace horovodd::daemon
