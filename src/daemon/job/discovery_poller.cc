@@ -1,8 +1,27 @@
 #include "daemon/job/discovery_poller.h"
 
+#include <algorithm>
 #include <chrono>
 
+#include "discovery/slurm_host_source.h"
+
 namespace horovodd::daemon {
+namespace {
+
+// --host-discovery slurm: the allocation horovodrun found, polled with the script's timeout.
+discovery::SlurmHostSourceOptions SlurmHostSourceOptionsOf(const v1::JobSpec& spec) {
+  discovery::SlurmHostSourceOptions options;
+  options.job_id = spec.slurm().job_id();
+  options.node_list = spec.slurm().node_list();
+  options.tasks_per_node = spec.slurm().tasks_per_node();
+  options.slots_per_host = spec.discovery().default_slots();
+  if (spec.discovery().script_timeout_seconds() > 0) {
+    options.timeout = absl::Seconds(spec.discovery().script_timeout_seconds());
+  }
+  return options;
+}
+
+}  // namespace
 
 DiscoveryPoller::DiscoveryPoller(std::unique_ptr<discovery::HostSource> source,
                                  absl::Duration interval, Callback on_result)
@@ -35,6 +54,27 @@ void DiscoveryPoller::Run() {
     const auto left = next - std::chrono::steady_clock::now();
     if (left > left.zero()) mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::FromChrono(left));
   }
+}
+
+std::unique_ptr<DiscoveryPoller> DiscoveryPoller::ForJob(const v1::JobSpec& spec,
+                                                         Callback on_result) {
+  const auto& d = spec.discovery();
+  std::unique_ptr<discovery::HostSource> source;
+  if (d.slurm()) {
+    source = discovery::MakeSlurmHostSource(SlurmHostSourceOptionsOf(spec));
+  } else if (!d.script().empty()) {
+    source = discovery::MakeScriptHostSource(d.script(), std::max(1, d.default_slots()),
+                                             absl::Seconds(d.script_timeout_seconds()));
+  }
+  if (source == nullptr) return nullptr;
+  return std::make_unique<DiscoveryPoller>(std::move(source), absl::Seconds(d.interval_seconds()),
+                                           std::move(on_result));
+}
+
+discovery::HostSet ListedHosts(const v1::JobSpec& spec) {
+  discovery::HostSet hosts;
+  for (const auto& h : spec.discovery().hosts()) hosts.push_back({h.host(), h.slots()});
+  return hosts;
 }
 
 }  // namespace horovodd::daemon

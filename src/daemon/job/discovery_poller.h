@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "discovery/host_source.h"
+#include "horovodd.pb.h"
 
 namespace horovodd::daemon {
 
@@ -21,6 +22,10 @@ class DiscoveryPoller {
 
   DiscoveryPoller(std::unique_ptr<discovery::HostSource> source, absl::Duration interval,
                   Callback on_result);
+  // The poller of `spec`'s discovery script or Slurm allocation (every
+  // --discovery interval); nullptr for a job that lists its hosts instead
+  // (ListedHosts).
+  static std::unique_ptr<DiscoveryPoller> ForJob(const v1::JobSpec& spec, Callback on_result);
   ~DiscoveryPoller() ABSL_LOCKS_EXCLUDED(mu_);  // stops and joins (waits for a running script to end)
 
  private:
@@ -33,5 +38,9 @@ class DiscoveryPoller {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;  // awaited between runs
   std::thread thread_;
 };
+
+// The hosts `spec` lists (-H, --hostfile), in the order given: the order
+// ranks are assigned in.
+discovery::HostSet ListedHosts(const v1::JobSpec& spec);
 
 }  // namespace horovodd::daemon

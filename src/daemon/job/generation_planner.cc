@@ -1,10 +1,31 @@
 #include "daemon/job/generation_planner.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "common/check.h"
 
 namespace horovodd::daemon {
+
+std::string BindAddressFor(const std::string& host) {
+  if (host == "localhost") return "127.0.0.1";
+  in_addr addr{};
+  if (inet_pton(AF_INET, host.c_str(), &addr) == 1) return host;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* result = nullptr;
+  std::string out = host;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) == 0 && result != nullptr) {
+    char buf[INET_ADDRSTRLEN];
+    auto* sin = reinterpret_cast<sockaddr_in*>(result->ai_addr);
+    if (inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf))) out = buf;
+    freeaddrinfo(result);
+  }
+  return out;
+}
 
 bool GenerationPlanner::IsMember(int64_t id) const {
   return std::find(members_.begin(), members_.end(), id) != members_.end();
@@ -158,6 +179,37 @@ v1::RendezvousResponse GenerationPlanner::RemovedAnswer() const {
   response.set_generation(generation_);
   response.set_removed(true);
   return response;
+}
+
+v1::DaemonMessage GenerationPlanner::Announcement(bool abort_collectives) const {
+  v1::DaemonMessage message;
+  message.set_generation(generation_);
+  message.set_abort(abort_collectives);
+  return message;
+}
+
+std::string GenerationPlanner::Describe(const Worker& w) const {
+  int rank = RankOf(w.id);
+  return absl::StrCat("worker ", w.id, " (", rank >= 0 ? absl::StrCat("rank ", rank, ", ") : "",
+                      w.host, w.pid != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
+}
+
+std::string WhyLeaving(const Plan& plan, const Worker& w, const discovery::HostManager& hosts,
+                       absl::Time now) {
+  if (std::find(plan.left_blacklisted.begin(), plan.left_blacklisted.end(), w.id) !=
+      plan.left_blacklisted.end()) {
+    return absl::StrCat("host ", w.host, " is blacklisted");
+  }
+  for (const auto& h : hosts.Hosts(now)) {
+    if (h.host != w.host) continue;
+    if (h.state == discovery::HostState::kDrained) {
+      return absl::StrCat("host ", w.host, " is drained");
+    }
+    if (h.state == discovery::HostState::kLost) {
+      return absl::StrCat("host ", w.host, " is no longer discovered");
+    }
+  }
+  return "its slot is gone";
 }
 
 }  // namespace horovodd::daemon

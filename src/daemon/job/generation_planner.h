@@ -79,6 +79,12 @@ class GenerationPlanner {
   v1::RendezvousResponse ReadyAnswer(Worker& w, int rank) const;
   // The answer to a worker that is no longer part of the job.
   v1::RendezvousResponse RemovedAnswer() const;
+  // What the members hear on their Attach streams when generation() is
+  // planned: its number, and whether to abort the collectives they are in.
+  v1::DaemonMessage Announcement(bool abort_collectives) const;
+  // `w` as events name it: "worker 3 (rank 1, a, pid 9)", with its rank in
+  // the ready generation if it has one.
+  std::string Describe(const Worker& w) const;
 
  private:
   const int max_np_;
@@ -100,7 +106,13 @@ class GenerationPlanner {
   int64_t generation_floor_ = 0;  // Begin numbers the next one above it (Restore)
 };
 
-// The address a worker on `host` binds its rings to (job_launch.cc).
+// Why `w`, whom `plan` removes, leaves the job, for its event ("host a is
+// drained"), from `hosts` as they are at `now`.
+std::string WhyLeaving(const Plan& plan, const Worker& w, const discovery::HostManager& hosts,
+                       absl::Time now);
+
+// The address a worker on `host` binds its rings to: its IPv4 address
+// (127.0.0.1 for localhost), or `host` itself when it does not resolve.
 std::string BindAddressFor(const std::string& host);
 
 }  // namespace horovodd::daemon

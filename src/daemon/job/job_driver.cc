@@ -1,16 +1,17 @@
-// JobDriver: construction, the worker RPC entry points, status and job end.
-// Membership changes (planning, exits, liveness) are in job_membership.cc,
-// launching workers in job_launch.cc.
+// JobDriver: construction, the entry points (operator and worker RPCs),
+// status and the job's end. Membership changes (planning, exits, liveness)
+// are in job_membership.cc, what comes of a launch in job_launch.cc.
 #include "daemon/job/job_driver.h"
 
+#include <algorithm>
 #include <csignal>
 #include <future>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/job/discovery_poller.h"
 #include "daemon/validation/request_validation.h"
-#include "discovery/slurm_host_source.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -47,40 +48,31 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
             if (observer != nullptr) observer->OnJobEvent(id, e);
           },
           &clock_),
+      lifecycle_(events_, clock_, [this] { checkpointer_.Changed(); }),
       // A fixed-size job is -np workers, whatever its hosts offer.
       generations_(spec_.elastic() ? spec_.max_np() : spec_.num_proc()),
       liveness_(spec_),
       hosts_(CooldownPolicyOf(spec_)),
-      kv_(context_.kv_limits),
-      created_(clock_.Now()),
+      kv_(context_.kv_limits, loop_),
+      checkpointer_(context_, loop_, lifecycle_, generations_, hosts_,
+                    [this] { return StatusNow(); }),
+      starter_(
+          context_, spec_, loop_, events_,
+          [this](int64_t id, const ExitInfo& exit) { OnWorkerExit(id, exit); },
+          [this](int64_t id, const absl::StatusOr<LaunchedProcess>& launched) {
+            OnRemoteLaunched(id, launched);
+          }),
       loop_(&clock_) {}
 
 JobDriver::~JobDriver() {
   poller_.reset();
   loop_.Stop();
-  launches_.Shutdown();  // a launch finishing now finds the loop stopped
+  starter_.Shutdown();  // a launch finishing now finds the loop stopped
 }
-
-namespace {
-
-// --host-discovery slurm: the allocation horovodrun found, polled with the script's timeout.
-discovery::SlurmHostSourceOptions SlurmHostSourceOptionsOf(const v1::JobSpec& spec) {
-  discovery::SlurmHostSourceOptions options;
-  options.job_id = spec.slurm().job_id();
-  options.node_list = spec.slurm().node_list();
-  options.tasks_per_node = spec.slurm().tasks_per_node();
-  options.slots_per_host = spec.discovery().default_slots();
-  if (spec.discovery().script_timeout_seconds() > 0) {
-    options.timeout = absl::Seconds(spec.discovery().script_timeout_seconds());
-  }
-  return options;
-}
-
-}  // namespace
 
 void JobDriver::Start() {
   loop_.Post([this] {
-    started_ = Now();
+    lifecycle_.MarkStarted();
     Event(v1::JobEvent::INFO,
           absl::StrCat("job ", context_.job_id, " submitted: ",
                        absl::StrJoin(spec_.argv(), " "), " (np ", spec_.num_proc(),
@@ -94,49 +86,23 @@ void JobDriver::Start() {
   });
 }
 
-void JobDriver::StartDiscovery() {
-  const auto& d = spec_.discovery();
-  std::unique_ptr<discovery::HostSource> source;
-  if (d.slurm()) {
-    source = discovery::MakeSlurmHostSource(SlurmHostSourceOptionsOf(spec_));
-  } else if (!d.script().empty()) {
-    source = discovery::MakeScriptHostSource(d.script(), std::max(1, d.default_slots()),
-                                             absl::Seconds(d.script_timeout_seconds()));
-  }
-  if (source != nullptr) {
-    poller_ = std::make_unique<DiscoveryPoller>(
-        std::move(source), absl::Seconds(d.interval_seconds()),
-        [this](absl::StatusOr<discovery::HostSet> hosts) {
-          loop_.Post([this, hosts = std::move(hosts)] { OnHosts(hosts); });
-        });
-  } else {
-    // In the order given (-H, --hostfile): the order ranks are assigned in.
-    discovery::HostSet hosts;
-    for (const auto& h : d.hosts()) hosts.push_back({h.host(), h.slots()});
-    OnHosts(hosts);
-  }
-}
-
 void JobDriver::Cancel(const std::string& reason) {
   loop_.Post([this, reason] { Finish(v1::CANCELLED, reason); });
 }
 
-void JobDriver::Drain(const std::string& host) {
-  loop_.Post([this, host] {
-    if (Terminal()) return;
-    hosts_.Drain(host);
-    Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " drained by the operator"));
-    resets_.Detected(Now());
-    Replan(absl::StrCat("host ", host, " drained"), ReplanTrigger::kMembershipChange);
-  });
-}
-
-void JobDriver::Undrain(const std::string& host) {
-  loop_.Post([this, host] {
-    if (Terminal()) return;
-    hosts_.Undrain(host);
-    Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " undrained by the operator"));
-    Replan(absl::StrCat("host ", host, " undrained"), ReplanTrigger::kMembershipChange);
+void JobDriver::SetDrained(const std::string& host, bool drained) {
+  loop_.Post([this, host, drained] {
+    if (lifecycle_.Terminal()) return;
+    if (drained) {
+      hosts_.Drain(host);
+      Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " drained by the operator"));
+      resets_.Detected(clock_.Now());
+      Replan(absl::StrCat("host ", host, " drained"), ReplanTrigger::kMembershipChange);
+    } else {
+      hosts_.Undrain(host);
+      Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " undrained by the operator"));
+      Replan(absl::StrCat("host ", host, " undrained"), ReplanTrigger::kMembershipChange);
+    }
   });
 }
 
@@ -148,31 +114,32 @@ void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply
                                              " is not part of job ", context_.job_id)));
       return;
     }
-    if (Terminal()) {
-      reply(absl::AbortedError(absl::StrCat("job ended: ", reason_)));
+    if (lifecycle_.Terminal()) {
+      reply(absl::AbortedError(absl::StrCat("job ended: ", lifecycle_.reason())));
       return;
     }
-    liveness_.Seen(w->id, Now());
+    liveness_.Seen(w->id, clock_.Now());
     liveness_.AskedRendezvous(w->id);
     w->Refuse(absl::AbortedError("superseded by a newer rendezvous call"));
     w->waiting = true;
     w->after_generation = request.after_generation();
     w->reply = std::move(reply);
     if (w->state == v1::WORKER_REMOVED || !generations_.IsMember(w->id)) {
-      AnswerRemoved(*w);
+      w->state = v1::WORKER_REMOVED;
+      w->Answer(generations_.RemovedAnswer());
       return;
     }
     const bool settled = !generations_.rendezvous_open();
     if (settled && w->after_generation < generations_.ready_generation()) {
-      AnswerReady(*w);
+      w->Answer(generations_.ReadyAnswer(*w, generations_.RankOf(w->id)));
       return;
     }
     if (settled && w->after_generation >= generations_.generation()) {
       // Its ring broke in a generation we still think is fine: the daemon has
       // not seen the cause (yet), so start a new generation now rather than
       // leave the worker waiting.
-      resets_.Detected(Now());
-      Replan(absl::StrCat(Describe(*w), " lost its ring in generation ",
+      resets_.Detected(clock_.Now());
+      Replan(absl::StrCat(generations_.Describe(*w), " lost its ring in generation ",
                           generations_.generation()),
              ReplanTrigger::kBrokenRing);
     }
@@ -188,42 +155,17 @@ void JobDriver::KvSet(const v1::KvSetRequest& request,
       reply(absl::NotFoundError("unknown worker"));
       return;
     }
-    reply(kv_.Set(request.generation(), request.key(), request.value()));
+    reply(kv_.Set(request));
   });
 }
 
 void JobDriver::KvGet(const v1::KvGetRequest& request, KvGetReply reply) {
-  loop_.Post([this, request, reply = std::move(reply)] {
+  loop_.Post([this, request, reply = std::move(reply)]() mutable {
     if (workers_.Find(request.who().worker_id()) == nullptr) {
       reply(absl::NotFoundError("unknown worker"));
       return;
     }
-    double timeout = request.timeout_seconds() > 0 ? request.timeout_seconds() : 30;
-    std::vector<std::string> keys(request.keys().begin(), request.keys().end());
-    kv_.Get(request.generation(), std::move(keys),
-            Now() + absl::Seconds(std::min(timeout, 3600.0)),
-            [reply](absl::StatusOr<std::vector<std::string>> values) {
-              if (!values.ok()) {
-                reply(values.status());
-                return;
-              }
-              v1::KvGetResponse response;
-              for (auto& v : *values) response.add_values(std::move(v));
-              reply(std::move(response));
-            });
-    ScheduleKvExpiry();
-  });
-}
-
-void JobDriver::ScheduleKvExpiry() {
-  absl::Time next = kv_.NextDeadline();
-  if (kv_timer_ != 0) loop_.Cancel(kv_timer_);
-  kv_timer_ = 0;
-  if (next == absl::InfiniteFuture()) return;
-  kv_timer_ = loop_.PostAt(next, [this] {
-    kv_timer_ = 0;
-    kv_.ExpireWaiters(Now());
-    ScheduleKvExpiry();
+    kv_.Get(request, std::move(reply));
   });
 }
 
@@ -233,7 +175,7 @@ void JobDriver::Attach(int64_t worker_id, std::shared_ptr<WorkerChannel> channel
     if (w == nullptr) return;
     w->attached = true;
     w->channel = channel;
-    liveness_.Seen(worker_id, Now());
+    liveness_.Seen(worker_id, clock_.Now());
     v1::DaemonMessage hello;
     hello.set_generation(generations_.generation());
     channel->Send(hello);
@@ -242,7 +184,7 @@ void JobDriver::Attach(int64_t worker_id, std::shared_ptr<WorkerChannel> channel
 
 void JobDriver::Heartbeat(int64_t worker_id) {
   loop_.Post([this, worker_id] {
-    if (workers_.Find(worker_id) != nullptr) liveness_.Seen(worker_id, Now());
+    if (workers_.Find(worker_id) != nullptr) liveness_.Seen(worker_id, clock_.Now());
   });
 }
 
@@ -259,8 +201,8 @@ void JobDriver::ReportCommit(const v1::CommitReport& report) {
   loop_.Post([this, report] {
     if (Worker* w = workers_.Find(report.who().worker_id())) {
       w->last_commit = std::max(w->last_commit, report.commit());
-      resets_.Committed(report.generation(), report.commit(), Now());
-      RequestCheckpoint(/*urgent=*/false);
+      resets_.Committed(report.generation(), report.commit(), clock_.Now());
+      checkpointer_.Committed();
     }
   });
 }
@@ -275,7 +217,7 @@ void JobDriver::ReportFailure(const v1::FailureReport& report) {
     }
     w->reported_failure_generation = report.generation();
     Event(v1::JobEvent::WARNING,
-          absl::StrCat(Describe(*w), " reported a failed collective in generation ",
+          absl::StrCat(generations_.Describe(*w), " reported a failed collective in generation ",
                        report.generation(), ": ", report.message()));
   });
 }
@@ -297,8 +239,8 @@ v1::JobStatus JobDriver::StatusNow() {
   v1::JobStatus s;
   s.set_job_id(context_.job_id);
   *s.mutable_spec() = spec_;
-  s.set_state(state_);
-  s.set_reason(reason_);
+  s.set_state(lifecycle_.state());
+  s.set_reason(lifecycle_.reason());
   s.set_generation(generations_.ready_generation());
   s.set_size(static_cast<int>(generations_.ready_members().size()));
   for (const auto& [id, w] : workers_) {
@@ -312,7 +254,7 @@ v1::JobStatus JobDriver::StatusNow() {
     ws->set_last_commit(w.last_commit);
     ws->set_resets(std::max(0, w.generations_joined - 1));
   }
-  for (const auto& h : hosts_.Hosts(Now())) {
+  for (const auto& h : hosts_.Hosts(clock_.Now())) {
     auto* hs = s.add_hosts();
     hs->set_host(h.host);
     hs->set_slots(h.slots);
@@ -324,9 +266,9 @@ v1::JobStatus JobDriver::StatusNow() {
   }
   s.set_resets(resets_.resets());
   s.set_last_commit(resets_.last_commit());
-  s.set_created_unix(UnixSeconds(created_));
-  s.set_started_unix(UnixSeconds(started_));
-  s.set_ended_unix(UnixSeconds(ended_at_));
+  s.set_created_unix(UnixSeconds(lifecycle_.created()));
+  s.set_started_unix(UnixSeconds(lifecycle_.started()));
+  s.set_ended_unix(UnixSeconds(lifecycle_.ended_at()));
   s.set_min_np(spec_.min_np());
   s.set_max_np(spec_.max_np());
   for (const auto& record : resets_.records()) *s.add_reset_history() = record;
@@ -335,10 +277,7 @@ v1::JobStatus JobDriver::StatusNow() {
 }
 
 void JobDriver::Finish(v1::JobState state, const std::string& reason) {
-  if (Terminal()) return;
-  reason_ = reason;
-  SetState(state);
-  ended_at_ = Now();
+  if (!lifecycle_.End(state, reason, generations_.generation())) return;
   for (auto timer : {below_min_timer_, cooldown_timer_, liveness_timer_}) {
     if (timer != 0) loop_.Cancel(timer);
   }
@@ -357,36 +296,12 @@ void JobDriver::Finish(v1::JobState state, const std::string& reason) {
 }
 
 void JobDriver::MaybeCloseLog() {
-  if (!Terminal() || ended_.load()) return;
+  if (lifecycle_.phase() != JobLifecycle::Phase::kStopping) return;
   if (!workers_.AllGone()) return;  // still being stopped (or started)
   if (context_.observer != nullptr) {
     context_.observer->OnJobFinalStatus(context_.job_id, StatusNow());
   }
-  v1::JobEvent end;
-  end.set_kind(v1::JobEvent::JOB_ENDED);
-  end.set_state(state_);
-  end.set_message(reason_);
-  end.set_generation(generations_.ready_generation());
-  events_.Append(std::move(end));
-  events_.Close();
-  ended_.store(true);
-  ended_notice_.Notify();
-}
-
-bool JobDriver::Terminal() const {
-  return state_ == v1::SUCCEEDED || state_ == v1::FAILED || state_ == v1::CANCELLED;
-}
-
-void JobDriver::SetState(v1::JobState state) {
-  if (state == state_) return;
-  state_ = state;
-  v1::JobEvent e;
-  e.set_kind(v1::JobEvent::STATE);
-  e.set_state(state);
-  e.set_generation(generations_.generation());
-  e.set_message(absl::StrCat("job is ", v1::JobState_Name(state)));
-  events_.Append(std::move(e));
-  RequestCheckpoint(/*urgent=*/true);
+  lifecycle_.Close(generations_.ready_generation());
 }
 
 void JobDriver::Event(v1::JobEvent::Kind kind, const std::string& message,
@@ -397,7 +312,7 @@ void JobDriver::Event(v1::JobEvent::Kind kind, const std::string& message,
   e.set_code(code);
   e.set_generation(generations_.generation());
   events_.Append(std::move(e));
-  RequestCheckpoint(/*urgent=*/true);
+  checkpointer_.Changed();
 }
 
 }  // namespace horovodd::daemon

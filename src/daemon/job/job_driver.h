@@ -1,21 +1,25 @@
 // One elastic job: keeps it between min and max workers as hosts come and go
-// and workers fail, answers its workers' rendezvous, owns its key-value
-// namespace, and decides when the job has ended and why (see DESIGN.md, "The
-// reset protocol"). It coordinates the parts that keep the books: the worker
-// table (processes, streams, pending calls), the generation planner
-// (members, ranks, rendezvous), the liveness monitor and the reset history;
-// the driver decides what happens next and says so in the job's events.
+// and workers fail, answers its workers' rendezvous, and decides when the job
+// has ended and why (docs/architecture/job-lifecycle.md draws its states).
+// It coordinates parts that each keep their own books and say so in their
+// headers: the job's lifecycle (state, phase, the end), the worker table
+// (processes, streams, pending calls), the generation planner (members,
+// ranks, rendezvous), the liveness monitor, the reset history, the hosts
+// (discovery::HostManager), the key-value namespace, the worker starter
+// (environment, rank plan, launches) and the checkpointer. The driver
+// decides what happens next and says so in the job's events. Its methods
+// are spread over job_driver.cc (entry points, status, the end),
+// job_membership.cc (generations, exits, liveness), job_launch.cc (what
+// comes of a launch) and job_resume.cc (taking a job back after a restart).
 //
 // Threading: every field below, the parts included, is owned by `loop_`'s
-// thread; time comes from JobContext::clock. Public methods
-// may be called from any thread; they post to the loop. Replies go through
-// the callbacks they were given, from the loop thread.
+// thread; time comes from JobContext::clock. Public methods may be called
+// from any thread; they post to the loop. Replies go through the callbacks
+// they were given, from the loop thread.
 #pragma once
 
 #include <sys/types.h>
 
-#include <atomic>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,17 +27,19 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/job/event_log.h"
 #include "daemon/job/generation_planner.h"
+#include "daemon/job/job_checkpointer.h"
+#include "daemon/job/job_context.h"
+#include "daemon/job/job_kv.h"
+#include "daemon/job/job_lifecycle.h"
 #include "daemon/job/job_observer.h"
 #include "daemon/job/liveness_monitor.h"
 #include "daemon/job/reset_history.h"
 #include "daemon/job/worker_channel.h"
+#include "daemon/job/worker_starter.h"
 #include "daemon/job/worker_table.h"
-#include "daemon/kv/kv_namespace.h"
-#include "daemon/launch/launch_pool.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/loop/clock.h"
 #include "daemon/loop/event_loop.h"
@@ -45,38 +51,15 @@ namespace horovodd::daemon {
 
 class DiscoveryPoller;
 
-struct JobContext {
-  std::string job_id;
-  std::string daemon_address;   // what workers dial, host:port
-  Launcher* launcher;           // shared by all jobs, outlives them
-  JobObserver* observer = nullptr;  // daemon-wide; outlives the job; may be null
-  // The job's own secret (256 random bits, hex), handed to its workers in
-  // HOROVODD_WORKER_TOKEN; opens this job's WorkerService calls and nothing
-  // else. Never in the spec, the status, the journal or a log.
-  std::string worker_token;
-  // Set for every worker by the daemon (its TLS settings: HOROVODD_TLS_*).
-  std::map<std::string, std::string> worker_env;
-  // What the job's key-value namespace may hold (config limits.max_kv_*).
-  KvLimits kv_limits;
-  // What the job reads time from and its loop waits on; outlives the job.
-  const Clock* clock = &RealClock();
-  // Write JobCheckpoints to the observer (a daemon that takes jobs back
-  // after a restart); off, nothing is computed for them.
-  bool checkpoints = false;
-};
-
 class JobDriver {
  public:
-  // Remote workers being started at once (each blocks a pool thread for
-  // its SSH connect, login and start).
-  static constexpr size_t kMaxConcurrentLaunches = 8;
-
   using RendezvousReply = Worker::RendezvousReply;
-  using KvGetReply = std::function<void(absl::StatusOr<v1::KvGetResponse>)>;
+  using KvGetReply = JobKv::GetReply;
 
   // `spec` must have passed ValidateJobSpec.
   JobDriver(JobContext context, v1::JobSpec spec);
-  // Kills whatever workers are left and waits for them.
+  // Stops the loop and waits for the launches in flight; the workers must
+  // be gone (Ended) or left to a restarted daemon (Abandon).
   ~JobDriver();
 
   void Start();
@@ -96,9 +79,9 @@ class JobDriver {
   // The launcher must not call back afterwards (ShimLauncher::DetachAll).
   void Abandon();
   void Cancel(const std::string& reason);
-  // Operator control of one host for this job (see DrainHostRequest).
-  void Drain(const std::string& host);
-  void Undrain(const std::string& host);
+  // Operator control of one host for this job (see DrainHostRequest):
+  // drained, it takes no workers until undrained.
+  void SetDrained(const std::string& host, bool drained);
 
   // Worker RPCs.
   void Rendezvous(const v1::RendezvousRequest& request, RendezvousReply reply);
@@ -112,11 +95,9 @@ class JobDriver {
 
   // A consistent snapshot, taken on the loop thread (blocks the caller briefly).
   v1::JobStatus Status();
-  bool Ended() const { return ended_.load(); }
+  bool Ended() const { return lifecycle_.Ended(); }
   // Waits until Ended() or `timeout` passed; whether it ended.
-  bool WaitEnded(absl::Duration timeout) const {
-    return ended_notice_.WaitForNotificationWithTimeout(timeout);
-  }
+  bool WaitEnded(absl::Duration timeout) const { return lifecycle_.WaitEnded(timeout); }
   const EventLog& events() const { return events_; }
   const std::string& job_id() const { return context_.job_id; }
   const std::string& worker_token() const { return context_.worker_token; }
@@ -134,8 +115,6 @@ class JobDriver {
     // generation even if the plan is the same, and peers abort.
     kBrokenRing,
   };
-  // What members hear on their Attach streams when a generation is planned.
-  enum class GenerationNotice { kJoinWhenReady, kAbortCollectives };
   // Whose finishing ends the job SUCCEEDED.
   enum class Finishers {
     kPlannedMembers,  // a command that never joined a generation (horovodrun -np 2 hostname)
@@ -144,104 +123,71 @@ class JobDriver {
 
   // Status(), on the loop thread.
   v1::JobStatus StatusNow();
-  absl::Time Now() const { return clock_.Now(); }
 
   // Membership (job_membership.cc).
+  void StartDiscovery();
   void OnHosts(absl::StatusOr<discovery::HostSet> hosts);
   void Replan(const std::string& cause, ReplanTrigger trigger);
   void TryCompleteRendezvous();
-  // `rank`: w's rank in the ready generation when the caller knows it (-1: look it up).
-  void AnswerReady(Worker& w, int rank = -1);
-  void AnswerRemoved(Worker& w);
-  void ScheduleKvExpiry();
-  void NotifyWorkers(GenerationNotice notice);
   // Tells the members of a grown job about the new generation once every
   // joiner waits for it; nothing while one is still starting.
   void NotifyOnceJoinersWait();
+  // `needed`: the slots the job waits for (-np at its start, --min-np later).
+  void ArmBelowMinTimer(int available, int needed);
+  void ScheduleCooldownWakeup();
+  void CheckLiveness();
   void OnWorkerExit(int64_t worker_id, const ExitInfo& exit);
   void OnWorkerFailed(Worker& w, const std::string& what);
   // Ends the job SUCCEEDED once every one of `finishers` has finished or is
   // gone for good (see the .cc).
   void MaybeFinishSucceeded(Finishers finishers);
-  void DeclareLost(Worker& w, const std::string& reason);
-  void CheckLiveness();
-  void ScheduleCooldownWakeup();
-  // `needed`: the slots the job waits for (-np at its start, --min-np later).
-  void ArmBelowMinTimer(int available, int needed);
-  // Every worker failed or is gone and `plan` has nothing to run on.
-  bool NothingLeftToRunOn(const Plan& plan) const;
-  // Why a removed worker leaves, for its event.
-  std::string WhyLeaving(const Plan& plan, const Worker& w) const;
 
-  // Launching (job_launch.cc).
+  // Launching (job_launch.cc; the launches themselves are starter_'s).
   void LaunchWorker(const std::string& host, int planned_rank);
   void OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched);
   // A launch failed because of its host: cooldown, and a new plan.
   void OnHostLaunchFailure(const std::string& host, const absl::Status& status);
-  std::map<std::string, std::string> WorkerEnvironment(const Worker& w, int planned_rank) const;
-  // Horovod's ranks for the generation `plan` is about to launch (survivors,
-  // then new workers), for the HOROVOD_* variables each new worker starts with.
-  void PlanRanks(const Plan& plan);
 
-  // Checkpoints for the journal (job_resume.cc): `urgent` ones are written
-  // once the running closure is done, others (commits) at most every 100 ms.
-  void RequestCheckpoint(bool urgent);
-  void WriteCheckpoint();
+  // Resume, on the loop thread (job_resume.cc).
   void ResumeNow(const JobCheckpoint& checkpoint, const std::vector<ReattachedWorker>& found,
                  absl::Duration daemon_away, absl::Duration worker_grace,
                  std::map<int64_t, ProcessCallbacks>& callbacks);
-  void StartDiscovery();
-  ProcessCallbacks CallbacksFor(const Worker& w);
 
-  // Job end.
+  // The end: the lifecycle ends the job and its workers are stopped; once
+  // they are all gone the lifecycle closes it.
   void Finish(v1::JobState state, const std::string& reason);
   void MaybeCloseLog();
 
-  // Helpers.
-  std::string Describe(const Worker& w) const;
+  // An event of the job, stamped with the newest generation; a checkpoint is due.
   void Event(v1::JobEvent::Kind kind, const std::string& message, const std::string& code = "");
-  void SetState(v1::JobState state);
-  bool Terminal() const;
 
   const JobContext context_;
   const v1::JobSpec spec_;
   const Clock& clock_;
   EventLog events_;
+  JobLifecycle lifecycle_;
 
-  // ---- loop-owned state: the parts, and what coordinating them needs ----
+  // ---- the parts, each keeping its own books ----
   WorkerTable workers_;
   GenerationPlanner generations_;
   LivenessMonitor liveness_;
   ResetHistory resets_;
   discovery::HostManager hosts_;
-  // The planned generation's ranks, by planned rank (PlanRanks, job_launch.cc).
-  std::vector<RankInfo> planned_ranks_;
-  KvNamespace kv_;
-  v1::JobState state_ = v1::PENDING;
-  std::string reason_;
-  bool hosts_known_ = false;
+  JobKv kv_;
+  JobCheckpointer checkpointer_;
+  // Its launches in flight post their outcome to loop_: the destructor shuts
+  // them down (waits for them) after stopping loop_, before loop_ goes.
+  WorkerStarter starter_;
+
+  // ---- what coordinating them needs ----
   std::string last_discovery_error_;
-  bool finishing_ = false;          // a member exited 0: no more resets
   // The first worker that failed and how ("worker 3 (rank 1, a, pid 9): exited
   // with status 1"), for the job's end when nothing is left.
   std::string first_failure_;
   EventLoop::TimerId below_min_timer_ = 0;
   EventLoop::TimerId cooldown_timer_ = 0;
-  EventLoop::TimerId kv_timer_ = 0;
   EventLoop::TimerId liveness_timer_ = 0;
-  bool checkpoint_posted_ = false;
-  EventLoop::TimerId checkpoint_timer_ = 0;
-  absl::Time last_checkpoint_ = absl::InfinitePast();
-  const absl::Time created_;
-  absl::Time started_;
-  absl::Time ended_at_;
-  std::atomic<bool> ended_{false};
-  absl::Notification ended_notice_;  // notified with ended_, once
-
   std::unique_ptr<DiscoveryPoller> poller_;
-  // Remote launches in flight post their outcome to loop_: the destructor
-  // shuts the pool down (waits for them) before loop_ goes.
-  LaunchPool launches_{kMaxConcurrentLaunches};
   EventLoop loop_;  // last: destroyed (joined) first
 };
 

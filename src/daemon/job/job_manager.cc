@@ -192,11 +192,7 @@ absl::StatusOr<std::vector<std::string>> JobManager::SetDrained(const std::strin
   }
   std::vector<std::string> ids;
   for (auto& driver : targets) {
-    if (drained) {
-      driver->Drain(host);
-    } else {
-      driver->Undrain(host);
-    }
+    driver->SetDrained(host, drained);
     ids.push_back(driver->job_id());
   }
   return ids;

@@ -1,12 +1,14 @@
-// JobDriver: membership. Planning generations, worker exits, liveness,
-// rendezvous completion (launching workers: job_launch.cc). Runs on the
-// job's loop thread; the books are the parts' (worker_table.h,
-// generation_planner.h, liveness_monitor.h, reset_history.h).
+// JobDriver: membership. Discovery, planning generations, worker exits,
+// liveness, rendezvous completion (what comes of a launch: job_launch.cc).
+// Runs on the job's loop thread; the books are the parts' (worker_table.h,
+// generation_planner.h, liveness_monitor.h, reset_history.h), the job's
+// state and phase the lifecycle's (job_lifecycle.h).
 #include <algorithm>
 #include <csignal>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/job/discovery_poller.h"
 #include "daemon/job/job_driver.h"
 
 namespace horovodd::daemon {
@@ -18,8 +20,15 @@ std::string Millis(absl::Duration d) {
 
 }  // namespace
 
+void JobDriver::StartDiscovery() {
+  poller_ = DiscoveryPoller::ForJob(spec_, [this](absl::StatusOr<discovery::HostSet> hosts) {
+    loop_.Post([this, hosts = std::move(hosts)] { OnHosts(hosts); });
+  });
+  if (poller_ == nullptr) OnHosts(ListedHosts(spec_));
+}
+
 void JobDriver::OnHosts(absl::StatusOr<discovery::HostSet> hosts) {
-  if (Terminal()) return;
+  if (lifecycle_.Terminal()) return;
   if (!hosts.ok()) {
     std::string message(hosts.status().message());
     if (message != last_discovery_error_) {
@@ -35,8 +44,7 @@ void JobDriver::OnHosts(absl::StatusOr<discovery::HostSet> hosts) {
     last_discovery_error_.clear();
   }
   discovery::HostDiff diff = hosts_.UpdateDiscovered(*hosts);
-  const bool first = !hosts_known_;
-  hosts_known_ = true;
+  const bool first = lifecycle_.HostsFound();
   if (!first && diff.empty()) {
     // Every discovery run may grow the job to the usable slots (a launch that
     // failed, say); a plan that changes nothing does nothing.
@@ -48,20 +56,24 @@ void JobDriver::OnHosts(absl::StatusOr<discovery::HostSet> hosts) {
   std::string summary = absl::StrCat("hosts ", parts.empty() ? "(none)" : absl::StrJoin(parts, ","));
   Event(v1::JobEvent::INFO, first ? absl::StrCat("discovered ", summary)
                                   : absl::StrCat("hosts changed, now ", summary));
-  if (!first) resets_.Detected(Now());
+  if (!first) resets_.Detected(clock_.Now());
   Replan(first ? "job start" : "hosts changed", ReplanTrigger::kMembershipChange);
 }
 
 void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
-  if (Terminal() || finishing_ || !hosts_known_) return;
+  if (!lifecycle_.MayPlan()) return;
   const bool failure = trigger != ReplanTrigger::kMembershipChange;
-  const absl::Time now = Now();
+  const absl::Time now = clock_.Now();
   Plan plan = generations_.Next(workers_, hosts_, now);
   // Horovod starts once -np slots are there and after a reset goes on with
   // --min-np; either way with as many workers as the usable slots allow.
   const int needed = generations_.generation() == 0 ? spec_.num_proc() : spec_.min_np();
   if (plan.size() < needed) {
-    if (NothingLeftToRunOn(plan)) {
+    // Every worker failed or is gone and the plan has nothing to run on. A
+    // worker still running (leaving, or not yet exited) may still fail or
+    // finish: its exit decides.
+    if (!first_failure_.empty() && plan.survivors.empty() && plan.new_hosts.empty() &&
+        workers_.AllGone()) {
       Finish(v1::FAILED, absl::StrCat(kNonZeroExitMessage, first_failure_,
                                       " (no usable host is left: ",
                                       discovery::TotalSlots(hosts_.UsableHosts(now)),
@@ -93,7 +105,7 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
                           spec_.reset_limit(), " (--reset-limit; last cause: ", cause, ")"));
       return;
     }
-    SetState(v1::RESETTING);
+    lifecycle_.MoveTo(v1::RESETTING, generations_.generation());
     resets_.Began(generations_.generation() + 1, cause, now);
   }
   if (plan.kept_on_blacklisted) {
@@ -104,12 +116,13 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
           "blacklisted_kept");
   }
   generations_.Begin(plan, now);
-  PlanRanks(plan);
+  starter_.PlanRanks(plan);
   for (int64_t id : plan.removed) {
     Worker& w = workers_.at(id);
-    Event(v1::JobEvent::INFO, absl::StrCat(Describe(w), " leaves: ", WhyLeaving(plan, w)));
+    Event(v1::JobEvent::INFO, absl::StrCat(generations_.Describe(w), " leaves: ",
+                                           WhyLeaving(plan, w, hosts_, clock_.Now())));
     w.state = v1::WORKER_REMOVED;
-    if (w.waiting) AnswerRemoved(w);
+    if (w.waiting) w.Answer(generations_.RemovedAnswer());
   }
   Event(v1::JobEvent::INFO,
         absl::StrCat("generation ", generations_.generation(), " planned: size ", plan.size(),
@@ -123,13 +136,12 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
                          plan.removed.empty() && !plan.new_hosts.empty();
   if (!grow_only) {
     generations_.ForgetJoiners();
-    NotifyWorkers(failure ? GenerationNotice::kAbortCollectives
-                          : GenerationNotice::kJoinWhenReady);
+    workers_.SendToAttached(generations_.Announcement(/*abort_collectives=*/failure));
   }
   const size_t first_new = generations_.members().size();
   for (const auto& host : plan.new_hosts) {
     LaunchWorker(host, static_cast<int>(generations_.members().size()));
-    if (Terminal()) return;
+    if (lifecycle_.Terminal()) return;
   }
   if (grow_only) {
     generations_.ExpectJoiners(first_new);
@@ -139,48 +151,20 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
 }
 
 void JobDriver::NotifyOnceJoinersWait() {
-  if (Terminal()) return;
+  if (lifecycle_.Terminal()) return;
   // The elastic timeout for joining counts from now for the members told now.
-  if (!generations_.JoinersWait(workers_, Now())) return;
+  if (!generations_.JoinersWait(workers_, clock_.Now())) return;
   Event(v1::JobEvent::INFO, absl::StrCat("the new workers of generation ",
                                          generations_.generation(),
                                          " are ready; the others join it now"));
-  NotifyWorkers(GenerationNotice::kJoinWhenReady);
-}
-
-bool JobDriver::NothingLeftToRunOn(const Plan& plan) const {
-  if (first_failure_.empty() || !plan.survivors.empty() || !plan.new_hosts.empty()) {
-    return false;
-  }
-  // A worker still running (leaving, or not yet exited) may still fail or
-  // finish: its exit decides.
-  for (const auto& [id, w] : workers_) {
-    if (!w.gone()) return false;
-  }
-  return true;
-}
-
-std::string JobDriver::WhyLeaving(const Plan& plan, const Worker& w) const {
-  if (std::find(plan.left_blacklisted.begin(), plan.left_blacklisted.end(), w.id) !=
-      plan.left_blacklisted.end()) {
-    return absl::StrCat("host ", w.host, " is blacklisted");
-  }
-  for (const auto& h : hosts_.Hosts(Now())) {
-    if (h.host != w.host) continue;
-    if (h.state == discovery::HostState::kDrained) {
-      return absl::StrCat("host ", w.host, " is drained");
-    }
-    if (h.state == discovery::HostState::kLost) {
-      return absl::StrCat("host ", w.host, " is no longer discovered");
-    }
-  }
-  return "its slot is gone";
+  workers_.SendToAttached(generations_.Announcement(/*abort_collectives=*/false));
 }
 
 void JobDriver::ArmBelowMinTimer(int available, int needed) {
   if (below_min_timer_ != 0) return;
   const char* flag = needed == spec_.min_np() ? "--min-np" : "-np";
-  if (hosts_known_) {
+  // Before the first hosts nothing was planned: nothing to warn about.
+  if (lifecycle_.MayPlan()) {
     Event(v1::JobEvent::WARNING,
           absl::StrCat("only ", available, " worker(s) possible, below ", flag, " ", needed,
                        "; waiting up to --elastic-timeout ", spec_.elastic_timeout_seconds(),
@@ -189,7 +173,7 @@ void JobDriver::ArmBelowMinTimer(int available, int needed) {
   below_min_timer_ = loop_.PostAfter(
       absl::Seconds(spec_.elastic_timeout_seconds()), [this, flag, needed] {
         below_min_timer_ = 0;
-        int usable = discovery::TotalSlots(hosts_.UsableHosts(Now()));
+        int usable = discovery::TotalSlots(hosts_.UsableHosts(clock_.Now()));
         std::string why = absl::StrCat(
             "could not reach ", flag, " ", needed, " within --elastic-timeout ",
             spec_.elastic_timeout_seconds(), "s (", usable, " usable slot(s)");
@@ -200,24 +184,18 @@ void JobDriver::ArmBelowMinTimer(int available, int needed) {
       });
 }
 
-void JobDriver::NotifyWorkers(GenerationNotice notice) {
-  v1::DaemonMessage message;
-  message.set_generation(generations_.generation());
-  message.set_abort(notice == GenerationNotice::kAbortCollectives);
-  workers_.SendToAttached(message);
-}
-
 void JobDriver::TryCompleteRendezvous() {
-  if (Terminal() || !generations_.rendezvous_open()) return;
+  if (lifecycle_.Terminal() || !generations_.rendezvous_open()) return;
   if (static_cast<int>(generations_.members().size()) < spec_.min_np()) return;
   if (!generations_.AllWaiting(workers_)) return;
   generations_.MarkReady(workers_);
   const std::vector<int64_t>& members = generations_.members();
   for (size_t rank = 0; rank < members.size(); ++rank) {
-    AnswerReady(workers_.at(members[rank]), static_cast<int>(rank));
+    Worker& w = workers_.at(members[rank]);
+    w.Answer(generations_.ReadyAnswer(w, static_cast<int>(rank)));
   }
-  SetState(v1::RUNNING);
-  const absl::Time now = Now();
+  lifecycle_.MoveTo(v1::RUNNING, generations_.generation());
+  const absl::Time now = clock_.Now();
   std::string took;
   v1::JobEvent e;
   if (std::optional<absl::Duration> reset = resets_.Ready(generations_.generation(), now)) {
@@ -235,22 +213,11 @@ void JobDriver::TryCompleteRendezvous() {
   events_.Append(std::move(e));
 }
 
-void JobDriver::AnswerReady(Worker& w, int rank) {
-  if (rank < 0) rank = generations_.RankOf(w.id);
-  w.Answer(generations_.ReadyAnswer(w, rank));
-}
-
-void JobDriver::AnswerRemoved(Worker& w) {
-  w.state = v1::WORKER_REMOVED;
-  if (!w.waiting) return;
-  w.Answer(generations_.RemovedAnswer());
-}
-
 void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
   Worker* w = workers_.Find(id);
   if (w == nullptr) return;
   WorkerTable::Exited(*w, exit);
-  if (Terminal()) {
+  if (lifecycle_.Terminal()) {
     if (w->state == v1::WORKER_RUNNING || w->state == v1::WORKER_STARTING) {
       w->state = exit.success() ? v1::WORKER_SUCCEEDED : v1::WORKER_FAILED;
     }
@@ -258,13 +225,14 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
     return;
   }
   if (w->state == v1::WORKER_REMOVED) {
-    Event(v1::JobEvent::INFO, absl::StrCat(Describe(*w), " left the job (", exit.Describe(), ")"));
+    Event(v1::JobEvent::INFO,
+          absl::StrCat(generations_.Describe(*w), " left the job (", exit.Describe(), ")"));
     // The job may have been waiting for it to go before it can end, or to
-    // see that nothing is left to run on (NothingLeftToRunOn).
-    if (finishing_) {
+    // see that nothing is left to run on (Replan).
+    if (lifecycle_.Finishing()) {
       MaybeFinishSucceeded(Finishers::kReadyMembers);
     } else if (!first_failure_.empty()) {
-      Replan(absl::StrCat(Describe(*w), " left"), ReplanTrigger::kMembershipChange);
+      Replan(absl::StrCat(generations_.Describe(*w), " left"), ReplanTrigger::kMembershipChange);
     }
     return;
   }
@@ -278,9 +246,9 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
   const bool plain = generations_.ready_generation() == 0 && generations_.IsMember(id);
   if (exit.success() && w->lost_reason.empty() && (in_ready || plain)) {
     w->state = v1::WORKER_SUCCEEDED;
-    if (!finishing_) {
-      finishing_ = true;
-      Event(v1::JobEvent::INFO, absl::StrCat(Describe(*w), " finished; the job is ending"));
+    if (lifecycle_.StartFinishing()) {
+      Event(v1::JobEvent::INFO,
+            absl::StrCat(generations_.Describe(*w), " finished; the job is ending"));
       // Workers started for a generation that never formed are not needed.
       for (int64_t m : generations_.members()) {
         Worker& other = workers_.at(m);
@@ -330,19 +298,19 @@ void JobDriver::MaybeFinishSucceeded(Finishers whose) {
 
 void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
   w.state = v1::WORKER_FAILED;
-  const std::string description = absl::StrCat(Describe(w), " ", what);
+  const std::string description = absl::StrCat(generations_.Describe(w), " ", what);
   if (first_failure_.empty()) first_failure_ = description;
   if (!spec_.elastic()) {
     Finish(v1::FAILED, absl::StrCat(kNonZeroExitMessage, description));
     return;
   }
-  if (finishing_) {
+  if (lifecycle_.Finishing()) {
     Finish(v1::FAILED, absl::StrCat(description, ", after other workers had finished"));
     return;
   }
   // Horovod's rule: a failing worker blacklists its host; the host's other
   // workers leave at the reset this starts (Replan, PlanGeneration).
-  const absl::Time now = Now();
+  const absl::Time now = clock_.Now();
   const absl::Duration cooldown = hosts_.ReportFailure(w.host, what, now);
   int times = 0;
   for (const auto& h : hosts_.Hosts(now)) {
@@ -360,20 +328,19 @@ void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
   Replan(description, ReplanTrigger::kWorkerFailure);
 }
 
-void JobDriver::DeclareLost(Worker& w, const std::string& reason) {
-  if (!w.lost_reason.empty() || w.handle == 0) return;
-  w.lost_reason = reason;
-  Event(v1::JobEvent::WARNING, absl::StrCat(Describe(w), " lost: ", reason, "; killing it"));
-  resets_.Detected(Now());
-  // Its sockets close when it dies, so peers blocked on it fail at once.
-  context_.launcher->Signal(w.handle, SIGKILL).IgnoreError();
-}
-
 void JobDriver::CheckLiveness() {
   liveness_timer_ = 0;
-  if (Terminal()) return;
-  for (const LivenessMonitor::Lost& lost : liveness_.Check(Now(), workers_)) {
-    DeclareLost(workers_.at(lost.worker_id), lost.reason);
+  if (lifecycle_.Terminal()) return;
+  for (const LivenessMonitor::Lost& lost : liveness_.Check(clock_.Now(), workers_)) {
+    Worker& w = workers_.at(lost.worker_id);
+    if (!w.lost_reason.empty() || w.handle == 0) continue;
+    w.lost_reason = lost.reason;
+    Event(v1::JobEvent::WARNING,
+          absl::StrCat(generations_.Describe(w), " lost: ", lost.reason, "; killing it"));
+    resets_.Detected(clock_.Now());
+    // Its sockets close when it dies, so peers blocked on it fail at once;
+    // its exit (OnWorkerExit) then counts as a failure.
+    context_.launcher->Signal(w.handle, SIGKILL).IgnoreError();
   }
   liveness_timer_ = loop_.PostAfter(liveness_.period(), [this] { CheckLiveness(); });
 }
@@ -381,19 +348,13 @@ void JobDriver::CheckLiveness() {
 void JobDriver::ScheduleCooldownWakeup() {
   if (cooldown_timer_ != 0) loop_.Cancel(cooldown_timer_);
   cooldown_timer_ = 0;
-  absl::Time next = hosts_.NextCooldownEnd(Now());
+  absl::Time next = hosts_.NextCooldownEnd(clock_.Now());
   if (next == absl::InfiniteFuture()) return;
   cooldown_timer_ = loop_.PostAt(next + absl::Milliseconds(1), [this] {
     cooldown_timer_ = 0;
     Replan("a host's cooldown ended", ReplanTrigger::kMembershipChange);
     ScheduleCooldownWakeup();
   });
-}
-
-std::string JobDriver::Describe(const Worker& w) const {
-  int rank = generations_.RankOf(w.id);
-  return absl::StrCat("worker ", w.id, " (", rank >= 0 ? absl::StrCat("rank ", rank, ", ") : "",
-                      w.host, w.pid != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
 }
 
 }  // namespace horovodd::daemon

@@ -1,7 +1,7 @@
 // How a job's spec says its workers are reached: the --ssh-* flags and the
-// --launcher route. The driver's launches (job_launch.cc) and the daemon's
-// reattaching to remote shims after a restart (service/daemon_server.cc)
-// read them the same way.
+// --launcher route. The job's launches (WorkerStarter, worker_starter.h) and
+// the daemon's reattaching to remote shims after a restart
+// (service/daemon_server.cc) read them the same way.
 #pragma once
 
 #include "daemon/launch/launcher.h"

@@ -222,7 +222,7 @@ bool IsValidEnvName(absl::string_view name) {
 }
 
 bool IsReservedEnvName(absl::string_view name) {
-  // What JobDriver::WorkerEnvironment sets from the daemon's own knowledge, and
+  // What WorkerStarter::Environment sets from the daemon's own knowledge, and
   // the credentials it hands workers. Tunables (HOROVODD_RING_TIMEOUT_S...)
   // stay the user's.
   static constexpr absl::string_view kReserved[] = {
