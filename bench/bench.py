@@ -5,7 +5,7 @@
                      [torchrun] [scale]
 
 No names: all of them. QUICK=1 shortens every part. bench/run.sh builds and
-calls this; see README.md, "Performance", for what each part measures.
+calls this; bench/README.md says what each part measures.
 Every process started here is ended by its pid before the script returns.
 """
 import os

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the Debian package the way an operator meets it: builds the .deb
-# (README, "Installing"), makes a fresh Debian 12 tree with debootstrap,
+# (docs/installing.md), makes a fresh Debian 12 tree with debootstrap,
 # installs the package there with apt (which must resolve every Depends from
 # Debian alone), boots that tree under systemd-nspawn with systemd as PID 1,
 # and checks that horovodd.service is enabled, active, and answers

@@ -46,8 +46,8 @@ struct DaemonConfig {
   std::string metrics_listen = "127.0.0.1:9464";  // host:port of GET /metrics; empty = off
   std::string log_level = "info";                 // trace | debug | info | warn | error
   LogFormat log_format = LogFormat::kText;
-  // Workers outlive the daemon (README, "Upgrading horovodd without stopping
-  // jobs"). shutdown.stop_jobs: SIGTERM ends the running jobs (CANCELLED)
+  // Workers outlive the daemon (docs/daemon.md, "Upgrading horovodd without
+  // stopping jobs"). shutdown.stop_jobs: SIGTERM ends the running jobs (CANCELLED)
   // instead of leaving them to the next daemon on this state dir.
   bool stop_jobs_on_shutdown = false;
   // worker.daemon_grace: how long a worker trains on without its daemon
