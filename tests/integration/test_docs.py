@@ -50,18 +50,19 @@ def table_flags(table):
     return flags
 
 
-def differences(documented, actual, what, where):
-    """One message per kind of disagreement, or none."""
+def differences(documented, actual, where, source):
+    """One message per kind of disagreement between what `where` names and what `source` has,
+    or none."""
     problems = []
     missing = sorted(set(actual) - set(documented))
     extra = sorted(set(documented) - set(actual))
     twice = sorted({f for f in documented if documented.count(f) > 1})
     if missing:
-        problems.append(f"{where} lacks {what} {missing}")
+        problems.append(f"{where} lacks {missing}, which {source} has")
     if extra:
-        problems.append(f"{where} lists {what} that are not there: {extra}")
+        problems.append(f"{where} names {extra}, which {source} does not have")
     if twice:
-        problems.append(f"{where} lists {what} more than once: {twice}")
+        problems.append(f"{where} names more than once: {twice}")
     return problems
 
 
@@ -70,8 +71,8 @@ def test_flag_table_lists_exactly_the_flags_of_help():
     assert {"-np", "--num-proc", "-cb", "--fusion-threshold-mb", "--mpi", "-H", "-h"} <= set(flags)
     table = between(RUNNING_JOBS, "<!-- horovodrun flags: begin -->",
                     "<!-- horovodrun flags: end -->")
-    problems = differences(table_flags(table), flags, "flags of horovodrun --help",
-                           "docs/running-jobs.md's flag table")
+    problems = differences(table_flags(table), flags, "docs/running-jobs.md's flag table",
+                           "horovodrun --help")
     assert not problems, "\n".join(problems)
 
 
@@ -81,10 +82,10 @@ def test_the_flag_check_sees_a_wrong_table():
     flags = ["-np", "--num-proc", "--mpi"]
     table = ("| flag | meaning |\n| --- | --- |\n| **General** | |\n"
              "| `-np`, `--num-proc N` | workers |\n| `--mpii` | typo |\n| `-np` | again |\n")
-    problems = differences(table_flags(table), flags, "flags", "the table")
-    assert problems == ["the table lacks flags ['--mpi']",
-                        "the table lists flags that are not there: ['--mpii']",
-                        "the table lists flags more than once: ['-np']"], problems
+    problems = differences(table_flags(table), flags, "the table", "--help")
+    assert problems == ["the table lacks ['--mpi'], which --help has",
+                        "the table names ['--mpii'], which --help does not have",
+                        "the table names more than once: ['-np']"], problems
 
 
 # ---- (b) the layout listing
@@ -120,8 +121,8 @@ def layout_problems(listed, tracked, with_cmake):
     is named, itself or, when only its subfolders are, each of its subfolders."""
     problems = []
     src_listed = [f for f in listed if f == "src" or f.startswith("src/")]
-    problems += differences(src_listed, sorted(with_cmake), "folders with a CMakeLists.txt",
-                            "the layout listing")
+    problems += differences(src_listed, sorted(with_cmake), "the layout listing",
+                            "src/ (folders with a CMakeLists.txt)")
     rest = [f for f in listed if f not in src_listed]
     twice = sorted({f for f in rest if rest.count(f) > 1})
     if twice:
@@ -153,9 +154,10 @@ def test_the_layout_check_sees_a_wrong_listing():
     with_cmake = {"src/a", "src/b/c"}
     listed = ["src/a", "src/b", "src/a", "docs", "docs", "tests/unit", "bench"]
     assert layout_problems(listed, tracked, with_cmake) == [
-        "the layout listing lacks folders with a CMakeLists.txt ['src/b/c']",
-        "the layout listing lists folders with a CMakeLists.txt that are not there: ['src/b']",
-        "the layout listing lists folders with a CMakeLists.txt more than once: ['src/a']",
+        "the layout listing lacks ['src/b/c'], which src/ (folders with a CMakeLists.txt) has",
+        "the layout listing names ['src/b'], which src/ (folders with a CMakeLists.txt) does "
+        "not have",
+        "the layout listing names more than once: ['src/a']",
         "the layout listing names more than once: ['docs']",
         "the layout listing names folders that are not in the tree: ['bench']",
         "the layout listing lacks ['.ci']",
