@@ -1,4 +1,4 @@
-// The GPU check: runs the NCCL backend on a machine with a GPU, as one rank
+// The GPU check: runs the NCCL communicator on a machine with a GPU, as one rank
 // (NCCL refuses two ranks on one device), and prints one line per check:
 //   PASS <check> / FAIL <check>: <why> / SKIP <check>: <why>
 //   TIMING <name> n=<count> median_ms=<m> p90_ms=<p>
@@ -32,13 +32,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "horovodd/device_tensor.h"
-#include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/comm/communicator.h"
+#include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/gpu/cuda_status.h"
 #include "worker_runtime/nccl/nccl_comm.h"
 #include "worker_runtime/nccl/nccl_ops.h"
 #include "worker_runtime/runtime/gpu_collectives.h"
-#include "worker_runtime/store/in_memory_kv_store.h"
+#include "worker_runtime/kv_client/in_memory_kv_store.h"
 #include "worker_runtime/tensor/collective_args.h"
 #include "worker_runtime/tensor/float16.h"
 #include "worker_runtime/tensor/reduce_kernels.h"
@@ -174,7 +175,7 @@ void CheckNcclOps(NcclComm& comm) {
     for (ReduceOp op : kOps) {
       absl::StatusOr<DeviceTensor> tensor = on_gpu();
       Report(absl::StrCat("reducescatter ", type, " ", ReduceOpName(op), " pre 2 post 0.5"),
-             tensor.ok() ? CheckResult(Reducescatter(comm, tensor->view(), op, 2.0, 0.5),
+             tensor.ok() ? CheckResult(Reducescatter(comm, tensor->view(), {op, 2.0, 0.5}),
                                        Expected(matrix, op, 2.0, 0.5))
                          : tensor.status());
     }
@@ -212,18 +213,17 @@ void CheckNcclErrors(NcclComm& comm) {
 // Gloo ring, with results back in host memory.
 void CheckDispatch() {
   gloo::rendezvous::HashStore hash_store;
-  absl::StatusOr<std::shared_ptr<GlooContext>> ring = ConnectGlooContext(hash_store, {});
-  if (!ring.ok()) {
-    Report("one-rank Gloo ring for staging", ring.status());
+  absl::StatusOr<std::shared_ptr<GlooContext>> context = ConnectGlooContext(hash_store, {});
+  if (!context.ok()) {
+    Report("one-rank Gloo ring for staging", context.status());
     return;
   }
+  GlooCommunicator ring(*std::move(context));
   for (GpuOperations operations : {GpuOperations::kNccl, GpuOperations::kGloo}) {
     const std::string via = absl::StrCat("dispatch via ", GpuOperationsName(operations), ": ");
     GpuCollectivesOptions options;
     options.operations = operations;
-    options.ring = [&](const RingOp& op) {
-      return op(**ring);
-    };
+    options.cpu = [&](CommunicatorOp op) { return op(ring); };
     GpuCollectives gpu(options);
     gpu.EnterGeneration(1, 0, 1, ShrinkPlan(), std::make_unique<InMemoryKvStore>());
     const Tensor input = Pattern(DType::kFloat64, {4, 2});
@@ -231,7 +231,10 @@ void CheckDispatch() {
     AllreduceOptions sum;
     sum.op = ReduceOp::kSum;
     sum.postscale_factor = 3;
-    absl::Status status = tensor.ok() ? gpu.Allreduce(tensor->view(), sum) : tensor.status();
+    absl::Status status =
+        tensor.ok() ? gpu.Run("allreduce", tensor->view(),
+                              [&](Communicator& c) { return c.Allreduce(tensor->view(), sum); })
+                    : tensor.status();
     if (status.ok()) status = CheckResult(std::move(tensor), Expected(input, sum.op, 1, 3));
     Report(via + "allreduce in place on the GPU", status);
 
@@ -240,15 +243,33 @@ void CheckDispatch() {
       Report(via + "copy to the GPU", source.status());
       continue;
     }
-    absl::StatusOr<Tensor> gathered = gpu.Allgather(source->view());
+    absl::StatusOr<Tensor> gathered = absl::UnknownError("not run");
+    if (absl::Status s = gpu.Run("allgather", source->view(),
+                                 [&](Communicator& c) {
+                                   gathered = c.Allgather(source->view());
+                                   return gathered.status();
+                                 });
+        !s.ok()) {
+      gathered = s;
+    }
     Report(via + "allgather to host", gathered.ok() ? SameBytes(*gathered, input)
                                                     : gathered.status());
-    absl::StatusOr<Tensor> scattered = gpu.Reducescatter(source->view(), ReduceOp::kAverage);
+    absl::StatusOr<Tensor> scattered = absl::UnknownError("not run");
+    if (absl::Status s = gpu.Run("reducescatter", source->view(),
+                                 [&](Communicator& c) {
+                                   scattered = c.Reducescatter(source->view(),
+                                                               {ReduceOp::kAverage});
+                                   return scattered.status();
+                                 });
+        !s.ok()) {
+      scattered = s;
+    }
     Report(via + "reducescatter to host",
            scattered.ok() ? SameBytes(*scattered, Expected(input, ReduceOp::kAverage, 1, 1))
                           : scattered.status());
     gpu.Abort(2);
-    status = gpu.Broadcast(source->view(), 0);
+    status = gpu.Run("broadcast", source->view(),
+                     [&](Communicator& c) { return c.Broadcast(source->view(), 0); });
     Report(via + "ABORTED once the daemon superseded the generation",
            status.code() == absl::StatusCode::kAborted ? absl::OkStatus()
                                                        : absl::InternalError(status.ToString()));

@@ -20,7 +20,7 @@
 
 #include "horovodd.grpc.pb.h"
 #include "wait_until.h"
-#include "worker_runtime/runtime/daemon_client.h"
+#include "worker_runtime/daemon_client/daemon_client.h"
 #include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd::testing {

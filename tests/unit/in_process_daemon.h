@@ -20,9 +20,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "worker_runtime/runtime/daemon_connection.h"
+#include "worker_runtime/daemon_client/daemon_connection.h"
 #include "worker_runtime/runtime/runtime.h"
-#include "worker_runtime/store/in_memory_kv_store.h"
+#include "worker_runtime/kv_client/in_memory_kv_store.h"
 
 namespace horovodd::testing {
 

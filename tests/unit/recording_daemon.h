@@ -24,7 +24,7 @@
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"
 #include "wait_until.h"
-#include "worker_runtime/runtime/daemon_client.h"
+#include "worker_runtime/daemon_client/daemon_client.h"
 
 namespace horovodd::testing {
 

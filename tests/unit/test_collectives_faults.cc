@@ -123,7 +123,7 @@ TEST_CASE("bad arguments give INVALID_ARGUMENT naming the problem", "[collective
       record(internal::Alltoall(context, seven.view(), {}, nullptr).status());
       Tensor scalar(DType::kFloat32, {});
       record(internal::Allgather(context, scalar.view()).status());
-      record(internal::Reducescatter(context, scalar.view(), ReduceOp::kSum).status());
+      record(internal::Reducescatter(context, scalar.view(), {ReduceOp::kSum}).status());
       // The context is still usable afterwards.
       Tensor ones = Ones(4);
       absl::Status after = internal::Allreduce(context, ones.view(), Sum());
@@ -162,7 +162,7 @@ TEST_CASE("bad arguments give INVALID_ARGUMENT naming the problem", "[collective
       Tensor typed(rank == 2 ? DType::kInt32 : DType::kFloat32, {2});
       record(internal::Allgather(context, typed.view()).status());
       Tensor rows(DType::kFloat64, {rank == 2 ? 5 : 4, 2});
-      record(internal::Reducescatter(context, rows.view(), ReduceOp::kSum).status());
+      record(internal::Reducescatter(context, rows.view(), {ReduceOp::kSum}).status());
       // Only rank 1 passes bad splits; the others learn it from the header.
       Tensor six = Ones(6);
       std::vector<int64_t> splits = rank == 1 ? std::vector<int64_t>{1, 1, 1}
@@ -325,7 +325,7 @@ TEST_CASE("AbortGlooContext unblocks an allreduce waiting on a silent peer",
         absl::StatusCode::kAborted);
   CHECK(internal::Alltoall(group.context(0), tensor.view(), {}, nullptr).status().code() ==
         absl::StatusCode::kAborted);
-  CHECK(internal::Reducescatter(group.context(0), tensor.view(), ReduceOp::kSum)
+  CHECK(internal::Reducescatter(group.context(0), tensor.view(), {ReduceOp::kSum})
             .status()
             .code() == absl::StatusCode::kAborted);
   CHECK(internal::Broadcast(group.context(0), tensor.view(), 0).code() ==

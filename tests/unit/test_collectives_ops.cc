@@ -414,7 +414,7 @@ TEST_CASE("reducescatter: rows not divisible by the size, every op and dtype",
         auto results = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
           Tensor input = MakeTensor(dtype, {rows, 2}, [&](int64_t i) { return Value(rank, i); });
           absl::StatusOr<Tensor> output =
-              internal::Reducescatter(group.context(rank), input.view(), op);
+              internal::Reducescatter(group.context(rank), input.view(), {op});
           if (!output.ok()) return output.status().ToString();
           const int64_t my_rows = rank == 0 ? 3 : 2;
           const int64_t first_row = rank == 0 ? 0 : 3 + 2 * (rank - 1);
@@ -438,7 +438,7 @@ TEST_CASE("reducescatter: scaling, zero rows and several MiB", "[collectives][re
   auto scaled = OnEveryRank<std::string>(3, [&](int rank) -> std::string {
     Tensor input = MakeTensor(DType::kFloat32, {4}, [&](int64_t i) { return rank + i; });
     absl::StatusOr<Tensor> output = internal::Reducescatter(
-        group.context(rank), input.view(), ReduceOp::kAverage, 2.0, 10.0);
+        group.context(rank), input.view(), {ReduceOp::kAverage, 2.0, 10.0});
     if (!output.ok()) return output.status().ToString();
     const int64_t first = rank == 0 ? 0 : rank + 1;
     // average of 2*(r + i) over r = 0..2 is 2*(1 + i); times 10.
@@ -449,7 +449,7 @@ TEST_CASE("reducescatter: scaling, zero rows and several MiB", "[collectives][re
   auto empty = OnEveryRank<std::string>(3, [&](int rank) -> std::string {
     Tensor input(DType::kInt32, {0, 3});
     absl::StatusOr<Tensor> output =
-        internal::Reducescatter(group.context(rank), input.view(), ReduceOp::kSum);
+        internal::Reducescatter(group.context(rank), input.view(), {ReduceOp::kSum});
     if (!output.ok()) return output.status().ToString();
     return output->shape() == std::vector<int64_t>{0, 3} ? "" : "wrong shape";
   });
@@ -459,7 +459,7 @@ TEST_CASE("reducescatter: scaling, zero rows and several MiB", "[collectives][re
   auto big = OnEveryRank<std::string>(3, [&](int rank) -> std::string {
     Tensor input = MakeTensor(DType::kFloat32, {rows}, [&](int64_t i) { return Value(rank, i); });
     absl::StatusOr<Tensor> output =
-        internal::Reducescatter(group.context(rank), input.view(), ReduceOp::kSum);
+        internal::Reducescatter(group.context(rank), input.view(), {ReduceOp::kSum});
     if (!output.ok()) return output.status().ToString();
     const int64_t first = rank * (rows / 3) + std::min<int64_t>(rank, rows % 3);
     return FirstMismatch(*output, [&](int64_t i) {
@@ -479,7 +479,7 @@ TEST_CASE("bool tensors are refused by the reductions, as in Horovod", "[collect
     options.name = "flags";
     const absl::Status reduced = internal::Allreduce(group.context(rank), tensor.view(), options);
     const absl::Status scattered =
-        internal::Reducescatter(group.context(rank), tensor.view(), ReduceOp::kSum).status();
+        internal::Reducescatter(group.context(rank), tensor.view(), {ReduceOp::kSum}).status();
     return std::vector<std::string>{std::string(reduced.message()),
                                     std::string(scattered.message())};
   });

@@ -12,7 +12,7 @@
 #include "fake_daemon.h"
 #include "horovodd/elastic.h"
 #include "horovodd/horovodd.h"
-#include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/comm/communicator.h"
 #include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd {
@@ -169,8 +169,8 @@ enum class Disturbance {
 
 absl::Status Disturb(Disturbance disturbance, FakeDaemon& daemon, Runtime& runtime) {
   if (disturbance == Disturbance::kLostPeer) {
-    return runtime.RunCollective([](internal::GlooContext& ring) {
-      internal::AbortGlooContext(ring);
+    return runtime.RunCollective([](internal::Communicator& comm) {
+      comm.Abort();
       return absl::OkStatus();
     });
   }

@@ -15,7 +15,6 @@
 #include "test_collectives_harness.h"
 #include "test_engine_support.h"
 #include "worker_runtime/engine/engine_negotiation.h"
-#include "worker_runtime/gloo/gloo_ops.h"
 
 namespace horovodd {
 namespace {
@@ -228,7 +227,7 @@ TEST_CASE("an aborted ring fails every pending handle with ABORTED; a new ring w
   REQUIRE(on0.ok());
   REQUIRE(on1.ok());
   CHECK(on0->Wait(absl::Milliseconds(200)).code() == absl::StatusCode::kDeadlineExceeded);
-  internal::AbortGlooContext(group.context(0));
+  group.communicator(0).Abort();
   absl::Status s0 = on0->Wait(absl::Seconds(120));
   absl::Status s1 = on1->Wait(absl::Seconds(120));
   CHECK(s0.code() == absl::StatusCode::kAborted);
@@ -307,7 +306,7 @@ TEST_CASE("a round where some ranks announce inline and others overflow agrees",
   auto round = [&](int rank, size_t how_many) {
     std::vector<const internal::Request*> pending;
     for (size_t t = 0; t < how_many; ++t) pending.push_back(&requests[rank == 0 ? t : 29 - t]);
-    return internal::Negotiate(group.context(rank), pending, 1 << 20, caches[rank]);
+    return internal::Negotiate(*group.communicator(rank).negotiator(), pending, 1 << 20, caches[rank]);
   };
   auto first = OnEveryRank<absl::StatusOr<internal::NegotiationResult>>(
       2, [&](int rank) { return round(rank, rank == 0 ? 30 : 1); });
@@ -344,7 +343,7 @@ TEST_CASE("announcements past a part's room take the second exchange, on either 
   auto results = OnEveryRank<absl::StatusOr<internal::NegotiationResult>>(3, [&](int rank) {
     std::vector<const internal::Request*> pending;
     for (int t = 0; t < 400; ++t) pending.push_back(&requests[rank == 1 ? 399 - t : t]);
-    return internal::Negotiate(group.context(rank), pending, 1 << 20, caches[rank]);
+    return internal::Negotiate(*group.communicator(rank).negotiator(), pending, 1 << 20, caches[rank]);
   });
   for (const auto& r : results) {
     REQUIRE(r.ok());
@@ -360,7 +359,7 @@ TEST_CASE("negotiation rounds on one ring must share a response cache", "[engine
   // and the ring keeps working with the right one. (In shared memory parts
   // are not sized ahead: the test_engine_tcp run checks this.)
   EngineGroup group(2);
-  if (internal::AllLocalGroup(group.context(0)) != nullptr) return;
+  if (group.in_shared_memory()) return;
   std::vector<std::vector<float>> data(20, std::vector<float>(4, 1.0f));
   std::vector<internal::Request> requests;
   for (int t = 0; t < 20; ++t) {
@@ -371,7 +370,7 @@ TEST_CASE("negotiation rounds on one ring must share a response cache", "[engine
   std::vector<internal::ResponseCache> caches(2), strangers(2);
   auto round = [&](std::vector<internal::ResponseCache>& with) {
     return OnEveryRank<absl::StatusOr<internal::NegotiationResult>>(2, [&](int rank) {
-      return internal::Negotiate(group.context(rank), pending, 1 << 20, with[rank]);
+      return internal::Negotiate(*group.communicator(rank).negotiator(), pending, 1 << 20, with[rank]);
     });
   };
   for (const auto& r : round(caches)) {
@@ -435,7 +434,7 @@ TEST_CASE("timing: 100 tensors of 1024 floats per step", "[.][engine-timing]") {
     for (int step = -5; step < kSteps; ++step) {
       if (step == 0) start = absl::Now();
       for (int t = 0; t < 100; ++t) {
-        internal::Allreduce(group.context(rank), ViewOf(grads[t]), {}).IgnoreError();
+        group.communicator(rank).Allreduce(ViewOf(grads[t]), {}).IgnoreError();
       }
     }
     return absl::ToDoubleMilliseconds(absl::Now() - start) / kSteps;
@@ -477,7 +476,7 @@ TEST_CASE("timing: one synchronous allreduce per call", "[.][engine-timing]") {
       absl::Time start;
       for (int i = -10; i < calls; ++i) {
         if (i == 0) start = absl::Now();
-        internal::Allreduce(group.context(rank), ViewOf(data), {}).IgnoreError();
+        group.communicator(rank).Allreduce(ViewOf(data), {}).IgnoreError();
       }
       return absl::ToDoubleMilliseconds(absl::Now() - start) / calls;
     });

@@ -17,7 +17,7 @@
 #include "test_engine_support.h"
 #include "worker_runtime/engine/engine_stall.h"
 #include "worker_runtime/engine/engine_timeline.h"
-#include "worker_runtime/gloo/gloo_local.h"
+#include "worker_runtime/gloo/gloo_communicator.h"
 
 namespace horovodd {
 namespace {
@@ -203,14 +203,15 @@ TEST_CASE("stall check: the engine fails a tensor a peer never submits, with the
   stall.check_time = absl::Milliseconds(300);
   stall.shutdown_time = absl::Seconds(1);
   std::vector<std::unique_ptr<internal::Engine>> engines;
+  std::vector<std::shared_ptr<internal::Communicator>> comms;
   gloo::rendezvous::HashStore store;
   testing::RankGroup ring(store, "stall", 2);
   for (int r = 0; r < 2; ++r) {
     engines.push_back(std::make_unique<internal::Engine>(EngineOptions{}, stall));
-    std::shared_ptr<internal::GlooContext> context = ring.shared(r);
+    auto comm = std::make_shared<internal::GlooCommunicator>(ring.shared(r));
+    comms.push_back(comm);
     engines[r]->Attach(
-        1, [context](const internal::RingOp& op) { return op(*context); },
-        [context] { internal::AbortGlooContext(*context); });
+        1, [comm](internal::CommunicatorOp op) { return op(*comm); }, [comm] { comm->Abort(); });
   }
   std::vector<float> value = {1.0f};
   // Rank 1 never enqueues "late.tensor".
@@ -220,9 +221,8 @@ TEST_CASE("stall check: the engine fails a tensor a peer never submits, with the
              Catch::Contains("stall check shut the job down") &&
                  Catch::Contains("Missing ranks:\n1: [late.tensor]"));
   for (int r = 0; r < 2; ++r) {
-    std::shared_ptr<internal::GlooContext> context = ring.shared(r);
-    engines[r]->Detach(absl::AbortedError("test over"),
-                       [context] { internal::AbortGlooContext(*context); });
+    std::shared_ptr<internal::Communicator> comm = comms[r];
+    engines[r]->Detach(absl::AbortedError("test over"), [comm] { comm->Abort(); });
   }
 }
 
@@ -298,7 +298,7 @@ TEST_CASE("timeline: every tensor's phases, batches and cycles in a complete JSO
   const size_t in = json.find(R"("name": "MEMCPY_IN_FUSION_BUFFER", "ph": "B")");
   const size_t reduce = json.find(R"("name": "GLOO_ALLREDUCE", "ph": "B")");
   const size_t out = json.find(R"("name": "MEMCPY_OUT_FUSION_BUFFER", "ph": "B")");
-  if (internal::AllLocalGroup(group.context(0)) != nullptr) {
+  if (group.in_shared_memory()) {
     CHECK(in == std::string::npos);
     CHECK(out == std::string::npos);
     return;

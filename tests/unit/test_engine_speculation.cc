@@ -12,7 +12,6 @@
 #include "test_collectives_harness.h"
 #include "test_engine_support.h"
 #include "worker_runtime/engine/engine_speculation.h"
-#include "worker_runtime/gloo/gloo_local.h"
 
 namespace horovodd {
 namespace {
@@ -101,17 +100,17 @@ TEST_CASE("at 2 ranks allreduces are predicted on a copy up to 256 KiB, in band 
 // one host's shared memory, test_engine_tcp (HOROVODD_SHM=0) over TCP.
 TEST_CASE("in one host's shared memory every prediction is confirmed in band", "[engine]") {
   EngineGroup group(4);
-  internal::GlooContext& context = group.context(0);
+  internal::Communicator& comm = group.communicator(0);
   auto choice = [&](int64_t elements, double prescale) {
     internal::PredictedAllreduce predicted;
     predicted.name = "loss";
     predicted.elements = elements;
     predicted.options = Sum();
     predicted.options.prescale_factor = prescale;
-    return internal::ChooseSpeculation(context, predicted);
+    return internal::ChooseSpeculation(comm, predicted);
   };
   using internal::Speculation;
-  if (internal::AllLocalGroup(context) != nullptr) {
+  if (group.in_shared_memory()) {
     for (const int64_t elements : {int64_t{1}, int64_t{1024}, int64_t{262144}, int64_t{2} << 20}) {
       INFO(elements << " elements");
       CHECK(choice(elements, 1.0) == Speculation::kInBand);

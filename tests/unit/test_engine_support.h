@@ -1,9 +1,10 @@
 // Engines over in-process rings for the engine tests: one Engine per rank
-// (threads of this process), attached to a RankGroup's contexts, and helpers
-// that build the requests the public API would. Every rank is on this host,
-// so the rings get their shared memory as the runtime's do (collectives and
-// negotiation in the segment), unless HOROVODD_SHM=0 (the test_engine_tcp
-// run): then everything goes over TCP.
+// (threads of this process), attached to the communicators of a RankGroup's
+// contexts, and helpers that build the requests the public API would. Every
+// rank is on this host, so the rings get their shared memory as the
+// runtime's do (comm_factory/: collectives and negotiation in the segment),
+// unless HOROVODD_SHM=0 (the test_engine_tcp run): then everything goes
+// over TCP.
 #pragma once
 
 #include <cstdlib>
@@ -18,10 +19,13 @@
 #include "absl/status/statusor.h"
 #include "horovodd/async.h"
 #include "test_collectives_harness.h"
-#include "worker_runtime/engine/engine_loop.h"
+#include "worker_runtime/comm/communicator.h"
+#include "worker_runtime/comm_factory/comm_factory.h"
+#include "worker_runtime/engine/engine.h"
 #include "worker_runtime/engine/engine_request.h"
+#include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/gloo/gloo_context.h"
-#include "worker_runtime/gloo/gloo_local.h"
+#include "worker_runtime/shm_comm/shm_communicator.h"
 
 namespace horovodd::testing {
 
@@ -60,7 +64,7 @@ inline internal::Request AllgatherRequest(const std::string& name, TensorView vi
   return r;
 }
 
-// `size` engines, each attached to its rank's context of one ring.
+// `size` engines, each attached to its rank's communicator of one ring.
 class EngineGroup {
  public:
   EngineGroup(int size, EngineOptions options = {}) : size_(size) {
@@ -74,30 +78,45 @@ class EngineGroup {
   int size() const { return size_; }
   internal::Engine& engine(int rank) { return *engines_[rank]; }
   internal::GlooContext& context(int rank) { return ring_->context(rank); }
+  internal::Communicator& communicator(int rank) { return *comms_[rank]; }
+  // Every rank of the ring shares this host's memory (not in test_engine_tcp).
+  bool in_shared_memory() const {
+    return dynamic_cast<const internal::ShmCommunicator*>(comms_[0].get()) != nullptr;
+  }
 
   // A new ring (a new "generation") for every engine, which must be detached.
   void Connect() {
     ring_ = std::make_unique<RankGroup>(store_, "ring" + std::to_string(++rings_), size_);
+    comms_.assign(size_, nullptr);
+    for (int r = 0; r < size_; ++r) {
+      comms_[r] = std::make_shared<internal::GlooCommunicator>(ring_->shared(r));
+    }
     const char* shm = std::getenv("HOROVODD_SHM");
     if (shm == nullptr || std::strcmp(shm, "0") != 0) {
-      const auto connected = OnEveryRank<absl::Status>(size_, [&](int rank) {
-        internal::LocalOptions local;
-        local.local_rank = rank;
-        local.local_size = size_;
-        return internal::ConnectLocalGroup(context(rank), local);
-      });
-      for (const absl::Status& status : connected) REQUIRE(status.ok());
+      const auto connected =
+          OnEveryRank<absl::StatusOr<std::shared_ptr<internal::Communicator>>>(
+              size_, [&](int rank) {
+                internal::LocalOptions local;
+                local.local_rank = rank;
+                local.local_size = size_;
+                return internal::ConnectCommunicator(
+                    std::make_shared<internal::GlooCommunicator>(ring_->shared(rank)), local);
+              });
+      for (int r = 0; r < size_; ++r) {
+        REQUIRE(connected[r].ok());
+        comms_[r] = *connected[r];
+      }
     }
     for (int r = 0; r < size_; ++r) {
-      std::shared_ptr<internal::GlooContext> context = ring_->shared(r);
+      std::shared_ptr<internal::Communicator> comm = comms_[r];
       engines_[r]->Attach(rings_,
-                          [context](const internal::RingOp& op) { return op(*context); });
+                          [comm](internal::CommunicatorOp op) { return op(*comm); });
     }
   }
   void Detach(int rank) {
-    std::shared_ptr<internal::GlooContext> context = ring_->shared(rank);
+    std::shared_ptr<internal::Communicator> comm = comms_[rank];
     engines_[rank]->Detach(absl::AbortedError("the test detached the engine"),
-                           [context] { internal::AbortGlooContext(*context); });
+                           [comm] { comm->Abort(); });
   }
 
  private:
@@ -105,6 +124,7 @@ class EngineGroup {
   gloo::rendezvous::HashStore store_;
   int rings_ = 0;
   std::unique_ptr<RankGroup> ring_;
+  std::vector<std::shared_ptr<internal::Communicator>> comms_;  // by rank, of ring_
   std::vector<std::unique_ptr<internal::Engine>> engines_;
 };
 

@@ -20,7 +20,7 @@
 #include "job_spec_support.h"
 #include "recording_daemon.h"
 #include "wait_until.h"
-#include "worker_runtime/runtime/daemon_client.h"
+#include "worker_runtime/daemon_client/daemon_client.h"
 
 namespace horovodd {
 namespace {

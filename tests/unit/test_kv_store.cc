@@ -14,9 +14,9 @@
 
 #include "wait_until.h"
 #include "worker_runtime/gloo/gloo_context.h"
-#include "worker_runtime/runtime/daemon_kv_store.h"
-#include "worker_runtime/store/gloo_kv_store.h"
-#include "worker_runtime/store/in_memory_kv_store.h"
+#include "worker_runtime/daemon_client/daemon_kv_store.h"
+#include "worker_runtime/kv_client/gloo_kv_store.h"
+#include "worker_runtime/kv_client/in_memory_kv_store.h"
 
 namespace horovodd::internal {
 namespace {

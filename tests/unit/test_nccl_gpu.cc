@@ -16,7 +16,7 @@
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/nccl/nccl_comm.h"
 #include "worker_runtime/nccl/nccl_ops.h"
-#include "worker_runtime/store/in_memory_kv_store.h"
+#include "worker_runtime/kv_client/in_memory_kv_store.h"
 
 namespace horovodd::internal {
 namespace {
@@ -86,7 +86,7 @@ TEST_CASE("one-rank NCCL ops that size their output") {
   CHECK(received == std::vector<int64_t>{3});
   CHECK(Read<double>(*exchanged) == values);
 
-  absl::StatusOr<DeviceTensor> scattered = Reducescatter(*comm, matrix, ReduceOp::kMax, 2.0);
+  absl::StatusOr<DeviceTensor> scattered = Reducescatter(*comm, matrix, {ReduceOp::kMax, 2.0});
   REQUIRE(scattered.ok());
   CHECK(Read<double>(*scattered) == std::vector<double>{2, 4, 6, 8, 10, 12});
 

@@ -10,12 +10,13 @@
 #include <gloo/rendezvous/hash_store.h>
 
 #include "horovodd/device_tensor.h"
-#include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/comm/communicator.h"
+#include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/gpu/gpu_operations.h"
 #include "worker_runtime/runtime/gpu_collectives.h"
 #include "worker_runtime/runtime/runtime.h"
-#include "worker_runtime/store/kv_store.h"
+#include "worker_runtime/kv_client/kv_store.h"
 
 namespace horovodd::internal {
 namespace {
@@ -122,10 +123,10 @@ class OneRankRing {
     options.timeout = absl::Seconds(30);
     absl::StatusOr<std::shared_ptr<GlooContext>> ring = ConnectGlooContext(store_, options);
     REQUIRE(ring.ok());
-    ring_ = *std::move(ring);
+    ring_ = std::make_shared<GlooCommunicator>(*std::move(ring));
   }
-  RingRunner runner() {
-    return [this](const RingOp& op) {
+  CommunicatorRunner runner() {
+    return [this](CommunicatorOp op) {
       ++ops;
       return op(*ring_);
     };
@@ -134,8 +135,45 @@ class OneRankRing {
 
  private:
   gloo::rendezvous::HashStore store_;
-  std::shared_ptr<GlooContext> ring_;
+  std::shared_ptr<GlooCommunicator> ring_;
 };
+
+// The GPU collectives' ops, as the runtime runs them.
+absl::Status Allreduce(GpuCollectives& gpu, const TensorView& t, const AllreduceOptions& o) {
+  return gpu.Run("allreduce", t, [&](Communicator& c) { return c.Allreduce(t, o); });
+}
+absl::StatusOr<Tensor> Allgather(GpuCollectives& gpu, const TensorView& t) {
+  absl::StatusOr<Tensor> result;
+  absl::Status status = gpu.Run("allgather", t, [&](Communicator& c) {
+    result = c.Allgather(t);
+    return result.status();
+  });
+  if (!status.ok()) return status;
+  return result;
+}
+absl::Status Broadcast(GpuCollectives& gpu, const TensorView& t, int root) {
+  return gpu.Run("broadcast", t, [&](Communicator& c) { return c.Broadcast(t, root); });
+}
+absl::StatusOr<Tensor> Alltoall(GpuCollectives& gpu, const TensorView& t,
+                                const std::vector<int64_t>& splits,
+                                std::vector<int64_t>* received) {
+  absl::StatusOr<Tensor> result;
+  absl::Status status = gpu.Run("alltoall", t, [&](Communicator& c) {
+    result = c.Alltoall(t, splits, received);
+    return result.status();
+  });
+  if (!status.ok()) return status;
+  return result;
+}
+absl::StatusOr<Tensor> Reducescatter(GpuCollectives& gpu, const TensorView& t, ReduceOp op) {
+  absl::StatusOr<Tensor> result;
+  absl::Status status = gpu.Run("reducescatter", t, [&](Communicator& c) {
+    result = c.Reducescatter(t, {op});
+    return result.status();
+  });
+  if (!status.ok()) return status;
+  return result;
+}
 
 TensorView CudaView(std::vector<float>& values) {
   TensorView view = ViewOf(values);
@@ -161,10 +199,10 @@ bool MachineHasGpu() { return CudaDeviceCount().ok(); }
 TEST_CASE("GPU collectives before any generation fail without touching CUDA") {
   OneRankRing ring;
   GpuCollectivesOptions options;
-  options.ring = ring.runner();
+  options.cpu = ring.runner();
   GpuCollectives gpu(options);
   std::vector<float> values{1, 2};
-  absl::Status status = gpu.Allreduce(CudaView(values), AllreduceOptions{});
+  absl::Status status = Allreduce(gpu, CudaView(values), AllreduceOptions{});
   if (BuiltWithCuda()) {
     CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
     CHECK_THAT(std::string(status.message()),
@@ -181,16 +219,16 @@ TEST_CASE("an aborted generation's GPU collectives are ABORTED before they start
   int store_calls = 0;
   GpuCollectivesOptions options;
   options.operations = BuiltWithNccl() ? GpuOperations::kNccl : GpuOperations::kGloo;
-  options.ring = ring.runner();
+  options.cpu = ring.runner();
   GpuCollectives gpu(options);
   gpu.EnterGeneration(4, 0, 1, ShrinkPlan(), std::make_unique<CountingStore>(&store_calls));
   gpu.Abort(5);
   std::vector<float> values{1, 2};
-  absl::Status status = gpu.Allreduce(CudaView(values), AllreduceOptions{});
+  absl::Status status = Allreduce(gpu, CudaView(values), AllreduceOptions{});
   CHECK(status.code() == absl::StatusCode::kAborted);
   CHECK_THAT(std::string(status.message()),
              Catch::Contains("the daemon aborted generation 4 (generation 5 replaces it)"));
-  absl::StatusOr<Tensor> gathered = gpu.Allgather(CudaView(values));
+  absl::StatusOr<Tensor> gathered = Allgather(gpu, CudaView(values));
   CHECK(gathered.status().code() == absl::StatusCode::kAborted);
   CHECK(ring.ops == 0);
   CHECK(store_calls == 0);
@@ -201,14 +239,14 @@ TEST_CASE("an abort for the worker's own or an older generation changes nothing"
   OneRankRing ring;
   GpuCollectivesOptions options;
   options.operations = GpuOperations::kGloo;
-  options.ring = ring.runner();
+  options.cpu = ring.runner();
   GpuCollectives gpu(options);
   int store_calls = 0;
   gpu.EnterGeneration(4, 0, 1, ShrinkPlan(), std::make_unique<CountingStore>(&store_calls));
   gpu.Abort(3);
   gpu.Abort(4);
   std::vector<float> values{1, 2};
-  absl::Status status = gpu.Allreduce(CudaView(values), AllreduceOptions{});
+  absl::Status status = Allreduce(gpu, CudaView(values), AllreduceOptions{});
   CHECK(status.code() != absl::StatusCode::kAborted);
 }
 
@@ -216,12 +254,12 @@ TEST_CASE("a GPU tensor without data is rejected before staging") {
   OneRankRing ring;
   GpuCollectivesOptions options;
   options.operations = GpuOperations::kGloo;
-  options.ring = ring.runner();
+  options.cpu = ring.runner();
   GpuCollectives gpu(options);
   int store_calls = 0;
   gpu.EnterGeneration(1, 0, 1, ShrinkPlan(), std::make_unique<CountingStore>(&store_calls));
   TensorView empty{nullptr, DType::kFloat32, {3}, Device{DeviceType::kCUDA, 0}};
-  absl::Status status = gpu.Broadcast(empty, 0);
+  absl::Status status = Broadcast(gpu, empty, 0);
   REQUIRE(status.code() == absl::StatusCode::kInvalidArgument);
   if (BuiltWithCuda()) {
     CHECK_THAT(std::string(status.message()),
@@ -242,16 +280,16 @@ TEST_CASE("without a GPU, CUDA tensors fail with 'no GPU' on both backends") {
     INFO("HOROVOD_GPU_OPERATIONS=" << GpuOperationsName(backend));
     GpuCollectivesOptions options;
     options.operations = backend;
-    options.ring = ring.runner();
+    options.cpu = ring.runner();
     GpuCollectives gpu(options);
     int store_calls = 0;
     gpu.EnterGeneration(1, 0, 1, ShrinkPlan(), std::make_unique<CountingStore>(&store_calls));
     std::vector<float> values{1, 2, 3, 4};
-    CheckNoGpuOutcome(gpu.Allreduce(CudaView(values), AllreduceOptions{}));
-    CheckNoGpuOutcome(gpu.Allgather(CudaView(values)).status());
-    CheckNoGpuOutcome(gpu.Broadcast(CudaView(values), 0));
-    CheckNoGpuOutcome(gpu.Alltoall(CudaView(values), {}, nullptr).status());
-    CheckNoGpuOutcome(gpu.Reducescatter(CudaView(values), ReduceOp::kSum).status());
+    CheckNoGpuOutcome(Allreduce(gpu, CudaView(values), AllreduceOptions{}));
+    CheckNoGpuOutcome(Allgather(gpu, CudaView(values)).status());
+    CheckNoGpuOutcome(Broadcast(gpu, CudaView(values), 0));
+    CheckNoGpuOutcome(Alltoall(gpu, CudaView(values), {}, nullptr).status());
+    CheckNoGpuOutcome(Reducescatter(gpu, CudaView(values), ReduceOp::kSum).status());
     // Nothing reached the ring or the generation's key-value namespace.
     CHECK(ring.ops == 0);
     CHECK(store_calls == 0);

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_join.h"
 #include "worker_runtime/gpu/unique_id_exchange.h"
-#include "worker_runtime/store/in_memory_kv_store.h"
+#include "worker_runtime/kv_client/in_memory_kv_store.h"
 
 namespace horovodd::internal {
 namespace {

@@ -20,9 +20,9 @@
 
 #include "horovodd.grpc.pb.h"
 #include "worker_runtime/gloo/gloo_context.h"
-#include "worker_runtime/runtime/daemon_client.h"
-#include "worker_runtime/runtime/daemon_kv_store.h"
-#include "worker_runtime/store/gloo_kv_store.h"
+#include "worker_runtime/daemon_client/daemon_client.h"
+#include "worker_runtime/daemon_client/daemon_kv_store.h"
+#include "worker_runtime/kv_client/gloo_kv_store.h"
 
 namespace horovodd {
 namespace {

@@ -12,10 +12,10 @@
 
 #include "fake_daemon.h"
 #include "horovodd/horovodd.h"
-#include "worker_runtime/runtime/daemon_client.h"
-#include "worker_runtime/runtime/daemon_kv_store.h"
+#include "worker_runtime/daemon_client/daemon_client.h"
+#include "worker_runtime/daemon_client/daemon_kv_store.h"
 #include "worker_runtime/runtime/runtime.h"
-#include "worker_runtime/store/gloo_kv_store.h"
+#include "worker_runtime/kv_client/gloo_kv_store.h"
 
 namespace horovodd {
 namespace {

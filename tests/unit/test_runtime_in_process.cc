@@ -13,8 +13,8 @@
 #include "fake_daemon.h"
 #include "in_process_daemon.h"
 #include "wait_until.h"
-#include "worker_runtime/gloo/gloo_ops.h"
-#include "worker_runtime/runtime/process_exit.h"
+#include "worker_runtime/comm/communicator.h"
+#include "worker_runtime/daemon_client/process_exit.h"
 #include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd {
@@ -44,7 +44,7 @@ void OnEveryWorker(int n, Body body) {
 }
 
 absl::Status Barrier(Runtime& runtime) {
-  return runtime.RunCollective([](internal::GlooContext& ring) { return internal::Barrier(ring); });
+  return runtime.RunCollective([](internal::Communicator& comm) { return comm.Barrier(); });
 }
 
 TEST_CASE("runtimes join through an in-process daemon, and rejoin after it aborts") {
@@ -104,10 +104,10 @@ TEST_CASE("a process set has its own ring among its members, and a reset leaves 
     added[w] = runtimes[w]->AddProcessSet({2, 0}, /*at_init=*/true);
     if (!added[w].ok()) return;
     on_set[w] = runtimes[w]->RunCollective(
-        *added[w], [](internal::GlooContext& ring) {
+        *added[w], [](internal::Communicator& comm) {
           // The set's ring holds its two members only.
-          if (ring.size != 2) return absl::InternalError("the set's ring has the wrong size");
-          return internal::Barrier(ring);
+          if (comm.size() != 2) return absl::InternalError("the set's ring has the wrong size");
+          return comm.Barrier();
         });
     refused[w] = runtimes[w]->ProcessSetFor(*added[w]).status();
   });

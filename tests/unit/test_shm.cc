@@ -171,7 +171,7 @@ TEST_CASE("shm allgather, broadcast, alltoall, reducescatter and barrier") {
     // Reducescatter of 7 rows of 500 float32s: rows 3, 2, 2.
     Tensor rs = MakeTensor(DType::kFloat32, {7, 500}, [&](int64_t i) { return Input(rank, i); });
     auto scattered =
-        internal::shm::Reducescatter(g, rs.view(), ReduceOp::kSum, 1.0, 2.0, Deadline());
+        internal::shm::Reducescatter(g, rs.view(), {ReduceOp::kSum, 1.0, 2.0}, Deadline());
     if (!scattered.ok()) return scattered.status().ToString();
     const int64_t first_row = rank == 0 ? 0 : 3 + (rank - 1) * 2;
     if (scattered->shape() != std::vector<int64_t>{rank == 0 ? 3 : 2, 500}) {
@@ -414,7 +414,7 @@ TEST_CASE("negotiation parts from 2 to 4 ranks reach every rank, round after rou
         const std::string mine = PartOf(rank, round);
         std::memcpy(channel.NextPart(), mine.data(), mine.size());
         channel.Publish(mine.size());
-        if (absl::Status s = channel.Collect(Deadline(), {}); !s.ok()) return s.ToString();
+        if (absl::Status s = channel.Collect(Deadline(), [](int) {}); !s.ok()) return s.ToString();
         for (int r = 0; r < size; ++r) {
           const absl::Span<const uint8_t> part = channel.Part(r);
           if (std::string(part.begin(), part.end()) != PartOf(r, round)) {
@@ -457,7 +457,7 @@ TEST_CASE("an abort wakes a rank collecting a round its peer never publishes") {
   NegotiationChannel channel(*groups[0]);
   channel.Publish(0);
   absl::Status collected;
-  std::thread waiter([&] { collected = channel.Collect(Deadline(), {}); });
+  std::thread waiter([&] { collected = channel.Collect(Deadline(), [](int) {}); });
   groups[1]->Abort();  // the generation was superseded
   waiter.join();
   CHECK(collected.code() == absl::StatusCode::kAborted);
@@ -474,7 +474,7 @@ TEST_CASE("a negotiation round ends when the peer it waits for exits") {
   NegotiationChannel channel(**group);
   channel.Publish(0);
   absl::Status collected;
-  std::thread waiter([&] { collected = channel.Collect(Deadline(), {}); });
+  std::thread waiter([&] { collected = channel.Collect(Deadline(), [](int) {}); });
   kill(child, SIGKILL);
   waiter.join();
   int child_status = 0;

@@ -1,10 +1,12 @@
-// Collectives through gloo_ops.h on rings whose ranks share a host: after
-// ConnectLocalGroup every op takes the shared-memory path (or, over two
-// simulated hosts, the hierarchical allreduce), and must give the same
+// Collectives through the communicators comm_factory/ chooses for rings
+// whose ranks share a host: every op in shared memory (or, over two
+// simulated hosts, the hierarchical allreduce), which must give the same
 // bytes as the same op on a plain TCP ring. Ranks are threads; the "hosts"
 // are sets of them with their own segments.
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,12 +15,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "test_collectives_harness.h"
-#include "worker_runtime/gloo/gloo_local.h"
+#include "worker_runtime/comm_factory/comm_factory.h"
+#include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/gloo/gloo_ops.h"
+#include "worker_runtime/hierarchical/hierarchical_communicator.h"
+#include "worker_runtime/shm_comm/shm_communicator.h"
 
 namespace horovodd {
 namespace {
 
+using internal::Communicator;
 using internal::HierarchicalAllreduce;
 using internal::LocalOptions;
 using testing::MakeTensor;
@@ -27,22 +33,73 @@ using testing::RankGroup;
 
 double Value(int rank, int64_t i) { return static_cast<double>((rank + i) % 3 + 1); }
 
+// Every rank's communicator.
+using Comms = std::vector<std::shared_ptr<Communicator>>;
+
+// The ring's own communicators: everything over TCP.
+Comms OverTcp(RankGroup& group) {
+  Comms comms;
+  for (int r = 0; r < group.size(); ++r) {
+    comms.push_back(std::make_shared<internal::GlooCommunicator>(group.shared(r)));
+  }
+  return comms;
+}
+
+// What ConnectHostGroups gave each rank, and the communicator chosen from it.
+struct Connected {
+  std::string status;
+  bool has_group = false;
+  std::vector<int> host_of_rank;
+  std::shared_ptr<Communicator> comm;
+};
+
+std::vector<Connected> ConnectEveryRank(RankGroup& group,
+                                        const std::function<LocalOptions(int rank)>& places) {
+  return OnEveryRank<Connected>(group.size(), [&](int rank) {
+    Connected c;
+    auto ring = std::make_shared<internal::GlooCommunicator>(group.shared(rank));
+    absl::StatusOr<internal::HostLayout> layout = internal::ConnectHostGroups(*ring, places(rank));
+    c.status = layout.status().ToString();
+    if (!layout.ok()) return c;
+    c.has_group = layout->group != nullptr;
+    c.host_of_rank = layout->host_of_rank;
+    c.comm = internal::ChooseCommunicator(std::move(ring), *std::move(layout));
+    return c;
+  });
+}
+
 // Sets up every rank's local group: `hosts` hosts of equal size, ranks in
 // host order (as the daemon numbers them when each host joins whole).
-void ConnectLocal(RankGroup& group, int hosts, HierarchicalAllreduce hierarchical,
-                  size_t slot_bytes) {
+Comms ConnectLocal(RankGroup& group, int hosts, HierarchicalAllreduce hierarchical,
+                   size_t slot_bytes) {
   const int per_host = group.size() / hosts;
-  const auto statuses = OnEveryRank<std::string>(group.size(), [&](int rank) {
+  const std::vector<Connected> connected = ConnectEveryRank(group, [&](int rank) {
     LocalOptions options;
     options.local_rank = rank % per_host;
     options.local_size = per_host;
     options.cross_rank = rank / per_host;
     options.hierarchical = hierarchical;
     options.slot_bytes = slot_bytes;
-    return internal::ConnectLocalGroup(group.context(rank), options).ToString();
+    return options;
   });
-  for (const std::string& s : statuses) REQUIRE(s == "OK");
-  for (int r = 0; r < group.size(); ++r) REQUIRE(group.context(r).local_group() != nullptr);
+  Comms comms;
+  for (const Connected& c : connected) {
+    REQUIRE(c.status == "OK");
+    REQUIRE(c.has_group);
+    comms.push_back(c.comm);
+  }
+  return comms;
+}
+
+// Every rank of the communicator shares this host's memory.
+bool AllLocal(const Communicator& comm) {
+  return dynamic_cast<const internal::ShmCommunicator*>(&comm) != nullptr;
+}
+
+// An allreduce of `bytes` goes hierarchical.
+bool Hierarchical(const Communicator& comm, size_t bytes) {
+  const auto* hierarchical = dynamic_cast<const internal::HierarchicalCommunicator*>(&comm);
+  return hierarchical != nullptr && hierarchical->CrossesHostsFor(bytes);
 }
 
 std::string Bytes(const Tensor& t) {
@@ -50,10 +107,10 @@ std::string Bytes(const Tensor& t) {
 }
 
 // Every collective once, on every rank; each rank's results as bytes.
-std::vector<std::string> RunAll(RankGroup& group, DType dtype, ReduceOp op, int64_t count) {
-  const int n = group.size();
+std::vector<std::string> RunAll(const Comms& comms, DType dtype, ReduceOp op, int64_t count) {
+  const int n = static_cast<int>(comms.size());
   return OnEveryRank<std::string>(n, [&](int rank) -> std::string {
-    internal::GlooContext& c = group.context(rank);
+    Communicator& c = *comms[rank];
     std::string out;
     auto fail = [](const char* what, const absl::Status& s) {
       return absl::StrCat("FAILED ", what, ": ", s.ToString());
@@ -65,18 +122,18 @@ std::vector<std::string> RunAll(RankGroup& group, DType dtype, ReduceOp op, int6
       options.prescale_factor = 2.0;
       options.postscale_factor = 0.5;
     }
-    if (absl::Status s = internal::Allreduce(c, reduced.view(), options); !s.ok()) {
+    if (absl::Status s = c.Allreduce(reduced.view(), options); !s.ok()) {
       return fail("allreduce", s);
     }
     out += Bytes(reduced);
     if (op != ReduceOp::kSum) return out;  // the other ops only reduce
     Tensor part = MakeTensor(dtype, {rank + 1, count / 4 + 1},
                              [&](int64_t i) { return Value(rank, i); });
-    auto gathered = internal::Allgather(c, part.view());
+    auto gathered = c.Allgather(part.view());
     if (!gathered.ok()) return fail("allgather", gathered.status());
     out += Bytes(*gathered);
     Tensor b = MakeTensor(dtype, {count}, [&](int64_t i) { return Value(rank, i); });
-    if (absl::Status s = internal::Broadcast(c, b.view(), n - 1); !s.ok()) {
+    if (absl::Status s = c.Broadcast(b.view(), n - 1); !s.ok()) {
       return fail("broadcast", s);
     }
     out += Bytes(b);
@@ -88,14 +145,14 @@ std::vector<std::string> RunAll(RankGroup& group, DType dtype, ReduceOp op, int6
     }
     Tensor a = MakeTensor(dtype, {rows}, [&](int64_t i) { return Value(rank, i); });
     std::vector<int64_t> received;
-    auto exchanged = internal::Alltoall(c, a.view(), splits, &received);
+    auto exchanged = c.Alltoall(a.view(), splits, &received);
     if (!exchanged.ok()) return fail("alltoall", exchanged.status());
     out += Bytes(*exchanged);
     Tensor rs = MakeTensor(dtype, {count + 3}, [&](int64_t i) { return Value(rank, i); });
-    auto scattered = internal::Reducescatter(c, rs.view(), ReduceOp::kSum, 2.0, 1.0);
+    auto scattered = c.Reducescatter(rs.view(), {ReduceOp::kSum, 2.0, 1.0});
     if (!scattered.ok()) return fail("reducescatter", scattered.status());
     out += Bytes(*scattered);
-    if (absl::Status s = internal::Barrier(c); !s.ok()) return fail("barrier", s);
+    if (absl::Status s = c.Barrier(); !s.ok()) return fail("barrier", s);
     return out;
   });
 }
@@ -103,11 +160,12 @@ std::vector<std::string> RunAll(RankGroup& group, DType dtype, ReduceOp op, int6
 TEST_CASE("every collective in shared memory gives the TCP ring's bytes", "[shm]") {
   gloo::rendezvous::HashStore store;
   for (const int size : {2, 3, 4}) {
-    RankGroup tcp(store, absl::StrCat("tcp", size), size);
-    RankGroup shm(store, absl::StrCat("shm", size), size);
+    RankGroup tcp_ring(store, absl::StrCat("tcp", size), size);
+    RankGroup shm_ring(store, absl::StrCat("shm", size), size);
+    const Comms tcp = OverTcp(tcp_ring);
     // 64 KiB slots: the larger tensors take many rounds.
-    ConnectLocal(shm, 1, HierarchicalAllreduce::kAuto, 64 << 10);
-    for (int r = 0; r < size; ++r) REQUIRE(internal::AllLocalGroup(shm.context(r)) != nullptr);
+    const Comms shm = ConnectLocal(shm_ring, 1, HierarchicalAllreduce::kAuto, 64 << 10);
+    for (int r = 0; r < size; ++r) REQUIRE(AllLocal(*shm[r]));
     for (const DType dtype : testing::kAllDTypes) {
       for (const ReduceOp op : testing::kAllReduceOps) {
         for (const int64_t count : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{600000}}) {
@@ -136,8 +194,8 @@ TEST_CASE("an allreduce of separate parts in shared memory gives the packed tens
   for (int64_t c : counts) total += c;
   for (const int size : {2, 3, 4}) {
     RankGroup tcp(store, absl::StrCat("ptcp", size), size);
-    RankGroup shm(store, absl::StrCat("pshm", size), size);
-    ConnectLocal(shm, 1, HierarchicalAllreduce::kAuto, 64 << 10);
+    RankGroup shm_ring(store, absl::StrCat("pshm", size), size);
+    const Comms shm = ConnectLocal(shm_ring, 1, HierarchicalAllreduce::kAuto, 64 << 10);
     for (const DType dtype : testing::kAllDTypes) {
       for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
         INFO("size " << size << ", " << DTypeName(dtype) << ", " << ReduceOpName(op));
@@ -150,8 +208,8 @@ TEST_CASE("an allreduce of separate parts in shared memory gives the packed tens
           return s.ok() ? Bytes(packed) : s.ToString();
         });
         const auto got = OnEveryRank<std::string>(size, [&](int rank) {
-          internal::GlooContext& c = shm.context(rank);
-          if (internal::AllLocalGroup(c) == nullptr) return std::string("not all local");
+          Communicator& c = *shm[rank];
+          if (!AllLocal(c)) return std::string("not all local");
           std::vector<Tensor> parts;
           int64_t at = 0;
           for (int64_t count : counts) {
@@ -161,7 +219,7 @@ TEST_CASE("an allreduce of separate parts in shared memory gives the packed tens
           }
           std::vector<TensorView> views;
           for (Tensor& t : parts) views.push_back(t.view());
-          if (absl::Status s = internal::AllreduceParts(c, views, options); !s.ok()) {
+          if (absl::Status s = c.AllreduceParts(views, options); !s.ok()) {
             return s.ToString();
           }
           std::string out;
@@ -179,14 +237,14 @@ TEST_CASE("an allreduce of separate parts in shared memory gives the packed tens
 
 TEST_CASE("an allreduce of parts refuses mixed dtypes on every rank, and TCP rings", "[shm]") {
   gloo::rendezvous::HashStore store;
-  RankGroup shm(store, "pmixed", 2);
-  ConnectLocal(shm, 1, HierarchicalAllreduce::kAuto, 64 << 10);
+  RankGroup shm_ring(store, "pmixed", 2);
+  const Comms shm = ConnectLocal(shm_ring, 1, HierarchicalAllreduce::kAuto, 64 << 10);
   const auto errors = OnEveryRank<std::string>(2, [&](int rank) {
     Tensor a = MakeTensor(DType::kFloat32, {4}, [](int64_t) { return 1.0; });
     Tensor b = MakeTensor(DType::kInt32, {4}, [](int64_t) { return 1.0; });
     AllreduceOptions options;
     options.name = "grads";
-    return internal::AllreduceParts(shm.context(rank), {a.view(), b.view()}, options).ToString();
+    return shm[rank]->AllreduceParts({a.view(), b.view()}, options).ToString();
   });
   for (const std::string& e : errors) {
     CHECK(e == "INVALID_ARGUMENT: allreduce 'grads': fused tensors must share one dtype, got "
@@ -197,14 +255,15 @@ TEST_CASE("an allreduce of parts refuses mixed dtypes on every rank, and TCP rin
     Tensor t = MakeTensor(DType::kFloat32, {4}, [&](int64_t) { return rank + 1.0; });
     AllreduceOptions sum;
     sum.op = ReduceOp::kSum;
-    absl::Status s = internal::AllreduceParts(shm.context(rank), {t.view()}, sum);
+    absl::Status s = shm[rank]->AllreduceParts({t.view()}, sum);
     return s.ok() ? absl::StrCat(t.data_as<float>()[0]) : s.ToString();
   });
   for (const std::string& a : after) CHECK(a == "3");
-  RankGroup tcp(store, "ptcp-refused", 2);
+  RankGroup tcp_ring(store, "ptcp-refused", 2);
+  const Comms tcp = OverTcp(tcp_ring);
   const auto refused = OnEveryRank<std::string>(2, [&](int rank) {
     Tensor t = MakeTensor(DType::kFloat32, {4}, [](int64_t) { return 1.0; });
-    return internal::AllreduceParts(tcp.context(rank), {t.view()}, {}).ToString();
+    return tcp[rank]->AllreduceParts({t.view()}, {}).ToString();
   });
   for (const std::string& r : refused) {
     CHECK(r.rfind("FAILED_PRECONDITION: allreduce: an allreduce of separate parts", 0) == 0);
@@ -217,13 +276,15 @@ TEST_CASE("the hierarchical allreduce over two hosts gives the TCP ring's bytes"
   // first is not rank order.
   for (const int per_host : {1, 2, 3}) {
     const int size = 2 * per_host;
-    RankGroup tcp(store, absl::StrCat("tcp", size), size);
-    RankGroup hier(store, absl::StrCat("hier", size), size);
+    RankGroup tcp_ring(store, absl::StrCat("tcp", size), size);
+    RankGroup hier_ring(store, absl::StrCat("hier", size), size);
+    const Comms tcp = OverTcp(tcp_ring);
+    Comms hier = OverTcp(hier_ring);
     if (per_host > 1) {
-      ConnectLocal(hier, 2, HierarchicalAllreduce::kOn, 64 << 10);
+      hier = ConnectLocal(hier_ring, 2, HierarchicalAllreduce::kOn, 64 << 10);
       for (int r = 0; r < size; ++r) {
-        REQUIRE(internal::AllLocalGroup(hier.context(r)) == nullptr);
-        REQUIRE(internal::HierarchicalFor(hier.context(r), 4) != nullptr);
+        REQUIRE(!AllLocal(*hier[r]));
+        REQUIRE(Hierarchical(*hier[r], 4));
       }
     }
     for (const DType dtype : testing::kAllDTypes) {
@@ -251,21 +312,22 @@ TEST_CASE("the hierarchical allreduce in pieces gives the TCP ring's bytes", "[s
   gloo::rendezvous::HashStore store;
   for (const int per_host : {2, 3}) {
     const int size = 2 * per_host;
-    RankGroup tcp(store, absl::StrCat("tcp-pieces", size), size);
-    RankGroup hier(store, absl::StrCat("hier-pieces", size), size);
-    ConnectLocal(hier, 2, HierarchicalAllreduce::kOn, 256 << 10);
+    RankGroup tcp_ring(store, absl::StrCat("tcp-pieces", size), size);
+    RankGroup hier_ring(store, absl::StrCat("hier-pieces", size), size);
+    const Comms tcp = OverTcp(tcp_ring);
+    const Comms hier = ConnectLocal(hier_ring, 2, HierarchicalAllreduce::kOn, 256 << 10);
     // 2 pieces, 4 pieces, and 4 of unequal length (16 MiB + 3 elements).
     for (const int64_t count : {int64_t{2} << 20, int64_t{4} << 20, (int64_t{4} << 20) + 3}) {
       for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
         INFO(per_host << " ranks per host, " << ReduceOpName(op) << ", " << count << " elements");
-        auto allreduce = [&](RankGroup& group) {
+        auto allreduce = [&](const Comms& group) {
           return OnEveryRank<std::string>(size, [&](int rank) -> std::string {
             Tensor t = MakeTensor(DType::kFloat32, {count},
                                   [&](int64_t i) { return Value(rank, i) + 0.25 * (i % 5); });
             AllreduceOptions options;
             options.op = op;
             options.postscale_factor = 0.5;
-            absl::Status s = internal::Allreduce(group.context(rank), t.view(), options);
+            absl::Status s = group[rank]->Allreduce(t.view(), options);
             return s.ok() ? Bytes(t) : "FAILED " + s.ToString();
           });
         };
@@ -303,33 +365,40 @@ TEST_CASE("a process set's ring shares memory among its members on each host", "
     INFO("hosts " << c.hosts << ", case " << k);
     RankGroup global(store, absl::StrCat("global", k), 4);
     const int per_host = 4 / c.hosts;
-    const auto host_of_rank = OnEveryRank<std::vector<int>>(4, [&](int rank) {
+    const std::vector<Connected> global_connected = ConnectEveryRank(global, [&](int rank) {
       LocalOptions options;
       options.local_rank = rank % per_host;
       options.local_size = per_host;
       options.cross_rank = rank / per_host;
-      std::vector<int> hosts;
-      absl::Status s = internal::ConnectLocalGroup(global.context(rank), options, &hosts);
-      return s.ok() ? hosts : std::vector<int>{};
+      return options;
     });
+    std::vector<std::vector<int>> host_of_rank;
+    for (const Connected& g : global_connected) host_of_rank.push_back(g.host_of_rank);
     for (int r = 0; r < 4; ++r) {
       std::vector<int> want;
       for (int q = 0; q < 4; ++q) want.push_back(q / per_host);
       REQUIRE(host_of_rank[r] == want);
     }
     const int n = static_cast<int>(c.members.size());
-    RankGroup tcp(store, absl::StrCat("settcp", k), n);
-    RankGroup set(store, absl::StrCat("set", k), n);
-    const auto connected = OnEveryRank<std::string>(n, [&](int set_rank) {
-      const LocalOptions places = internal::SubsetPlaces(
-          host_of_rank[c.members[set_rank]], c.members, set_rank, LocalOptions{});
-      if (places.local_size != c.want_local_size[set_rank]) return std::string("wrong size");
-      return internal::ConnectLocalGroup(set.context(set_rank), places).ToString();
-    });
-    for (const std::string& s : connected) REQUIRE(s == "OK");
+    RankGroup tcp_ring(store, absl::StrCat("settcp", k), n);
+    RankGroup set_ring(store, absl::StrCat("set", k), n);
+    const Comms tcp = OverTcp(tcp_ring);
+    std::vector<LocalOptions> places;
+    for (int set_rank = 0; set_rank < n; ++set_rank) {
+      places.push_back(internal::SubsetPlaces(host_of_rank[c.members[set_rank]], c.members,
+                                              set_rank, LocalOptions{}));
+      REQUIRE(places.back().local_size == c.want_local_size[set_rank]);
+    }
+    const std::vector<Connected> connected =
+        ConnectEveryRank(set_ring, [&](int set_rank) { return places[set_rank]; });
+    Comms set;
+    for (const Connected& s : connected) {
+      REQUIRE(s.status == "OK");
+      set.push_back(s.comm);
+    }
     for (int r = 0; r < n; ++r) {
-      CHECK((set.context(r).local_group() != nullptr) == c.want_group[r]);
-      CHECK((internal::AllLocalGroup(set.context(r)) != nullptr) == c.all_local);
+      CHECK(connected[r].has_group == c.want_group[r]);
+      CHECK(AllLocal(*set[r]) == c.all_local);
     }
     for (const DType dtype : {DType::kFloat32, DType::kInt64}) {
       for (const int64_t count : {int64_t{1}, int64_t{1000}, int64_t{100000}}) {
@@ -349,12 +418,12 @@ TEST_CASE("a process set's ring shares memory among its members on each host", "
 TEST_CASE("the automatic choice goes hierarchical from 64 KiB, and =0 never", "[shm]") {
   gloo::rendezvous::HashStore store;
   for (const auto mode : {HierarchicalAllreduce::kAuto, HierarchicalAllreduce::kOff}) {
-    RankGroup group(store, absl::StrCat("choice", static_cast<int>(mode)), 4);
-    ConnectLocal(group, 2, mode, 64 << 10);
+    RankGroup ring(store, absl::StrCat("choice", static_cast<int>(mode)), 4);
+    const Comms group = ConnectLocal(ring, 2, mode, 64 << 10);
     const size_t at = internal::kHierarchicalAutoMinBytes;
     const bool on = mode == HierarchicalAllreduce::kAuto;
-    CHECK((internal::HierarchicalFor(group.context(0), at) != nullptr) == on);
-    CHECK(internal::HierarchicalFor(group.context(0), at - 4) == nullptr);
+    CHECK(Hierarchical(*group[0], at) == on);
+    CHECK_FALSE(Hierarchical(*group[0], at - 4));
   }
 }
 
@@ -375,17 +444,22 @@ TEST_CASE("across hosts with several ranks each the flat allreduce takes the rin
     const int size = 4;
     const int per_host = size / layout.hosts;
     RankGroup group(store, absl::StrCat("flat", layout.hosts, layout.shm), size);
-    RankGroup tcp(store, absl::StrCat("flat-tcp", layout.hosts, layout.shm), size);
-    const auto statuses = OnEveryRank<std::string>(size, [&](int rank) {
+    RankGroup tcp_ring(store, absl::StrCat("flat-tcp", layout.hosts, layout.shm), size);
+    const Comms tcp = OverTcp(tcp_ring);
+    const std::vector<Connected> connected = ConnectEveryRank(group, [&](int rank) {
       LocalOptions options;
       options.enabled = layout.shm;
       options.local_rank = rank % per_host;
       options.local_size = per_host;
       options.cross_rank = rank / per_host;
       options.hierarchical = HierarchicalAllreduce::kOff;
-      return internal::ConnectLocalGroup(group.context(rank), options).ToString();
+      return options;
     });
-    for (const std::string& s : statuses) REQUIRE(s == "OK");
+    Comms comms;
+    for (const Connected& c : connected) {
+      REQUIRE(c.status == "OK");
+      comms.push_back(c.comm);
+    }
     // 400,000 floats: pairwise at 4 ranks on one host or one rank per host.
     std::vector<float> medium(400000);
     for (int r = 0; r < size; ++r) {
@@ -394,7 +468,7 @@ TEST_CASE("across hosts with several ranks each the flat allreduce takes the rin
             !layout.spans);
     }
     const std::vector<std::string> want = RunAll(tcp, DType::kFloat32, ReduceOp::kSum, 400000);
-    const std::vector<std::string> got = RunAll(group, DType::kFloat32, ReduceOp::kSum, 400000);
+    const std::vector<std::string> got = RunAll(comms, DType::kFloat32, ReduceOp::kSum, 400000);
     for (int r = 0; r < size; ++r) {
       REQUIRE(want[r].rfind("FAILED", 0) != 0);
       CHECK(got[r] == want[r]);
@@ -404,19 +478,19 @@ TEST_CASE("across hosts with several ranks each the flat allreduce takes the rin
 
 TEST_CASE("aborting a ring wakes its ranks waiting in shared memory", "[shm]") {
   gloo::rendezvous::HashStore store;
-  RankGroup group(store, "abort", 2);
-  ConnectLocal(group, 1, HierarchicalAllreduce::kAuto, 64 << 10);
+  RankGroup ring(store, "abort", 2);
+  const Comms group = ConnectLocal(ring, 1, HierarchicalAllreduce::kAuto, 64 << 10);
   // Rank 0 waits in a barrier rank 1 never enters; the abort ends it.
   const auto codes = OnEveryRank<int>(2, [&](int rank) {
     if (rank == 1) {
-      internal::AbortGlooContext(group.context(1));
+      group[1]->Abort();
       return static_cast<int>(absl::StatusCode::kAborted);
     }
-    return static_cast<int>(internal::Barrier(group.context(0)).code());
+    return static_cast<int>(group[0]->Barrier().code());
   });
   CHECK(codes[0] == static_cast<int>(absl::StatusCode::kAborted));
   // Dead on both ranks from now on.
-  CHECK_FALSE(internal::Barrier(group.context(1)).ok());
+  CHECK_FALSE(group[1]->Barrier().ok());
 }
 
 }  // namespace

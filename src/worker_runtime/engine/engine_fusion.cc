@@ -6,9 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker_runtime/gloo/gloo_local.h"
-#include "worker_runtime/gloo/gloo_ops.h"
-#include "worker_runtime/gloo/gloo_transfer.h"
+#include "common/status_macros.h"
 #include "worker_runtime/engine/engine_timeline.h"
 #include "worker_runtime/tensor/copy_bytes.h"
 
@@ -80,17 +78,18 @@ std::string CollectiveActivity(const Batch& batch) {
   return absl::StrCat("GLOO_", TimelineOperationOf(*batch.requests.front()));
 }
 
+// What runs on one tensor: the batch's only one, or the fusion buffer.
+using Collective = absl::FunctionRef<absl::Status(TensorView)>;
+
 // Runs `collective` on the batch: on its only tensor in place, or on all of
 // them packed into the fusion buffer as one tensor of `dtype` (unpacked
 // after), announcing each activity as Horovod's timeline names it.
-absl::Status RunFusable(const Batch& batch, DType dtype, const RingRunner& ring,
-                        FusionBuffer& fusion, const ActivityObserver& activity,
-                        const std::function<absl::Status(GlooContext&, TensorView)>& collective) {
+absl::Status RunFusable(const Batch& batch, DType dtype, FusionBuffer& fusion,
+                        const ActivityObserver& activity, Collective collective) {
   const std::string collective_activity = CollectiveActivity(batch);
   if (TensorCount(batch) == 1) {  // in place, no copies
-    TensorView only = batch.requests.front()->tensors.front();
     Announce(activity, collective_activity);
-    return ring([&](GlooContext& c) { return collective(c, only); });
+    return collective(batch.requests.front()->tensors.front());
   }
   const size_t bytes = TotalBytes(batch);
   Announce(activity, "MEMCPY_IN_FUSION_BUFFER");
@@ -98,7 +97,7 @@ absl::Status RunFusable(const Batch& batch, DType dtype, const RingRunner& ring,
   Pack(batch, buffer);
   TensorView fused{buffer, dtype, {static_cast<int64_t>(bytes / DTypeSize(dtype))}, Device{}};
   Announce(activity, collective_activity);
-  HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) { return collective(c, fused); }));
+  HVDD_RETURN_IF_ERROR(collective(std::move(fused)));
   Announce(activity, "MEMCPY_OUT_FUSION_BUFFER");
   Unpack(batch, buffer);
   return absl::OkStatus();
@@ -113,34 +112,28 @@ std::vector<TensorView> TensorsOf(const Batch& batch) {
   return tensors;
 }
 
-absl::Status RunAllreduce(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion,
+absl::Status RunAllreduce(const Batch& batch, Communicator& comm, FusionBuffer& fusion,
                           const ActivityObserver& activity) {
   const Request& first = *batch.requests.front();
   AllreduceOptions options = first.options;
   if (batch.requests.size() > 1) options.name = BatchName(batch);
-  if (TensorCount(batch) > 1) {
-    // Where the ring's path reads the tensors where they lie (one host's
-    // shared memory), the fusion buffer's two copies are skipped. Every
-    // rank's context takes the same path, so all of them agree.
-    bool in_parts = false;
-    HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) -> absl::Status {
-      in_parts = AllLocalGroup(c) != nullptr;
-      if (!in_parts) return absl::OkStatus();
-      Announce(activity, CollectiveActivity(batch));
-      return AllreduceParts(c, TensorsOf(batch), options);
-    }));
-    if (in_parts) return absl::OkStatus();
+  // Where the communicator reads the tensors where they lie (one host's
+  // shared memory), the fusion buffer's two copies are skipped. Every rank's
+  // communicator is of the same kind, so all of them agree.
+  if (TensorCount(batch) > 1 && comm.ReducesPartsInPlace()) {
+    Announce(activity, CollectiveActivity(batch));
+    return comm.AllreduceParts(TensorsOf(batch), options);
   }
-  return RunFusable(batch, first.tensors.front().dtype, ring, fusion, activity,
-                    [&](GlooContext& c, TensorView t) { return Allreduce(c, t, options); });
+  return RunFusable(batch, first.tensors.front().dtype, fusion, activity,
+                    [&](TensorView t) { return comm.Allreduce(std::move(t), options); });
 }
 
 // Broadcast moves bytes: the fused tensor is uint8.
-absl::Status RunBroadcast(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion,
+absl::Status RunBroadcast(const Batch& batch, Communicator& comm, FusionBuffer& fusion,
                           const ActivityObserver& activity) {
   const int root = batch.requests.front()->root;
-  return RunFusable(batch, DType::kUInt8, ring, fusion, activity,
-                    [&](GlooContext& c, TensorView t) { return Broadcast(c, t, root); });
+  return RunFusable(batch, DType::kUInt8, fusion, activity,
+                    [&](TensorView t) { return comm.Broadcast(std::move(t), root); });
 }
 
 }  // namespace
@@ -171,20 +164,20 @@ std::vector<Batch> PlanBatches(const std::vector<Request*>& ready, int64_t fusio
   return batches;
 }
 
-absl::Status RunBatch(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion,
+absl::Status RunBatch(const Batch& batch, const CommunicatorRunner& comm, FusionBuffer& fusion,
                       std::vector<std::optional<Tensor>>* outputs,
                       const ActivityObserver& activity) {
   switch (batch.kind) {
     case RequestKind::kAllreduce:
-      return RunAllreduce(batch, ring, fusion, activity);
+      return comm([&](Communicator& c) { return RunAllreduce(batch, c, fusion, activity); });
     case RequestKind::kBroadcast:
-      return RunBroadcast(batch, ring, fusion, activity);
+      return comm([&](Communicator& c) { return RunBroadcast(batch, c, fusion, activity); });
     case RequestKind::kAllgather: {
       const TensorView& input = batch.requests.front()->tensors.front();
       absl::StatusOr<Tensor> result;
       Announce(activity, CollectiveActivity(batch));
-      HVDD_RETURN_IF_ERROR(ring([&](GlooContext& c) {
-        result = Allgather(c, input);
+      HVDD_RETURN_IF_ERROR(comm([&](Communicator& c) {
+        result = c.Allgather(input);
         return result.status();
       }));
       outputs->assign(1, *std::move(result));

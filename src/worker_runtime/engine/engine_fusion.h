@@ -14,9 +14,8 @@
 
 #include "absl/status/status.h"
 #include "horovodd/tensor.h"
+#include "worker_runtime/comm/communicator.h"
 #include "worker_runtime/engine/engine_request.h"
-#include "worker_runtime/gloo/gloo_context.h"
-#include "worker_runtime/gpu/gpu_backend.h"  // RingRunner: Runtime::RunCollective's shape
 
 namespace horovodd::internal {
 
@@ -44,11 +43,13 @@ class FusionBuffer {
 // "MEMCPY_OUT_FUSION_BUFFER" (engine_timeline.h).
 using ActivityObserver = std::function<void(const std::string& activity)>;
 
-// Runs `batch`; the status applies to every request in it. For allgather,
-// (*outputs)[i] receives request i's result. `activity` (may be empty) hears
-// each activity as it starts: the collective's, and around it the copies
-// into and out of the fusion buffer when the batch has several tensors.
-absl::Status RunBatch(const Batch& batch, const RingRunner& ring, FusionBuffer& fusion,
+// Runs `batch` on the communicator `comm` reaches; the status applies to
+// every request in it. For allgather, (*outputs)[i] receives request i's
+// result. `activity` (may be empty) hears each activity as it starts: the
+// collective's, and around it the copies into and out of the fusion buffer
+// when the batch has several tensors (none where the communicator reduces
+// the parts where they lie).
+absl::Status RunBatch(const Batch& batch, const CommunicatorRunner& comm, FusionBuffer& fusion,
                       std::vector<std::optional<Tensor>>* outputs,
                       const ActivityObserver& activity = {});
 

@@ -1,6 +1,6 @@
 // The state behind a horovodd::Handle (async.h): one request's completion,
 // set exactly once under a mutex by whichever thread runs the engine's round
-// (the engine thread, or a waiter driving it: engine_loop.h), waited on by
+// (the engine thread, or a waiter driving it: engine.h), waited on by
 // any number of threads (c10d's Work, in small).
 #pragma once
 

@@ -7,15 +7,13 @@
 // number, and a rank reports it with one bit (engine_decide.h: the parts,
 // the cache, the decision). Only requests the cache does not know as they
 // are (a new name, or a new shape for an old one) are sent in full: in the
-// same exchange when they fit in its room, else in a second exchange over
-// the ring that runs only in rounds that need it.
+// same exchange when they fit in its room, else in a second exchange that
+// runs only in rounds that need it.
 //
-// How the parts travel: when every rank of the ring shares this host
-// (gloo_local.h's AllLocalGroup), through the host's segment
-// (shm/shm_negotiation.h: a slot per rank, one wait, room for about 30 KiB
-// of announcements); else over the ring (a few hundred bytes of room, the
-// next round's receives posted ahead). Every rank of a ring takes the same
-// way, so the parts, and the decision, are the same either way.
+// How the parts travel is the Negotiator's (comm/negotiator.h), which the
+// round's communicator gives: through the host's segment where every rank
+// shares this host, else over the TCP ring. Every rank of a communicator
+// takes the same way, so the parts, and the decision, are the same either way.
 #pragma once
 
 #include <cstdint>
@@ -23,25 +21,24 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "worker_runtime/comm/negotiator.h"
 #include "worker_runtime/engine/engine_decide.h"
 #include "worker_runtime/engine/engine_request.h"
 #include "worker_runtime/engine/engine_stall.h"
-#include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::internal {
 
-// Runs one round on `context` (made by ConnectGlooContext) with this rank's
-// pending requests and fusion threshold. Errors are the ring's or the host
-// segment's (the context is dead afterwards), or DATA_LOSS for a peer's part
-// that does not parse.
+// Runs one round through `negotiator` with this rank's pending requests and
+// fusion threshold. Errors are the negotiator's (its communicator is dead
+// afterwards), or DATA_LOSS for a peer's part that does not parse.
 // `stall` (optional) hears which peers' parts arrived (engine_stall.h).
-absl::StatusOr<NegotiationResult> Negotiate(GlooContext& context,
+absl::StatusOr<NegotiationResult> Negotiate(Negotiator& negotiator,
                                             const std::vector<const Request*>& pending,
                                             int64_t fusion_threshold, ResponseCache& cache,
                                             StallInspector* stall = nullptr);
 
 // The same round in two halves, so the engine can run one collective on the
-// same context while the round's first exchange is in flight (see
+// same communicator while the round's first exchange is in flight (see
 // engine_speculation.h). Start posts this rank's part and returns at once;
 // Finish (called once) waits for the peers', runs the second exchange when
 // some rank announced a request in full, decides and updates `cache`. The
@@ -49,8 +46,9 @@ absl::StatusOr<NegotiationResult> Negotiate(GlooContext& context,
 class NegotiationInFlight {
  public:
   static absl::StatusOr<std::unique_ptr<NegotiationInFlight>> Start(
-      GlooContext& context, const std::vector<const Request*>& pending,
+      Negotiator& negotiator, const std::vector<const Request*>& pending,
       int64_t fusion_threshold, const ResponseCache& cache, StallInspector* stall = nullptr);
+  // Abandons the round unless Finish ended it.
   ~NegotiationInFlight();
   NegotiationInFlight(const NegotiationInFlight&) = delete;
   NegotiationInFlight& operator=(const NegotiationInFlight&) = delete;

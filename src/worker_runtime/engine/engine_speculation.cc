@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "common/status_macros.h"
-#include "worker_runtime/gloo/gloo_local.h"
-#include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/tensor/copy_bytes.h"
 
 namespace horovodd::internal {
@@ -72,22 +71,17 @@ void AllreducePredictor::Reset() {
   prediction_.reset();
 }
 
-Speculation ChooseSpeculation(GlooContext& context, const PredictedAllreduce& predicted) {
-  // In one host's shared memory the confirmation costs nothing (a word in
-  // the first round): in band at every size, where it confirms itself at all
-  // (without a prescale, as shm::AllreduceIfAllReady requires).
-  if (AllLocalGroup(context) != nullptr && predicted.options.prescale_factor == 1.0) {
-    return Speculation::kInBand;
-  }
-  const size_t on_copy_bytes =
-      context.size == 2 ? kMaxSpeculativeBytesAtTwoRanks : kMaxCopiedSpeculativeBytes;
-  if (predicted.nbytes() <= on_copy_bytes) return Speculation::kOnCopy;
+Speculation ChooseSpeculation(const Communicator& comm, const PredictedAllreduce& predicted) {
   const TensorView shape{nullptr, predicted.dtype, {predicted.elements}, Device{}};
-  return AllreduceConfirmsItself(context, shape, predicted.options) ? Speculation::kInBand
-                                                                    : Speculation::kNone;
+  const SelfConfirmation confirmation = comm.ConfirmsItself(shape, predicted.options);
+  if (confirmation == SelfConfirmation::kFree) return Speculation::kInBand;
+  const size_t on_copy_bytes =
+      comm.size() == 2 ? kMaxSpeculativeBytesAtTwoRanks : kMaxCopiedSpeculativeBytes;
+  if (predicted.nbytes() <= on_copy_bytes) return Speculation::kOnCopy;
+  return confirmation == SelfConfirmation::kInBand ? Speculation::kInBand : Speculation::kNone;
 }
 
-absl::Status StartPredictedOnCopy(GlooContext& context, const PredictedAllreduce& predicted,
+absl::Status StartPredictedOnCopy(Communicator& comm, const PredictedAllreduce& predicted,
                                   const std::vector<Request>& taken, FusionBuffer& fusion) {
   TensorView work = WorkIn(fusion, predicted);
   if (const Request* mine = FindPending(taken, predicted.name, predicted.descriptor)) {
@@ -95,7 +89,7 @@ absl::Status StartPredictedOnCopy(GlooContext& context, const PredictedAllreduce
   } else {
     std::memset(work.data, 0, predicted.nbytes());  // this rank finishes nothing
   }
-  return Allreduce(context, work, predicted.options);
+  return comm.Allreduce(std::move(work), predicted.options);
 }
 
 std::optional<size_t> FinishPredictedOnCopy(const PredictedAllreduce& predicted,
@@ -113,7 +107,7 @@ std::optional<size_t> FinishPredictedOnCopy(const PredictedAllreduce& predicted,
   return static_cast<size_t>(mine - taken.data());
 }
 
-absl::StatusOr<std::optional<size_t>> RunPredictedInBand(GlooContext& context,
+absl::StatusOr<std::optional<size_t>> RunPredictedInBand(Communicator& comm,
                                                          const PredictedAllreduce& predicted,
                                                          const std::vector<Request>& taken,
                                                          FusionBuffer& fusion) {
@@ -125,8 +119,9 @@ absl::StatusOr<std::optional<size_t>> RunPredictedInBand(GlooContext& context,
     tensor = WorkIn(fusion, predicted);
     std::memset(tensor.data, 0, predicted.nbytes());  // only read, then dropped
   }
-  HVDD_ASSIGN_OR_RETURN(const bool all_ready,
-                        AllreduceIfAllReady(context, tensor, mine != nullptr, predicted.options));
+  HVDD_ASSIGN_OR_RETURN(const bool all_ready, comm.AllreduceIfAllReady(std::move(tensor),
+                                                                      mine != nullptr,
+                                                                      predicted.options));
   if (!all_ready) return std::nullopt;
   return static_cast<size_t>(mine - taken.data());
 }

@@ -16,19 +16,16 @@
 //               the negotiation found the request ready everywhere with the
 //               predicted descriptor; if not, the copy is thrown away and the
 //               round goes on as usual;
-//   in band     larger ones, up to 8 MiB, where the allreduce is pairwise
-//               (every size where all ranks share one host's memory):
-//               no negotiation. Each rank says alongside its first exchange
-//               whether it has the request pending (gloo_ops.h,
-//               AllreduceIfAllReady); when all do, the allreduce finishes in
-//               the caller's tensor, otherwise nothing was written and the
-//               round negotiates as usual.
-// Measured against raw Gloo on loopback (2 cores; 10 interleaved runs of our
-// side): at 2 ranks in band 4 MiB took 3918 us against 4535 us unpredicted,
-// 1 MiB 1342 against 2145; at 4 ranks 4 MiB 9527 us in band against 9758
-// with the negotiation in flight beside the first half of the allreduce
-// (the way this file did it before). Copies grow with the size while the
-// wait saved does not (4 MiB on a copy lost 10% at 4 ranks).
+//   in band     larger ones, up to 8 MiB, where the communicator's allreduce
+//               confirms itself (over TCP the pairwise one; in one host's
+//               shared memory every size, where it is free): no
+//               negotiation. Each rank says alongside its first exchange
+//               whether it has the request pending
+//               (Communicator::AllreduceIfAllReady); when all do, the
+//               allreduce finishes in the caller's tensor, otherwise nothing
+//               was written and the round negotiates as usual.
+// Copies grow with the size while the wait saved does not: larger tensors
+// go in band.
 //
 // Every rank predicts from negotiated rounds only, which are identical on
 // every rank, so all ranks run the speculative collective or none does, and
@@ -48,8 +45,8 @@
 #include "horovodd/tensor.h"
 #include "worker_runtime/engine/engine_fusion.h"
 #include "worker_runtime/engine/engine_negotiation.h"
+#include "worker_runtime/comm/communicator.h"
 #include "worker_runtime/engine/engine_request.h"
-#include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::internal {
 
@@ -60,10 +57,8 @@ constexpr size_t kMaxCopiedSpeculativeBytes = size_t{1} << 20;
 constexpr size_t kMaxInBandSpeculativeBytes = size_t{8} << 20;
 // At 2 ranks an allreduce is one exchange each way per round and a
 // negotiation costs less than at 4: copies in and out of the fusion buffer
-// lost more than the wait they hid from 1 MiB on (best of 7 interleaved
-// runs against raw Gloo, pairwise allreduce: 1 MiB 0.85 on a copy, 1.01
-// without), while 256 KiB gained (1.43 on a copy, 0.94 without). So at 2
-// ranks only this much goes on a copy, the rest in band.
+// cost more than the wait they hide from 1 MiB on. So at 2 ranks only this
+// much goes on a copy, the rest in band.
 constexpr size_t kMaxSpeculativeBytesAtTwoRanks = size_t{256} << 10;
 
 // What the next round is predicted to be: everything needed to run the same
@@ -95,17 +90,17 @@ class AllreducePredictor {
   std::optional<PredictedAllreduce> prediction_;
 };
 
-// How a round on `context` speculates on `predicted` (the same answer on
-// every rank: it depends on the size, the number of ranks and the ring's
-// path only). Where every rank shares the host, in band at every size: the
-// shared-memory allreduce carries the ready words in its first round.
+// How a round on `comm` speculates on `predicted` (the same answer on every
+// rank: it depends on the size, the number of ranks and the kind of
+// communicator only). Where the confirmation is free (one host's shared
+// memory carries the ready words in its first round), in band at every size.
 enum class Speculation { kNone, kOnCopy, kInBand };
-Speculation ChooseSpeculation(GlooContext& context, const PredictedAllreduce& predicted);
+Speculation ChooseSpeculation(const Communicator& comm, const PredictedAllreduce& predicted);
 
 // kOnCopy, while the round's negotiation is in flight: reduces `predicted`
 // into `fusion`, from this rank's tensor when `taken` holds the request with
 // the predicted descriptor (the tensor is only read), from zeros when not.
-absl::Status StartPredictedOnCopy(GlooContext& context, const PredictedAllreduce& predicted,
+absl::Status StartPredictedOnCopy(Communicator& comm, const PredictedAllreduce& predicted,
                                   const std::vector<Request>& taken, FusionBuffer& fusion);
 
 // After StartPredictedOnCopy and the round's negotiation, on every rank: when
@@ -123,7 +118,7 @@ std::optional<size_t> FinishPredictedOnCopy(const PredictedAllreduce& predicted,
 // zeros in `fusion`. When every rank was ready the request is done: returns
 // its index in `taken`. Else nothing was written, on every rank, and the
 // round negotiates as usual.
-absl::StatusOr<std::optional<size_t>> RunPredictedInBand(GlooContext& context,
+absl::StatusOr<std::optional<size_t>> RunPredictedInBand(Communicator& comm,
                                                          const PredictedAllreduce& predicted,
                                                          const std::vector<Request>& taken,
                                                          FusionBuffer& fusion);

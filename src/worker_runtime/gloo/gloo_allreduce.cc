@@ -19,12 +19,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker_runtime/gloo/gloo_context.h"
-#include "worker_runtime/gloo/gloo_local.h"
 #include "worker_runtime/gloo/gloo_op_support.h"
 #include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/gloo/gloo_ring.h"
 #include "worker_runtime/gloo/gloo_transfer.h"
-#include "worker_runtime/shm/shm_collectives.h"
 #include "worker_runtime/tensor/collective_args.h"
 #include "worker_runtime/tensor/reduce_kernels.h"
 
@@ -41,15 +39,12 @@ constexpr size_t kDirectAllreduceMaxBytesSent = size_t{256} << 10;
 // While the scratch it needs (a tensor's worth) stays in the context's pool,
 // an allreduce is a reduce-scatter and an allgather that each exchange with
 // every peer at once: the ring's bytes in 2 rounds instead of 2 (ranks - 1),
-// each of which waits for a process to be scheduled. Measured at 4 ranks on
-// loopback (2 cores): 1 MiB went from 0.83 to 1.26 x raw Gloo's ring, 4 MiB
-// from 0.76 to 0.89, 16 MiB the same. At 2 ranks the ring is two rounds too,
-// but cuts each chunk in 1 MiB segments (two messages per round from 1 MiB
-// on) to overlap reducing with receiving; on loopback the messages cost
-// more than the overlap saves (best of 7 interleaved runs against raw
-// Gloo, 1 / 4 / 16 MiB: 0.52 / 1.06 / 0.97 by the ring, 1.18 / 1.13 / 1.19
-// pairwise). Past the pool's bound the ring's two segment slots win, and
-// past 16 ranks the parts get small and the peers many.
+// each of which waits for a process to be scheduled. At 2 ranks the ring is
+// two rounds too, but cuts each chunk in 1 MiB segments (two messages per
+// round from 1 MiB on) to overlap reducing with receiving, and the messages
+// cost more than the overlap saves. Past the pool's bound the ring's two
+// segment slots win, and past 16 ranks the parts get small and the peers
+// many.
 constexpr int kPairwiseAllreduceMaxRanks = 16;
 
 enum class Algorithm { kDirect, kPairwise, kRing };
@@ -297,7 +292,7 @@ absl::Status CheckAllreduce(const CollectiveScope& scope, const std::string& lab
 template <typename Body>
 absl::Status RunAllreduce(GlooContext& context, const AllreduceOptions& options,
                           const TensorView& tensor, Body body) {
-  const std::string label = Label("allreduce", options.name);
+  const std::string label = OpLabel("allreduce", options.name);
   CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(CheckAllreduce(scope, label, tensor, options));
   if (tensor.numel() == 0) return absl::OkStatus();
@@ -308,14 +303,6 @@ absl::Status RunAllreduce(GlooContext& context, const AllreduceOptions& options,
 
 absl::Status Allreduce(GlooContext& context, TensorView inout,
                        const AllreduceOptions& options) {
-  // Which path (gloo_local.h): one host's shared memory, hierarchical, TCP.
-  if (shm::ShmGroup* local = AllLocalGroup(context)) {
-    return AfterLocal(context,
-                      shm::Allreduce(*local, inout, options, CollectiveDeadline(context)));
-  }
-  if (LocalGroup* local = HierarchicalFor(context, inout.nbytes())) {
-    return AllreduceAcrossHosts(context, *local, inout, options);
-  }
   return RunAllreduce(context, options, inout,
                       [&](CollectiveScope& scope, Algorithm algorithm,
                           const std::string&) -> absl::Status {
@@ -339,18 +326,6 @@ absl::Status Allreduce(GlooContext& context, TensorView inout,
   });
 }
 
-absl::Status AllreduceParts(GlooContext& context, const std::vector<TensorView>& parts,
-                            const AllreduceOptions& options) {
-  shm::ShmGroup* local = AllLocalGroup(context);
-  if (local == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        Label("allreduce", options.name),
-        ": an allreduce of separate parts runs only where every rank shares this host"));
-  }
-  return AfterLocal(context,
-                    shm::AllreduceParts(*local, parts, options, CollectiveDeadline(context)));
-}
-
 bool AllreduceConfirmsItself(const GlooContext& context, const TensorView& tensor,
                              const AllreduceOptions& options) {
   return options.prescale_factor == 1.0 &&
@@ -359,10 +334,6 @@ bool AllreduceConfirmsItself(const GlooContext& context, const TensorView& tenso
 
 absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,
                                          const AllreduceOptions& options) {
-  if (shm::ShmGroup* local = AllLocalGroup(context)) {
-    return AfterLocal(context, shm::AllreduceIfAllReady(*local, tensor, ready, options,
-                                                        CollectiveDeadline(context)));
-  }
   bool all_ready = false;
   absl::Status status = RunAllreduce(context, options, tensor,
                                      [&](CollectiveScope& scope, Algorithm algorithm,

@@ -20,7 +20,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker_runtime/gloo/gloo_local.h"
 #include "worker_runtime/gloo/sigpipe_block.h"
 
 namespace horovodd::internal {
@@ -28,9 +27,8 @@ namespace horovodd::internal {
 // Gloo 2022-05's TCP device runs an epoll loop that wakes when a descriptor
 // is ready or every 10 ms, and closing a pair (or stopping the device) from
 // another thread waits for its next wake-up. On an idle context that is up
-// to 10 ms per pair, one pair after another: closing the 15 pairs of a
-// 16-rank context took over 100 ms, on the way from a lost peer to the
-// reset. While a LoopWaker is held, an eventfd it registered with the loop
+// to 10 ms per pair, one pair after another, on the way from a lost peer to
+// the reset. While a LoopWaker is held, an eventfd it registered with the loop
 // (level-triggered, never read by the loop) stays readable, so the loop
 // wakes back to back and every close returns at once. It is held only
 // around the teardown in the destructor, which takes microseconds. Pairs
@@ -112,8 +110,6 @@ GlooContext::~GlooContext() {
     closer = std::move(closer_);
   }
   if (closer.joinable()) closer.join();
-  // Its buffers hold the transport context: they go before it does.
-  attachment_.reset();
   if (waker_ == nullptr) return;
   // The pairs and then the device (the last owner, its loop thread joined)
   // go while the loop is kept awake; the waker's fd is closed after that.
@@ -188,20 +184,9 @@ void GlooContext::ClosePairs() {
   }
 }
 
-void GlooContext::SetLocalGroup(std::shared_ptr<LocalGroup> group) {
-  absl::MutexLock lock(&mu_);
-  local_group_ = std::move(group);
-}
-
-std::shared_ptr<LocalGroup> GlooContext::local_group() const {
-  absl::MutexLock lock(&mu_);
-  return local_group_;
-}
-
 void GlooContext::Abort() {
   absl::MutexLock lock(&mu_);
   aborted_ = true;
-  if (local_group_ != nullptr) local_group_->group->Abort();
   for (gloo::transport::UnboundBuffer* buffer : buffers_) {
     buffer->abortWaitRecv();
     buffer->abortWaitSend();
@@ -272,7 +257,6 @@ void GlooContext::ConnectOrThrow(gloo::rendezvous::Store& store,
 void GlooContext::MarkFailed(const absl::Status& failure) {
   absl::MutexLock lock(&mu_);
   if (failure_.ok()) failure_ = failure;
-  if (local_group_ != nullptr) local_group_->group->Fail();
   StartClosingPairsLocked();
 }
 

@@ -55,7 +55,6 @@ struct ConnectOptions {
 
 class GlooContext;
 class LoopWaker;
-struct LocalGroup;  // gloo_local.h
 
 // An unbound buffer that GlooContext::Abort() can wake. Unregisters itself
 // before the Gloo buffer is destroyed, so Abort() never touches a dead one.
@@ -105,30 +104,14 @@ class GlooContext final : public gloo::rendezvous::Context {
   // Where collectives on this context get their scratch memory.
   ScratchPool& scratch_pool() { return scratch_pool_; }
 
-  // What a user of the context keeps on it from one collective to the next
-  // (the engine's negotiation rounds: the next round's receives, posted
-  // ahead, engine_negotiation.cc). Goes first when the context goes, while
-  // its pairs and device still exist. Collective thread only.
-  class Attachment {
-   public:
-    virtual ~Attachment() = default;
-  };
-  std::unique_ptr<Attachment>& attachment() { return attachment_; }
-
   // Whether the ring's ranks are on more than one host and some host holds
-  // several of them (ConnectLocalGroup, gloo_local.h, learns it from the
-  // daemon's layout, with shared memory on or off). There a flat allreduce
-  // goes by the ring (gloo_allreduce.cc): the pairwise exchange sends every
-  // rank's bytes to every other host, which grows with the ranks per host.
-  // Set before the first collective; collective thread only.
+  // several of them (comm_factory/host_layout.h learns it from the daemon's
+  // layout, with shared memory on or off). There a flat allreduce goes by
+  // the ring (gloo_allreduce.cc): the pairwise exchange sends every rank's
+  // bytes to every other host, which grows with the ranks per host. Set
+  // before the first collective; collective thread only.
   void set_spans_hosts_with_peers(bool spans) { spans_hosts_with_peers_ = spans; }
   bool spans_hosts_with_peers() const { return spans_hosts_with_peers_; }
-
-  // The shared memory of this rank's host, once ConnectLocalGroup
-  // (gloo_local.h) set it up; null before, or where it does not apply. Set
-  // once, before collectives start; Abort() and MarkFailed() end its waits too.
-  void SetLocalGroup(std::shared_ptr<LocalGroup> group) ABSL_LOCKS_EXCLUDED(mu_);
-  std::shared_ptr<LocalGroup> local_group() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Wakes every wait on a registered buffer (it fails ABORTED) and starts
   // closing every pair in the background (peers see the connections drop).
@@ -166,7 +149,6 @@ class GlooContext final : public gloo::rendezvous::Context {
   const absl::Duration collective_timeout_;
   uint64_t next_sequence_ = 0;  // collective thread only
   ScratchPool scratch_pool_;
-  std::unique_ptr<Attachment> attachment_;  // collective thread only
   bool spans_hosts_with_peers_ = false;  // collective thread only
 
   // Set once connecting starts; makes closing pairs prompt.
@@ -177,7 +159,6 @@ class GlooContext final : public gloo::rendezvous::Context {
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   std::unordered_set<gloo::transport::UnboundBuffer*> buffers_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<LocalGroup> local_group_ ABSL_GUARDED_BY(mu_);
   // Closes the pairs once the context failed or was aborted; started under
   // mu_, joined by the destructor (alone by then) before anything it uses goes.
   std::thread closer_ ABSL_GUARDED_BY(mu_);
@@ -196,6 +177,11 @@ absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(
 // says the generation is superseded. Safe from any thread, more than once.
 // The same as context.Abort().
 void AbortGlooContext(GlooContext& context);
+
+// The deadline of a collective on `context` that starts now.
+inline absl::Time CollectiveDeadline(const GlooContext& context) {
+  return absl::Now() + context.collective_timeout();
+}
 
 // True for the messages Gloo gives its timeouts ("Timed out waiting ...",
 // "Connect timeout", "Read timeout", "Wait timeout for key(s)"): Gloo

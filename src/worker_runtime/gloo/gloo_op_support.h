@@ -10,11 +10,6 @@
 
 namespace horovodd::internal {
 
-// "allreduce", or "allreduce 'grads'": the collective in errors.
-inline std::string Label(const char* op, const std::string& name) {
-  return name.empty() ? std::string(op) : absl::StrCat(op, " '", name, "'");
-}
-
 // What kAverage divides by on a ring of `ranks`: the ranks that
 // contributed, fewer than all of them while some have joined (engine join).
 inline int AverageDivisor(const AllreduceOptions& options, int ranks) {

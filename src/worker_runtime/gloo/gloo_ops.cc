@@ -7,11 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker_runtime/gloo/gloo_context.h"
-#include "worker_runtime/gloo/gloo_local.h"
 #include "worker_runtime/gloo/gloo_op_support.h"
 #include "worker_runtime/gloo/gloo_ring.h"
 #include "worker_runtime/gloo/gloo_transfer.h"
-#include "worker_runtime/shm/shm_collectives.h"
 #include "worker_runtime/tensor/collective_args.h"
 #include "worker_runtime/tensor/reduce_kernels.h"
 
@@ -67,9 +65,6 @@ std::vector<PeerRegion> RowBlocks(const std::vector<int64_t>& rows, size_t row_b
 }  // namespace
 
 absl::StatusOr<Tensor> Allgather(GlooContext& context, const TensorView& input) {
-  if (shm::ShmGroup* local = AllLocalGroup(context)) {
-    return AfterLocal(context, shm::Allgather(*local, input, CollectiveDeadline(context)));
-  }
   const std::string label = "allgather";
   Tensor output;
   CollectiveScope scope(context, label);
@@ -107,9 +102,6 @@ absl::StatusOr<Tensor> Allgather(GlooContext& context, const TensorView& input) 
 }
 
 absl::Status Broadcast(GlooContext& context, TensorView inout, int root) {
-  if (shm::ShmGroup* local = AllLocalGroup(context)) {
-    return AfterLocal(context, shm::Broadcast(*local, inout, root, CollectiveDeadline(context)));
-  }
   const std::string label = "broadcast";
   CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
@@ -148,10 +140,6 @@ absl::Status Broadcast(GlooContext& context, TensorView inout, int root) {
 absl::StatusOr<Tensor> Alltoall(GlooContext& context, const TensorView& input,
                                 const std::vector<int64_t>& splits,
                                 std::vector<int64_t>* received_splits) {
-  if (shm::ShmGroup* local = AllLocalGroup(context)) {
-    return AfterLocal(context, shm::Alltoall(*local, input, splits, received_splits,
-                                             CollectiveDeadline(context)));
-  }
   const std::string label = "alltoall";
   Tensor output;
   CollectiveScope scope(context, label);
@@ -200,18 +188,13 @@ absl::StatusOr<Tensor> Alltoall(GlooContext& context, const TensorView& input,
 }
 
 absl::StatusOr<Tensor> Reducescatter(GlooContext& context, const TensorView& input,
-                                     ReduceOp op, double prescale_factor,
-                                     double postscale_factor) {
-  if (shm::ShmGroup* local = AllLocalGroup(context)) {
-    return AfterLocal(context, shm::Reducescatter(*local, input, op, prescale_factor,
-                                                  postscale_factor, CollectiveDeadline(context)));
-  }
+                                     const ReducescatterOptions& options) {
   const std::string label = "reducescatter";
   Tensor output;
   CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   const absl::Status own_error =
-      ReducescatterArgsError(label, input, prescale_factor, postscale_factor);
+      ReducescatterArgsError(label, input, options.prescale_factor, options.postscale_factor);
 
   const int n = scope.size();
   HVDD_ASSIGN_OR_RETURN(
@@ -229,27 +212,25 @@ absl::StatusOr<Tensor> Reducescatter(GlooContext& context, const TensorView& inp
   // The ring reduces in place, and the input is the caller's: work on a copy.
   HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch work, scope.RegisterScratch(input.nbytes()));
   std::memcpy(work.data, input.data, input.nbytes());
-  if (prescale_factor != 1.0) {
-    ScaleInPlace(input.dtype, work.data, input.numel(), prescale_factor);
+  if (options.prescale_factor != 1.0) {
+    ScaleInPlace(input.dtype, work.data, input.numel(), options.prescale_factor);
   }
   std::vector<int64_t> elements(n);
   for (int r = 0; r < n; ++r) elements[r] = rows[r] * input.row_numel();
   const RingLayout layout(input.dtype, std::move(elements));
-  HVDD_RETURN_IF_ERROR(RingReduceScatter(scope, *work.buffer, layout, op));
+  HVDD_RETURN_IF_ERROR(RingReduceScatter(scope, *work.buffer, layout, options.op));
 
   const ElementRange mine = layout.chunk(scope.rank());
   if (mine.count > 0) {
     std::memcpy(output.data(), work.data + mine.offset * layout.element_size(),
                 mine.count * layout.element_size());
-    FinishReduction(input.dtype, op, output.data(), mine.count, n, postscale_factor);
+    FinishReduction(input.dtype, options.op, output.data(), mine.count, n,
+                    options.postscale_factor);
   }
   return output;
 }
 
 absl::Status Barrier(GlooContext& context) {
-  if (shm::ShmGroup* local = AllLocalGroup(context)) {
-    return AfterLocal(context, shm::Barrier(*local, CollectiveDeadline(context)));
-  }
   const std::string label = "barrier";
   CollectiveScope scope(context, label);
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());

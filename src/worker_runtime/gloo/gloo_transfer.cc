@@ -34,12 +34,14 @@ CollectiveScope::~CollectiveScope() {
   for (ScratchPool::Block& block : scratch_) context_.scratch_pool().Give(std::move(block));
 }
 
-absl::Status CollectiveScope::CheckHealth() const {
-  absl::Status health = context_.health();
+absl::Status LabeledHealth(const GlooContext& context, const std::string& label) {
+  absl::Status health = context.health();
   if (health.ok()) return health;
   const char* verb = health.code() == absl::StatusCode::kAborted ? " aborted: " : " failed: ";
-  return absl::Status(health.code(), absl::StrCat(label_, verb, health.message()));
+  return absl::Status(health.code(), absl::StrCat(label, verb, health.message()));
 }
+
+absl::Status CollectiveScope::CheckHealth() const { return LabeledHealth(context_, label_); }
 
 absl::StatusOr<gloo::transport::UnboundBuffer*> CollectiveScope::Register(void* data,
                                                                           size_t bytes) {

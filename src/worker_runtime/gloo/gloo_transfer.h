@@ -45,6 +45,10 @@ struct PeerRegion {
 // engine's negotiation rounds number theirs as kOwnSequenceSeries + round.
 constexpr uint64_t kOwnSequenceSeries = uint64_t{1} << 55;
 
+// OK when `context` is usable; else why not, naming `label` ("allreduce
+// 'grads' aborted: ...").
+absl::Status LabeledHealth(const GlooContext& context, const std::string& label);
+
 class CollectiveScope {
  public:
   // Draws the collective's sequence number from `context`. `label` names the

@@ -6,7 +6,7 @@ namespace horovodd::internal {
 
 ScratchPool::Block ScratchPool::Take(size_t bytes) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     size_t best = kept_.size();
     for (size_t i = 0; i < kept_.size(); ++i) {
       if (kept_[i].capacity >= bytes &&
@@ -26,7 +26,7 @@ ScratchPool::Block ScratchPool::Take(size_t bytes) {
 
 void ScratchPool::Give(Block block) {
   if (block.data == nullptr || block.capacity > kMaxKeptBytes) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (kept_.size() >= kMaxKeptBlocks) {
     // Drop the smallest: bigger blocks serve more requests.
     size_t smallest = 0;

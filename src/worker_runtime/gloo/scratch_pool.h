@@ -8,8 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace horovodd::internal {
 
@@ -28,13 +30,13 @@ class ScratchPool {
   };
 
   // A block of at least `bytes` (the smallest kept one that fits, or new).
-  Block Take(size_t bytes);
+  Block Take(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // Keeps `block` for later unless it is too big or enough are kept.
-  void Give(Block block);
+  void Give(Block block) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  std::mutex mu_;
-  std::vector<Block> kept_;  // guarded by mu_
+  absl::Mutex mu_;
+  std::vector<Block> kept_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace horovodd::internal

@@ -5,10 +5,6 @@
 
 namespace horovodd::internal {
 
-std::string OpLabel(const char* op, const std::string& name) {
-  return name.empty() ? std::string(op) : absl::StrCat(op, " '", name, "'");
-}
-
 absl::Status CheckGpuTensor(const std::string& label, const TensorView& view, int device) {
   if (view.device.type != DeviceType::kCUDA) {
     return absl::InvalidArgumentError(

@@ -1,5 +1,5 @@
-// Checks on GPU tensors that both GPU paths (NCCL, and staging through the
-// Gloo ring) make before touching them.
+// Checks on GPU tensors that both GPU communicators (NCCL, and staging
+// through host memory) make before touching them.
 #pragma once
 
 #include <string>
@@ -8,9 +8,6 @@
 #include "horovodd/tensor.h"
 
 namespace horovodd::internal {
-
-// "allreduce" or "allreduce 'name'".
-std::string OpLabel(const char* op, const std::string& name);
 
 // A CUDA tensor on `device`, with a known dtype, no negative dimension, and
 // data when it has elements. INVALID_ARGUMENT starting with `label`.

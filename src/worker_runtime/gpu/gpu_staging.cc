@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "common/status_macros.h"
-#include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/gpu/gpu_args.h"
+#include "worker_runtime/tensor/collective_args.h"
 
 namespace horovodd::internal {
 namespace {
@@ -30,23 +30,26 @@ absl::StatusOr<Staged> Stage(const std::string& label, const TensorView& device)
   return staged;
 }
 
-class StagedBackend final : public GpuBackend {
+class StagedCommunicator final : public GpuCommunicator {
  public:
-  explicit StagedBackend(RingRunner ring) : ring_(std::move(ring)) {}
+  StagedCommunicator(CommunicatorRunner cpu, int rank, int size)
+      : cpu_(std::move(cpu)), rank_(rank), size_(size) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
 
   absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) override {
     HVDD_ASSIGN_OR_RETURN(Staged staged, Stage(OpLabel("allreduce", options.name), inout));
-    absl::Status status = ring_([&](GlooContext& ring) {
-      return internal::Allreduce(ring, staged.host.view(), options);
-    });
+    absl::Status status =
+        cpu_([&](Communicator& cpu) { return cpu.Allreduce(staged.host.view(), options); });
     return status.ok() ? staged.CopyBack() : status;
   }
 
   absl::StatusOr<Tensor> Allgather(const TensorView& input) override {
     HVDD_ASSIGN_OR_RETURN(Staged staged, Stage("allgather", input));
     absl::StatusOr<Tensor> result;
-    HVDD_RETURN_IF_ERROR(ring_([&](GlooContext& ring) {
-      result = internal::Allgather(ring, staged.host.view());
+    HVDD_RETURN_IF_ERROR(cpu_([&](Communicator& cpu) {
+      result = cpu.Allgather(staged.host.view());
       return result.status();
     }));
     return result;
@@ -54,9 +57,8 @@ class StagedBackend final : public GpuBackend {
 
   absl::Status Broadcast(TensorView inout, int root) override {
     HVDD_ASSIGN_OR_RETURN(Staged staged, Stage("broadcast", inout));
-    absl::Status status = ring_([&](GlooContext& ring) {
-      return internal::Broadcast(ring, staged.host.view(), root);
-    });
+    absl::Status status =
+        cpu_([&](Communicator& cpu) { return cpu.Broadcast(staged.host.view(), root); });
     return status.ok() ? staged.CopyBack() : status;
   }
 
@@ -64,31 +66,47 @@ class StagedBackend final : public GpuBackend {
                                   std::vector<int64_t>* received_splits) override {
     HVDD_ASSIGN_OR_RETURN(Staged staged, Stage("alltoall", input));
     absl::StatusOr<Tensor> result;
-    HVDD_RETURN_IF_ERROR(ring_([&](GlooContext& ring) {
-      result = internal::Alltoall(ring, staged.host.view(), splits, received_splits);
+    HVDD_RETURN_IF_ERROR(cpu_([&](Communicator& cpu) {
+      result = cpu.Alltoall(staged.host.view(), splits, received_splits);
       return result.status();
     }));
     return result;
   }
 
-  absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op) override {
+  absl::StatusOr<Tensor> Reducescatter(const TensorView& input,
+                                       const ReducescatterOptions& options) override {
     HVDD_ASSIGN_OR_RETURN(Staged staged, Stage("reducescatter", input));
     absl::StatusOr<Tensor> result;
-    HVDD_RETURN_IF_ERROR(ring_([&](GlooContext& ring) {
-      result = internal::Reducescatter(ring, staged.host.view(), op);
+    HVDD_RETURN_IF_ERROR(cpu_([&](Communicator& cpu) {
+      result = cpu.Reducescatter(staged.host.view(), options);
       return result.status();
     }));
     return result;
   }
 
+  absl::Status Adasum(TensorView, double, double) override {
+    return absl::InvalidArgumentError("Adasum in the engine takes CPU tensors only");
+  }
+
+  absl::Status Barrier() override {
+    return cpu_([](Communicator& cpu) { return cpu.Barrier(); });
+  }
+
+  // Nothing of its own to abort: the CPU communicator goes with its generation.
+  void Abort() override {}
+  absl::Status health() const override { return absl::OkStatus(); }
+
  private:
-  const RingRunner ring_;
+  const CommunicatorRunner cpu_;
+  const int rank_;
+  const int size_;
 };
 
 }  // namespace
 
-std::unique_ptr<GpuBackend> MakeStagedBackend(RingRunner ring) {
-  return std::make_unique<StagedBackend>(std::move(ring));
+std::unique_ptr<GpuCommunicator> MakeStagedCommunicator(CommunicatorRunner cpu, int rank,
+                                                        int size) {
+  return std::make_unique<StagedCommunicator>(std::move(cpu), rank, size);
 }
 
 }  // namespace horovodd::internal

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "worker_runtime/store/kv_store.h"
+#include "worker_runtime/kv_client/kv_store.h"
 
 namespace horovodd::internal {
 

@@ -66,8 +66,11 @@ absl::Status Broadcast(NcclComm& comm, TensorView inout, int root) {
   });
 }
 
-absl::StatusOr<DeviceTensor> Reducescatter(NcclComm& comm, const TensorView& input, ReduceOp op,
-                                           double prescale_factor, double postscale_factor) {
+absl::StatusOr<DeviceTensor> Reducescatter(NcclComm& comm, const TensorView& input,
+                                           const ReducescatterOptions& options) {
+  const ReduceOp op = options.op;
+  const double prescale_factor = options.prescale_factor;
+  const double postscale_factor = options.postscale_factor;
   const std::string label = "reducescatter";
   if (!comm.health().ok()) return comm.health();
   absl::Status own_error = CheckGpuTensor(label, input, comm.device());

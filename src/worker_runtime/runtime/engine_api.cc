@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "horovodd/process_sets.h"
-#include "worker_runtime/engine/engine_loop.h"
+#include "worker_runtime/engine/engine.h"
 #include "worker_runtime/engine/engine_request.h"
 #include "worker_runtime/runtime/runtime.h"
 #include "worker_runtime/tensor/collective_args.h"
@@ -102,7 +102,9 @@ absl::StatusOr<Handle> EnqueueAllreduce(Runtime& runtime, std::string name,
   request.run = [&runtime, tensors = request.tensors,
                  options = request.options](std::optional<Tensor>*) {
     for (const TensorView& t : tensors) {
-      if (absl::Status s = runtime.gpu().Allreduce(t, options); !s.ok()) return s;
+      absl::Status s = runtime.gpu().Run(
+          "allreduce", t, [&](Communicator& gpu) { return gpu.Allreduce(t, options); });
+      if (!s.ok()) return s;
     }
     return absl::OkStatus();
   };
@@ -137,7 +139,8 @@ absl::StatusOr<Handle> EnqueueBroadcast(Runtime& runtime, std::string name, Tens
     request.kind = RequestKind::kOpaque;
     request.opaque_operation = "broadcast";
     request.run = [&runtime, inout, root](std::optional<Tensor>*) {
-      return runtime.gpu().Broadcast(inout, root);
+      return runtime.gpu().Run("broadcast", inout,
+                               [&](Communicator& gpu) { return gpu.Broadcast(inout, root); });
     };
   }
   return Submit(set, std::move(request), urgent);
@@ -160,9 +163,11 @@ absl::StatusOr<Handle> EnqueueAllgather(Runtime& runtime, std::string name, Tens
     request.kind = RequestKind::kOpaque;
     request.opaque_operation = "allgather";
     request.run = [&runtime, input](std::optional<Tensor>* output) {
-      HVDD_ASSIGN_OR_RETURN(Tensor result, runtime.gpu().Allgather(input));
-      *output = std::move(result);
-      return absl::OkStatus();
+      return runtime.gpu().Run("allgather", input, [&](Communicator& gpu) -> absl::Status {
+        HVDD_ASSIGN_OR_RETURN(Tensor result, gpu.Allgather(input));
+        *output = std::move(result);
+        return absl::OkStatus();
+      });
     };
   }
   return Submit(set, std::move(request), urgent);

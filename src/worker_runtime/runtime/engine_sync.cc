@@ -15,8 +15,7 @@
 #include "common/status_macros.h"
 #include "horovodd/async.h"
 #include "horovodd/horovodd.h"
-#include "worker_runtime/gloo/gloo_adasum.h"
-#include "worker_runtime/gloo/gloo_ops.h"
+#include "worker_runtime/comm/communicator.h"
 #include "worker_runtime/runtime/engine_api.h"
 #include "worker_runtime/runtime/runtime.h"
 
@@ -24,33 +23,33 @@ namespace horovodd::internal {
 namespace {
 
 using AloneResult = absl::StatusOr<std::optional<Tensor>>;
+using AloneOp = std::function<AloneResult(Communicator&)>;
 
-// Enqueues `on_ring` (for a CUDA tensor, `on_gpu`) to run on the set's
-// engine thread, alone, as one request named after `operation`; with
-// `produces_output`, the tensor it returns is the handle's output. Both own
-// what they use. The request
-// describes no tensor: these ops exchange and check their arguments
-// themselves (alltoall's ranks may send different first dimensions).
+// Enqueues `op` to run on the set's engine thread, alone, on the set's
+// communicator (for a CUDA tensor, the GPU one), as one request named after
+// `operation`; with `produces_output`, the tensor it returns is the handle's
+// output. `op` owns what it uses. The request describes no tensor: these
+// ops exchange and check their arguments themselves (alltoall's ranks may
+// send different first dimensions).
 absl::StatusOr<Handle> StartAlone(Runtime& runtime, const char* operation,
                                   const TensorView* tensor, int process_set_id,
-                                  bool produces_output,
-                                  std::function<AloneResult(GlooContext&)> on_ring,
-                                  std::function<AloneResult(GpuCollectives&)> on_gpu) {
+                                  bool produces_output, AloneOp op) {
   const bool cuda = tensor != nullptr && tensor->device.type == DeviceType::kCUDA;
   if (cuda && process_set_id != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         operation, ": collectives on CUDA tensors run on the global process set only (got set ",
         process_set_id, ")"));
   }
-  auto run = [&runtime, cuda, process_set_id, on_ring = std::move(on_ring),
-              on_gpu = std::move(on_gpu)](std::optional<Tensor>* output) -> absl::Status {
-    auto keep = [output](AloneResult result) -> absl::Status {
-      HVDD_ASSIGN_OR_RETURN(*output, std::move(result));
+  std::optional<TensorView> on_gpu;
+  if (cuda) on_gpu = *tensor;
+  auto run = [&runtime, operation, on_gpu = std::move(on_gpu), process_set_id,
+              op = std::move(op)](std::optional<Tensor>* output) -> absl::Status {
+    auto keep = [&](Communicator& comm) -> absl::Status {
+      HVDD_ASSIGN_OR_RETURN(*output, op(comm));
       return absl::OkStatus();
     };
-    if (cuda) return keep(on_gpu(runtime.gpu()));
-    return runtime.RunCollective(process_set_id,
-                                 [&](GlooContext& ring) { return keep(on_ring(ring)); });
+    if (on_gpu.has_value()) return runtime.gpu().Run(operation, *on_gpu, keep);
+    return runtime.RunCollective(process_set_id, keep);
   };
   return EnqueueOpaque(runtime, SyncName(operation, ""), operation, /*tensors=*/{},
                        std::move(run), /*urgent=*/true, process_set_id,
@@ -90,44 +89,37 @@ absl::StatusOr<Handle> StartAlltoall(Runtime& runtime, TensorView input,
                                      std::shared_ptr<std::vector<int64_t>> received_splits,
                                      int process_set_id) {
   HVDD_CHECK(received_splits != nullptr);
-  return StartAlone(
-      runtime, "alltoall", &input, process_set_id, /*produces_output=*/true,
-      [input, splits, received_splits](GlooContext& ring) -> AloneResult {
-        return Alltoall(ring, input, splits, received_splits.get());
-      },
-      [input, splits, received_splits](GpuCollectives& gpu) -> AloneResult {
-        return gpu.Alltoall(input, splits, received_splits.get());
-      });
+  return StartAlone(runtime, "alltoall", &input, process_set_id, /*produces_output=*/true,
+                    [input, splits, received_splits](Communicator& comm) -> AloneResult {
+                      return comm.Alltoall(input, splits, received_splits.get());
+                    });
 }
 
 absl::StatusOr<Handle> StartReducescatter(Runtime& runtime, TensorView input, ReduceOp op,
                                           int process_set_id) {
-  return StartAlone(
-      runtime, "reducescatter", &input, process_set_id, /*produces_output=*/true,
-      [input, op](GlooContext& ring) -> AloneResult { return Reducescatter(ring, input, op); },
-      [input, op](GpuCollectives& gpu) -> AloneResult { return gpu.Reducescatter(input, op); });
+  return StartAlone(runtime, "reducescatter", &input, process_set_id, /*produces_output=*/true,
+                    [input, op](Communicator& comm) -> AloneResult {
+                      ReducescatterOptions options;
+                      options.op = op;
+                      return comm.Reducescatter(input, options);
+                    });
 }
 
 absl::StatusOr<Handle> StartBarrier(Runtime& runtime, int process_set_id) {
-  return StartAlone(
-      runtime, "barrier", nullptr, process_set_id, /*produces_output=*/false,
-      [](GlooContext& ring) -> AloneResult {
-        HVDD_RETURN_IF_ERROR(Barrier(ring));
-        return std::nullopt;
-      },
-      [](GpuCollectives&) -> AloneResult { return std::nullopt; });
+  return StartAlone(runtime, "barrier", nullptr, process_set_id, /*produces_output=*/false,
+                    [](Communicator& comm) -> AloneResult {
+                      HVDD_RETURN_IF_ERROR(comm.Barrier());
+                      return std::nullopt;
+                    });
 }
 
 absl::StatusOr<Handle> StartAdasum(Runtime& runtime, TensorView inout, double prescale_factor,
                                    double postscale_factor, int process_set_id) {
   return StartAlone(
       runtime, "adasum", &inout, process_set_id, /*produces_output=*/false,
-      [inout, prescale_factor, postscale_factor](GlooContext& ring) -> AloneResult {
-        HVDD_RETURN_IF_ERROR(Adasum(ring, inout, prescale_factor, postscale_factor));
+      [inout, prescale_factor, postscale_factor](Communicator& comm) -> AloneResult {
+        HVDD_RETURN_IF_ERROR(comm.Adasum(inout, prescale_factor, postscale_factor));
         return std::nullopt;
-      },
-      [](GpuCollectives&) -> AloneResult {
-        return absl::InvalidArgumentError("Adasum in the engine takes CPU tensors only");
       });
 }
 

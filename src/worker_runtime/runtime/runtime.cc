@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,11 +10,12 @@
 #include "common/status_macros.h"
 #include "horovodd/async.h"
 #include "horovodd/horovodd.h"
-#include "worker_runtime/gloo/gloo_ops.h"
-#include "worker_runtime/runtime/daemon_kv_store.h"
+#include "worker_runtime/comm_factory/comm_factory.h"
+#include "worker_runtime/daemon_client/daemon_kv_store.h"
+#include "worker_runtime/daemon_client/process_exit.h"
+#include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/runtime/engine_api.h"
 #include "worker_runtime/runtime/environment.h"
-#include "worker_runtime/runtime/process_exit.h"
 
 namespace horovodd::internal {
 namespace {
@@ -90,7 +90,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   GpuCollectivesOptions gpu;
   gpu.operations = options.gpu_operations;
   gpu.timeout = options.ring_timeout;
-  gpu.ring = [self](const RingOp& op) { return self->RunCollective(op); };
+  gpu.cpu = [self](CommunicatorOp op) { return self->RunCollective(op); };
   runtime->gpu_ = std::make_unique<GpuCollectives>(std::move(gpu));
   DaemonClientOptions daemon = std::move(options.daemon);
   daemon.on_message = [self](int64_t generation, bool abort) {
@@ -110,23 +110,28 @@ Runtime::~Runtime() {
   SayGoodbye();
   StopTimeline();
   DropProcessSets(absl::AbortedError("the worker runtime is shutting down"));
-  // The engine first: its thread runs collectives on the ring and the GPU.
+  // The engine first: its thread runs collectives on the communicators.
   DetachEngine(absl::AbortedError("the worker runtime is shutting down"));
   engine_.reset();
   // Then the client: its threads call back into this object.
   if (client_ != nullptr) client_->Stop();
-  SetRing(nullptr, 0);
+  SetCommunicator(nullptr, 0);
 }
 
-void Runtime::SetRing(std::shared_ptr<GlooContext> ring, int64_t generation) {
-  std::shared_ptr<GlooContext> old;
+void Runtime::SetCommunicator(std::shared_ptr<Communicator> comm, int64_t generation) {
+  std::shared_ptr<Communicator> old;
   {
-    absl::MutexLock lock(&ring_mu_);
-    old = std::move(ring_);
-    ring_ = std::move(ring);
-    ring_generation_ = generation;
+    absl::MutexLock lock(&comm_mu_);
+    old = std::move(comm_);
+    comm_ = std::move(comm);
+    comm_generation_ = generation;
   }
   reaper_.Retire(std::move(old));
+}
+
+void Runtime::AbortCommunicator() {
+  absl::MutexLock lock(&comm_mu_);
+  if (comm_ != nullptr) comm_->Abort();
 }
 
 // A rank that closes its ring while a peer still reads the last collective
@@ -140,13 +145,15 @@ void Runtime::SetRing(std::shared_ptr<GlooContext> ring, int64_t generation) {
 // the barrier's own failure changes nothing.
 void Runtime::SayGoodbye() {
   {
-    absl::MutexLock lock(&ring_mu_);
-    if (ring_ == nullptr) return;
+    absl::MutexLock lock(&comm_mu_);
+    if (comm_ == nullptr) return;
   }
   if (engine_ == nullptr) return;
   absl::StatusOr<Handle> goodbye = EnqueueOpaque(
       *this, SyncName("goodbye", ""), "goodbye", /*tensors=*/{},
-      [this](std::optional<Tensor>*) { return RunCollective(&internal::Barrier); },
+      [this](std::optional<Tensor>*) {
+        return RunCollective([](Communicator& comm) { return comm.Barrier(); });
+      },
       /*urgent=*/true);
   if (goodbye.ok()) goodbye->Wait(kGoodbyeTimeout).IgnoreError();
 }
@@ -156,8 +163,7 @@ void Runtime::DetachEngine(const absl::Status& reason) {
   const int64_t generation = assignment_.generation;
   engine_->Detach(reason, [this, generation] {
     gpu_->Abort(generation + 1);
-    absl::MutexLock lock(&ring_mu_);
-    if (ring_ != nullptr) AbortGlooContext(*ring_);
+    AbortCommunicator();
   });
 }
 
@@ -168,7 +174,7 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
   // After a reset only the global set exists, as in Horovod.
   DropProcessSets(absl::AbortedError(absl::StrCat(
       "this worker is leaving generation ", assignment_.generation, " to rejoin the job")));
-  SetRing(nullptr, 0);  // a ring is never reused across generations
+  SetCommunicator(nullptr, 0);  // a communicator is never reused across generations
   // nor an NCCL communicator, though the next generation may shrink it
   gpu_->LeaveGeneration();
   int64_t after = after_generation;
@@ -201,16 +207,22 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
         IncarnationScope(NextRingIncarnation(worker_key_, next.generation));
     RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
     std::vector<int> host_of_rank;
+    std::shared_ptr<Communicator> comm;
     if (result.ring.ok()) {
-      // The host's shared memory, before the ring's first collective.
+      // The generation's communicator, from where its ranks are, before the
+      // ring's first collective.
       LocalOptions local = local_;
       local.local_rank = next.local_rank;
       local.local_size = next.local_size;
       local.cross_rank = next.cross_rank;
-      if (absl::Status status = ConnectLocalGroup(**result.ring, local, &host_of_rank);
-          !status.ok()) {
-        reaper_.Retire(*std::move(result.ring));
-        result.ring = status;
+      auto ring = std::make_shared<GlooCommunicator>(*std::move(result.ring));
+      absl::StatusOr<std::shared_ptr<Communicator>> chosen =
+          ConnectCommunicator(ring, local, &host_of_rank);
+      if (chosen.ok()) {
+        comm = *std::move(chosen);
+      } else {
+        reaper_.Retire(std::move(ring));
+        result.ring = chosen.status();
         result.superseded = client_->newest_generation() > next.generation;
       }
     }
@@ -219,18 +231,15 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       key_scope_ = ring_options.key_scope;
       bind_address_ = ring_options.bind_address;
       host_of_rank_ = std::move(host_of_rank);
-      SetRing(*std::move(result.ring), assignment_.generation);
+      SetCommunicator(std::move(comm), assignment_.generation);
       // The NCCL unique id too: a re-init must not read the last one's.
       gpu_->EnterGeneration(
           assignment_.generation, assignment_.rank, assignment_.size, assignment_.shrink,
           std::make_unique<DaemonKvStore>(*client_, assignment_.generation,
                                           key_scope_.empty() ? "" : key_scope_ + "/"));
       engine_->Attach(
-          assignment_.generation, [this](const RingOp& op) { return RunCollective(op); },
-          [this] {
-            absl::MutexLock lock(&ring_mu_);
-            if (ring_ != nullptr) AbortGlooContext(*ring_);
-          });
+          assignment_.generation, [this](CommunicatorOp op) { return RunCollective(op); },
+          [this] { AbortCommunicator(); });
       return JoinOutcome::kJoined;
     }
     // A ring of a superseded generation was bound to fail; anything else is
@@ -250,31 +259,31 @@ absl::Status Runtime::SupersededError(const absl::Status& cause) const {
   return absl::AbortedError(message);
 }
 
-absl::Status Runtime::RunCollective(const RingOp& op) { return RunCollective(0, op); }
+absl::Status Runtime::RunCollective(CommunicatorOp op) { return RunCollective(0, op); }
 
-absl::Status Runtime::RunCollective(int process_set_id, const RingOp& op) {
-  std::shared_ptr<GlooContext> ring;
-  int64_t ring_generation = 0;
+absl::Status Runtime::RunCollective(int process_set_id, CommunicatorOp op) {
+  std::shared_ptr<Communicator> comm;
+  int64_t comm_generation = 0;
   {
-    absl::MutexLock lock(&ring_mu_);
+    absl::MutexLock lock(&comm_mu_);
     if (process_set_id == 0) {
-      ring = ring_;
-    } else if (auto it = set_rings_.find(process_set_id); it != set_rings_.end()) {
-      ring = it->second;
+      comm = comm_;
+    } else if (auto it = set_comms_.find(process_set_id); it != set_comms_.end()) {
+      comm = it->second;
     } else {
       return absl::AbortedError(
           absl::StrCat("process set ", process_set_id, " was removed"));
     }
-    ring_generation = ring_generation_;
+    comm_generation = comm_generation_;
   }
-  if (ring == nullptr) {
+  if (comm == nullptr) {
     return absl::FailedPreconditionError(
         "this worker has no ring: it is not a member of any generation yet");
   }
-  if (aborted_generation_.load() > ring_generation) return SupersededError(absl::OkStatus());
-  absl::Status status = op(*ring);
+  if (aborted_generation_.load() > comm_generation) return SupersededError(absl::OkStatus());
+  absl::Status status = op(*comm);
   if (status.ok()) return status;
-  if (aborted_generation_.load() > ring_generation) return SupersededError(status);
+  if (aborted_generation_.load() > comm_generation) return SupersededError(status);
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     return absl::UnavailableError(
         absl::StrCat("a peer stayed silent past the ring timeout: ", status.message()));
@@ -306,14 +315,14 @@ void Runtime::OnDaemonMessage(int64_t generation, bool abort) {
   while (generation > aborted &&
          !aborted_generation_.compare_exchange_weak(aborted, generation)) {
   }
-  // Set before the ring is looked at: a collective that starts after this
-  // sees the abort in RunCollective, one already running is woken here.
-  // An NCCL op in flight sees it at its next poll.
+  // Set before the communicators are looked at: a collective that starts
+  // after this sees the abort in RunCollective, one already running is woken
+  // here. An NCCL op in flight sees it at its next poll.
   gpu_->Abort(generation);
-  absl::MutexLock lock(&ring_mu_);
-  if (ring_ != nullptr && generation > ring_generation_) {
-    AbortGlooContext(*ring_);
-    for (auto& [id, ring] : set_rings_) AbortGlooContext(*ring);
+  absl::MutexLock lock(&comm_mu_);
+  if (comm_ != nullptr && generation > comm_generation_) {
+    comm_->Abort();
+    for (auto& [id, comm] : set_comms_) comm->Abort();
   }
 }
 
@@ -334,8 +343,8 @@ namespace {
 
 // Init() and Shutdown() hold g_process_mu; everything else only reads the
 // pointer (from the training thread, per horovodd.h's contract).
-std::mutex g_process_mu;
-std::unique_ptr<Runtime> g_process_owner;
+ABSL_CONST_INIT absl::Mutex g_process_mu(absl::kConstInit);
+std::unique_ptr<Runtime> g_process_owner ABSL_GUARDED_BY(g_process_mu);
 std::atomic<Runtime*> g_process_runtime{nullptr};
 thread_local Runtime* t_bound_runtime = nullptr;
 
@@ -409,7 +418,7 @@ int AssignmentField(Pick pick, int when_not_initialized) {
 }  // namespace
 
 absl::Status Init() {
-  std::unique_lock<std::mutex> lock(internal::g_process_mu);
+  absl::ReleasableMutexLock lock(&internal::g_process_mu);
   if (internal::g_process_owner != nullptr) return absl::OkStatus();
   HVDD_ASSIGN_OR_RETURN(internal::RuntimeOptions options,
                         internal::RuntimeOptions::FromEnvironment());
@@ -417,7 +426,7 @@ absl::Status Init() {
   HVDD_ASSIGN_OR_RETURN(const internal::JoinOutcome outcome, runtime->Join(0));
   if (outcome == internal::JoinOutcome::kRemoved) {
     runtime.reset();
-    lock.unlock();
+    lock.Release();
     return internal::ExitAsRemoved();
   }
   internal::ExportEnvironment(runtime->assignment());
@@ -434,7 +443,7 @@ absl::Status Init() {
 void Shutdown() {
   std::unique_ptr<Runtime> owned;
   {
-    std::lock_guard<std::mutex> lock(internal::g_process_mu);
+    absl::MutexLock lock(&internal::g_process_mu);
     internal::g_process_runtime = nullptr;
     owned = std::move(internal::g_process_owner);
   }

@@ -1,6 +1,7 @@
 // The worker runtime behind horovodd.h and elastic.h: one worker's membership
-// in its job (daemon connection, current assignment, current ring), plus the
-// thin process-wide layer that Init()/Shutdown() manage.
+// in its job (daemon connection, current assignment, the current
+// generation's communicators), plus the thin process-wide layer that
+// Init()/Shutdown() manage.
 #pragma once
 
 #include <atomic>
@@ -17,13 +18,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "horovodd/async.h"
-#include "worker_runtime/engine/engine_loop.h"
-#include "worker_runtime/gloo/gloo_context.h"
-#include "worker_runtime/gloo/gloo_local.h"
-#include "worker_runtime/gloo/ring_reaper.h"
+#include "worker_runtime/comm/communicator.h"
+#include "worker_runtime/comm/communicator_reaper.h"
+#include "worker_runtime/comm_factory/host_layout.h"
+#include "worker_runtime/daemon_client/daemon_client.h"
+#include "worker_runtime/daemon_client/daemon_connection.h"
+#include "worker_runtime/engine/engine.h"
 #include "worker_runtime/gpu/gpu_operations.h"
-#include "worker_runtime/runtime/daemon_client.h"
-#include "worker_runtime/runtime/daemon_connection.h"
 #include "worker_runtime/runtime/gpu_collectives.h"
 
 namespace horovodd::internal {
@@ -46,7 +47,8 @@ struct RuntimeOptions {
   EngineOptions engine;
   // Shared memory among the ranks of a host (HOROVODD_SHM=0: off) and the
   // hierarchical allreduce across hosts (HOROVOD_HIERARCHICAL_ALLREDUCE);
-  // the places come from each generation's assignment (gloo_local.h).
+  // the places come from each generation's assignment
+  // (comm_factory/host_layout.h).
   LocalOptions local;
   // Horovod's stall check (HOROVOD_STALL_CHECK_*), for every engine.
   StallOptions stall;
@@ -91,23 +93,24 @@ struct ProcessSetView {
 };
 
 // One worker's membership in its job. The training thread calls every method;
-// the attach thread only aborts the current ring (OnDaemonMessage); the
-// engine thread runs every collective (RunCollective, gpu()) while a
-// generation is joined.
+// the attach thread only aborts the current generation's communicators
+// (OnDaemonMessage); the engine threads run every collective (RunCollective,
+// gpu()) while a generation is joined.
 class Runtime {
  public:
   // Connects to the daemon and starts the Attach stream; joins nothing yet.
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(RuntimeOptions options);
-  ~Runtime();  // drops the ring, then stops the daemon connection
+  ~Runtime();  // drops the communicators, then stops the daemon connection
 
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // Drops the current ring, rendezvouses for the first stable generation
-  // after `after_generation` and connects that generation's ring. A ring that
-  // fails to connect is reported (unless its generation was superseded) and
-  // the next generation is tried, until a ring is up or the daemon says this
-  // worker is removed. Errors: the daemon refused the rendezvous.
+  // Drops the current communicators, rendezvouses for the first stable
+  // generation after `after_generation`, connects that generation's ring and
+  // makes its communicator (comm_factory/comm_factory.h). A ring that fails
+  // to connect is reported (unless its generation was superseded) and the
+  // next generation is tried, until one is up or the daemon says this worker
+  // is removed. Errors: the daemon refused the rendezvous.
   absl::StatusOr<JoinOutcome> Join(int64_t after_generation);
 
   const Assignment& assignment() const { return assignment_; }
@@ -115,26 +118,28 @@ class Runtime {
   // The newest generation the daemon has announced to this worker.
   int64_t newest_generation() const { return client_->newest_generation(); }
 
-  // Runs `op` on the current ring. ABORTED without running it when the daemon
-  // already aborted this generation, and ABORTED instead of op's own error
-  // when that abort is why op failed. A ring timeout becomes UNAVAILABLE (a
-  // peer that stays silent that long is lost), so collective failures are
-  // always UNAVAILABLE or ABORTED. FAILED_PRECONDITION without a ring.
-  absl::Status RunCollective(const RingOp& op) ABSL_LOCKS_EXCLUDED(ring_mu_);
+  // Runs `op` on the current generation's communicator. ABORTED without
+  // running it when the daemon already aborted this generation, and ABORTED
+  // instead of op's own error when that abort is why op failed. A timeout
+  // becomes UNAVAILABLE (a peer that stays silent that long is lost), so
+  // collective failures are always UNAVAILABLE or ABORTED.
+  // FAILED_PRECONDITION without a generation.
+  absl::Status RunCollective(CommunicatorOp op) ABSL_LOCKS_EXCLUDED(comm_mu_);
 
   // Collectives on CUDA tensors: the current generation's NCCL communicator
-  // or staging onto the ring. Engine thread only (requests on CUDA tensors
-  // run there).
+  // or staging onto the CPU one. Engine thread only (requests on CUDA
+  // tensors run there).
   GpuCollectives& gpu() { return *gpu_; }
 
   // The collective engine every collective goes through (async.h); Join
-  // detaches it from the old ring (failing what is pending with ABORTED)
-  // and attaches it to the new one.
+  // detaches it from the old communicator (failing what is pending with
+  // ABORTED) and attaches it to the new one.
   Engine& engine() { return *engine_; }
 
   // Process sets (process_sets.h). Each added set's members build its ring
-  // through the daemon's store under "g<generation><scope>.ps<id>" and run
-  // its collectives on an engine of its own; Join drops every set.
+  // through the daemon's store under "g<generation><scope>.ps<id>", make
+  // its communicator, and run its collectives on an engine of its own; Join
+  // drops every set.
   // ProcessSetFor: FAILED_PRECONDITION when this rank is not a member,
   // NOT_FOUND for an unknown id.
   absl::StatusOr<ProcessSetView> ProcessSetFor(int process_set_id) ABSL_LOCKS_EXCLUDED(sets_mu_);
@@ -149,8 +154,9 @@ class Runtime {
   absl::Status StartTimeline(const std::string& path, bool mark_cycles);
   void StopTimeline();
 
-  // RunCollective on a set's ring (0: the global ring).
-  absl::Status RunCollective(int process_set_id, const RingOp& op) ABSL_LOCKS_EXCLUDED(ring_mu_);
+  // RunCollective on a set's communicator (0: the global one).
+  absl::Status RunCollective(int process_set_id, CommunicatorOp op)
+      ABSL_LOCKS_EXCLUDED(comm_mu_);
 
   // Asynchronous; never block the training thread. A failure is not
   // reported when the daemon already announced a newer generation: then it
@@ -161,19 +167,22 @@ class Runtime {
  private:
   Runtime(absl::Duration ring_timeout, LocalOptions local, StallOptions stall)
       : ring_timeout_(ring_timeout), local_(local), stall_(stall) {}
-  // Attach thread: aborts the ring of a generation the daemon superseded.
-  void OnDaemonMessage(int64_t generation, bool abort) ABSL_LOCKS_EXCLUDED(ring_mu_);
+  // Attach thread: aborts the communicators of a generation the daemon
+  // superseded.
+  void OnDaemonMessage(int64_t generation, bool abort) ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status SupersededError(const absl::Status& cause) const;
-  void SetRing(std::shared_ptr<GlooContext> ring, int64_t generation)
-      ABSL_LOCKS_EXCLUDED(ring_mu_);
+  void SetCommunicator(std::shared_ptr<Communicator> comm, int64_t generation)
+      ABSL_LOCKS_EXCLUDED(comm_mu_);
+  // Aborts the global communicator, if any (any thread).
+  void AbortCommunicator() ABSL_LOCKS_EXCLUDED(comm_mu_);
   // Detaches the engine, aborting a collective it is still running on the
-  // current ring (which is about to be dropped).
+  // current communicator (which is about to be dropped).
   void DetachEngine(const absl::Status& reason);
   // Meets the other ranks in one last barrier (bounded) before the ring closes.
-  void SayGoodbye() ABSL_LOCKS_EXCLUDED(ring_mu_);
+  void SayGoodbye() ABSL_LOCKS_EXCLUDED(comm_mu_);
   // Detaches every process set's engine (failing its requests with
-  // `reason`) and retires their rings; the next set added is 1 again.
-  void DropProcessSets(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(sets_mu_, ring_mu_);
+  // `reason`) and retires their communicators; the next set added is 1 again.
+  void DropProcessSets(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(sets_mu_, comm_mu_);
 
   // A process set beside the global one.
   struct ProcessSet {
@@ -196,13 +205,14 @@ class Runtime {
   Assignment assignment_;
   // The newest generation the daemon aborted (written by the attach thread).
   std::atomic<int64_t> aborted_generation_{0};
-  // The training thread replaces the ring, the attach thread aborts it, the
-  // engine thread runs collectives on a copy of the pointer.
-  absl::Mutex ring_mu_;
-  std::shared_ptr<GlooContext> ring_ ABSL_GUARDED_BY(ring_mu_);
-  int64_t ring_generation_ ABSL_GUARDED_BY(ring_mu_) = 0;
-  // The process sets' rings (members only), of ring_generation_.
-  std::map<int, std::shared_ptr<GlooContext>> set_rings_ ABSL_GUARDED_BY(ring_mu_);
+  // The training thread replaces the communicators (one per generation and
+  // process set), the attach thread aborts them, the engine threads run
+  // collectives on copies of the pointers.
+  absl::Mutex comm_mu_;
+  std::shared_ptr<Communicator> comm_ ABSL_GUARDED_BY(comm_mu_);
+  int64_t comm_generation_ ABSL_GUARDED_BY(comm_mu_) = 0;
+  // The process sets' communicators (members only), of comm_generation_.
+  std::map<int, std::shared_ptr<Communicator>> set_comms_ ABSL_GUARDED_BY(comm_mu_);
   // Process sets: the training thread adds and removes them; any thread
   // making a request looks one up.
   mutable absl::Mutex sets_mu_;
@@ -212,12 +222,12 @@ class Runtime {
   std::string bind_address_;
   // Each job rank's host in the current generation, where every host's
   // shared memory came up (else empty; the same on every rank), for the
-  // set rings' own groups (training thread).
+  // sets' own groups (training thread).
   std::vector<int> host_of_rank_;
   // The running timeline, if any (training thread; the engine has a copy).
   std::shared_ptr<Timeline> timeline_;
-  // Where replaced rings go to be torn down (ring_reaper.h).
-  RingReaper reaper_;
+  // Where replaced communicators go to be torn down.
+  CommunicatorReaper reaper_;
   // Declared last, destroyed first: its thread runs collectives through
   // everything above. The destructor detaches it before anything else.
   std::unique_ptr<Engine> engine_;

@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "worker_runtime/gloo/gloo_local.h"
-#include "worker_runtime/gloo/gloo_ops.h"
-#include "worker_runtime/runtime/daemon_kv_store.h"
+#include "worker_runtime/comm_factory/comm_factory.h"
+#include "worker_runtime/daemon_client/daemon_kv_store.h"
+#include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/runtime/engine_api.h"
 #include "worker_runtime/runtime/environment.h"
 
@@ -129,24 +129,29 @@ absl::StatusOr<int> Runtime::AddProcessSet(std::vector<int> ranks, bool at_init)
     }
     // The set's ranks on each host share memory as the global ring's do
     // (every member sees the same host_of_rank_, so all or none run this).
+    auto ring = std::make_shared<GlooCommunicator>(*std::move(result.ring));
+    std::shared_ptr<Communicator> comm = ring;
     if (!host_of_rank_.empty()) {
       const LocalOptions local = SubsetPlaces(host_of_rank_, sorted, set.set_rank, local_);
-      if (absl::Status status = ConnectLocalGroup(**result.ring, local); !status.ok()) {
-        reaper_.Retire(*std::move(result.ring));
+      absl::StatusOr<std::shared_ptr<Communicator>> chosen =
+          ConnectCommunicator(std::move(ring), local);
+      if (!chosen.ok()) {
+        reaper_.Retire(std::move(comm));
         return absl::UnavailableError(absl::StrCat(
-            label, ": its shared memory could not be set up: ", status.message()));
+            label, ": its shared memory could not be set up: ", chosen.status().message()));
       }
+      comm = *std::move(chosen);
     }
     {
-      absl::MutexLock lock(&ring_mu_);
-      set_rings_[id] = *std::move(result.ring);
+      absl::MutexLock lock(&comm_mu_);
+      set_comms_[id] = std::move(comm);
     }
     set.engine = std::make_shared<Engine>(engine_->options(), stall_);
     set.engine->Attach(
-        assignment_.generation, [this, id](const RingOp& op) { return RunCollective(id, op); },
+        assignment_.generation, [this, id](CommunicatorOp op) { return RunCollective(id, op); },
         [this, id] {
-          absl::MutexLock lock(&ring_mu_);
-          if (auto it = set_rings_.find(id); it != set_rings_.end()) AbortGlooContext(*it->second);
+          absl::MutexLock lock(&comm_mu_);
+          if (auto it = set_comms_.find(id); it != set_comms_.end()) it->second->Abort();
         });
   }
   absl::MutexLock lock(&sets_mu_);
@@ -180,22 +185,22 @@ absl::Status Runtime::RemoveProcessSet(int process_set_id) {
     set = std::move(it->second);
     sets_.erase(it);
   }
-  std::shared_ptr<GlooContext> ring;
+  std::shared_ptr<Communicator> comm;
   {
-    absl::MutexLock lock(&ring_mu_);
-    if (auto it = set_rings_.find(process_set_id); it != set_rings_.end()) {
-      ring = std::move(it->second);
-      set_rings_.erase(it);
+    absl::MutexLock lock(&comm_mu_);
+    if (auto it = set_comms_.find(process_set_id); it != set_comms_.end()) {
+      comm = std::move(it->second);
+      set_comms_.erase(it);
     }
   }
   if (set.engine != nullptr) {
     set.engine->Detach(
         absl::AbortedError(absl::StrCat("process set ", process_set_id, " was removed")),
-        [ring] {
-          if (ring != nullptr) AbortGlooContext(*ring);
+        [comm] {
+          if (comm != nullptr) comm->Abort();
         });
   }
-  reaper_.Retire(std::move(ring));
+  reaper_.Retire(std::move(comm));
   return absl::OkStatus();
 }
 
@@ -228,21 +233,21 @@ void Runtime::DropProcessSets(const absl::Status& reason) {
     sets_.clear();
     next_set_id_ = 1;
   }
-  std::map<int, std::shared_ptr<GlooContext>> rings;
+  std::map<int, std::shared_ptr<Communicator>> comms;
   {
-    absl::MutexLock lock(&ring_mu_);
-    rings = std::move(set_rings_);
-    set_rings_.clear();
+    absl::MutexLock lock(&comm_mu_);
+    comms = std::move(set_comms_);
+    set_comms_.clear();
   }
   for (auto& [id, set] : sets) {
     if (set.engine == nullptr) continue;
-    std::shared_ptr<GlooContext> ring = rings.count(id) ? rings[id] : nullptr;
-    set.engine->Detach(reason, [ring] {
-      if (ring != nullptr) AbortGlooContext(*ring);
+    std::shared_ptr<Communicator> comm = comms.count(id) ? comms[id] : nullptr;
+    set.engine->Detach(reason, [comm] {
+      if (comm != nullptr) comm->Abort();
     });
   }
   sets.clear();  // joins the engines' threads
-  for (auto& [id, ring] : rings) reaper_.Retire(std::move(ring));
+  for (auto& [id, comm] : comms) reaper_.Retire(std::move(comm));
 }
 
 }  // namespace horovodd::internal

@@ -6,10 +6,6 @@
 
 namespace horovodd::internal::shm {
 
-std::string Label(const char* op, const std::string& name) {
-  return name.empty() ? std::string(op) : absl::StrCat(op, " '", name, "'");
-}
-
 absl::Status Checked(ShmGroup& group, absl::Status status) {
   if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument) group.Fail();
   return status;

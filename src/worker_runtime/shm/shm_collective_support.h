@@ -15,9 +15,6 @@
 
 namespace horovodd::internal::shm {
 
-// "allreduce" or "allreduce 'name'": how errors name the op.
-std::string Label(const char* op, const std::string& name);
-
 inline uint8_t* Bytes(void* data) { return static_cast<uint8_t*>(data); }
 
 // Horovod's split (gloo_ring.h's EvenSplit): the first total % parts get one more.

@@ -1,6 +1,7 @@
-// The collectives of gloo_ops.h, among the ranks of one host in their
-// shared segment (shm_group.h). Same arguments, results and errors, with
-// the group in place of the ring; `deadline` bounds every wait.
+// The collectives of comm/communicator.h among the ranks of one host, in
+// their shared segment (shm_group.h): the same arguments, results and
+// errors, with the group in place of the communicator and `deadline`
+// bounding every wait. shm_comm/ is the Communicator over them.
 //
 // Reductions go in rounds of up to slot_bytes per rank. The allreduce: each
 // rank owns a 1/n slice of every round; it copies the other slices of its
@@ -25,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "horovodd/tensor.h"
+#include "worker_runtime/comm/communicator.h"
 #include "worker_runtime/shm/shm_group.h"
 
 namespace horovodd::internal::shm {
@@ -39,7 +41,7 @@ absl::Status Allreduce(ShmGroup& group, TensorView inout, const AllreduceOptions
 absl::Status AllreduceParts(ShmGroup& group, const std::vector<TensorView>& parts,
                             const AllreduceOptions& options, absl::Time deadline);
 
-// gloo_ops.h's AllreduceIfAllReady: each rank says whether it is ready in
+// Communicator::AllreduceIfAllReady: each rank says whether it is ready in
 // the first round; unless all are, every rank returns false having written
 // nothing (without a prescale only).
 absl::StatusOr<bool> AllreduceIfAllReady(ShmGroup& group, TensorView tensor, bool ready,
@@ -53,9 +55,8 @@ absl::StatusOr<Tensor> Alltoall(ShmGroup& group, const TensorView& input,
                                 const std::vector<int64_t>& splits,
                                 std::vector<int64_t>* received_splits, absl::Time deadline);
 
-absl::StatusOr<Tensor> Reducescatter(ShmGroup& group, const TensorView& input, ReduceOp op,
-                                     double prescale_factor, double postscale_factor,
-                                     absl::Time deadline);
+absl::StatusOr<Tensor> Reducescatter(ShmGroup& group, const TensorView& input,
+                                     const ReducescatterOptions& options, absl::Time deadline);
 
 absl::Status Barrier(ShmGroup& group, absl::Time deadline);
 

@@ -54,7 +54,7 @@ void NegotiationChannel::Publish(size_t bytes) {
 }
 
 absl::Status NegotiationChannel::Collect(absl::Time deadline,
-                                         const std::function<void(int)>& arrived) {
+                                         absl::FunctionRef<void(int)> arrived) {
   HVDD_CHECK_EQ(collected_ + 1, published_) << "no negotiation round to collect";
   const uint64_t round = published_;
   std::vector<bool> seen(size(), false);
@@ -66,7 +66,7 @@ absl::Status NegotiationChannel::Collect(absl::Time deadline,
           if (seen[r] || control(r).published.load(std::memory_order_acquire) < round) continue;
           seen[r] = true;
           --missing;
-          if (arrived) arrived(r);
+          arrived(r);
         }
         return missing == 0;
       },

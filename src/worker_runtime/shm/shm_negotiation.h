@@ -1,5 +1,6 @@
-// The engine's negotiation rounds (engine/engine_negotiation.h) among the
-// ranks of one host, in their segment (shm_group.h's negotiation area).
+// The engine's negotiation rounds among the ranks of one host, in their
+// segment (shm_group.h's negotiation area); shm_comm/shm_negotiator.h is the
+// engine's Negotiator over it.
 //
 // Each rank publishes its part of a round (what it has pending) in a slot of
 // its own and bumps its published count; once every rank's count reached the
@@ -18,8 +19,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -31,8 +32,8 @@ class NegotiationChannel {
  public:
   // Bytes of one rank's part of a round: a round's header, a full response
   // cache's bitset (2 KiB) and the announcements of a few hundred new
-  // names. A round that needs more sends the rest another way (the engine
-  // uses the ring).
+  // names. A round that needs more sends the rest another way (in the
+  // group's rounds).
   static constexpr size_t kPartBytes = size_t{32} << 10;
 
   explicit NegotiationChannel(ShmGroup& group);
@@ -48,11 +49,11 @@ class NegotiationChannel {
   // Publishes the first `bytes` of NextPart() as this rank's part.
   void Publish(size_t bytes);
   // Waits until every rank published the round this rank published last.
-  // `arrived` (may be empty) hears each peer once, when its part is seen
+  // `arrived` hears each peer once, when its part is seen
   // (the stall check's PeerArrived). Errors are the group's (ABORTED,
   // UNAVAILABLE, DEADLINE_EXCEEDED); the group is dead on every local rank
   // afterwards.
-  absl::Status Collect(absl::Time deadline, const std::function<void(int)>& arrived);
+  absl::Status Collect(absl::Time deadline, absl::FunctionRef<void(int)> arrived);
   // After Collect: rank r's part of the round.
   absl::Span<const uint8_t> Part(int r) const;
 

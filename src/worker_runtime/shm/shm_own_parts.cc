@@ -46,7 +46,7 @@ class PartChunks {
 
 absl::Status ReduceOwnPart(ShmGroup& group, TensorView inout, const AllreduceOptions& options,
                            absl::Time deadline) {
-  const std::string label = Label("allreduce", options.name);
+  const std::string label = OpLabel("allreduce", options.name);
   HVDD_RETURN_IF_ERROR(group.health());
   HVDD_RETURN_IF_ERROR(CheckAllreduceArgs(label, inout, options));
   const int64_t count = inout.numel();

@@ -1,5 +1,5 @@
 // The two halves of an allreduce within one host, run apart by the
-// hierarchical allreduce (gloo_hierarchical.cc): ReduceOwnPart leaves each
+// hierarchical allreduce (hierarchical/): ReduceOwnPart leaves each
 // local rank its own contiguous part reduced over the host, that part
 // crosses hosts over TCP in one exchange, and ShareOwnParts copies every
 // rank's part into every other's tensor. Same failure rule as

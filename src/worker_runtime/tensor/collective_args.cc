@@ -30,6 +30,10 @@ bool Agree(const ArgumentHeader& a, const ArgumentHeader& b, ShapeRule rule) {
 
 }  // namespace
 
+std::string OpLabel(const char* op, const std::string& name) {
+  return name.empty() ? std::string(op) : absl::StrCat(op, " '", name, "'");
+}
+
 std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }

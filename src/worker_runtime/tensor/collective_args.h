@@ -14,6 +14,9 @@
 
 namespace horovodd::internal {
 
+// "allreduce", or "allreduce 'grads'": a collective as errors name it.
+std::string OpLabel(const char* op, const std::string& name);
+
 // "[2, 3]"; a scalar is "[]".
 std::string ShapeString(const std::vector<int64_t>& shape);
 

@@ -1,0 +1,214 @@
+#include "worker_runtime/comm_factory/host_layout.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <utility>
+
+#include "common/check.h"
+#include "common/status_macros.h"
+#include "worker_runtime/shm/shm_segment.h"
+
+namespace horovodd::internal {
+namespace {
+
+// What each rank tells the ring about itself.
+enum Word : int {
+  kLocalRank,
+  kLocalSize,
+  kCrossRank,
+  kPid,
+  kSegmentFd,  // the leader's memfd, -1 elsewhere
+  kBootId,
+  kHierarchical,
+  kWords
+};
+
+// Each host's ring ranks by local rank, hosts in the daemon's order (host
+// h holds the rank with local rank 0 and cross rank h; the rank with local
+// rank l and cross rank c is on the c-th host that has a local rank l, as
+// the daemon's AssignRanks numbers them). Empty when the records do not
+// describe hosts that way.
+std::vector<std::vector<int>> HostsOf(const std::vector<std::vector<int64_t>>& records) {
+  const int n = static_cast<int>(records.size());
+  std::map<int64_t, int> leader_of_host;  // cross rank of a leader -> its ring rank
+  for (int r = 0; r < n; ++r) {
+    if (records[r][kLocalRank] == 0) leader_of_host[records[r][kCrossRank]] = r;
+  }
+  std::vector<std::vector<int>> hosts;
+  for (const auto& [cross, leader] : leader_of_host) {
+    if (cross != static_cast<int64_t>(hosts.size())) return {};
+    const int64_t size = records[leader][kLocalSize];
+    if (size < 1 || size > n) return {};
+    hosts.emplace_back(size, -1);
+  }
+  for (int r = 0; r < n; ++r) {
+    const int64_t local = records[r][kLocalRank];
+    const int64_t cross = records[r][kCrossRank];
+    // The cross-th host having a local rank `local`.
+    int64_t seen = -1;
+    int host = -1;
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      if (local < static_cast<int64_t>(hosts[h].size()) && ++seen == cross) {
+        host = static_cast<int>(h);
+        break;
+      }
+    }
+    if (host < 0 || local < 0 || hosts[host][local] != -1 ||
+        records[r][kLocalSize] != static_cast<int64_t>(hosts[host].size())) {
+      return {};
+    }
+    hosts[host][local] = r;
+  }
+  for (const auto& host : hosts) {
+    if (std::find(host.begin(), host.end(), -1) != host.end()) return {};
+  }
+  return hosts;
+}
+
+// This rank's group over `host` (its ring ranks by local rank), or why not.
+absl::StatusOr<std::unique_ptr<shm::ShmGroup>> OpenGroup(
+    const std::vector<std::vector<int64_t>>& records, const std::vector<int>& host,
+    int local_rank, std::unique_ptr<shm::ShmGroup> created, size_t slot_bytes) {
+  if (created != nullptr) return created;
+  if (local_rank == 0) return absl::FailedPreconditionError("no segment could be created here");
+  const std::vector<int64_t>& leader = records[host[0]];
+  if (leader[kSegmentFd] < 0) {
+    return absl::FailedPreconditionError("the local leader has no segment");
+  }
+  if (leader[kBootId] != shm::BootId()) {
+    return absl::FailedPreconditionError("the local leader runs on another machine");
+  }
+  shm::GroupOptions options;
+  options.rank = local_rank;
+  options.size = static_cast<int>(host.size());
+  options.slot_bytes = slot_bytes;
+  for (int r : host) options.pids.push_back(static_cast<pid_t>(records[r][kPid]));
+  return shm::ShmGroup::Attach(options, static_cast<pid_t>(leader[kPid]),
+                               static_cast<int>(leader[kSegmentFd]));
+}
+
+}  // namespace
+
+absl::StatusOr<HostLayout> ConnectHostGroups(GlooCommunicator& ring,
+                                             const LocalOptions& options) {
+  HostLayout layout;
+  // Every rank takes part in the exchange, even with shared memory off here,
+  // so that a ring whose ranks disagree on HOROVODD_SHM still agrees.
+  if (ring.size() == 1) return layout;
+  const int n = ring.size();
+  // The leader of a host with peers creates the segment before the exchange.
+  std::unique_ptr<shm::ShmGroup> created;
+  if (options.enabled && options.local_rank == 0 && options.local_size > 1) {
+    shm::GroupOptions group;
+    group.size = options.local_size;
+    group.slot_bytes = options.slot_bytes;
+    group.pids.assign(options.local_size, 0);  // filled in below
+    absl::StatusOr<std::unique_ptr<shm::ShmGroup>> made = shm::ShmGroup::Create(group);
+    if (made.ok()) created = *std::move(made);
+  }
+  Tensor mine(DType::kInt64, {1, kWords});
+  int64_t* words = static_cast<int64_t*>(mine.data());
+  words[kLocalRank] = options.local_rank;
+  words[kLocalSize] = options.local_size;
+  words[kCrossRank] = options.cross_rank;
+  words[kPid] = getpid();
+  words[kSegmentFd] = created != nullptr ? created->segment().fd() : -1;
+  words[kBootId] = shm::BootId();
+  words[kHierarchical] = options.enabled ? static_cast<int64_t>(options.hierarchical) : -1;
+  HVDD_ASSIGN_OR_RETURN(Tensor all, ring.Allgather(mine.view()));
+  std::vector<std::vector<int64_t>> records(n);
+  for (int r = 0; r < n; ++r) {
+    const int64_t* at = static_cast<const int64_t*>(all.data()) + r * kWords;
+    records[r].assign(at, at + kWords);
+  }
+
+  // Every rank computes the same layout from the same records.
+  const std::vector<std::vector<int>> hosts = HostsOf(records);
+  const bool some_host_has_peers = std::any_of(
+      hosts.begin(), hosts.end(), [](const std::vector<int>& h) { return h.size() > 1; });
+  ring.context().set_spans_hosts_with_peers(hosts.size() > 1 && some_host_has_peers);
+  bool usable = some_host_has_peers &&
+                std::none_of(records.begin(), records.end(),
+                             [](const std::vector<int64_t>& r) { return r[kHierarchical] < 0; });
+  std::unique_ptr<shm::ShmGroup> group;
+  int my_host = -1;
+  if (usable) {
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      if (std::find(hosts[h].begin(), hosts[h].end(), ring.rank()) != hosts[h].end()) {
+        my_host = static_cast<int>(h);
+      }
+    }
+    const std::vector<int>& host = hosts[my_host];
+    if (host.size() > 1) {
+      if (created != nullptr) {
+        // The leader learns its peers' pids only now.
+        std::vector<pid_t> pids;
+        for (int r : host) pids.push_back(static_cast<pid_t>(records[r][kPid]));
+        created->SetPids(std::move(pids));
+      }
+      absl::StatusOr<std::unique_ptr<shm::ShmGroup>> opened =
+          OpenGroup(records, host, options.local_rank, std::move(created), options.slot_bytes);
+      if (opened.ok()) {
+        group = *std::move(opened);
+      } else {
+        usable = false;
+      }
+    }
+  }
+  // All or none: the ranks agree on whether every group came up.
+  Tensor ok(DType::kInt32, {1});
+  *static_cast<int32_t*>(ok.data()) = usable ? 1 : 0;
+  AllreduceOptions min;
+  min.op = ReduceOp::kMin;
+  HVDD_RETURN_IF_ERROR(ring.Allreduce(ok.view(), min));
+  if (group != nullptr) group->segment().CloseFd();  // every peer mapped it
+  if (*static_cast<int32_t*>(ok.data()) != 1) return layout;
+
+  layout.host_of_rank.assign(n, -1);
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    for (int r : hosts[h]) layout.host_of_rank[r] = static_cast<int>(h);
+  }
+  if (group == nullptr) return layout;
+  layout.group = std::move(group);
+  layout.all_local = hosts.size() == 1;
+  layout.crossing.mode = static_cast<HierarchicalAllreduce>(records[0][kHierarchical]);
+  const size_t local_size = hosts[my_host].size();
+  const bool same_sizes = std::all_of(hosts.begin(), hosts.end(), [&](const std::vector<int>& h) {
+    return h.size() == local_size;
+  });
+  if (!layout.all_local && same_sizes) {
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      if (static_cast<int>(h) == my_host) layout.crossing.cross_index = static_cast<int>(h);
+      layout.crossing.cross_ranks.push_back(hosts[h][options.local_rank]);
+    }
+  }
+  return layout;
+}
+
+LocalOptions SubsetPlaces(const std::vector<int>& host_of_rank, const std::vector<int>& members,
+                          int set_rank, LocalOptions base) {
+  HVDD_CHECK(set_rank >= 0 && set_rank < static_cast<int>(members.size()));
+  // The set's members on each host, in set-rank order; hosts in global order.
+  std::map<int, std::vector<int>> by_host;
+  for (size_t i = 0; i < members.size(); ++i) {
+    HVDD_CHECK(members[i] >= 0 && members[i] < static_cast<int>(host_of_rank.size()));
+    by_host[host_of_rank[members[i]]].push_back(static_cast<int>(i));
+  }
+  const int my_host = host_of_rank[members[set_rank]];
+  const std::vector<int>& mine = by_host[my_host];
+  base.local_rank = static_cast<int>(std::find(mine.begin(), mine.end(), set_rank) - mine.begin());
+  base.local_size = static_cast<int>(mine.size());
+  // As the daemon numbers cross ranks (HostsOf): among the hosts that have
+  // a local rank `local_rank`, this one's index.
+  base.cross_rank = 0;
+  for (const auto& [host, ranks] : by_host) {
+    if (host == my_host) break;
+    if (static_cast<int>(ranks.size()) > base.local_rank) ++base.cross_rank;
+  }
+  return base;
+}
+
+}  // namespace horovodd::internal
