@@ -189,23 +189,24 @@ def check_autograd(rank, size):
     close(xs[1].grad, np.full((3, 2), 2 * mean), "grouped_allreduce gradient 1")
 
     # allgather: rank r gives r+1 rows; the loss weighs gathered row i by i+1.
+    # Horovod averages the gradients of allgather and broadcast over the ranks.
     rows = [r + 1 for r in range(size)]
     offset = sum(rows[:rank])
     row_weights = torch.arange(1, sum(rows) + 1, dtype=torch.float32).view(-1, 1)
     x = torch.ones(rows[rank], 2, requires_grad=True)
     (hvd.allgather(x) * row_weights * own).sum().backward()
-    expected = (row_weights[offset:offset + rows[rank]] * total).expand(rows[rank], 2)
+    expected = (row_weights[offset:offset + rows[rank]] * mean).expand(rows[rank], 2)
     close(x.grad, expected.numpy(), "allgather gradient")
     xs = [torch.ones(rows[rank], 2, requires_grad=True), torch.ones(1, requires_grad=True)]
     outs = hvd.grouped_allgather(xs)
     ((outs[0] * row_weights * own).sum() + (outs[1] * own).sum()).backward()
     close(xs[0].grad, expected.numpy(), "grouped_allgather gradient 0")
-    close(xs[1].grad, np.full(1, total), "grouped_allgather gradient 1")
+    close(xs[1].grad, np.full(1, mean), "grouped_allgather gradient 1")
 
     root = size - 1
     x = torch.ones(3, requires_grad=True)
     (hvd.broadcast(x, root_rank=root) * own).sum().backward()
-    close(x.grad, np.full(3, total if rank == root else 0.0), "broadcast gradient")
+    close(x.grad, np.full(3, mean if rank == root else 0.0), "broadcast gradient")
 
     # alltoall: row j of rank r's input goes to rank j, weighed there by j+1.
     x = torch.ones(size, 2, requires_grad=True)
@@ -215,15 +216,16 @@ def check_autograd(rank, size):
     close(x.grad, np.repeat(np.array(weights).reshape(-1, 1), 2, axis=1), "alltoall gradient")
 
     # reducescatter: rank j keeps rows 2j, 2j+1 and weighs them by j+1.
+    # Horovod's gradient is the allgathered one, times size() for Sum.
     per_row = np.repeat(np.array(weights), 2).reshape(-1, 1) * np.ones((1, 3))
-    for op, divisor in ((hvd.Sum, 1.0), (hvd.Average, float(size))):
+    for op, factor in ((hvd.Sum, float(size)), (hvd.Average, 1.0)):
         x = torch.ones(2 * size, 3, requires_grad=True)
         (hvd.reducescatter(x, op=op) * own).sum().backward()
-        close(x.grad, per_row / divisor, f"reducescatter {op} gradient")
+        close(x.grad, per_row * factor, f"reducescatter {op} gradient")
     xs = [torch.ones(2 * size, 3, requires_grad=True)]
     outs = hvd.grouped_reducescatter(xs, op=hvd.Sum)
     (outs[0] * own).sum().backward()
-    close(xs[0].grad, per_row, "grouped_reducescatter gradient")
+    close(xs[0].grad, per_row * size, "grouped_reducescatter gradient")
 
 
 def check_errors(rank, size):

@@ -1,19 +1,22 @@
 """horovodd.torch's collectives: horovodd.ops for torch tensors, recorded by
-autograd with Horovod's gradients (numpy arrays pass straight to
+autograd with Horovod 0.28's gradients (numpy arrays pass straight to
 horovodd.ops):
 
     allreduce            the same allreduce (op, scale factors) of the gradient
     grouped_allreduce    the same grouped_allreduce of the gradients
-    allgather            this rank's rows of the summed gradient
+    allgather            this rank's rows of the gradient averaged over the set
     grouped_allgather    the same, per tensor
-    broadcast            the summed gradient on the root, zero elsewhere
+    broadcast            the gradient averaged over the set on the root, zero
+                         elsewhere
     alltoall             the gradient sent back with the received splits
-    reducescatter        the allgathered gradient (divided by the set's size
-                         for Average, times the scale factors)
+    reducescatter        the allgathered gradient, times the set's size for
+                         Sum, times the scale factors (Average: not divided)
     grouped_reducescatter  the same, per tensor
 
-The backward passes run collectives too: every rank must run backward
-through the same collectives in the same order, as with Horovod.
+The averages are Horovod's (it changed allgather's and broadcast's from a
+sum to an average in 0.22). The backward passes run collectives too: every
+rank must run backward through the same collectives in the same order, as
+with Horovod.
 """
 
 import torch
@@ -73,12 +76,14 @@ class HorovodGroupedAllreduce(torch.autograd.Function):
         return (None,) * 6 + tuple(grads)
 
 
-def _own_rows(grad_reduced, rows, process_set):
-    """This rank's slice of an allgather's (summed) gradient: its rows start
-    after the rows of the set's lower ranks."""
+def _own_rows(grads_averaged, rows, process_set):
+    """This rank's slice of each allgather's averaged gradient: its rows start
+    after the rows the set's lower ranks gave. `rows`: this rank's first
+    dimension of each tensor; one allgather exchanges them all."""
     counts = ops.allgather(torch.tensor([rows], dtype=torch.int64), process_set=process_set)
-    offset = int(counts[:_set_rank(process_set)].sum())
-    return grad_reduced.narrow(0, offset, rows)
+    offsets = counts[:_set_rank(process_set)].sum(dim=0).tolist()
+    return [grad.narrow(0, int(offset), count)
+            for grad, offset, count in zip(grads_averaged, offsets, rows)]
 
 
 class HorovodAllgather(torch.autograd.Function):
@@ -90,8 +95,9 @@ class HorovodAllgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        reduced = ops.allreduce(grad_output.contiguous(), op=Sum, process_set=ctx.process_set)
-        return _own_rows(reduced, ctx.rows, ctx.process_set), None, None
+        averaged = ops.allreduce(grad_output.contiguous(), op=Average,
+                                 process_set=ctx.process_set)
+        return _own_rows([averaged], [ctx.rows], ctx.process_set)[0], None, None
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
@@ -103,10 +109,9 @@ class HorovodGroupedAllgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        reduced = ops.grouped_allreduce([g.contiguous() for g in grad_outputs], op=Sum,
-                                        process_set=ctx.process_set)
-        return (None, None) + tuple(_own_rows(r, rows, ctx.process_set)
-                                    for r, rows in zip(reduced, ctx.rows))
+        averaged = ops.grouped_allreduce([g.contiguous() for g in grad_outputs], op=Average,
+                                         process_set=ctx.process_set)
+        return (None, None) + tuple(_own_rows(averaged, ctx.rows, ctx.process_set))
 
 
 class HorovodBroadcast(torch.autograd.Function):
@@ -118,10 +123,11 @@ class HorovodBroadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        reduced = ops.allreduce(grad_output.contiguous(), op=Sum, process_set=ctx.process_set)
+        averaged = ops.allreduce(grad_output.contiguous(), op=Average,
+                                 process_set=ctx.process_set)
         if ops.rank() != ctx.root_rank:
-            reduced = reduced * 0
-        return reduced, None, None, None
+            averaged = averaged * 0
+        return averaged, None, None, None
 
 
 class HorovodAlltoall(torch.autograd.Function):
@@ -140,12 +146,19 @@ class HorovodAlltoall(torch.autograd.Function):
         return grad, None, None, None
 
 
-def _reducescatter_grad(grad_output, op, prescale_factor, postscale_factor, process_set):
-    grad = ops.allgather(grad_output.contiguous(), process_set=process_set)
-    factor = float(prescale_factor) * float(postscale_factor)
-    if op == Average:
-        factor /= _set_size(process_set)
-    return grad * factor if factor != 1.0 else grad
+def _reducescatter_grad_scaled(grad_output, op, prescale_factor, postscale_factor,
+                                process_set):
+    """A reducescatter's output gradient scaled as Horovod scales it before
+    allgathering it: times the set's size for Sum (not divided for Average),
+    then times each scale factor, one multiplication at a time."""
+    grad = grad_output.contiguous()
+    if op == Sum:
+        grad = grad * _set_size(process_set)
+    if float(prescale_factor) != 1.0:
+        grad = grad * float(prescale_factor)
+    if float(postscale_factor) != 1.0:
+        grad = grad * float(postscale_factor)
+    return grad
 
 
 class HorovodReducescatter(torch.autograd.Function):
@@ -157,7 +170,8 @@ class HorovodReducescatter(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        return (_reducescatter_grad(grad_output, *ctx.args), None, None, None, None, None)
+        grad = _reducescatter_grad_scaled(grad_output, *ctx.args)
+        return ops.allgather(grad, process_set=ctx.args[-1]), None, None, None, None, None
 
 
 class HorovodGroupedReducescatter(torch.autograd.Function):
@@ -170,7 +184,8 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        return (None,) * 5 + tuple(_reducescatter_grad(g, *ctx.args) for g in grad_outputs)
+        grads = [_reducescatter_grad_scaled(g, *ctx.args) for g in grad_outputs]
+        return (None,) * 5 + tuple(ops.grouped_allgather(grads, process_set=ctx.args[-1]))
 
 
 # ---------------------------------------------------------------------------

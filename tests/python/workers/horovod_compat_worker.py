@@ -1,0 +1,178 @@
+"""Runs under horovodrun, written as a Horovod 0.28 script (`import
+horovod.torch as hvd`): the behaviours of issue #33 that Horovod's own
+test_torch.py checks, with Horovod's values, error types and messages.
+Every rank can make every rank's input, so each check computes the whole
+job's expected result locally; a mismatch raises at once, which ends the
+job (a rank that failed an assertion and went on would leave the others
+waiting in a collective it never joins).
+
+    horovod_compat_worker.py SECTION...
+
+Prints "compat SECTION ok rank R/S" after each section.
+"""
+
+import itertools
+import os
+import sys
+
+import numpy as np
+import torch
+
+import horovod.torch as hvd
+
+from announce import announce
+
+# The dtypes autograd takes on CPU (Horovod's tests use the first two).
+GRAD_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+def close(actual, expected, what):
+    actual = actual.detach().double().numpy()
+    expected = np.asarray(expected, dtype=np.float64)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    assert np.array_equal(actual, expected), f"{what}: got\n{actual}\nexpected\n{expected}"
+
+
+def equal(actual, expected, what):
+    assert actual == expected, f"{what}: got {actual!r}, expected {expected!r}"
+
+
+def raises(error_type, words, call, what):
+    """Runs call(); it must raise error_type (exactly, not a subclass of a
+    sibling) with every one of `words` in its message."""
+    try:
+        call()
+    except Exception as error:  # checked below
+        assert type(error) is error_type or isinstance(error, error_type), \
+            f"{what}: raised {type(error).__name__}: {error}, expected {error_type.__name__}"
+        for word in words:
+            assert word in str(error), f"{what}: '{word}' not in {error!r}"
+        return error
+    raise AssertionError(f"{what}: no {error_type.__name__}")
+
+
+# ---------------------------------------------------------------------------
+# autograd (issue #33 §1): Horovod averages the gradient of broadcast and
+# allgather over the set; reducescatter's is the allgathered gradient, times
+# the set's size for Sum, times the scale factors.
+# ---------------------------------------------------------------------------
+
+def check_broadcast_grad(rank, size, ranks=None, process_set=hvd.global_process_set):
+    ranks = list(range(size)) if ranks is None else ranks
+    weights = [r + 1.0 for r in ranks]
+    own = rank + 1.0
+    for dtype, dim, root in itertools.product(GRAD_DTYPES, [1, 2, 3], ranks):
+        # Horovod's test: every rank's output gradient is ones.
+        tensor = torch.ones([5] * dim).mul_(rank).to(dtype).requires_grad_()
+        broadcasted = hvd.broadcast(tensor, root, process_set=process_set)
+        close(broadcasted, np.full([5] * dim, root), f"broadcast {dtype} root {root}")
+        broadcasted.backward(torch.ones([5] * dim, dtype=dtype))
+        c = 1 if rank == root else 0
+        close(tensor.grad, np.full([5] * dim, c), f"broadcast grad {dtype} dim {dim} root {root}")
+        # Rank-dependent output gradients tell the average from the sum.
+        tensor = torch.ones([5] * dim, dtype=dtype, requires_grad=True)
+        (hvd.broadcast(tensor, root, process_set=process_set) * own).sum().backward()
+        close(tensor.grad, np.full([5] * dim, c * sum(weights) / len(weights)),
+              f"broadcast weighted grad {dtype} dim {dim} root {root}")
+
+
+def check_allgather_grad(rank, size, ranks=None, process_set=hvd.global_process_set):
+    """Ranks contribute different first dimensions; rank r's block of the
+    output gradient is filled with r on every rank (Horovod's test)."""
+    ranks = list(range(size)) if ranks is None else ranks
+    rows = {r: [3, 2, 7, 4, 6, 8, 10][r % 7] for r in ranks}
+    own = rank + 1.0
+    mean_weight = sum(r + 1.0 for r in ranks) / len(ranks)
+    for dtype, dim in itertools.product(GRAD_DTYPES, [1, 2, 3]):
+        shape = [rows[rank]] + [4] * (dim - 1)
+        grad_ys = torch.cat([torch.full([rows[r]] + [4] * (dim - 1), float(r), dtype=dtype)
+                             for r in ranks])
+        tensor = torch.ones(shape).mul_(rank).to(dtype).requires_grad_()
+        gathered = hvd.allgather(tensor, process_set=process_set)
+        equal(list(gathered.shape), [sum(rows.values())] + [4] * (dim - 1), "allgather shape")
+        gathered.backward(grad_ys)
+        close(tensor.grad, np.full(shape, rank), f"allgather grad {dtype} dim {dim}")
+        tensor = torch.ones(shape, dtype=dtype, requires_grad=True)
+        (hvd.allgather(tensor, process_set=process_set) * grad_ys * own).sum().backward()
+        close(tensor.grad, np.full(shape, rank * mean_weight),
+              f"allgather weighted grad {dtype} dim {dim}")
+        # grouped_allgather, as Horovod's test runs it: one backward per
+        # output, each through the same node.
+        tensors = [torch.ones(shape).mul_(rank).to(dtype).requires_grad_() for _ in range(3)]
+        gathered = hvd.grouped_allgather(tensors, process_set=process_set)
+        for g in gathered:
+            g.backward(grad_ys)
+        for i, t in enumerate(tensors):
+            close(t.grad, np.full(shape, rank), f"grouped_allgather grad {i} {dtype} dim {dim}")
+        tensors = [torch.ones(shape, dtype=dtype, requires_grad=True) for _ in range(2)]
+        gathered = hvd.grouped_allgather(tensors, process_set=process_set)
+        torch.autograd.backward(gathered, [grad_ys * own, grad_ys * own * 2])
+        close(tensors[0].grad, np.full(shape, rank * mean_weight), "grouped weighted grad 0")
+        close(tensors[1].grad, np.full(shape, 2 * rank * mean_weight), "grouped weighted grad 1")
+
+
+def check_reducescatter_grad(rank, size):
+    for dtype, dim in itertools.product(GRAD_DTYPES, [1, 2, 3]):
+        input_shape = [size * 4] + [3] * (dim - 1)
+        grad_shape = [4] + [3] * (dim - 1)
+        for op, pre, post, factor in ((hvd.Sum, 1.0, 1.0, size), (hvd.Average, 1.0, 1.0, 1),
+                                      (hvd.Sum, 2.0, 0.25, size * 0.5),
+                                      (hvd.Average, 0.5, 4.0, 2.0)):
+            what = f"reducescatter {op} pre {pre} post {post} {dtype} dim {dim}"
+            tensor = torch.ones(input_shape, dtype=dtype, requires_grad=True)
+            result = hvd.reducescatter(tensor, op=op, prescale_factor=pre, postscale_factor=post)
+            summed = size * pre * post / (size if op == hvd.Average else 1)
+            close(result, np.full(grad_shape, summed), what)
+            result.backward(torch.ones(grad_shape, dtype=dtype))
+            close(tensor.grad, np.full(input_shape, factor), what + " grad")
+            tensors = [torch.ones(input_shape, dtype=dtype, requires_grad=True) for _ in range(2)]
+            results = hvd.grouped_reducescatter(tensors, op=op, prescale_factor=pre,
+                                                postscale_factor=post)
+            torch.autograd.backward(results, [torch.ones(grad_shape, dtype=dtype),
+                                              torch.full(grad_shape, 2.0, dtype=dtype)])
+            close(tensors[0].grad, np.full(input_shape, factor), "grouped " + what + " grad 0")
+            close(tensors[1].grad, np.full(input_shape, 2 * factor), "grouped " + what + " grad 1")
+    # Each rank's output gradient lands in its own rows of every input gradient.
+    tensor = torch.ones(2 * size, 3, requires_grad=True)
+    (hvd.reducescatter(tensor, op=hvd.Sum) * (rank + 1)).sum().backward()
+    expected = np.repeat(np.arange(1.0, size + 1), 2).reshape(-1, 1) * np.ones((1, 3)) * size
+    close(tensor.grad, expected, "reducescatter grad rows")
+
+
+def check_autograd(rank, size):
+    check_broadcast_grad(rank, size)
+    check_allgather_grad(rank, size)
+    check_reducescatter_grad(rank, size)
+
+
+def check_autograd_process_sets(rank, size):
+    """The same over process sets (Horovod's *_grad_process_sets tests):
+    the even and the odd ranks, each set on its own."""
+    even = [r for r in range(size) if r % 2 == 0]
+    odd = [r for r in range(size) if r % 2 == 1]
+    even_set, odd_set = hvd.add_process_set(even), hvd.add_process_set(odd)
+    ranks, this_set = (even, even_set) if rank % 2 == 0 else (odd, odd_set)
+    check_broadcast_grad(rank, size, ranks, this_set)
+    check_allgather_grad(rank, size, ranks, this_set)
+    hvd.barrier()
+    hvd.remove_process_set(odd_set)
+    hvd.remove_process_set(even_set)
+
+
+SECTIONS = {
+    "autograd": check_autograd,
+    "autograd_process_sets": check_autograd_process_sets,
+}
+
+
+def main(args):
+    hvd.init()
+    announce(hvd)
+    rank, size = hvd.rank(), hvd.size()
+    for section in args:
+        SECTIONS[section](rank, size)
+        print(f"compat {section} ok rank {rank}/{size}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
