@@ -33,3 +33,8 @@ def test_autograd_gives_horovods_gradients(python_job, np_):
 def test_autograd_over_process_sets(python_job, np_):
     run_sections(python_job, np_, ["autograd_process_sets"],
                  env={"HOROVOD_DYNAMIC_PROCESS_SETS": "1"})
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_reducescatter_refuses_the_ops_horovod_refuses(python_job, np_):
+    run_sections(python_job, np_, ["reducescatter_ops"])

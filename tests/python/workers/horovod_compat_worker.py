@@ -38,12 +38,12 @@ def equal(actual, expected, what):
 
 
 def raises(error_type, words, call, what):
-    """Runs call(); it must raise error_type (exactly, not a subclass of a
-    sibling) with every one of `words` in its message."""
+    """Runs call(); it must raise error_type (or a subclass) with every one
+    of `words` in its message. Returns the error."""
     try:
         call()
     except Exception as error:  # checked below
-        assert type(error) is error_type or isinstance(error, error_type), \
+        assert isinstance(error, error_type), \
             f"{what}: raised {type(error).__name__}: {error}, expected {error_type.__name__}"
         for word in words:
             assert word in str(error), f"{what}: '{word}' not in {error!r}"
@@ -159,9 +159,45 @@ def check_autograd_process_sets(rank, size):
     hvd.remove_process_set(even_set)
 
 
+# ---------------------------------------------------------------------------
+# reducescatter's ops (issue #33 §3)
+# ---------------------------------------------------------------------------
+
+def check_reducescatter_ops(rank, size):
+    """Horovod's reducescatter takes Sum and Average; any other op fails on
+    the rank that passes it, before anything is sent, with
+    HorovodInternalError (a RuntimeError: Horovod's test catches that)."""
+    calls = {
+        "reducescatter": lambda t, op: hvd.reducescatter(t, op=op),
+        "grouped_reducescatter": lambda t, op: hvd.grouped_reducescatter([t, t], op=op),
+        "reducescatter_async": lambda t, op: hvd.reducescatter_async(t, op=op),
+        "grouped_reducescatter_async": lambda t, op: hvd.grouped_reducescatter_async([t], op=op),
+    }
+    for (function, call), (op, name), dtype in itertools.product(
+            calls.items(), ((hvd.Adasum, "Adasum"), (hvd.Min, "Min"), (hvd.Max, "Max"),
+                            (hvd.Product, "Product")),
+            (torch.int32, torch.int64, torch.float32, torch.float64, torch.float16,
+             torch.bfloat16)):
+        tensor = torch.ones(size * 4, 3).to(dtype)
+        error = raises(hvd.HorovodInternalError,
+                       ["Reducescatter currently only supports SUM and AVERAGE", name],
+                       lambda: call(tensor, op), f"{function} op={name} {dtype}")
+        assert isinstance(error, RuntimeError), error
+    raises(hvd.HorovodInternalError, ["Adasum"],
+           lambda: hvd.reducescatter(np.ones((size, 2)), op=hvd.Adasum), "numpy reducescatter")
+    tensor = torch.ones(size * 2, 3, requires_grad=True)
+    raises(hvd.HorovodInternalError, ["Adasum"],
+           lambda: hvd.reducescatter(tensor, op=hvd.Adasum), "reducescatter with autograd")
+    # Nothing was sent: the next reducescatter matches on every rank.
+    for op, expected in ((hvd.Sum, size), (hvd.Average, 1)):
+        result = hvd.reducescatter(torch.ones(size * 2, 3), op=op)
+        close(result, np.full((2, 3), expected), f"reducescatter {op} after the refusals")
+
+
 SECTIONS = {
     "autograd": check_autograd,
     "autograd_process_sets": check_autograd_process_sets,
+    "reducescatter_ops": check_reducescatter_ops,
 }
 
 

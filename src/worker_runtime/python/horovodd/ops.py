@@ -34,6 +34,7 @@ import numpy as np
 from horovodd import _horovodd, _tensors, adasum
 from horovodd.basics import rank
 from horovodd.compression import Compression
+from horovodd.exceptions import HorovodInternalError
 from horovodd.process_sets import global_process_set, process_set_kwargs
 
 ReduceOp = _horovodd.ReduceOp
@@ -241,6 +242,18 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return _tensors.like(output, tensor), _tensors.int64_vector(received, tensor)
 
 
+def check_reducescatter_op(op):
+    """Horovod's reducescatter takes Sum and Average only: any other op is
+    refused before anything is sent, on the rank that passed it, with
+    Horovod's exception (its enqueue fails, which it raises as
+    HorovodInternalError) and a message naming the op."""
+    if isinstance(op, ReduceOp) and op in (Sum, Average):
+        return
+    name = getattr(op, "name", None) or repr(op)
+    raise HorovodInternalError(
+        f"Reducescatter currently only supports SUM and AVERAGE, got op={name}.")
+
+
 def _reducescatter_scaled(tensor, op, prescale_factor, postscale_factor, process_set):
     """(the input to send, the op to send it with, the factor for the
     result): reducescatter scales in Python, as Horovod does for allreduce."""
@@ -261,7 +274,8 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """op (Average or Sum) over every rank's tensor; this rank gets its share
     of the first dimension (the first rows % size() ranks get one row
-    more)."""
+    more). Other ops raise HorovodInternalError, as in Horovod."""
+    check_reducescatter_op(op)
     _tensors.check(tensor, "reducescatter")
     compressed, context = compression.compress(tensor)
     sent, sent_op, factor = _reducescatter_scaled(compressed, op, prescale_factor,
@@ -278,6 +292,7 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
     """reducescatter of each tensor in `tensors`; a list of results."""
+    check_reducescatter_op(op)
     return [reducescatter(t, None if name is None else f"{name}.{i}", compression, op,
                           process_set, prescale_factor, postscale_factor)
             for i, t in enumerate(tensors)]
@@ -523,7 +538,9 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0):
-    """reducescatter, returning a handle (it runs at once; see synchronize)."""
+    """reducescatter, returning a handle (it runs at once; see synchronize).
+    An op other than Sum or Average raises here, as Horovod's enqueue does."""
+    check_reducescatter_op(op)
     return _run_now(reducescatter, tensor, name, Compression.none, op, process_set,
                     prescale_factor, postscale_factor)
 
@@ -532,6 +549,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average,
                                 process_set=global_process_set, prescale_factor=1.0,
                                 postscale_factor=1.0):
     """grouped_reducescatter, returning a handle (it runs at once)."""
+    check_reducescatter_op(op)
     return _run_now(grouped_reducescatter, tensors, name, Compression.none, op, process_set,
                     prescale_factor, postscale_factor)
 

@@ -257,6 +257,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """op over every rank's tensor; this rank's share of the first dimension;
     differentiable."""
+    ops.check_reducescatter_op(op)
     if not _is_torch(tensor):
         return ops.reducescatter(tensor, name, compression, op, process_set, prescale_factor,
                                  postscale_factor)
@@ -270,6 +271,7 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
     """reducescatter of every tensor in `tensors`; a list; differentiable."""
+    ops.check_reducescatter_op(op)
     tensors = list(tensors)
     if not tensors or not all(_is_torch(t) for t in tensors):
         return ops.grouped_reducescatter(tensors, name, compression, op, process_set,
