@@ -194,10 +194,85 @@ def check_reducescatter_ops(rank, size):
         close(result, np.full((2, 3), expected), f"reducescatter {op} after the refusals")
 
 
+# ---------------------------------------------------------------------------
+# broadcast_optimizer_state (issue #33 §4)
+# ---------------------------------------------------------------------------
+
+def same_on_every_rank(tensor, what):
+    gathered = hvd.allgather(tensor.detach().reshape(1, -1).double())
+    for r in range(1, gathered.shape[0]):
+        assert torch.equal(gathered[r], gathered[0]), f"{what}: rank {r} differs from rank 0"
+
+
+def check_optimizer_state(rank, size):
+    # Horovod's test_broadcast_state_no_grad: a parameter that requires no
+    # gradient keeps none; the others get a (zero) one, which broadcasts.
+    class ModelNoGrad(torch.nn.Module):
+        def __init__(self, a, b):
+            super().__init__()
+            self.a = torch.nn.Parameter(a.int(), requires_grad=False)
+            self.b = torch.nn.Parameter(b)
+
+        def forward(self, x):
+            return torch.index_select(self.b, 0, self.a.long()) * x
+
+    model = ModelNoGrad(torch.Tensor([1, 3]), torch.rand(4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.001, weight_decay=1e-6, momentum=0.9,
+                                nesterov=True)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    grad = optimizer.param_groups[0]["params"][1].grad
+    bgrad = hvd.broadcast(grad, root_rank=0)
+    assert optimizer.param_groups[0]["params"][0].grad is None
+    assert torch.all(torch.eq(grad, bgrad)).item()
+
+    # Fine-tuning: a frozen first layer, Adam over every parameter.
+    torch.manual_seed(rank)  # different initial weights on every rank
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    for p in model[0].parameters():
+        p.requires_grad_(False)
+    optimizer = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.01 * (rank + 1)),
+                                         named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            assert p.grad is not None and not p.grad.any(), f"{name}: no zero gradient"
+            assert "exp_avg" in optimizer.state[p], f"{name}: no state"
+        else:
+            assert p.grad is None, f"frozen {name} got a gradient"
+            assert p not in optimizer.state, f"frozen {name} got state"
+    equal(optimizer.param_groups[0]["lr"], 0.01, "lr after the broadcast")
+    # The ranks disagree again; the broadcast makes them root's.
+    for state in optimizer.state.values():
+        state["exp_avg"].add_(float(rank))
+    root = size - 1
+    hvd.broadcast_optimizer_state(optimizer, root_rank=root)
+    for p in model[1].parameters():
+        same_on_every_rank(optimizer.state[p]["exp_avg"], "exp_avg")
+        close(optimizer.state[p]["exp_avg"], np.full(p.shape, float(root)), "root's exp_avg")
+    optimizer.zero_grad()
+    model(torch.full((2, 4), float(rank))).sum().backward()
+    optimizer.step()
+    for name, p in model.named_parameters():
+        same_on_every_rank(p, f"{name} after a step")
+
+    # Plain SGD (stateless from torch 2.0 on: Horovod then broadcasts nothing).
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
+    raises(ValueError, ["cannot broadcast torch.optim.LBFGS state"],
+           lambda: hvd.broadcast_optimizer_state(torch.optim.LBFGS(model.parameters()), 0),
+           "LBFGS")
+
+
 SECTIONS = {
     "autograd": check_autograd,
     "autograd_process_sets": check_autograd_process_sets,
     "reducescatter_ops": check_reducescatter_ops,
+    "optimizer_state": check_optimizer_state,
 }
 
 
