@@ -268,11 +268,67 @@ def check_optimizer_state(rank, size):
            "LBFGS")
 
 
+# ---------------------------------------------------------------------------
+# DistributedOptimizer (issue #33 §4)
+# ---------------------------------------------------------------------------
+
+def two_layer_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+
+
+def check_parameter_names(rank, size):
+    """Without named_parameters, Horovod names every parameter
+    allreduce.noname.<group>.<index>; `_parameter_names` is that dict."""
+    model = two_layer_model()
+    groups = [{"params": list(model[0].parameters())},
+              {"params": list(model[1].parameters()), "lr": 0.05}]
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(groups, lr=0.1))
+    names = optimizer._parameter_names
+    assert isinstance(names, dict), type(names)
+    expected = {p: f"allreduce.noname.{i}.{j}" for i, group in enumerate(groups)
+                for j, p in enumerate(group["params"])}
+    equal(names, expected, "generated names")
+    equal(hvd.allgather_object(sorted(names.values())), [sorted(expected.values())] * size,
+          "the names on every rank")
+    # They name the requests: a step averages the gradients.
+    model(torch.full((2, 4), float(rank))).sum().backward()
+    optimizer.synchronize()
+    reference = two_layer_model()
+    for r in range(size):
+        reference(torch.full((2, 4), float(r))).sum().backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert torch.allclose(p.grad, q.grad / size, atol=1e-6), (p.grad, q.grad / size)
+    with optimizer.skip_synchronize():
+        optimizer.step()
+
+    # named_parameters: its names; Horovod's errors for bad ones.
+    model = two_layer_model()
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters())
+    equal(sorted(optimizer._parameter_names.values()),
+          sorted(name for name, _ in model.named_parameters()), "given names")
+    params = list(model.parameters())
+    raises(ValueError, ["must be unique", "Found duplicates: w"],
+           lambda: hvd.DistributedOptimizer(torch.optim.SGD(params, lr=0.1),
+                                            named_parameters=[("w", p) for p in params]),
+           "duplicate names")
+    raises(ValueError, ["named_parameters should be a sequence of tuples"],
+           lambda: hvd.DistributedOptimizer(torch.optim.SGD(params, lr=0.1),
+                                            named_parameters=params),
+           "parameters without names")
+    raises(ValueError, ["one or more model parameters were not named"],
+           lambda: hvd.DistributedOptimizer(torch.optim.SGD(params, lr=0.1),
+                                            named_parameters=list(model.named_parameters())[1:]),
+           "a parameter without a name")
+
+
 SECTIONS = {
     "autograd": check_autograd,
     "autograd_process_sets": check_autograd_process_sets,
     "reducescatter_ops": check_reducescatter_ops,
     "optimizer_state": check_optimizer_state,
+    "parameter_names": check_parameter_names,
 }
 
 

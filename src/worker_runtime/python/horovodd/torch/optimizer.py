@@ -47,7 +47,9 @@ class _DistributedOptimizerMixin:
         self._process_set = process_set
         self.backward_passes_per_step = backward_passes_per_step
         # Owned by the training thread (the hooks run on it inside backward()).
-        self._names = self._parameter_names(named_parameters)
+        # parameter -> the name its gradient's requests carry (Horovod's
+        # attribute: scripts and tools read it).
+        self._parameter_names = self._name_parameters(named_parameters)
         self._trained = [p for group in self.param_groups for p in group["params"]
                          if p.requires_grad]
         self._group_of, self._groups = self._gradient_groups(num_groups, groups)
@@ -61,25 +63,33 @@ class _DistributedOptimizerMixin:
         # The accumulators must outlive this call for their hooks to stay.
         self._accumulators = [self._hook_gradient(p) for p in self._trained]
 
-    def _parameter_names(self, named_parameters):
-        params = [p for group in self.param_groups for p in group["params"]]
+    def _name_parameters(self, named_parameters):
+        """{parameter: name}, Horovod's `_parameter_names`: the names given,
+        or, without named_parameters, Horovod's generated ones,
+        allreduce.noname.<group index>.<index in the group>, the same on
+        every rank that builds the optimizer from the same model."""
         if named_parameters is None:
-            return {p: f"parameter.{i}" for i, p in enumerate(params)}
+            return {p: f"allreduce.noname.{i}.{j}"
+                    for i, group in enumerate(self.param_groups)
+                    for j, p in enumerate(group["params"])}
         named = list(named_parameters)
-        for item in named:
-            if not (isinstance(item, tuple) and len(item) == 2):
-                raise ValueError("named_parameters must be (name, parameter) pairs such as "
-                                 f"model.named_parameters(), got an item {type(item).__name__}")
-        names, seen = {}, set()
-        for name, p in named:
-            if name in seen:
-                raise ValueError(f"named_parameters names '{name}' twice")
-            seen.add(name)
-            names[p] = name
+        if not all(isinstance(item, tuple) and len(item) == 2 for item in named):
+            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                             "usually produced by model.named_parameters().")
+        seen, duplicates = set(), set()
+        for name, _ in named:
+            (duplicates if name in seen else seen).add(name)
+        if duplicates:
+            raise ValueError("Parameter names in named_parameters must be unique. Found "
+                             f"duplicates: {', '.join(sorted(duplicates))}")
+        names = {p: name for name, p in named}
+        params = [p for group in self.param_groups for p in group["params"]]
         unnamed = [i for i, p in enumerate(params) if p not in names]
         if unnamed:
-            raise ValueError(f"{len(unnamed)} of the optimizer's parameters are not in "
-                             f"named_parameters (positions {unnamed[:10]})")
+            raise ValueError("named_parameters was specified, but one or more model parameters "
+                             f"were not named: {len(unnamed)} of the optimizer's parameters are "
+                             f"not in named_parameters (positions {unnamed[:10]}). Python object "
+                             f"ids: {', '.join(str(id(params[i])) for i in unnamed)}")
         return names
 
     def _gradient_groups(self, num_groups, groups):
@@ -115,7 +125,7 @@ class _DistributedOptimizerMixin:
         for index, members in enumerate(chosen):
             for p in members:
                 if p in group_of:
-                    raise ValueError(f"parameter '{self._names[p]}' is in two groups")
+                    raise ValueError(f"parameter '{self._parameter_names[p]}' is in two groups")
                 group_of[p] = index
         return group_of, chosen
 
@@ -131,7 +141,7 @@ class _DistributedOptimizerMixin:
         left = self._passes_left[p] - 1
         if left < 0:
             raise RuntimeError(
-                f"the gradient of '{self._names[p]}' was computed more than "
+                f"the gradient of '{self._parameter_names[p]}' was computed more than "
                 f"backward_passes_per_step={self.backward_passes_per_step} times before "
                 "step(): raise backward_passes_per_step to accumulate more passes locally")
         self._passes_left[p] = left
@@ -161,13 +171,15 @@ class _DistributedOptimizerMixin:
         grad = self._dense_gradient(p)
         if grad.is_sparse:
             if self._op not in (Average, Sum):
-                raise ValueError(f"sparse gradients ('{self._names[p]}') are reduced with "
-                                 f"Average or Sum, not {self._op}: pass sparse_as_dense=True")
-            handle = sparse_allreduce_async(grad, self._names[p], self._op, self._process_set)
+                raise ValueError(f"sparse gradients ('{self._parameter_names[p]}') are reduced "
+                                 f"with Average or Sum, not {self._op}: pass "
+                                 "sparse_as_dense=True")
+            handle = sparse_allreduce_async(grad, self._parameter_names[p], self._op,
+                                            self._process_set)
             return handle, None, None
         prescale, postscale = self._scale_factors()
         sent, context = self._compression.compress(grad)
-        handle = allreduce_async_(sent, name=self._names[p], op=self._op,
+        handle = allreduce_async_(sent, name=self._parameter_names[p], op=self._op,
                                   prescale_factor=prescale, postscale_factor=postscale,
                                   process_set=self._process_set)
         return handle, context, sent
@@ -183,7 +195,7 @@ class _DistributedOptimizerMixin:
         compressed = [self._compression.compress(g) for g in grads]
         sent = [c for c, _ in compressed]
         handle = grouped_allreduce_async_(
-            sent, name=f"group.{group}.{self._names[members[0]]}", op=self._op,
+            sent, name=f"group.{group}.{self._parameter_names[members[0]]}", op=self._op,
             prescale_factor=prescale, postscale_factor=postscale,
             process_set=self._process_set)
         entry = (handle, [context for _, context in compressed], sent)
@@ -194,7 +206,7 @@ class _DistributedOptimizerMixin:
         """Finishes the allreduce of every gradient; p.grad then holds the
         reduction over all ranks (of the process set)."""
         unsent = sorted((p for p in self._trained if p not in self._pending),
-                        key=lambda p: self._names[p])
+                        key=lambda p: self._parameter_names[p])
         for p in unsent:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
