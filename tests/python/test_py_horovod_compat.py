@@ -48,3 +48,8 @@ def test_broadcast_optimizer_state_with_frozen_parameters(python_job, np_):
 @pytest.mark.parametrize("np_", [2, 3])
 def test_distributed_optimizer_names_unnamed_parameters_as_horovod(python_job, np_):
     run_sections(python_job, np_, ["parameter_names"])
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_sparse_gradients_stay_sparse(python_job, np_):
+    run_sections(python_job, np_, ["sparse"])

@@ -323,12 +323,74 @@ def check_parameter_names(rank, size):
            "a parameter without a name")
 
 
+def embedding_inputs(rank):
+    """Horovod's test_sparse_embeddings: rank 0 looks up other rows, and
+    more of them, than the other ranks."""
+    if rank == 0:
+        return torch.LongTensor([[1, 2, 4, 5], [4, 3, 2, 9]])
+    return torch.LongTensor([[1, 3, 4], [4, 7, 9]])
+
+
+def check_sparse(rank, size):
+    # sparse_allreduce_async returns a function that yields the result.
+    torch.manual_seed(100 + rank)
+    dense = torch.rand(10, 10)
+    dense = dense.mul(dense.ge(0.5).type(dense.dtype))
+    for op in (hvd.Average, hvd.Sum):
+        handle = hvd.sparse_allreduce_async(dense.to_sparse(), name=f"sparse.{op}", op=op)
+        assert callable(handle), type(handle)
+        result = handle()
+        assert result.is_sparse and result.dtype == dense.dtype and result.shape == dense.shape
+        expected = hvd.allreduce(dense, op=op)
+        if size == 2:  # two summands: the same bits in any order
+            assert expected.equal(result.to_dense()), (expected, result.to_dense())
+        else:
+            assert torch.allclose(expected, result.to_dense(), atol=1e-6)
+    # An uncoalesced tensor (a row listed twice) goes as it is.
+    uncoalesced = torch.sparse_coo_tensor([[rank, rank, size]], torch.ones(3, 2), (size + 1, 2))
+    handle = hvd.sparse_allreduce_async(uncoalesced, name="sparse.uncoalesced", op=hvd.Sum)
+    assert hvd.poll(handle) in (True, False)
+    expected = torch.zeros(size + 1, 2)
+    expected[:size] = 2.0
+    expected[size] = float(size)
+    close(hvd.synchronize(handle).to_dense(), expected, "uncoalesced sparse sum")
+
+    # Horovod's test_sparse_embeddings: SparseAdam takes sparse gradients
+    # only, with and without sparse_as_dense.
+    for sparse_as_dense in (False, True):
+        torch.manual_seed(0)
+        embedding = torch.nn.Embedding(10, 3, sparse=True)
+        reference = torch.nn.Embedding(10, 3, sparse=True)
+        reference.load_state_dict(embedding.state_dict())
+        optimizer = hvd.DistributedOptimizer(
+            torch.optim.SparseAdam(list(embedding.parameters()), lr=0.1),
+            sparse_as_dense=sparse_as_dense)
+        loss = embedding(embedding_inputs(rank)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        grad = embedding.weight.grad
+        assert grad.is_sparse, f"sparse_as_dense={sparse_as_dense}: the gradient became dense"
+        # The average of every rank's gradient, applied by one SparseAdam.
+        average = torch.zeros(10, 3)
+        for r in range(size):
+            for row in embedding_inputs(r).reshape(-1).tolist():
+                average[row] += 1.0 / size
+        close(grad.to_dense(), average, f"sparse_as_dense={sparse_as_dense} gradient")
+        reference.weight.grad = average.to_sparse(1)
+        torch.optim.SparseAdam(list(reference.parameters()), lr=0.1).step()
+        assert torch.allclose(embedding.weight, reference.weight, atol=1e-6), \
+            f"sparse_as_dense={sparse_as_dense}: weights differ from one SparseAdam step"
+        same_on_every_rank(embedding.weight, f"sparse_as_dense={sparse_as_dense} weights")
+
+
 SECTIONS = {
     "autograd": check_autograd,
     "autograd_process_sets": check_autograd_process_sets,
     "reducescatter_ops": check_reducescatter_ops,
     "optimizer_state": check_optimizer_state,
     "parameter_names": check_parameter_names,
+    "sparse": check_sparse,
 }
 
 

@@ -328,6 +328,17 @@ class _Handle:
         self.finish = finish
 
 
+class _CallableHandle(_Handle):
+    """A handle Horovod hands back as a function (sparse_allreduce_async's):
+    calling it synchronizes it and returns the result; poll() and
+    synchronize() take it too."""
+
+    __slots__ = ()
+
+    def __call__(self):
+        return synchronize(self)
+
+
 # Handles not synchronized yet. Holding them here (as Horovod does) keeps a
 # tensor alive even if its caller drops the handle while the engine writes
 # into it (also when a signal interrupted synchronize).
@@ -341,19 +352,19 @@ def _request_name(name, operation):
     return name if name else f"{operation}.noname.{next(_unnamed)}"
 
 
-def _track(handles, keep, finish):
-    handle = _Handle(handles, keep, finish)
+def _track(handles, keep, finish, kind=_Handle):
+    handle = kind(handles, keep, finish)
     _in_flight[id(handle)] = handle
     return handle
 
 
-def _combine(parts, finish):
-    """One handle over several tracked ones: synchronize waits for all of
-    them, then returns finish([each part's result])."""
+def _combine(parts, finish, kind=_Handle):
+    """One handle (of class `kind`) over several tracked ones: synchronize
+    waits for all of them, then returns finish([each part's result])."""
     for part in parts:
         _in_flight.pop(id(part), None)
     handles = [h for part in parts for h in part.handles]
-    return _track(handles, parts, lambda: finish([part.finish() for part in parts]))
+    return _track(handles, parts, lambda: finish([part.finish() for part in parts]), kind)
 
 
 def _writable_target(tensor, what):

@@ -284,26 +284,27 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Queues the reduction of a sparse COO tensor (an embedding's gradient)
-    as Horovod does: allgathers of its indices and values;
-    synchronize(handle) returns the sparse sum (divided by the set's size for
-    Average), uncoalesced."""
+    as Horovod does: allgathers of its indices and values, sent as they are
+    (not coalesced first). Returns what Horovod returns, a function: calling
+    it waits and returns the sparse sum (divided by the set's size for
+    Average), uncoalesced, of the tensor's dtype, shape and device. The
+    function is also a handle hvd.poll() and hvd.synchronize() take."""
     if not (_is_torch(tensor) and tensor.is_sparse):
         raise ValueError("sparse_allreduce_async takes a sparse torch tensor, got "
                          f"{type(tensor).__name__}")
     if op not in (Average, Sum):
         raise ValueError(f"sparse_allreduce_async supports op=Average or Sum, got {op}")
-    sparse = tensor.coalesce() if not tensor.is_coalesced() else tensor
     base = ops._request_name(name, "sparse_allreduce")
     # allgather concatenates along the first dimension: send indices as
     # (nnz, sparse_dim) rows.
-    indices = ops.allgather_async(sparse.indices().t().contiguous(), f"{base}.indices",
+    indices = ops.allgather_async(tensor._indices().t().contiguous(), f"{base}.indices",
                                   process_set)
-    values = ops.allgather_async(sparse.values().contiguous(), f"{base}.values", process_set)
-    shape = tensor.shape
+    values = ops.allgather_async(tensor._values().contiguous(), f"{base}.values", process_set)
 
     def finish(results):
         gathered_indices, gathered_values = results
         if op == Average:
             gathered_values = gathered_values / _set_size(process_set)
-        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, shape)
-    return ops._combine([indices, values], finish)
+        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, tensor.shape,
+                                       dtype=tensor.dtype, device=tensor.device)
+    return ops._combine([indices, values], finish, kind=ops._CallableHandle)

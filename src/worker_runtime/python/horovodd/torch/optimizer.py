@@ -162,13 +162,24 @@ class _DistributedOptimizerMixin:
             return 1.0 / self._predivide, self._predivide
         return 1.0, 1.0
 
-    def _dense_gradient(self, p):
+    def _gradient_to_send(self, p):
+        """p.grad, or with sparse_as_dense a dense copy of a sparse one:
+        p.grad stays sparse (optimizers such as SparseAdam take nothing
+        else) and gets the reduction back as a sparse tensor, as in
+        Horovod."""
         if p.grad.is_sparse and self._sparse_as_dense:
-            p.grad = p.grad.to_dense()
+            return p.grad.to_dense()
         return p.grad
 
+    @staticmethod
+    def _store_dense(p, reduced):
+        if p.grad.is_sparse:
+            p.grad = reduced.to_sparse(p.grad.sparse_dim())
+        elif reduced is not p.grad:
+            p.grad.copy_(reduced)
+
     def _send_gradient(self, p):
-        grad = self._dense_gradient(p)
+        grad = self._gradient_to_send(p)
         if grad.is_sparse:
             if self._op not in (Average, Sum):
                 raise ValueError(f"sparse gradients ('{self._parameter_names[p]}') are reduced "
@@ -187,7 +198,7 @@ class _DistributedOptimizerMixin:
     def _send_group(self, group):
         members = self._groups[group]
         self._ready.pop(group, None)
-        grads = [self._dense_gradient(p) for p in members]
+        grads = [self._gradient_to_send(p) for p in members]
         if any(g.is_sparse for g in grads):
             raise ValueError("gradient groups hold dense gradients only: pass "
                              "sparse_as_dense=True for sparse ones")
@@ -241,13 +252,12 @@ class _DistributedOptimizerMixin:
         group = self._group_of.get(p)
         if group is not None:
             for member, r, c in zip(self._groups[group], reduced, context):
-                if r is not member.grad:
-                    member.grad.copy_(self._compression.decompress(r, c))
+                self._store_dense(member, self._compression.decompress(r, c))
             return
         if sent is None:  # a sparse gradient: the reduction replaces it
             p.grad = reduced
-        elif sent is not p.grad:
-            p.grad.copy_(self._compression.decompress(reduced, context))
+        else:
+            self._store_dense(p, self._compression.decompress(reduced, context))
 
     @contextlib.contextmanager
     def skip_synchronize(self):
