@@ -53,3 +53,9 @@ def test_distributed_optimizer_names_unnamed_parameters_as_horovod(python_job, n
 @pytest.mark.parametrize("np_", [2, 3])
 def test_sparse_gradients_stay_sparse(python_job, np_):
     run_sections(python_job, np_, ["sparse"])
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_distributed_optimizer_over_a_process_set(python_job, np_):
+    run_sections(python_job, np_, ["optimizer_process_set"],
+                 env={"HOROVOD_DYNAMIC_PROCESS_SETS": "1"})

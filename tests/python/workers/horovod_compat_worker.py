@@ -384,6 +384,46 @@ def check_sparse(rank, size):
         same_on_every_rank(embedding.weight, f"sparse_as_dense={sparse_as_dense} weights")
 
 
+def check_optimizer_process_set(rank, size):
+    """DistributedOptimizer over a set of all ranks but the last, while the
+    last one trains on its own (and runs a collective of its own set): the
+    set's ranks average among themselves; outside the set, as in Horovod,
+    the optimizer reduces nothing and steps with the rank's own gradient."""
+    members = list(range(size - 1))
+    trainers = hvd.add_process_set(members)
+    loner = hvd.add_process_set([size - 1])
+    this_set = trainers if rank in members else loner
+    model = two_layer_model()
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters(),
+                                         process_set=trainers)
+    for step in range(3):
+        before = [p.detach().clone() for p in model.parameters()]
+        batch = torch.full((2, 4), float(rank + step))
+        reference = two_layer_model()
+        reference.load_state_dict(model.state_dict())
+        sources = members if rank in members else [rank]
+        for r in sources:
+            reference(torch.full((2, 4), float(r + step))).sum().backward()
+        optimizer.zero_grad()
+        model(batch).sum().backward()
+        optimizer.step()
+        for p, b, q in zip(model.parameters(), before, reference.parameters()):
+            assert torch.allclose(p, b - 0.1 * q.grad / len(sources), atol=1e-6), \
+                f"step {step}: rank {rank}'s update is not its set's average"
+        # Other work in each rank's own set between the steps.
+        total = hvd.allreduce(torch.ones(1), op=hvd.Sum, process_set=this_set)
+        close(total, np.full(1, float(len(this_set.ranks))), "the set's own allreduce")
+    optimizer.synchronize()  # outside the set: nothing to do, nothing to wait for
+    if rank in members:
+        for name, p in model.named_parameters():
+            same = hvd.allgather(p.detach().reshape(1, -1), process_set=trainers)
+            assert all(torch.equal(same[0], row) for row in same), f"{name} differs in the set"
+    hvd.barrier()
+    hvd.remove_process_set(loner)
+    hvd.remove_process_set(trainers)
+
+
 SECTIONS = {
     "autograd": check_autograd,
     "autograd_process_sets": check_autograd_process_sets,
@@ -391,6 +431,7 @@ SECTIONS = {
     "optimizer_state": check_optimizer_state,
     "parameter_names": check_parameter_names,
     "sparse": check_sparse,
+    "optimizer_process_set": check_optimizer_process_set,
 }
 
 

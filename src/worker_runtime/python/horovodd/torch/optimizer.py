@@ -61,7 +61,10 @@ class _DistributedOptimizerMixin:
         self._synchronized = False
         self._should_synchronize = True
         # The accumulators must outlive this call for their hooks to stay.
-        self._accumulators = [self._hook_gradient(p) for p in self._trained]
+        # Ranks outside the process set reduce nothing: as in Horovod, their
+        # gradients get no hooks and step() uses them as they are.
+        self._accumulators = [self._hook_gradient(p) for p in self._trained] \
+            if self._in_process_set() else []
 
     def _name_parameters(self, named_parameters):
         """{parameter: name}, Horovod's `_parameter_names`: the names given,
@@ -213,9 +216,17 @@ class _DistributedOptimizerMixin:
         for p in members:
             self._pending[p] = entry
 
+    def _in_process_set(self):
+        return self._process_set is None or self._process_set is global_process_set or \
+            self._process_set.included()
+
     def synchronize(self):
         """Finishes the allreduce of every gradient; p.grad then holds the
-        reduction over all ranks (of the process set)."""
+        reduction over all ranks (of the process set). On a rank outside the
+        process set it does nothing, as in Horovod."""
+        if not self._in_process_set():
+            self._synchronized = True
+            return
         unsent = sorted((p for p in self._trained if p not in self._pending),
                         key=lambda p: self._parameter_names[p])
         for p in unsent:
@@ -310,7 +321,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
       groups of parameters given, one request per group.
     sparse_as_dense: reduce sparse gradients (embeddings) as dense tensors;
       otherwise they go through sparse_allreduce_async.
-    process_set: reduce over this set's ranks only (those ranks alone train).
+    process_set: reduce over this set's ranks only; on the other ranks the
+      optimizer reduces nothing (step() uses their own gradients).
 
     The result is an instance of `optimizer`'s class with its parameter
     groups and state.
