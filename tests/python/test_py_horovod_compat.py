@@ -4,9 +4,11 @@ ranks: workers/horovod_compat_worker.py asserts Horovod's values, error
 types and messages, and prints "compat SECTION ok rank R/S" per section.
 A hang fails the test at the harness's deadline."""
 
+import re
+
 import pytest
 
-from python_harness import WORKERS
+from python_harness import BUILD, WORKERS
 
 WORKER = WORKERS / "horovod_compat_worker.py"
 
@@ -59,3 +61,35 @@ def test_sparse_gradients_stay_sparse(python_job, np_):
 def test_distributed_optimizer_over_a_process_set(python_job, np_):
     run_sections(python_job, np_, ["optimizer_process_set"],
                  env={"HOROVOD_DYNAMIC_PROCESS_SETS": "1"})
+
+
+def _configured_nccl():
+    """(NCCL_VERSION_CODE, CUDA found) of this build, from CMake's cache and
+    the nccl.h it found: what hvd.nccl_built() and hvd.cuda_built() must
+    say."""
+    cache = (BUILD / "CMakeCache.txt").read_text()
+
+    def cached(name):
+        match = re.search(rf"^{name}:[A-Z]+=(.*)$", cache, re.MULTILINE)
+        return match.group(1) if match else ""
+    cuda = bool(cached("CUDAToolkit_NVCC_EXECUTABLE")) and \
+        not cached("CUDAToolkit_NVCC_EXECUTABLE").endswith("NOTFOUND")
+    include_dir, library = cached("HVDD_NCCL_INCLUDE_DIR"), cached("HVDD_NCCL_LIBRARY")
+    found = all(path and not path.endswith("NOTFOUND") for path in (include_dir, library))
+    if cached("HVDD_WITH_NCCL").upper() == "OFF" or not cuda or not found:
+        return 0, cuda
+    text = open(f"{include_dir}/nccl.h").read()
+    major, minor, patch = (int(re.search(rf"#define NCCL_{part} +(\d+)", text).group(1))
+                           for part in ("MAJOR", "MINOR", "PATCH"))
+    if major <= 2 and minor <= 8:
+        return major * 1000 + minor * 100 + patch, cuda
+    return major * 10000 + minor * 100 + patch, cuda
+
+
+def test_build_info_says_what_horovod_says(python_job):
+    nccl, cuda = _configured_nccl()
+    if nccl and nccl < 21400:
+        nccl = 0  # find_nccl.cmake leaves NCCL out below 2.14
+    run_sections(python_job, 2, ["build_info"],
+                 env={"EXPECTED_NCCL_VERSION_CODE": str(nccl),
+                      "EXPECTED_CUDA_BUILT": "1" if cuda else "0"})

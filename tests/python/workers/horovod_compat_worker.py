@@ -424,6 +424,31 @@ def check_optimizer_process_set(rank, size):
     hvd.remove_process_set(trainers)
 
 
+# ---------------------------------------------------------------------------
+# build introspection (issue #33 §5)
+# ---------------------------------------------------------------------------
+
+def check_build_info(rank, size):
+    """Horovod's return types and values. NCCL_VERSION_CODE: the code this
+    build's nccl.h gives (the test passes it), 0 without NCCL."""
+    expected_nccl = int(os.environ["EXPECTED_NCCL_VERSION_CODE"])
+    nccl = hvd.nccl_built()
+    assert type(nccl) is int, type(nccl)
+    equal(nccl, expected_nccl, "nccl_built()")
+    # What Horovod's own tests do with it: skip alltoall only on an old NCCL.
+    assert not (hvd.nccl_built() and hvd.nccl_built() < 2700), nccl
+    for name, value in (("mpi_built", False), ("mpi_enabled", False), ("gloo_built", True),
+                        ("gloo_enabled", True), ("ddl_built", False), ("ccl_built", False),
+                        ("rocm_built", False), ("is_homogeneous", True)):
+        result = getattr(hvd, name)()
+        assert type(result) is bool, f"{name}() returned a {type(result).__name__}"
+        equal(result, value, f"{name}()")
+    assert type(hvd.cuda_built()) is bool
+    equal(hvd.cuda_built(), os.environ["EXPECTED_CUDA_BUILT"] == "1", "cuda_built()")
+    raises(ValueError, ["Horovod MPI is not enabled"], hvd.mpi_threads_supported,
+           "mpi_threads_supported() without MPI")
+
+
 SECTIONS = {
     "autograd": check_autograd,
     "autograd_process_sets": check_autograd_process_sets,
@@ -432,6 +457,7 @@ SECTIONS = {
     "parameter_names": check_parameter_names,
     "sparse": check_sparse,
     "optimizer_process_set": check_optimizer_process_set,
+    "build_info": check_build_info,
 }
 
 

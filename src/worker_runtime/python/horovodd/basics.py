@@ -92,9 +92,12 @@ def cross_size():
 
 
 def is_homogeneous():
-    """Whether every host runs the same number of workers. Answered locally
-    (no collective, as in Horovod): with L workers on every one of H hosts,
-    each worker's local_size() * cross_size() is L * H = size()."""
+    """Whether every host runs the same number of workers (False before
+    init(), as Horovod's). Answered locally (no collective, as in Horovod):
+    with L workers on every one of H hosts, each worker's local_size() *
+    cross_size() is L * H = size()."""
+    if not is_initialized():
+        return False
     return local_size() * cross_size() == size()
 
 
@@ -110,11 +113,14 @@ def stop_timeline():
     _horovodd.stop_timeline()
 
 
-# What this build has, as Horovod's build-info functions say it. horovodd
-# runs its CPU collectives over Gloo; it never uses MPI, DDL, oneCCL or ROCm.
+# What this build has, as Horovod's build-info functions say it, with their
+# types: nccl_built() an int, the others bools. horovodd runs its CPU
+# collectives over Gloo; it never uses MPI, DDL, oneCCL or ROCm.
 
 def mpi_threads_supported():
-    return False
+    """Horovod's answer when MPI is not enabled, which with horovodd it never
+    is: ValueError."""
+    raise ValueError("Horovod MPI is not enabled; Please make sure it's installed and enabled.")
 
 
 def mpi_enabled():
@@ -134,8 +140,10 @@ def gloo_built():
 
 
 def nccl_built():
-    """Whether this build runs GPU collectives over NCCL."""
-    return bool(_build_info is not None and _build_info.NCCL_BUILT)
+    """NCCL's version code (NCCL_VERSION_CODE: 2.28.9 is 22809) when this
+    build runs GPU collectives over NCCL, else 0, as Horovod returns it
+    (scripts compare it: `hvd.nccl_built() < 2700`)."""
+    return int(getattr(_build_info, "NCCL_VERSION_CODE", 0))
 
 
 def ddl_built():
@@ -147,7 +155,7 @@ def ccl_built():
 
 
 def cuda_built():
-    return bool(_build_info is not None and _build_info.CUDA_BUILT)
+    return bool(getattr(_build_info, "CUDA_BUILT", False))
 
 
 def rocm_built():
