@@ -210,8 +210,13 @@ def check_autograd(rank, size):
     close(x.grad, np.full(3, mean if rank == root else 0.0), "broadcast gradient")
 
     # alltoall: row j of rank r's input goes to rank j, weighed there by j+1.
+    # Without splits Horovod returns the rows alone; with them, the pair.
     x = torch.ones(size, 2, requires_grad=True)
-    received, splits = hvd.alltoall(x)
+    received = hvd.alltoall(x)
+    (received * own).sum().backward()
+    close(x.grad, np.repeat(np.array(weights).reshape(-1, 1), 2, axis=1), "alltoall gradient")
+    x = torch.ones(size, 2, requires_grad=True)
+    received, splits = hvd.alltoall(x, splits=[1] * size)
     close(splits, np.ones(size), "alltoall received splits")
     (received * own).sum().backward()
     close(x.grad, np.repeat(np.array(weights).reshape(-1, 1), 2, axis=1), "alltoall gradient")

@@ -139,7 +139,36 @@ def check_reducescatter_grad(rank, size):
     close(tensor.grad, expected, "reducescatter grad rows")
 
 
+def check_alltoall(rank, size):
+    """Horovod 0.28's alltoall returns the rows alone without splits, the
+    pair (rows, received splits) with them (test_horovod_alltoall*)."""
+    for dtype, dim in itertools.product(GRAD_DTYPES, [1, 2, 3]):
+        vals = []
+        for i in range(size):
+            vals += [i] * (rank + 1)
+        tensor = torch.Tensor(vals)
+        for _ in range(dim - 1):
+            tensor = torch.cat((tensor.unsqueeze(1), tensor.unsqueeze(1)), dim=1)
+        tensor = tensor.to(dtype).requires_grad_()
+        splits = torch.tensor([rank + 1] * size, dtype=torch.int32)
+        collected, received_splits = hvd.alltoall(tensor, splits)
+        assert collected.min() == rank and collected.max() == rank, collected
+        equal(collected.numel(), size * (size + 1) // 2 * 2 ** (dim - 1), "alltoall numel")
+        equal(received_splits.tolist(), [r + 1 for r in range(size)], "received splits")
+        collected.backward(torch.ones(collected.shape, dtype=dtype))
+        close(tensor.grad, np.ones(tensor.shape), f"alltoall grad {dtype} dim {dim}")
+        # Equal split: the rows alone.
+        tensor = torch.Tensor([float(i) for i in range(size) for _ in range(2)])
+        tensor = tensor.to(dtype).requires_grad_()
+        collected = hvd.alltoall(tensor)
+        assert isinstance(collected, torch.Tensor), type(collected)
+        close(collected, np.full(2 * size, rank), f"alltoall equal split {dtype}")
+        collected.backward(torch.ones(collected.shape, dtype=dtype))
+        close(tensor.grad, np.ones(tensor.shape), f"alltoall equal split grad {dtype}")
+
+
 def check_autograd(rank, size):
+    check_alltoall(rank, size)
     check_broadcast_grad(rank, size)
     check_allgather_grad(rank, size)
     check_reducescatter_grad(rank, size)

@@ -246,11 +246,16 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
-    """(rows received from each rank, how many came from each);
-    differentiable in the rows."""
+    """Sends splits[i] first-dimension rows to rank i. Returns, as Horovod
+    0.28 does, the rows received from rank 0 up, and when `splits` was given
+    also how many rows came from each rank: (rows, received splits).
+    Differentiable in the rows. (alltoall_async's handle always gives the
+    pair.)"""
     if not _is_torch(tensor):
-        return ops.alltoall(tensor, splits, name, process_set)
-    return HorovodAlltoall.apply(tensor, splits, name, process_set)
+        output, received = ops.alltoall(tensor, splits, name, process_set)
+    else:
+        output, received = HorovodAlltoall.apply(tensor, splits, name, process_set)
+    return output if splits is None else (output, received)
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
