@@ -1,7 +1,7 @@
 // The per-generation key-value namespace behind Gloo's rendezvous store.
 #include <catch2/catch.hpp>
 
-#include "daemon/kv/kv_namespace.h"
+#include "daemon/kv_namespace/kv_namespace.h"
 
 using horovodd::daemon::KvLimits;
 using horovodd::daemon::KvNamespace;

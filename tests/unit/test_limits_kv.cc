@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/kv/kv_namespace.h"
+#include "daemon/kv_namespace/kv_namespace.h"
 #include "daemon/rpc/client_stream_limiter.h"
 
 using horovodd::daemon::ClientStreamLimiter;

@@ -21,9 +21,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/launch/shim/shim_launcher.h"
-#include "daemon/launch/shim/shim_launcher_internal.h"
-#include "daemon/shim/shim_protocol.h"
+#include "daemon/launch/shim_client/shim_launcher.h"
+#include "daemon/launch/shim_client/shim_launcher_internal.h"
+#include "daemon/shim_protocol/shim_protocol.h"
 #include "shim.pb.h"
 #include "wait_until.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "catch2/catch.hpp"
-#include "daemon/shim/shim_protocol.h"
+#include "daemon/shim_protocol/shim_protocol.h"
 #include "temp_dir.h"
 
 namespace fs = std::filesystem;

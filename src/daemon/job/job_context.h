@@ -8,7 +8,7 @@
 #include <string>
 
 #include "daemon/job/job_observer.h"
-#include "daemon/kv/kv_namespace.h"
+#include "daemon/kv_namespace/kv_namespace.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/loop/clock.h"
 

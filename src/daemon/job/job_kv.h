@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/kv/kv_namespace.h"
+#include "daemon/kv_namespace/kv_namespace.h"
 #include "daemon/loop/event_loop.h"
 #include "horovodd.pb.h"
 

@@ -2,7 +2,7 @@
 // this interface: HostRouter sends hosts that name this machine to the local
 // Starting workers on a host, wherever that host is. The job driver sees only
 // this interface: HostRouter sends hosts that name this machine to the local
-// launcher (fork/exec, or through horovodd-shim: launch/shim/shim_launcher.h)
+// launcher (fork/exec, or through horovodd-shim: launch/shim_client/shim_launcher.h)
 // and every other host to the remote launcher (SSH exec channels, or with
 // shims the same ShimLauncher, over a shim on that host), unless the job chose
 // otherwise (LaunchRoute: every worker forked here, or every worker an srun

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "daemon/config/daemon_config.h"
-#include "daemon/kv/kv_namespace.h"
+#include "daemon/kv_namespace/kv_namespace.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {

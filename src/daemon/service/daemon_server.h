@@ -20,7 +20,7 @@
 #include "daemon/journal/journal.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/launch/local_launcher.h"
-#include "daemon/launch/shim/shim_launcher.h"
+#include "daemon/launch/shim_client/shim_launcher.h"
 #include "daemon/launch/slurm/slurm_launcher.h"
 #include "daemon/launch/ssh/ssh_launcher.h"
 #include "daemon/metrics/metrics.h"
@@ -64,7 +64,7 @@ struct DaemonOptions {
   // horovodrun prints them itself.
   bool log_job_events = false;
   // With a state dir: this machine's workers run under this horovodd-shim
-  // (launch/shim/shim_launcher.h) instead of as the daemon's children, so
+  // (launch/shim_client/shim_launcher.h) instead of as the daemon's children, so
   // they outlive it, and Start takes back the jobs an earlier run left
   // running. Empty: the daemon's children, which die with it (the daemon
   // embedded in horovodrun).

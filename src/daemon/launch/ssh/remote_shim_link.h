@@ -1,4 +1,4 @@
-// The daemon's way to a horovodd-shim on another host (launch/shim/
+// The daemon's way to a horovodd-shim on another host (launch/shim_client/
 // shim_launcher.h): one SSH session per job per host. The shim runs detached
 // from every SSH session (it forks and setsids itself, its stdio is
 // /dev/null and its log), with its unix socket in a per-user dir on the host

@@ -1,4 +1,4 @@
-#include "daemon/launch/shim/shim_launcher.h"
+#include "daemon/launch/shim_client/shim_launcher.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,9 +18,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "daemon/launch/shim/shim_launcher_internal.h"
+#include "daemon/launch/shim_client/shim_launcher_internal.h"
 #include "daemon/launch/spawn_process.h"
-#include "daemon/shim/shim_protocol.h"
+#include "daemon/shim_protocol/shim_protocol.h"
 #include "shim.pb.h"
 
 namespace horovodd::daemon {

@@ -16,9 +16,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
-#include "daemon/launch/shim/shim_launcher.h"
+#include "daemon/launch/shim_client/shim_launcher.h"
 #include "daemon/launch/ssh/remote_shim_link.h"
-#include "daemon/shim/shim_protocol.h"
+#include "daemon/shim_protocol/shim_protocol.h"
 #include "shim.pb.h"
 
 namespace horovodd::daemon {

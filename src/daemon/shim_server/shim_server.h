@@ -34,7 +34,7 @@
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
 #include "daemon/launch/local_launcher.h"
-#include "daemon/shim/shim_protocol.h"
+#include "daemon/shim_protocol/shim_protocol.h"
 #include "shim.pb.h"
 
 namespace horovodd::shim {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
-#include "daemon/launch/shim/shim_launcher_internal.h"
+#include "daemon/launch/shim_client/shim_launcher_internal.h"
 
 namespace horovodd::daemon {
 

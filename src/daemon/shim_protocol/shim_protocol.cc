@@ -1,4 +1,4 @@
-#include "daemon/shim/shim_protocol.h"
+#include "daemon/shim_protocol/shim_protocol.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "daemon/shim/shim_server.h"
+#include "daemon/shim_server/shim_server.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "daemon/kv/kv_namespace.h"
+#include "daemon/kv_namespace/kv_namespace.h"
 
 #include <algorithm>
 

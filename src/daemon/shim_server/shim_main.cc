@@ -20,8 +20,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/shim/shim_protocol.h"
-#include "daemon/shim/shim_server.h"
+#include "daemon/shim_protocol/shim_protocol.h"
+#include "daemon/shim_server/shim_server.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // A Launcher that starts this machine's workers through horovodd-shim
-// (daemon/shim/shim_server.h): one shim per job, started detached, so the
-// workers are not the daemon's children and a daemon that dies or restarts
-// leaves them running. Output lines, exit statuses and signals pass through
+// (daemon/shim_server/shim_server.h): one shim per job, started detached, so
+// the workers are not the daemon's children and a daemon that dies or
+// restarts leaves them running. Output lines, exit statuses and signals pass through
 // the shim's unix socket (<socket_dir>/<job id>.sock); a restarted daemon
 // finds the shim there again (Reattach) and gets what happened meanwhile.
 //
