@@ -24,75 +24,14 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/launch/local_launcher.h"
+#include "process_recorder.h"
 #include "wait_until.h"
 
 namespace horovodd::daemon {
 namespace {
 
+using testing::ProcessRecorder;
 using testing::WaitUntil;
-
-// "Did not hang" deadline: generous, the test machine is small and loaded.
-constexpr absl::Duration kPatience = absl::Seconds(60);
-
-// What the launcher reported about one process. Declare it before the
-// launcher so it outlives the launcher's callbacks.
-class Recorder {
- public:
-  ProcessCallbacks Callbacks() {
-    ProcessCallbacks callbacks;
-    callbacks.on_line = [this](OutputStream stream, std::string_view line) {
-      absl::MutexLock lock(&mu_);
-      if (exit_calls_ > 0) line_after_exit_ = true;
-      (stream == OutputStream::kStdout ? stdout_ : stderr_).emplace_back(line);
-    };
-    callbacks.on_exit = [this](const ExitInfo& info) {
-      absl::MutexLock lock(&mu_);
-      ++exit_calls_;
-      exit_ = info;
-    };
-    return callbacks;
-  }
-
-  // The exit info, once on_exit ran; fails the test if it never does.
-  ExitInfo AwaitExit() {
-    absl::MutexLock lock(&mu_);
-    const bool exited = mu_.AwaitWithDeadline(
-        absl::Condition(+[](int* calls) { return *calls > 0; }, &exit_calls_),
-        absl::Now() + kPatience);
-    REQUIRE(exited);
-    return *exit_;
-  }
-
-  // The first n lines of a stream, once they arrived.
-  std::vector<std::string> AwaitLines(size_t n, OutputStream stream = OutputStream::kStdout) {
-    absl::MutexLock lock(&mu_);
-    const std::vector<std::string>& lines = stream == OutputStream::kStdout ? stdout_ : stderr_;
-    const auto enough = [&lines, n]() { return lines.size() >= n; };
-    REQUIRE(mu_.AwaitWithDeadline(absl::Condition(&enough), absl::Now() + kPatience));
-    return std::vector<std::string>(lines.begin(), lines.begin() + n);
-  }
-
-  std::vector<std::string> Lines(OutputStream stream) const {
-    absl::MutexLock lock(&mu_);
-    return stream == OutputStream::kStdout ? stdout_ : stderr_;
-  }
-  int exit_calls() const {
-    absl::MutexLock lock(&mu_);
-    return exit_calls_;
-  }
-  bool line_after_exit() const {
-    absl::MutexLock lock(&mu_);
-    return line_after_exit_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<std::string> stdout_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> stderr_ ABSL_GUARDED_BY(mu_);
-  std::optional<ExitInfo> exit_ ABSL_GUARDED_BY(mu_);
-  int exit_calls_ ABSL_GUARDED_BY(mu_) = 0;
-  bool line_after_exit_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 std::unique_ptr<LocalLauncher> MakeLauncher(const LocalLauncherOptions& options = {}) {
   absl::StatusOr<std::unique_ptr<LocalLauncher>> launcher = LocalLauncher::Create(options);
@@ -109,7 +48,7 @@ LaunchSpec Spec(std::vector<std::string> argv) {
 
 LaunchSpec Shell(const std::string& script) { return Spec({"/bin/sh", "-c", script}); }
 
-pid_t LaunchOk(LocalLauncher& launcher, const LaunchSpec& spec, Recorder& recorder) {
+pid_t LaunchOk(LocalLauncher& launcher, const LaunchSpec& spec, ProcessRecorder& recorder) {
   absl::StatusOr<pid_t> pid = launcher.Launch(spec, recorder.Callbacks());
   INFO(pid.status().ToString());
   REQUIRE(pid.ok());
@@ -151,7 +90,7 @@ std::vector<std::string> Numbers(int from, int to) {
 }
 
 TEST_CASE("Launcher reports exit status 0 and 3", "[launcher]") {
-  Recorder zero, three;
+  ProcessRecorder zero, three;
   auto launcher = MakeLauncher();
   LaunchOk(*launcher, Spec({"true"}), zero);
   LaunchOk(*launcher, Shell("exit 3"), three);
@@ -170,7 +109,7 @@ TEST_CASE("Launcher reports exit status 0 and 3", "[launcher]") {
 }
 
 TEST_CASE("Launcher reports a process killed by SIGKILL", "[launcher]") {
-  Recorder signalled, self_killed;
+  ProcessRecorder signalled, self_killed;
   auto launcher = MakeLauncher();
   const pid_t pid = LaunchOk(*launcher, Spec({"sleep", "1000"}), signalled);
   LaunchOk(*launcher, Shell("kill -KILL $$"), self_killed);
@@ -184,7 +123,7 @@ TEST_CASE("Launcher reports a process killed by SIGKILL", "[launcher]") {
 }
 
 TEST_CASE("Launcher delivers every stdout and stderr line in order", "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   // Both streams at full speed at the same time: about 600 KB each.
   LaunchOk(*launcher, Shell("seq 1 100000 & seq 1 100000 >&2; wait"), recorder);
@@ -196,7 +135,7 @@ TEST_CASE("Launcher delivers every stdout and stderr line in order", "[launcher]
 }
 
 TEST_CASE("Launcher delivers a last line without newline before on_exit", "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   LaunchOk(*launcher, Shell("printf 'first\\nlast'; printf 'only-err' >&2; exit 5"), recorder);
   CHECK(recorder.AwaitExit().exit_code == 5);
@@ -206,7 +145,7 @@ TEST_CASE("Launcher delivers a last line without newline before on_exit", "[laun
 }
 
 TEST_CASE("Launcher delivers a very long line in 64 KiB pieces", "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   LaunchOk(*launcher, Shell("head -c 200000 /dev/zero | tr '\\0' x; echo; echo after"),
            recorder);
@@ -223,7 +162,7 @@ TEST_CASE("Launcher delivers a very long line in 64 KiB pieces", "[launcher]") {
 
 TEST_CASE("Launcher gives the child exactly the environment of the spec", "[launcher]") {
   REQUIRE(setenv("HVDD_LAUNCHER_TEST_DAEMON_ONLY", "1", 1) == 0);
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   LaunchSpec spec = Spec({"env"});
   spec.env["HVDD_GREETING"] = "hello world";
@@ -240,7 +179,7 @@ TEST_CASE("Launcher runs the child in the working directory of the spec", "[laun
   char resolved[PATH_MAX];
   REQUIRE(realpath(dir_template, resolved) != nullptr);
   {
-    Recorder recorder;
+    ProcessRecorder recorder;
     auto launcher = MakeLauncher();
     LaunchSpec spec = Spec({"pwd"});
     spec.working_dir = dir_template;
@@ -252,7 +191,7 @@ TEST_CASE("Launcher runs the child in the working directory of the spec", "[laun
 }
 
 TEST_CASE("Launcher fails clearly when the program does not exist", "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
 
   absl::StatusOr<pid_t> by_name =
@@ -280,7 +219,7 @@ TEST_CASE("Launcher fails clearly when the program is not executable", "[launche
   REQUIRE(write(fd, "#!/bin/sh\n", 10) == 10);
   close(fd);
   REQUIRE(chmod(file_template, 0644) == 0);
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   absl::StatusOr<pid_t> pid = launcher->Launch(Spec({file_template}), recorder.Callbacks());
   CHECK(pid.status().code() == absl::StatusCode::kPermissionDenied);
@@ -290,7 +229,7 @@ TEST_CASE("Launcher fails clearly when the program is not executable", "[launche
 }
 
 TEST_CASE("Launcher fails clearly when the working directory is missing", "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   LaunchSpec spec = Spec({"true"});
   spec.working_dir = "/nonexistent/hvdd-workdir";
@@ -303,7 +242,7 @@ TEST_CASE("Launcher fails clearly when the working directory is missing", "[laun
 }
 
 TEST_CASE("Launcher rejects a spec it cannot execute", "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   absl::StatusOr<pid_t> empty = launcher->Launch(Spec({}), recorder.Callbacks());
   CHECK(empty.status().code() == absl::StatusCode::kInvalidArgument);
@@ -317,7 +256,7 @@ TEST_CASE("Launcher rejects a spec it cannot execute", "[launcher]") {
 }
 
 TEST_CASE("Launcher Signal reaches the process group, grandchildren included", "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   // The shell survives SIGTERM (it only prints), its background sleep does not:
   // so the sleep can only die from the group signal, not from the shell's exit.
@@ -339,7 +278,7 @@ TEST_CASE("Launcher Signal reaches the process group, grandchildren included", "
 }
 
 TEST_CASE("Launcher Signal returns NOT_FOUND for pids it does not run", "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   CHECK(launcher->Signal(getpid(), 0).code() == absl::StatusCode::kNotFound);
   const pid_t pid = LaunchOk(*launcher, Spec({"true"}), recorder);
@@ -351,7 +290,7 @@ TEST_CASE("Launcher Signal returns NOT_FOUND for pids it does not run", "[launch
 
 TEST_CASE("Launcher kills what is left of a process group when its leader exits",
           "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   LaunchOk(*launcher, Shell("sleep 1000 & echo $!"), recorder);
   const pid_t grandchild = std::stoi(recorder.AwaitLines(1)[0]);
@@ -370,7 +309,7 @@ LaunchSpec EscapingShell(const std::string& command) {
 
 TEST_CASE("Launcher reports the exit even when an escaped descendant keeps the pipes",
           "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   LocalLauncherOptions options;
   options.output_linger = absl::Milliseconds(200);
   auto launcher = MakeLauncher(options);
@@ -384,7 +323,7 @@ TEST_CASE("Launcher reports the exit even when an escaped descendant keeps the p
 
 TEST_CASE("Launcher reports the exit even when an escaped descendant keeps writing",
           "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   LocalLauncherOptions options;
   options.output_linger = absl::Milliseconds(200);
   auto launcher = MakeLauncher(options);
@@ -406,7 +345,7 @@ TEST_CASE("Launcher reports the exit even when an escaped descendant keeps writi
 }
 
 TEST_CASE("Launcher destructor leaves no child or grandchild alive", "[launcher]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   const pid_t pid = LaunchOk(*launcher, Shell("sleep 1000 & echo $!; wait"), recorder);
   const pid_t grandchild = std::stoi(recorder.AwaitLines(1)[0]);
@@ -423,7 +362,7 @@ TEST_CASE("Launcher destructor leaves no child or grandchild alive", "[launcher]
 TEST_CASE("Launcher reports 20 concurrent children exactly once each", "[launcher]") {
   constexpr int kChildren = 20;
   constexpr int kThreads = 4;
-  std::vector<Recorder> recorders(kChildren);
+  std::vector<ProcessRecorder> recorders(kChildren);
   auto launcher = MakeLauncher();
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -447,7 +386,7 @@ TEST_CASE("Launcher reports 20 concurrent children exactly once each", "[launche
 }
 
 TEST_CASE("Launcher TerminateAll sends SIGTERM, then SIGKILL after the grace", "[launcher]") {
-  Recorder polite, stubborn;
+  ProcessRecorder polite, stubborn;
   auto launcher = MakeLauncher();
   LaunchOk(*launcher, Spec({"sleep", "1000"}), polite);
   LaunchOk(*launcher, Shell("trap '' TERM; echo ready; exec sleep 1000"), stubborn);
@@ -462,7 +401,7 @@ TEST_CASE("Launcher TerminateAll sends SIGTERM, then SIGKILL after the grace", "
 }
 
 TEST_CASE("Launcher accepts a launch from inside on_exit", "[launcher]") {
-  Recorder second;
+  ProcessRecorder second;
   absl::Mutex mu;
   std::optional<absl::StatusOr<pid_t>> relaunched;
   auto launcher = MakeLauncher();
@@ -484,7 +423,7 @@ TEST_CASE("Launcher gives children /dev/null stdin and no stray descriptors", "[
   // A descriptor the test leaks on purpose (no close-on-exec), far from dash's own.
   const int leaked = fcntl(STDERR_FILENO, F_DUPFD, 200);
   REQUIRE(leaked >= 200);
-  Recorder recorder;
+  ProcessRecorder recorder;
   {
     auto launcher = MakeLauncher();
     LaunchOk(*launcher,
@@ -502,7 +441,7 @@ TEST_CASE("Launcher starts children with no blocked or ignored signals", "[launc
   struct sigaction ignore = {}, previous = {};
   ignore.sa_handler = SIG_IGN;
   REQUIRE(sigaction(SIGPIPE, &ignore, &previous) == 0);  // as network daemons do
-  Recorder recorder;
+  ProcessRecorder recorder;
   {
     auto launcher = MakeLauncher();
     LaunchOk(*launcher, Spec({"grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"}), recorder);

@@ -25,51 +25,14 @@
 #include "daemon/launch/shim_client/shim_launcher_internal.h"
 #include "daemon/shim_protocol/shim_protocol.h"
 #include "shim.pb.h"
+#include "process_recorder.h"
 #include "wait_until.h"
 
 namespace horovodd::daemon {
 namespace {
 
+using testing::ProcessRecorder;
 using testing::WaitUntil;
-
-// Everything one worker reported; outlives the launchers that call it.
-class Recorder {
- public:
-  ProcessCallbacks Callbacks() {
-    ProcessCallbacks callbacks;
-    callbacks.on_line = [this](OutputStream stream, std::string_view line) {
-      absl::MutexLock lock(&mu_);
-      lines_.push_back(absl::StrCat(stream == OutputStream::kStderr ? "err:" : "out:",
-                                    absl::string_view(line.data(), line.size())));
-    };
-    callbacks.on_exit = [this](const ExitInfo& exit) {
-      absl::MutexLock lock(&mu_);
-      ++exits_;
-      exit_ = exit;
-    };
-    return callbacks;
-  }
-  bool Exited() {
-    absl::MutexLock lock(&mu_);
-    return exits_ > 0;
-  }
-  ExitInfo AwaitExit() {
-    REQUIRE(WaitUntil([this] { return Exited(); }));
-    absl::MutexLock lock(&mu_);
-    CHECK(exits_ == 1);
-    return exit_;
-  }
-  std::vector<std::string> lines() {
-    absl::MutexLock lock(&mu_);
-    return lines_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<std::string> lines_;
-  int exits_ = 0;
-  ExitInfo exit_;
-};
 
 struct TempDir {
   TempDir() {
@@ -148,13 +111,13 @@ TEST_CASE("shim frames are cut at their length prefix", "[shim]") {
 
 TEST_CASE_METHOD(ShimFixture, "a worker's output and exit status come through its shim",
                  "[shim]") {
-  Recorder worker;
+  ProcessRecorder worker;
   auto launched = launcher->Launch(Shell("echo one; echo two >&2; exit 3", 1),
                                       worker.Callbacks());
   REQUIRE(launched.ok());
   CHECK(launched->pid > 0);
   CHECK(worker.AwaitExit().exit_code == 3);
-  const std::vector<std::string> lines = worker.lines();
+  const std::vector<std::string> lines = worker.TaggedLines();
   CHECK(std::count(lines.begin(), lines.end(), "out:one") == 1);
   CHECK(std::count(lines.begin(), lines.end(), "err:two") == 1);
   const std::string socket = launcher->SocketPath("job-1");
@@ -169,7 +132,7 @@ TEST_CASE_METHOD(ShimFixture, "a worker's output and exit status come through it
 
 TEST_CASE_METHOD(ShimFixture, "a command that cannot run is refused like LocalLauncher refuses it",
                  "[shim]") {
-  Recorder worker;
+  ProcessRecorder worker;
   WorkerLaunch launch = Shell("", 1);
   launch.spec.argv = {"/no/such/program"};
   auto launched = launcher->Launch(launch, worker.Callbacks());
@@ -179,10 +142,10 @@ TEST_CASE_METHOD(ShimFixture, "a command that cannot run is refused like LocalLa
 }
 
 TEST_CASE_METHOD(ShimFixture, "signals reach the worker through its shim", "[shim]") {
-  Recorder worker;
+  ProcessRecorder worker;
   auto launched = launcher->Launch(Shell("echo ready; exec sleep 100", 1), worker.Callbacks());
   REQUIRE(launched.ok());
-  REQUIRE(WaitUntil([&] { return !worker.lines().empty(); }));
+  REQUIRE(WaitUntil([&] { return !worker.TaggedLines().empty(); }));
   REQUIRE(launcher->Signal(launched->handle, SIGTERM).ok());
   const ExitInfo exit = worker.AwaitExit();
   CHECK(exit.signal == SIGTERM);
@@ -194,7 +157,7 @@ TEST_CASE_METHOD(ShimFixture, "workers outlive the launcher, and a new one takes
   options.shim_buffered_lines = 100;
   launcher = Start();
   const std::string go = dir.path + "/go";
-  Recorder before;
+  ProcessRecorder before;
   int pid = 0;
   {
     // Waits for the file `go`, then prints 300 lines (more than the shim
@@ -207,16 +170,16 @@ TEST_CASE_METHOD(ShimFixture, "workers outlive the launcher, and a new one takes
     auto launched = launcher->Launch(launch, before.Callbacks());
     REQUIRE(launched.ok());
     pid = launched->pid;
-    REQUIRE(WaitUntil([&] { return !before.lines().empty(); }));
+    REQUIRE(WaitUntil([&] { return !before.TaggedLines().empty(); }));
     launcher.reset();  // the "daemon" goes away
   }
   CHECK(Alive(pid));
-  CHECK(!before.Exited());
+  CHECK(before.exit_calls() == 0);
   { std::ofstream(go) << "go"; }
   // The worker runs to its end with no daemon to read its output.
   REQUIRE(WaitUntil([&] { return !Alive(pid); }));
 
-  Recorder after;
+  ProcessRecorder after;
   launcher = Start();
   int64_t asked = 0;
   auto found = launcher->Reattach("job-1");
@@ -233,7 +196,7 @@ TEST_CASE_METHOD(ShimFixture, "workers outlive the launcher, and a new one takes
   });
   CHECK(asked == 5);
   CHECK(after.AwaitExit().exit_code == 7);
-  const std::vector<std::string> lines = after.lines();
+  const std::vector<std::string> lines = after.TaggedLines();
   REQUIRE(lines.size() == 101);  // the notice, then the newest 100 lines
   CHECK(lines[0] == "err:[horovodd-shim: 200 line(s) of output dropped while no daemon read them]");
   CHECK(lines[1] == "out:line200");
@@ -243,7 +206,7 @@ TEST_CASE_METHOD(ShimFixture, "workers outlive the launcher, and a new one takes
 TEST_CASE_METHOD(ShimFixture,
                  "a worker still running is taken back and stopped by the new launcher",
                  "[shim]") {
-  Recorder before, after;
+  ProcessRecorder before, after;
   int pid = 0;
   {
     auto launched = launcher->Launch(Shell("exec sleep 100", 2), before.Callbacks());
@@ -261,13 +224,13 @@ TEST_CASE_METHOD(ShimFixture,
   CHECK(launcher->running() == 1);
   launcher->TerminateAll(absl::Seconds(10));
   CHECK(after.AwaitExit().signal == SIGTERM);
-  CHECK(!before.Exited());
+  CHECK(before.exit_calls() == 0);
   CHECK(!Alive(pid));
   CHECK(launcher->Reattach("job-2").status().code() == absl::StatusCode::kNotFound);
 }
 
 TEST_CASE_METHOD(ShimFixture, "a shim that dies takes its workers with it", "[shim]") {
-  Recorder worker;
+  ProcessRecorder worker;
   auto launched = launcher->Launch(Shell("exec sleep 100", 1), worker.Callbacks());
   REQUIRE(launched.ok());
   const int shim_pid = launcher->ShimPid("job-1");
@@ -280,7 +243,7 @@ TEST_CASE_METHOD(ShimFixture, "a shim that dies takes its workers with it", "[sh
 
 TEST_CASE_METHOD(ShimFixture, "a shim refuses a daemon of an unknown protocol or another job",
                  "[shim]") {
-  Recorder worker;
+  ProcessRecorder worker;
   auto launched = launcher->Launch(Shell("exec sleep 100", 1), worker.Callbacks());
   REQUIRE(launched.ok());
   for (const auto& [version, job] : {std::pair{0u, "job-1"}, std::pair{1u, "job-9"}}) {

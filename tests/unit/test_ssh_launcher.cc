@@ -33,9 +33,12 @@
 #include "absl/time/time.h"
 #include "daemon/launch/ssh/daemon_tunnel.h"
 #include "daemon/launch/ssh/ssh_launcher.h"
+#include "process_recorder.h"
 
 namespace horovodd::daemon {
 namespace {
+
+using testing::ProcessRecorder;
 
 // "Did not hang" deadline: generous, the test machine is small and loaded.
 constexpr absl::Duration kPatience = absl::Seconds(60);
@@ -133,61 +136,6 @@ class TestSshd {
   FILE* server_ = nullptr;
 };
 
-// What the launcher reported about one process. Declared before the launcher
-// so that it outlives the launcher's callbacks.
-class Recorder {
- public:
-  ProcessCallbacks Callbacks() {
-    ProcessCallbacks callbacks;
-    callbacks.on_line = [this](OutputStream stream, std::string_view line) {
-      absl::MutexLock lock(&mu_);
-      if (exit_calls_ > 0) line_after_exit_ = true;
-      (stream == OutputStream::kStdout ? stdout_ : stderr_).emplace_back(line);
-    };
-    callbacks.on_exit = [this](const ExitInfo& info) {
-      absl::MutexLock lock(&mu_);
-      ++exit_calls_;
-      exit_ = info;
-    };
-    return callbacks;
-  }
-
-  ExitInfo AwaitExit() {
-    absl::MutexLock lock(&mu_);
-    REQUIRE(mu_.AwaitWithDeadline(absl::Condition(
-                                      +[](int* calls) { return *calls > 0; }, &exit_calls_),
-                                  absl::Now() + kPatience));
-    return *exit_;
-  }
-  std::vector<std::string> AwaitStdout(size_t n) {
-    absl::MutexLock lock(&mu_);
-    const auto enough = [this, n]()
-                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stdout_.size() >= n; };
-    REQUIRE(mu_.AwaitWithDeadline(absl::Condition(&enough), absl::Now() + kPatience));
-    return stdout_;
-  }
-  std::vector<std::string> Lines(OutputStream stream) const {
-    absl::MutexLock lock(&mu_);
-    return stream == OutputStream::kStdout ? stdout_ : stderr_;
-  }
-  int exit_calls() const {
-    absl::MutexLock lock(&mu_);
-    return exit_calls_;
-  }
-  bool line_after_exit() const {
-    absl::MutexLock lock(&mu_);
-    return line_after_exit_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<std::string> stdout_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> stderr_ ABSL_GUARDED_BY(mu_);
-  int exit_calls_ ABSL_GUARDED_BY(mu_) = 0;
-  std::optional<ExitInfo> exit_ ABSL_GUARDED_BY(mu_);
-  bool line_after_exit_ ABSL_GUARDED_BY(mu_) = false;
-};
-
 WorkerLaunch Shell(const std::string& script, const std::string& host = "127.0.0.2") {
   WorkerLaunch launch;
   launch.host = host;
@@ -205,7 +153,7 @@ std::unique_ptr<SshLauncher> MakeLauncher(SshLauncherOptions options = {}) {
 }
 
 TEST_CASE("SshLauncher runs a command on a host: output, exit status, pid", "[ssh]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   absl::StatusOr<LaunchedProcess> launched = launcher->Launch(
       Shell("echo pid=$$; echo \"$GREETING\"; pwd; echo oops >&2; printf 'no newline'; exit 3"),
@@ -224,7 +172,7 @@ TEST_CASE("SshLauncher runs a command on a host: output, exit status, pid", "[ss
 }
 
 TEST_CASE("SshLauncher delivers large output whole and in order", "[ssh]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   REQUIRE(launcher->Launch(Shell("seq 1 200000; seq 1 50000 >&2"), recorder.Callbacks()).ok());
   CHECK(recorder.AwaitExit().success());
@@ -237,12 +185,12 @@ TEST_CASE("SshLauncher delivers large output whole and in order", "[ssh]") {
 }
 
 TEST_CASE("SshLauncher signals reach the whole remote process group", "[ssh]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   absl::StatusOr<LaunchedProcess> launched =
       launcher->Launch(Shell("sleep 300 & echo child=$!; wait"), recorder.Callbacks());
   REQUIRE(launched.ok());
-  const std::string line = recorder.AwaitStdout(1).at(0);
+  const std::string line = recorder.AwaitLines(1).at(0);
   int child = 0;
   REQUIRE(absl::SimpleAtoi(line.substr(6), &child));
   CHECK(Alive(launched->pid));
@@ -254,19 +202,19 @@ TEST_CASE("SshLauncher signals reach the whole remote process group", "[ssh]") {
 }
 
 TEST_CASE("SshLauncher kills what an exited process left holding its output", "[ssh]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   SshLauncherOptions options;
   options.output_linger = absl::Milliseconds(300);
   auto launcher = MakeLauncher(options);
   REQUIRE(launcher->Launch(Shell("sleep 300 & echo child=$!; exit 0"), recorder.Callbacks()).ok());
   int child = 0;
-  REQUIRE(absl::SimpleAtoi(recorder.AwaitStdout(1).at(0).substr(6), &child));
+  REQUIRE(absl::SimpleAtoi(recorder.AwaitLines(1).at(0).substr(6), &child));
   CHECK(recorder.AwaitExit().success());
   CHECK(WaitGone(child));
 }
 
 TEST_CASE("SshLauncher: a failed start names the host and the reason", "[ssh]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   const TestSshd& sshd = TestSshd::Get();
 
@@ -310,7 +258,7 @@ TEST_CASE("SshLauncher: a failed start names the host and the reason", "[ssh]") 
     CHECK_THAT(ReadFile(launch.ssh.known_hosts_file),
                Catch::Contains(absl::StrCat("127.0.0.2]:", sshd.port)));
     launch.ssh.host_key_checking = SshOptions::HostKeyChecking::kStrict;
-    Recorder known;
+    ProcessRecorder known;
     CHECK(launcher->Launch(launch, known.Callbacks()).ok());
     CHECK(known.AwaitExit().success());
   }
@@ -343,14 +291,14 @@ TEST_CASE("SshLauncher: a failed start names the host and the reason", "[ssh]") 
 }
 
 TEST_CASE("SshLauncher gives up on a SIGKILL a silent host never confirms", "[ssh]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   SshLauncherOptions options;
   options.kill_timeout = absl::Seconds(1);
   auto launcher = MakeLauncher(options);
   absl::StatusOr<LaunchedProcess> launched =
       launcher->Launch(Shell("echo started; exec sleep 300"), recorder.Callbacks());
   REQUIRE(launched.ok());
-  recorder.AwaitStdout(1);
+  recorder.AwaitLines(1);
   // The sshd process serving this session stops: the host goes silent.
   const int session_sshd = ParentOf(launched->pid);
   REQUIRE(kill(session_sshd, SIGSTOP) == 0);
@@ -365,12 +313,12 @@ TEST_CASE("SshLauncher gives up on a SIGKILL a silent host never confirms", "[ss
 }
 
 TEST_CASE("SshLauncher reports a broken connection as the process's end", "[ssh]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   absl::StatusOr<LaunchedProcess> launched =
       launcher->Launch(Shell("echo started; exec sleep 300"), recorder.Callbacks());
   REQUIRE(launched.ok());
-  recorder.AwaitStdout(1);
+  recorder.AwaitLines(1);
   REQUIRE(kill(ParentOf(launched->pid), SIGKILL) == 0);
   const ExitInfo exit = recorder.AwaitExit();
   kill(launched->pid, SIGKILL);  // orphaned here; a real worker ends itself
@@ -381,7 +329,7 @@ TEST_CASE("SshLauncher reports a broken connection as the process's end", "[ssh]
 }
 
 TEST_CASE("SshLauncher: destruction and TerminateAll leave nothing running", "[ssh]") {
-  Recorder first, second;
+  ProcessRecorder first, second;
   int first_pid = 0, second_pid = 0;
   {
     auto launcher = MakeLauncher();
@@ -393,8 +341,8 @@ TEST_CASE("SshLauncher: destruction and TerminateAll leave nothing running", "[s
     REQUIRE(b.ok());
     first_pid = a->pid;
     second_pid = b->pid;
-    first.AwaitStdout(1);
-    second.AwaitStdout(1);
+    first.AwaitLines(1);
+    second.AwaitLines(1);
     SECTION("TerminateAll: SIGTERM, then SIGKILL for who ignores it") {
       launcher->TerminateAll(absl::Milliseconds(500));
       CHECK(first.exit_calls() == 1);
@@ -473,7 +421,7 @@ TEST_CASE("SshLauncher: a loopback daemon is reached through the session's tunne
   // have to wait for each other on the way.
   constexpr size_t kSent = size_t{9} << 20, kAnswered = size_t{6} << 20;
   LoopbackSink daemon(kAnswered);
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   WorkerLaunch launch = Shell(absl::StrCat(
       "exec python3 -c '\n"
@@ -504,7 +452,7 @@ TEST_CASE("SshLauncher: a loopback daemon is reached through the session's tunne
 }
 
 TEST_CASE("SshLauncher leaves any other daemon address as it is", "[ssh]") {
-  Recorder recorder;
+  ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   WorkerLaunch launch = Shell("echo \"$HOROVODD_DAEMON_ADDR\"");
   launch.spec.env["HOROVODD_DAEMON_ADDR"] = "10.1.2.3:7451";
