@@ -122,6 +122,11 @@ class RecordingLauncher final : public daemon::Launcher {
     return absl::OkStatus();
   }
 
+  // Its workers are the load generator's: nothing runs here to stop.
+  void TerminateAll(absl::Duration) override {}
+  bool DetachAll() override { return false; }
+  size_t running() const override { return 0; }
+
  private:
   void WriteLines() {
     std::unique_lock<std::mutex> lock(mu_);

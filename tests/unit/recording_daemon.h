@@ -20,6 +20,7 @@
 #include "daemon/job/job_manager.h"
 #include "daemon/job/job_observer.h"
 #include "daemon/launch/launcher.h"
+#include "fake_launcher.h"
 #include "daemon/rpc/worker_service.h"
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"
@@ -30,7 +31,7 @@ namespace horovodd::testing {
 
 // Records launches (and each worker's environment) instead of starting
 // processes; a signal "ends" the recorded worker.
-class RecordingLauncher final : public daemon::Launcher {
+class RecordingLauncher final : public FakeLauncherBase {
  public:
   absl::StatusOr<daemon::LaunchedProcess> Launch(const daemon::WorkerLaunch& launch,
                                                  daemon::ProcessCallbacks callbacks) override {

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "daemon/job/job_driver.h"
 #include "daemon/launch/launcher.h"
+#include "fake_launcher.h"
 #include "daemon/loop/clock.h"
 #include "job_spec_support.h"
 #include "wait_until.h"
@@ -26,7 +27,7 @@ using testing::WaitUntil;
 
 // Records each launch instead of starting a process; a signal "ends" the
 // worker as that signal would (its exit callback runs on the signalling thread).
-class FakeLauncher final : public Launcher {
+class FakeLauncher final : public testing::FakeLauncherBase {
  public:
   absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
                                          ProcessCallbacks callbacks) override {

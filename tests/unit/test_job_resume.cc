@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "daemon/job/job_driver.h"
 #include "daemon/launch/launcher.h"
+#include "fake_launcher.h"
 #include "daemon/loop/clock.h"
 #include "job_spec_support.h"
 #include "wait_until.h"
@@ -28,7 +29,7 @@ namespace {
 using testing::WaitUntil;
 
 // Records launches; keeps each process's callbacks so a test can end it.
-class HeldLauncher final : public Launcher {
+class HeldLauncher final : public testing::FakeLauncherBase {
  public:
   absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
                                          ProcessCallbacks callbacks) override {

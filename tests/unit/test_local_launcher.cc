@@ -48,8 +48,18 @@ LaunchSpec Spec(std::vector<std::string> argv) {
 
 LaunchSpec Shell(const std::string& script) { return Spec({"/bin/sh", "-c", script}); }
 
+// Launches `spec` here; its pid (the launcher's handle for it).
+absl::StatusOr<pid_t> Start(LocalLauncher& launcher, const LaunchSpec& spec,
+                            ProcessCallbacks callbacks) {
+  WorkerLaunch launch;
+  launch.spec = spec;
+  absl::StatusOr<LaunchedProcess> launched = launcher.Launch(launch, std::move(callbacks));
+  if (!launched.ok()) return launched.status();
+  return launched->pid;
+}
+
 pid_t LaunchOk(LocalLauncher& launcher, const LaunchSpec& spec, ProcessRecorder& recorder) {
-  absl::StatusOr<pid_t> pid = launcher.Launch(spec, recorder.Callbacks());
+  absl::StatusOr<pid_t> pid = Start(launcher, spec, recorder.Callbacks());
   INFO(pid.status().ToString());
   REQUIRE(pid.ok());
   return *pid;
@@ -195,13 +205,13 @@ TEST_CASE("Launcher fails clearly when the program does not exist", "[launcher]"
   auto launcher = MakeLauncher();
 
   absl::StatusOr<pid_t> by_name =
-      launcher->Launch(Spec({"hvdd-no-such-program"}), recorder.Callbacks());
+      Start(*launcher, Spec({"hvdd-no-such-program"}), recorder.Callbacks());
   CHECK(by_name.status().code() == absl::StatusCode::kNotFound);
   CHECK(by_name.status().message() ==
         "cannot execute 'hvdd-no-such-program': No such file or directory");
 
   absl::StatusOr<pid_t> by_path =
-      launcher->Launch(Spec({"/nonexistent/hvdd-program"}), recorder.Callbacks());
+      Start(*launcher, Spec({"/nonexistent/hvdd-program"}), recorder.Callbacks());
   CHECK(by_path.status().code() == absl::StatusCode::kNotFound);
   CHECK(by_path.status().message() ==
         "cannot execute '/nonexistent/hvdd-program': No such file or directory");
@@ -221,7 +231,7 @@ TEST_CASE("Launcher fails clearly when the program is not executable", "[launche
   REQUIRE(chmod(file_template, 0644) == 0);
   ProcessRecorder recorder;
   auto launcher = MakeLauncher();
-  absl::StatusOr<pid_t> pid = launcher->Launch(Spec({file_template}), recorder.Callbacks());
+  absl::StatusOr<pid_t> pid = Start(*launcher, Spec({file_template}), recorder.Callbacks());
   CHECK(pid.status().code() == absl::StatusCode::kPermissionDenied);
   CHECK(pid.status().message() ==
         absl::StrCat("cannot execute '", file_template, "': Permission denied"));
@@ -233,7 +243,7 @@ TEST_CASE("Launcher fails clearly when the working directory is missing", "[laun
   auto launcher = MakeLauncher();
   LaunchSpec spec = Spec({"true"});
   spec.working_dir = "/nonexistent/hvdd-workdir";
-  absl::StatusOr<pid_t> pid = launcher->Launch(spec, recorder.Callbacks());
+  absl::StatusOr<pid_t> pid = Start(*launcher, spec, recorder.Callbacks());
   CHECK(pid.status().code() == absl::StatusCode::kNotFound);
   CHECK(pid.status().message() ==
         "cannot change to working directory '/nonexistent/hvdd-workdir' to run 'true': "
@@ -244,13 +254,13 @@ TEST_CASE("Launcher fails clearly when the working directory is missing", "[laun
 TEST_CASE("Launcher rejects a spec it cannot execute", "[launcher]") {
   ProcessRecorder recorder;
   auto launcher = MakeLauncher();
-  absl::StatusOr<pid_t> empty = launcher->Launch(Spec({}), recorder.Callbacks());
+  absl::StatusOr<pid_t> empty = Start(*launcher, Spec({}), recorder.Callbacks());
   CHECK(empty.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(empty.status().message() == "argv is empty: nothing to execute");
 
   LaunchSpec bad_env = Spec({"true"});
   bad_env.env["A=B"] = "1";
-  absl::StatusOr<pid_t> env = launcher->Launch(bad_env, recorder.Callbacks());
+  absl::StatusOr<pid_t> env = Start(*launcher, bad_env, recorder.Callbacks());
   CHECK(env.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(env.status().message()), Catch::Contains("'A=B'"));
 }
@@ -332,7 +342,7 @@ TEST_CASE("Launcher reports the exit even when an escaped descendant keeps writi
   callbacks.on_line = [record = callbacks.on_line](OutputStream stream, std::string_view line) {
     if (stream == OutputStream::kStderr) record(stream, line);
   };
-  REQUIRE(launcher->Launch(EscapingShell("yes"), std::move(callbacks)).ok());
+  REQUIRE(Start(*launcher, EscapingShell("yes"), std::move(callbacks)).ok());
   CHECK(recorder.AwaitExit().success());
   CHECK_FALSE(recorder.line_after_exit());
   const std::vector<std::string> lines = recorder.Lines(OutputStream::kStderr);
@@ -368,8 +378,9 @@ TEST_CASE("Launcher reports 20 concurrent children exactly once each", "[launche
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = t; i < kChildren; i += kThreads) {
-        const absl::StatusOr<pid_t> pid = launcher->Launch(
-            Shell(absl::StrCat("echo child-", i, "; exit ", i)), recorders[i].Callbacks());
+        const absl::StatusOr<pid_t> pid =
+            Start(*launcher, Shell(absl::StrCat("echo child-", i, "; exit ", i)),
+                  recorders[i].Callbacks());
         CHECK(pid.ok());
       }
     });
@@ -407,11 +418,11 @@ TEST_CASE("Launcher accepts a launch from inside on_exit", "[launcher]") {
   auto launcher = MakeLauncher();
   ProcessCallbacks first;
   first.on_exit = [&](const ExitInfo&) {
-    absl::StatusOr<pid_t> pid = launcher->Launch(Shell("echo again"), second.Callbacks());
+    absl::StatusOr<pid_t> pid = Start(*launcher, Shell("echo again"), second.Callbacks());
     absl::MutexLock lock(&mu);
     relaunched = pid;
   };
-  REQUIRE(launcher->Launch(Spec({"true"}), std::move(first)).ok());
+  REQUIRE(Start(*launcher, Spec({"true"}), std::move(first)).ok());
   CHECK(second.AwaitExit().success());
   CHECK(second.Lines(OutputStream::kStdout) == std::vector<std::string>{"again"});
   absl::MutexLock lock(&mu);

@@ -20,6 +20,7 @@
 #include "daemon/job/job_manager.h"
 #include "daemon/launch/launch_pool.h"
 #include "daemon/launch/launcher.h"
+#include "fake_launcher.h"
 #include "job_spec_support.h"
 #include "wait_until.h"
 
@@ -100,7 +101,7 @@ TEST_CASE("launch pool: shutdown waits for running tasks and drops the rest", "[
 
 // Starts "processes" at once, except on hosts the test holds: Launch blocks
 // there until the test lets it go. A signal ends the process (on_exit).
-class HeldLauncher final : public Launcher {
+class HeldLauncher final : public testing::FakeLauncherBase {
  public:
   explicit HeldLauncher(std::set<std::string> held) : held_(std::move(held)) {}
 

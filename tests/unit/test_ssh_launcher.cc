@@ -136,10 +136,18 @@ class TestSshd {
   FILE* server_ = nullptr;
 };
 
+// The SSH options of `launch`, to change: its route gets a copy of its own.
+SshOptions& SshOf(WorkerLaunch& launch) {
+  auto options = std::make_shared<SshOptions>(SshOptionsIn(launch.route));
+  SshOptions& changeable = *options;
+  launch.route.options = std::move(options);
+  return changeable;
+}
+
 WorkerLaunch Shell(const std::string& script, const std::string& host = "127.0.0.2") {
   WorkerLaunch launch;
   launch.host = host;
-  launch.ssh = TestSshd::Get().Options();
+  SshOf(launch) = TestSshd::Get().Options();
   launch.spec.argv = {"/bin/sh", "-c", script};
   launch.spec.env = {{"PATH", "/usr/bin:/bin"}, {"GREETING", "it's a \"test\" $HOME"}};
   launch.spec.working_dir = "/tmp";
@@ -233,31 +241,31 @@ TEST_CASE("SshLauncher: a failed start names the host and the reason", "[ssh]") 
     std::ofstream(known_hosts) << "[127.0.0.3]:" << sshd.port << " " << wrong.at(0) << " "
                                << wrong.at(1) << "\n";
     WorkerLaunch launch = Shell("touch /tmp/hvdd-must-not-run", "127.0.0.3");
-    launch.ssh.known_hosts_file = known_hosts;
-    launch.ssh.host_key_checking = SshOptions::HostKeyChecking::kStrict;
+    SshOf(launch).known_hosts_file = known_hosts;
+    SshOf(launch).host_key_checking = SshOptions::HostKeyChecking::kStrict;
     absl::Status status = launcher->Launch(launch, recorder.Callbacks()).status();
     CHECK(status.code() == absl::StatusCode::kPermissionDenied);
     CHECK_THAT(std::string(status.message()), Catch::Contains("127.0.0.3"));
     CHECK_THAT(std::string(status.message()), Catch::Contains(known_hosts));
     CHECK_THAT(std::string(status.message()), Catch::Contains("does not match"));
     // accept-new refuses a changed key just the same.
-    launch.ssh.host_key_checking = SshOptions::HostKeyChecking::kAcceptNew;
+    SshOf(launch).host_key_checking = SshOptions::HostKeyChecking::kAcceptNew;
     CHECK(launcher->Launch(launch, recorder.Callbacks()).status().code() ==
           absl::StatusCode::kPermissionDenied);
   }
   SECTION("an unknown host key: strict refuses, accept-new records it") {
     WorkerLaunch launch = Shell("true");
-    launch.ssh.known_hosts_file = sshd.dir + "/fresh_known_hosts";
-    launch.ssh.host_key_checking = SshOptions::HostKeyChecking::kStrict;
+    SshOf(launch).known_hosts_file = sshd.dir + "/fresh_known_hosts";
+    SshOf(launch).host_key_checking = SshOptions::HostKeyChecking::kStrict;
     absl::Status status = launcher->Launch(launch, recorder.Callbacks()).status();
     CHECK(status.code() == absl::StatusCode::kPermissionDenied);
     CHECK_THAT(std::string(status.message()), Catch::Contains("strict"));
-    launch.ssh.host_key_checking = SshOptions::HostKeyChecking::kAcceptNew;
+    SshOf(launch).host_key_checking = SshOptions::HostKeyChecking::kAcceptNew;
     REQUIRE(launcher->Launch(launch, recorder.Callbacks()).ok());
     CHECK(recorder.AwaitExit().success());
-    CHECK_THAT(ReadFile(launch.ssh.known_hosts_file),
+    CHECK_THAT(ReadFile(SshOptionsIn(launch.route).known_hosts_file),
                Catch::Contains(absl::StrCat("127.0.0.2]:", sshd.port)));
-    launch.ssh.host_key_checking = SshOptions::HostKeyChecking::kStrict;
+    SshOf(launch).host_key_checking = SshOptions::HostKeyChecking::kStrict;
     ProcessRecorder known;
     CHECK(launcher->Launch(launch, known.Callbacks()).ok());
     CHECK(known.AwaitExit().success());
@@ -268,13 +276,13 @@ TEST_CASE("SshLauncher: a failed start names the host and the reason", "[ssh]") 
                                      other_key, " </dev/null")
                             .c_str()) == 0);
     WorkerLaunch launch = Shell("true");
-    launch.ssh.identity_file = other_key;
-    launch.ssh.user = "root";
+    SshOf(launch).identity_file = other_key;
+    SshOf(launch).user = "root";
     absl::Status status = launcher->Launch(launch, recorder.Callbacks()).status();
     CHECK(status.code() == absl::StatusCode::kUnauthenticated);
     CHECK_THAT(std::string(status.message()), Catch::Contains("127.0.0.2"));
     CHECK_THAT(std::string(status.message()), Catch::Contains("'root'"));
-    launch.ssh.identity_file = sshd.dir + "/no_such_key";
+    SshOf(launch).identity_file = sshd.dir + "/no_such_key";
     status = launcher->Launch(launch, recorder.Callbacks()).status();
     CHECK(status.code() == absl::StatusCode::kUnauthenticated);
     CHECK_THAT(std::string(status.message()), Catch::Contains("no_such_key"));

@@ -1,34 +1,48 @@
-// How a job's spec says its workers are reached: the --ssh-* flags and the
-// --launcher route. The job's launches (WorkerStarter, worker_starter.h) and
-// the daemon's reattaching to remote shims after a restart
-// (service/daemon_server.cc) read them the same way.
+// How a job's spec says its workers are reached (--launcher, the --ssh-*
+// flags, the Slurm allocation), as the route every launch of the job carries.
+// The job's launches (WorkerStarter, worker_starter.h) and the daemon's
+// reattaching to remote shims after a restart (service/daemon_server.cc)
+// read it the same way.
 #pragma once
 
+#include <memory>
+#include <utility>
+
 #include "daemon/launch/launcher.h"
+#include "daemon/launch/slurm/slurm_launcher.h"
+#include "daemon/launch/ssh/ssh_options.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {
 
-// How the job reaches hosts that are not this machine (horovodrun's --ssh-*).
-inline SshOptions SshOptionsOf(const v1::SshSpec& ssh) {
-  SshOptions options;
-  if (ssh.port() > 0) options.port = ssh.port();
-  options.user = ssh.user();
-  options.identity_file = ssh.identity_file();
-  options.known_hosts_file = ssh.known_hosts_file();
-  if (ssh.host_key_checking() == "strict") {
-    options.host_key_checking = SshOptions::HostKeyChecking::kStrict;
-  } else if (ssh.host_key_checking() == "off") {
-    options.host_key_checking = SshOptions::HostKeyChecking::kOff;
+// The job's --launcher ("" and "ssh": by host) and its launcher's options.
+inline JobRoute JobRouteOf(const v1::JobSpec& spec) {
+  JobRoute route;
+  if (spec.launcher() == "local") {
+    route.kind = LaunchRoute::kLocal;
+    return route;
+  }
+  if (spec.launcher() == "slurm") {
+    auto slurm = std::make_shared<SlurmStepOptions>();
+    slurm->job_id = spec.slurm().job_id();
+    route.kind = LaunchRoute::kSlurm;
+    route.options = std::move(slurm);
+    return route;
+  }
+  // How the job reaches hosts that are not this machine.
+  const v1::SshSpec& given = spec.ssh();
+  auto ssh = std::make_shared<SshOptions>();
+  if (given.port() > 0) ssh->port = given.port();
+  ssh->user = given.user();
+  ssh->identity_file = given.identity_file();
+  ssh->known_hosts_file = given.known_hosts_file();
+  if (given.host_key_checking() == "strict") {
+    ssh->host_key_checking = SshOptions::HostKeyChecking::kStrict;
+  } else if (given.host_key_checking() == "off") {
+    ssh->host_key_checking = SshOptions::HostKeyChecking::kOff;
   }  // else the default, accept-new
-  return options;
-}
-
-// The job's --launcher ("" and "ssh": by host).
-inline LaunchRoute RouteOf(const v1::JobSpec& spec) {
-  if (spec.launcher() == "local") return LaunchRoute::kLocal;
-  if (spec.launcher() == "slurm") return LaunchRoute::kSlurm;
-  return LaunchRoute::kByHost;
+  route.options = std::move(ssh);
+  return route;
 }
 
 }  // namespace horovodd::daemon

@@ -92,13 +92,10 @@ std::optional<absl::StatusOr<LaunchedProcess>> WorkerStarter::Launch(const Worke
   launch.spec.argv.assign(spec_.argv().begin(), spec_.argv().end());
   launch.spec.env = Environment(w, planned_rank);
   launch.spec.working_dir = spec_.working_dir();
-  launch.ssh = SshOptionsOf(spec_.ssh());
-  launch.route = RouteOf(spec_);
-  launch.slurm_job_id = spec_.slurm().job_id();
+  launch.route = JobRouteOf(spec_);
   ProcessCallbacks callbacks = CallbacksFor(w);
-  const bool on_loop = launch.route == LaunchRoute::kLocal ||
-                       (launch.route == LaunchRoute::kByHost && IsLocalHost(w.host));
-  if (on_loop) return context_.launcher->Launch(launch, std::move(callbacks));
+  // Remote and Slurm launches wait on other machines (sshd, slurmctld): off the loop.
+  if (LaunchesHere(launch)) return context_.launcher->Launch(launch, std::move(callbacks));
   pool_.Submit([this, id = w.id, launch = std::move(launch),
                 callbacks = std::move(callbacks)]() mutable {
     Launcher* launcher = context_.launcher;

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <initializer_list>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "daemon/launch/local_launcher.h"
 
 namespace horovodd::daemon {
 
@@ -15,25 +17,43 @@ bool IsLocalHost(const std::string& host) {
   return false;
 }
 
-absl::StatusOr<LaunchedProcess> LocalProcessLauncher::Launch(const WorkerLaunch& launch,
-                                                             ProcessCallbacks callbacks) {
-  HVDD_ASSIGN_OR_RETURN(auto pid, local_->Launch(launch.spec, std::move(callbacks)));
-  return LaunchedProcess{pid, pid};
+bool LaunchesHere(const WorkerLaunch& launch) {
+  return launch.route.kind == LaunchRoute::kLocal ||
+         (launch.route.kind == LaunchRoute::kByHost && IsLocalHost(launch.host));
 }
 
-absl::Status LocalProcessLauncher::Signal(int64_t handle, int sig) {
-  return local_->Signal(static_cast<pid_t>(handle), sig);
+namespace {
+
+// The launchers given, each once, nulls left out, in their order.
+std::vector<Launcher*> Distinct(std::initializer_list<Launcher*> launchers) {
+  std::vector<Launcher*> distinct;
+  for (Launcher* launcher : launchers) {
+    if (launcher != nullptr &&
+        std::find(distinct.begin(), distinct.end(), launcher) == distinct.end()) {
+      distinct.push_back(launcher);
+    }
+  }
+  return distinct;
 }
+
+}  // namespace
+
+HostRouter::HostRouter(Launcher* local, Launcher* remote, Launcher* slurm)
+    : local_(local),
+      remote_(remote),
+      slurm_(slurm),
+      // The Slurm launcher first: its srun processes are another one's children.
+      launchers_(Distinct({slurm, local, remote})) {}
 
 absl::StatusOr<LaunchedProcess> HostRouter::Launch(const WorkerLaunch& launch,
                                                    ProcessCallbacks callbacks) {
   Launcher* other = remote_;
-  if (launch.route == LaunchRoute::kSlurm) {
+  if (launch.route.kind == LaunchRoute::kSlurm) {
     other = slurm_;
     if (other == nullptr) {
       return absl::UnimplementedError("this daemon cannot start Slurm steps");
     }
-  } else if (launch.route == LaunchRoute::kLocal || IsLocalHost(launch.host)) {
+  } else if (LaunchesHere(launch)) {
     return local_->Launch(launch, std::move(callbacks));
   }
   if (other == nullptr) {
@@ -57,6 +77,22 @@ absl::Status HostRouter::Signal(int64_t handle, int sig) {
     remote = it->second;
   }
   return remote.first->Signal(remote.second, sig);
+}
+
+void HostRouter::TerminateAll(absl::Duration grace) {
+  for (Launcher* launcher : launchers_) launcher->TerminateAll(grace);
+}
+
+bool HostRouter::DetachAll() {
+  bool detached = true;
+  for (Launcher* launcher : launchers_) detached = launcher->DetachAll() && detached;
+  return detached;
+}
+
+size_t HostRouter::running() const {
+  size_t count = 0;
+  for (const Launcher* launcher : launchers_) count += launcher->running();
+  return count;
 }
 
 }  // namespace horovodd::daemon

@@ -160,28 +160,33 @@ LocalLauncher::~LocalLauncher() {
   io_thread_.join();
 }
 
-absl::StatusOr<pid_t> LocalLauncher::Launch(const LaunchSpec& spec, ProcessCallbacks callbacks) {
-  HVDD_ASSIGN_OR_RETURN(ExecPlan plan, ExecPlan::Create(spec));
+absl::StatusOr<LaunchedProcess> LocalLauncher::Launch(const WorkerLaunch& launch,
+                                                     ProcessCallbacks callbacks) {
+  HVDD_ASSIGN_OR_RETURN(ExecPlan plan, ExecPlan::Create(launch.spec));
+  absl::StatusOr<pid_t> pid;
   if (std::this_thread::get_id() == io_thread_.get_id()) {
-    return StartChild(plan, std::move(callbacks));  // from a callback
+    pid = StartChild(plan, std::move(callbacks));  // from a callback
+  } else {
+    LaunchRequest request{&plan, std::move(callbacks), {}};
+    std::future<absl::StatusOr<pid_t>> result = request.result.get_future();
+    {
+      absl::MutexLock lock(&mu_);
+      requests_.push_back(&request);
+    }
+    Wake();
+    pid = result.get();
   }
-  LaunchRequest request{&plan, std::move(callbacks), {}};
-  std::future<absl::StatusOr<pid_t>> result = request.result.get_future();
-  {
-    absl::MutexLock lock(&mu_);
-    requests_.push_back(&request);
-  }
-  Wake();
-  return result.get();
+  if (!pid.ok()) return pid.status();
+  return LaunchedProcess{*pid, *pid};
 }
 
-absl::Status LocalLauncher::Signal(pid_t pid, int sig) {
+absl::Status LocalLauncher::Signal(int64_t pid, int sig) {
   absl::MutexLock lock(&mu_);
-  if (live_.count(pid) == 0) {
+  if (live_.count(static_cast<pid_t>(pid)) == 0) {
     return absl::NotFoundError(absl::StrCat("no running process with pid ", pid,
                                             " was started by this launcher"));
   }
-  if (kill(-pid, sig) != 0) {
+  if (kill(-static_cast<pid_t>(pid), sig) != 0) {
     return ErrnoStatus(absl::StrCat("cannot send signal ", sig, " to process group ", pid));
   }
   return absl::OkStatus();

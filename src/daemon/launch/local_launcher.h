@@ -11,6 +11,9 @@
 //
 // The daemon must not ignore SIGCHLD, nor reap children it did not start
 // (waitpid(-1)): the launcher collects each exit status itself.
+//
+// As a Launcher it runs every launch here, whatever its host and route, and
+// a process's handle is its pid.
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
+#include "daemon/launch/launcher.h"
 #include "daemon/launch/process_types.h"
 
 namespace horovodd::daemon {
@@ -43,7 +47,7 @@ struct LocalLauncherOptions {
   absl::Duration output_linger = absl::Seconds(2);
 };
 
-class LocalLauncher {
+class LocalLauncher final : public Launcher {
  public:
   // FAILED_PRECONDITION when pidfd_open is missing (Linux < 5.3) or SIGCHLD
   // is ignored (exit statuses could not be collected).
@@ -51,30 +55,34 @@ class LocalLauncher {
       const LocalLauncherOptions& options = {});
   // Kills (SIGKILL) every child still running, reaps it, runs its on_exit,
   // joins the I/O thread. No orphans. Not from inside a callback.
-  ~LocalLauncher();
+  ~LocalLauncher() override;
   LocalLauncher(const LocalLauncher&) = delete;
   LocalLauncher& operator=(const LocalLauncher&) = delete;
 
-  // Starts the process in its own process group, stdin from /dev/null, no
+  // Starts launch.spec in its own process group, stdin from /dev/null, no
   // other inherited descriptors. Returns once exec succeeded. Fails (and then
   // calls no callback) with INVALID_ARGUMENT for a bad spec, or with the code
   // of exec's errno, e.g. NOT_FOUND "cannot execute 'x': No such file or
   // directory", or when the working directory cannot be entered. May be
   // called from any thread, callbacks included.
-  absl::StatusOr<pid_t> Launch(const LaunchSpec& spec, ProcessCallbacks callbacks);
+  absl::StatusOr<LaunchedProcess> Launch(const WorkerLaunch& launch,
+                                         ProcessCallbacks callbacks) override;
 
   // Sends sig to the child's whole process group (its own children too).
   // NOT_FOUND if the pid is unknown or already reaped.
-  absl::Status Signal(pid_t pid, int sig);
+  absl::Status Signal(int64_t pid, int sig) override;
 
   // SIGTERM to every process group started so far, SIGKILL to those still
   // alive after `grace`; returns when all of them are reaped and their on_exit
   // callbacks ran. Processes launched meanwhile are not waited for. Not from
   // inside a callback.
-  void TerminateAll(absl::Duration grace);
+  void TerminateAll(absl::Duration grace) override;
+
+  // False: the children die with the daemon (PR_SET_PDEATHSIG).
+  bool DetachAll() override { return false; }
 
   // Processes started and not yet reaped (an on_exit may still be on its way).
-  size_t running() const;
+  size_t running() const override;
 
  private:
   struct Child;

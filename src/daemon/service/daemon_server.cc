@@ -24,6 +24,10 @@
 #include "daemon/auth/auth_token.h"
 #include "daemon/auth/tls_credentials.h"
 #include "daemon/job/launch_options.h"
+#include "daemon/launch/local_launcher.h"
+#include "daemon/launch/shim_client/shim_launcher.h"
+#include "daemon/launch/slurm/slurm_launcher.h"
+#include "daemon/launch/ssh/ssh_launcher.h"
 #include "daemon/metrics/metrics_interceptor.h"
 #include "daemon/rpc/guarded_job_service.h"
 #include "daemon/rpc/job_limits.h"
@@ -69,11 +73,12 @@ std::string FixedWorkerAddress(const std::string& listen) {
 // --launcher local or slurm: its workers' shim is this machine's).
 std::vector<RemoteShimHost> RemoteShimHostsOf(const ResumableJob& job) {
   std::vector<RemoteShimHost> hosts;
-  if (RouteOf(job.spec) != LaunchRoute::kByHost) return hosts;
+  const JobRoute route = JobRouteOf(job.spec);
+  if (route.kind != LaunchRoute::kByHost) return hosts;
   std::set<std::string> seen;
   for (const v1::WorkerStatus& worker : job.checkpoint.status.workers()) {
     if (IsLocalHost(worker.host()) || !seen.insert(worker.host()).second) continue;
-    hosts.push_back({worker.host(), SshOptionsOf(job.spec.ssh())});
+    hosts.push_back({worker.host(), SshOptionsIn(route)});
   }
   return hosts;
 }
@@ -83,7 +88,7 @@ std::vector<RemoteShimHost> RemoteShimHostsOf(const ResumableJob& job) {
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOptions& options) {
   // Debian's Abseil is built with Mutex deadlock detection on: it records
   // every lock order in a global graph (gRPC locks absl::Mutex on each call),
-  // a sixth of the daemon's CPU under load. It is a debugging aid; off.
+  // which costs the daemon dearly under load. It is a debugging aid; off.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<DaemonServer> daemon(new DaemonServer());
   if (!options.state_dir.empty()) {
@@ -96,36 +101,38 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   daemon->observers_.Add(daemon->heartbeats_.get());
   if (options.log_job_events) daemon->observers_.Add(&daemon->job_logger_);
 
-  HVDD_ASSIGN_OR_RETURN(auto ssh_launcher, SshLauncher::Create());
-  daemon->ssh_launcher_ = std::move(ssh_launcher);
-  // This machine's workers and the srun processes of Slurm steps when there
-  // are no shims.
-  HVDD_ASSIGN_OR_RETURN(auto launcher, LocalLauncher::Create());
-  daemon->launcher_ = std::move(launcher);
   if (!options.state_dir.empty() && !options.shim_binary.empty()) {
     ShimLauncherOptions shims;
     shims.shim_binary = options.shim_binary;
     shims.socket_dir = (std::filesystem::path(options.state_dir) / "shims").string();
     // Exit statuses wait for a daemon at least as long as workers do.
     shims.shim_idle_timeout = std::max(options.worker_grace, absl::Minutes(10));
-    HVDD_ASSIGN_OR_RETURN(auto shim_launcher, ShimLauncher::Create(shims));
-    daemon->shim_launcher_ = std::move(shim_launcher);
+    HVDD_ASSIGN_OR_RETURN(std::unique_ptr<ShimLauncher> shim_launcher,
+                          ShimLauncher::Create(shims));
+    ShimLauncher* shim = shim_launcher.get();
+    daemon->shim_launcher_ = shim;
     spdlog::info("shims of remote hosts' workers live under ~/.horovodd/{}/shims there",
-                 daemon->shim_launcher_->remote_namespace());
-    daemon->shim_closer_ = std::make_unique<ShimCloser>(daemon->shim_launcher_.get());
+                 shim->remote_namespace());
+    daemon->shim_closer_ = std::make_unique<ShimCloser>(shim);
     daemon->observers_.Add(daemon->shim_closer_.get());
     daemon->leave_jobs_running_ = options.leave_jobs_running;
     // srun runs under the job's shim too: the step outlives the daemon.
-    daemon->slurm_launcher_ = SlurmLauncher::Create(daemon->shim_launcher_.get());
+    std::unique_ptr<Launcher> slurm = SlurmLauncher::Create(shim);
     // Remote hosts get a shim each too (over SSH), so their workers outlive
     // the daemon as well.
-    daemon->router_ = std::make_unique<HostRouter>(
-        static_cast<Launcher*>(daemon->shim_launcher_.get()), daemon->shim_launcher_.get(),
-        daemon->slurm_launcher_.get());
+    daemon->router_ = std::make_unique<HostRouter>(shim, shim, slurm.get());
+    daemon->launchers_.push_back(std::move(slurm));
+    daemon->launchers_.push_back(std::move(shim_launcher));
   } else {
-    daemon->slurm_launcher_ = SlurmLauncher::Create(daemon->launcher_.get());
-    daemon->router_ = std::make_unique<HostRouter>(
-        daemon->launcher_.get(), daemon->ssh_launcher_.get(), daemon->slurm_launcher_.get());
+    // This machine's workers and the srun processes of Slurm steps are the
+    // daemon's children; other hosts' workers are reached over SSH.
+    HVDD_ASSIGN_OR_RETURN(std::unique_ptr<Launcher> local, LocalLauncher::Create());
+    HVDD_ASSIGN_OR_RETURN(std::unique_ptr<Launcher> ssh, SshLauncher::Create());
+    std::unique_ptr<Launcher> slurm = SlurmLauncher::Create(local.get());
+    daemon->router_ = std::make_unique<HostRouter>(local.get(), ssh.get(), slurm.get());
+    daemon->launchers_.push_back(std::move(slurm));
+    daemon->launchers_.push_back(std::move(local));
+    daemon->launchers_.push_back(std::move(ssh));
   }
   daemon->jobs_ = std::make_unique<JobManager>(daemon->router_.get(), &daemon->observers_);
   daemon->jobs_->set_kv_limits(KvLimitsOf(options.limits));
@@ -313,31 +320,31 @@ void DaemonServer::ShutdownWith(const std::string& reason, bool stop_jobs) {
   if (server_ && server_->GetHealthCheckService() != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
   }
-  if (stop_jobs || !shim_launcher_) {
-    jobs_->Shutdown(reason, absl::Seconds(5));
-    // Nothing new can be launched now; make sure nothing is left running.
-    // Slurm steps first: their srun processes are the local launcher's children.
-    slurm_launcher_->TerminateAll(absl::Seconds(2));
-    if (shim_launcher_) shim_launcher_->TerminateAll(absl::Seconds(2));
-  } else {
+  const bool leave_jobs = !stop_jobs && shim_launcher_ != nullptr;
+  if (leave_jobs) {
     // The drivers stop deciding first, then the shims are let go: from here
     // on nothing is recorded, and the next daemon takes the jobs back.
     jobs_->Abandon();
-    shim_launcher_->DetachAll();
-    slurm_launcher_->Detach();  // the srun processes are the shims' children
+  } else {
+    jobs_->Shutdown(reason, absl::Seconds(5));
+  }
+  // Nothing new can be launched now: the workers are left to the next daemon
+  // under their shims, or none may be left running.
+  if (!leave_jobs || !router_->DetachAll()) router_->TerminateAll(absl::Seconds(2));
+  if (leave_jobs) {
     spdlog::info("{}: running jobs left to the next horovodd ({} worker(s))", reason,
                  shim_launcher_->running());
   }
-  launcher_->TerminateAll(absl::Seconds(2));
-  ssh_launcher_->TerminateAll(absl::Seconds(2));  // the embedded daemon's remote workers
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
 DaemonServer::~DaemonServer() {
   if (jobs_) Shutdown("daemon stopped");
   metrics_http_.reset();
-  // Drivers (inside jobs_) go before the launcher whose callbacks they own.
+  // Drivers (inside jobs_) go before the launchers whose callbacks they own.
   jobs_.reset();
+  router_.reset();
+  for (std::unique_ptr<Launcher>& launcher : launchers_) launcher.reset();
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -19,10 +20,6 @@
 #include "daemon/job/job_observer.h"
 #include "daemon/journal/journal.h"
 #include "daemon/launch/launcher.h"
-#include "daemon/launch/local_launcher.h"
-#include "daemon/launch/shim_client/shim_launcher.h"
-#include "daemon/launch/slurm/slurm_launcher.h"
-#include "daemon/launch/ssh/ssh_launcher.h"
 #include "daemon/metrics/metrics.h"
 #include "daemon/metrics/metrics_http.h"
 #include "daemon/service/job_event_logger.h"
@@ -36,6 +33,7 @@ namespace horovodd::daemon {
 class GuardedJobService;
 class HeartbeatSchedule;
 class JobServiceImpl;
+class ShimLauncher;
 class WorkerServiceImpl;
 
 // The usual soft limit on open files (1,024) stops a daemon at a few hundred
@@ -144,12 +142,13 @@ class DaemonServer {
   JobEventLogger job_logger_;
   std::unique_ptr<HeartbeatSchedule> heartbeats_;  // each job's, for its Attach streams
   ObserverList observers_;
-  std::unique_ptr<LocalLauncher> launcher_;           // without shims
-  std::unique_ptr<ShimLauncher> shim_launcher_;      // with shims
-  std::unique_ptr<JobObserver> shim_closer_;         // lets an ended job's shim go
-  std::unique_ptr<SshLauncher> ssh_launcher_;  // hosts that are not this machine
-  // srun steps (--launcher slurm); declared after launcher_, so it goes first.
-  std::unique_ptr<SlurmLauncher> slurm_launcher_;
+  // The launchers router_ routes to, owned here: without shims the local,
+  // SSH and Slurm launchers, with shims the shim and Slurm launchers. They
+  // go in the order listed (the Slurm launcher first) after the router.
+  std::vector<std::unique_ptr<Launcher>> launchers_;
+  ShimLauncher* shim_launcher_ = nullptr;     // with shims: one of launchers_
+  std::unique_ptr<JobObserver> shim_closer_;  // lets an ended job's shim go
+  // Every launch, and stopping (or with shims leaving) every worker.
   std::unique_ptr<HostRouter> router_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<AccessPolicy> access_;

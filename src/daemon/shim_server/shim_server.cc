@@ -401,24 +401,25 @@ void ShimServer::HandleLaunch(const v1::Launch& launch) {
       auto address = launch.env().find("HOROVODD_DAEMON_ADDR");
       if (address != launch.env().end()) daemon_address_ = address->second;
     }
-    daemon::LaunchSpec spec;
-    spec.argv.assign(launch.argv().begin(), launch.argv().end());
-    spec.env.insert(launch.env().begin(), launch.env().end());
-    spec.working_dir = launch.working_dir();
+    daemon::WorkerLaunch worker;
+    worker.spec.argv.assign(launch.argv().begin(), launch.argv().end());
+    worker.spec.env.insert(launch.env().begin(), launch.env().end());
+    worker.spec.working_dir = launch.working_dir();
     daemon::ProcessCallbacks callbacks;
     callbacks.on_line = [this, id](daemon::OutputStream stream, std::string_view line) {
       OnLine(id, stream, line);
     };
     callbacks.on_exit = [this, id](const daemon::ExitInfo& exit) { OnExit(id, exit); };
-    absl::StatusOr<pid_t> pid = launcher_->Launch(spec, std::move(callbacks));
+    absl::StatusOr<daemon::LaunchedProcess> started =
+        launcher_->Launch(worker, std::move(callbacks));
     absl::MutexLock lock(&mu_);
-    if (pid.ok()) {
-      workers_[id].pid = *pid;
-      launched->set_pid(*pid);
+    if (started.ok()) {
+      workers_[id].pid = started->pid;
+      launched->set_pid(started->pid);
     } else {
       workers_.erase(id);
-      launched->set_error_code(static_cast<int>(pid.status().code()));
-      launched->set_error_message(std::string(pid.status().message()));
+      launched->set_error_code(static_cast<int>(started.status().code()));
+      launched->set_error_message(std::string(started.status().message()));
     }
   }
   // Launched goes before any of the worker's output: on the wire directly,

@@ -163,7 +163,7 @@ absl::StatusOr<std::shared_ptr<ShimLauncher::Shim>> ShimLauncher::ShimFor(
     connected = Connect(key.first, /*start=*/true);
   } else {
     auto daemon = launch.spec.env.find(kDaemonAddressVariable);
-    connected = ConnectRemote(key, launch.ssh, /*start=*/true,
+    connected = ConnectRemote(key, SshOptionsIn(launch.route), /*start=*/true,
                               daemon == launch.spec.env.end() ? "" : daemon->second);
   }
   HVDD_ASSIGN_OR_RETURN(std::shared_ptr<Shim> shim, std::move(connected));
@@ -199,7 +199,7 @@ absl::StatusOr<LaunchedProcess> ShimLauncher::Launch(const WorkerLaunch& launch,
   if (job_id.find('/') != std::string::npos || job_id == "." || job_id == "..") {
     return absl::InvalidArgumentError(absl::StrCat("job id '", job_id, "' cannot name a socket"));
   }
-  const bool remote = launch.route == LaunchRoute::kByHost && !launch.host.empty() &&
+  const bool remote = launch.route.kind == LaunchRoute::kByHost && !launch.host.empty() &&
                       !IsLocalHost(launch.host);
   const ShimKey key{job_id, remote ? launch.host : std::string()};
   HVDD_ASSIGN_OR_RETURN(std::shared_ptr<Shim> shim, ShimFor(key, launch));
@@ -515,7 +515,7 @@ bool ShimLauncher::AwaitNoneRunning(absl::Time deadline) {
   return true;
 }
 
-void ShimLauncher::DetachAll() {
+bool ShimLauncher::DetachAll() {
   std::vector<std::shared_ptr<Shim>> shims;
   {
     absl::MutexLock lock(&mu_);
@@ -536,6 +536,7 @@ void ShimLauncher::DetachAll() {
     if (shim->reader.joinable()) shim->reader.join();
     shutdown(shim->fd.get(), SHUT_RDWR);
   }
+  return true;
 }
 
 }  // namespace horovodd::daemon

@@ -39,6 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/launch/launcher.h"
+#include "daemon/launch/ssh/ssh_options.h"
 
 namespace horovodd::shim::v1 {
 class ShimEvent;
@@ -67,7 +68,7 @@ struct ShimLauncherOptions {
 // A remote host that held workers of a job, to find its shim again.
 struct RemoteShimHost {
   std::string host;
-  SshOptions ssh;
+  SshOptions ssh;  // the job's
 };
 
 // What a job's shim held when a restarted daemon found it again.
@@ -111,13 +112,13 @@ class ShimLauncher final : public Launcher {
 
   // SIGTERM to every worker, SIGKILL to those left after `grace`; returns
   // once all exits were delivered (or 5 s more passed). Not from a callback.
-  void TerminateAll(absl::Duration grace);
+  void TerminateAll(absl::Duration grace) override;
   // The job ended (every exit was delivered): lets its shim go, which then
   // ends. Any thread, callbacks included; does not wait.
   void Close(const std::string& job_id);
   // Closes every shim connection; no callback runs afterwards. The shims and
-  // their workers run on, for the next daemon.
-  void DetachAll();
+  // their workers run on, for the next daemon: true.
+  bool DetachAll() override;
 
   // Where the job's shim on this machine listens.
   std::string SocketPath(const std::string& job_id) const;
@@ -126,7 +127,7 @@ class ShimLauncher final : public Launcher {
   // The dir of this daemon's shims on remote hosts: ~/.horovodd/<this>/shims.
   const std::string& remote_namespace() const { return options_.remote_namespace; }
   // Workers started or taken back whose exit has not been delivered.
-  size_t running() const;
+  size_t running() const override;
 
  private:
   struct Shim;

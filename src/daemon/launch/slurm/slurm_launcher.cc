@@ -53,24 +53,11 @@ std::unique_ptr<SlurmLauncher> SlurmLauncher::Create(Launcher* srun_launcher,
                                                      SlurmLauncherOptions options) {
   HVDD_CHECK(srun_launcher != nullptr);
   if (!options.run) options.run = discovery::DefaultCommandRunner(options.command_timeout);
-  return std::unique_ptr<SlurmLauncher>(
-      new SlurmLauncher(srun_launcher, nullptr, std::move(options)));
+  return std::unique_ptr<SlurmLauncher>(new SlurmLauncher(srun_launcher, std::move(options)));
 }
 
-std::unique_ptr<SlurmLauncher> SlurmLauncher::Create(LocalLauncher* local,
-                                                     SlurmLauncherOptions options) {
-  HVDD_CHECK(local != nullptr);
-  if (!options.run) options.run = discovery::DefaultCommandRunner(options.command_timeout);
-  auto owned = std::make_unique<LocalProcessLauncher>(local);
-  Launcher* srun_launcher = owned.get();
-  return std::unique_ptr<SlurmLauncher>(
-      new SlurmLauncher(srun_launcher, std::move(owned), std::move(options)));
-}
-
-SlurmLauncher::SlurmLauncher(Launcher* srun_launcher, std::unique_ptr<Launcher> owned,
-                             SlurmLauncherOptions options)
-    : owned_srun_launcher_(std::move(owned)),
-      srun_launcher_(srun_launcher),
+SlurmLauncher::SlurmLauncher(Launcher* srun_launcher, SlurmLauncherOptions options)
+    : srun_launcher_(srun_launcher),
       options_(std::move(options)),
       control_([this] { ControlLoop(); }) {}
 
@@ -86,9 +73,11 @@ SlurmLauncher::~SlurmLauncher() {
 
 absl::StatusOr<LaunchedProcess> SlurmLauncher::Launch(const WorkerLaunch& launch,
                                                       ProcessCallbacks callbacks) {
-  if (!discovery::IsValidSlurmJobId(launch.slurm_job_id)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot start a Slurm step: '", launch.slurm_job_id, "' is not a Slurm job id"));
+  const SlurmStepOptions* slurm = launch.route.options_as<SlurmStepOptions>();
+  const std::string job_id = slurm != nullptr ? slurm->job_id : "";
+  if (!discovery::IsValidSlurmJobId(job_id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot start a Slurm step: '", job_id, "' is not a Slurm job id"));
   }
   const std::string srun = FindSrun(launch.spec);
   if (srun.empty()) {
@@ -118,7 +107,7 @@ absl::StatusOr<LaunchedProcess> SlurmLauncher::Launch(const WorkerLaunch& launch
     handle = next_handle_++;
   }
   Step step;
-  step.job_id = launch.slurm_job_id;
+  step.job_id = job_id;
   step.name = absl::StrCat("hvdd.", getpid(), ".", handle);
 
   LaunchSpec spec;
@@ -126,7 +115,7 @@ absl::StatusOr<LaunchedProcess> SlurmLauncher::Launch(const WorkerLaunch& launch
   if (!node.address.empty()) spec.env[kNodeAddressVariable] = node.address;
   spec.working_dir = launch.spec.working_dir;
   spec.argv = {srun,
-               absl::StrCat("--jobid=", launch.slurm_job_id),
+               absl::StrCat("--jobid=", job_id),
                absl::StrCat("--nodelist=", launch.host),
                "--nodes=1",
                "--ntasks=1",
@@ -152,7 +141,7 @@ absl::StatusOr<LaunchedProcess> SlurmLauncher::Launch(const WorkerLaunch& launch
   }
   WorkerLaunch srun_launch;
   srun_launch.host = "localhost";
-  srun_launch.route = LaunchRoute::kLocal;  // srun runs here, whatever the node
+  srun_launch.route.kind = LaunchRoute::kLocal;  // srun runs here, whatever the node
   srun_launch.spec = std::move(spec);
   absl::StatusOr<LaunchedProcess> started =
       srun_launcher_->Launch(srun_launch, std::move(relay));
@@ -297,10 +286,12 @@ void SlurmLauncher::TerminateAll(absl::Duration grace) {
   AwaitFinished(kKillWait);
 }
 
-void SlurmLauncher::Detach() {
+bool SlurmLauncher::DetachAll() {
+  if (!srun_launcher_->DetachAll()) return false;
   absl::MutexLock lock(&mu_);
   steps_.clear();
   work_.clear();
+  return true;
 }
 
 size_t SlurmLauncher::running() const {

@@ -43,7 +43,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/launch/launcher.h"
-#include "daemon/launch/local_launcher.h"
 #include "discovery/slurm_commands.h"
 
 namespace horovodd::daemon {
@@ -51,6 +50,11 @@ namespace horovodd::daemon {
 // The variable with the address Slurm knows the worker's node by; the worker
 // runtime binds its rings to it (unless --network-interface says otherwise).
 inline constexpr char kNodeAddressVariable[] = "HOROVODD_NODE_ADDR";
+
+// A job's options for the Slurm launcher (its route's, --launcher slurm).
+struct SlurmStepOptions final : RouteOptions {
+  std::string job_id;  // the allocation every worker is a step of
+};
 
 struct SlurmLauncherOptions {
   // For each scontrol, squeue and scancel run.
@@ -64,17 +68,15 @@ class SlurmLauncher final : public Launcher {
   // routed kLocal) and must outlive this launcher.
   static std::unique_ptr<SlurmLauncher> Create(Launcher* srun_launcher,
                                                SlurmLauncherOptions options = {});
-  // The same with srun a child of `local`.
-  static std::unique_ptr<SlurmLauncher> Create(LocalLauncher* local,
-                                               SlurmLauncherOptions options = {});
   // Kills every step still running and waits (bounded) for their on_exit.
   // Not from inside a callback.
   ~SlurmLauncher() override;
   SlurmLauncher(const SlurmLauncher&) = delete;
   SlurmLauncher& operator=(const SlurmLauncher&) = delete;
 
-  // Starts launch.spec as a step of allocation launch.slurm_job_id on node
-  // launch.host. INVALID_ARGUMENT without a job id; FAILED_PRECONDITION when
+  // Starts launch.spec as a step of the allocation the route's
+  // SlurmStepOptions name, on node launch.host. INVALID_ARGUMENT without a
+  // job id; FAILED_PRECONDITION when
   // srun is not in the worker's PATH; UNAVAILABLE when Slurm cannot be asked
   // or the node is unknown or not usable; else what LocalLauncher::Launch
   // returns for srun. Blocks for one scontrol call.
@@ -85,15 +87,16 @@ class SlurmLauncher final : public Launcher {
 
   // SIGTERM to every step, SIGKILL to those left after `grace`; returns when
   // all of them finished (or after a bounded wait). Not from a callback.
-  void TerminateAll(absl::Duration grace);
+  void TerminateAll(absl::Duration grace) override;
 
-  // The srun processes live on without this launcher (under their shims,
-  // whose launcher was detached first: no callback comes any more): forgets
-  // every step, so that nothing is killed at destruction.
-  void Detach();
+  // The steps outlive this launcher where their srun processes outlive the
+  // srun launcher (under shims): that one is detached first (no srun
+  // callback comes any more), then every step is forgotten, so that nothing
+  // is killed at destruction.
+  bool DetachAll() override;
 
   // Steps whose on_exit has not returned yet.
-  size_t running() const;
+  size_t running() const override;
 
  private:
   struct Step {
@@ -103,8 +106,7 @@ class SlurmLauncher final : public Launcher {
     bool exited = false;  // srun is gone: no more signals
   };
 
-  SlurmLauncher(Launcher* srun_launcher, std::unique_ptr<Launcher> owned,
-                SlurmLauncherOptions options);
+  SlurmLauncher(Launcher* srun_launcher, SlurmLauncherOptions options);
 
   // The control thread runs signals and step cleanups, so neither the job's
   // loop nor the local launcher's I/O thread waits on slurmctld.
@@ -118,7 +120,6 @@ class SlurmLauncher final : public Launcher {
                   const std::function<void(const ExitInfo&)>& on_exit);
   bool AwaitFinished(absl::Duration timeout);
 
-  const std::unique_ptr<Launcher> owned_srun_launcher_;  // Create(LocalLauncher*)'s
   Launcher* const srun_launcher_;
   const SlurmLauncherOptions options_;
 

@@ -32,8 +32,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
-#include "daemon/launch/launcher.h"
 #include "daemon/launch/ssh/daemon_tunnel.h"
+#include "daemon/launch/ssh/ssh_options.h"
 #include "daemon/launch/ssh/ssh_session.h"
 
 namespace horovodd::daemon {

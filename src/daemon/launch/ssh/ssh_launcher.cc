@@ -102,7 +102,7 @@ absl::StatusOr<LaunchedProcess> SshLauncher::Launch(const WorkerLaunch& launch,
     }
   }
   absl::StatusOr<std::unique_ptr<SshSession>> session =
-      SshSession::Connect(launch.host, launch.ssh, options_.connect_timeout);
+      SshSession::Connect(launch.host, SshOptionsIn(launch.route), options_.connect_timeout);
   if (!session.ok()) return session.status();
   // A daemon on loopback is out of the host's reach: the worker gets a port
   // on its own host that leads back through this session.

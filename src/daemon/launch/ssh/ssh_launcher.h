@@ -39,6 +39,7 @@
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
 #include "daemon/launch/launcher.h"
+#include "daemon/launch/ssh/ssh_options.h"
 
 struct ssh_event_struct;
 
@@ -68,7 +69,7 @@ class SshLauncher final : public Launcher {
   SshLauncher(const SshLauncher&) = delete;
   SshLauncher& operator=(const SshLauncher&) = delete;
 
-  // Starts launch.spec on launch.host as launch.ssh says. Returns the remote
+  // Starts launch.spec on launch.host as the route's SshOptions say. Returns the remote
   // pid once the process started; on failure no callback is called. Errors
   // name the host: UNAVAILABLE (unreachable, or the connection broke),
   // UNAUTHENTICATED (login refused), PERMISSION_DENIED (host key refused),
@@ -84,10 +85,13 @@ class SshLauncher final : public Launcher {
 
   // SIGTERM to every process started so far, SIGKILL to those still running
   // after `grace`; returns when all of them finished. Not from a callback.
-  void TerminateAll(absl::Duration grace);
+  void TerminateAll(absl::Duration grace) override;
+
+  // False: a remote process's group is killed when its session ends.
+  bool DetachAll() override { return false; }
 
   // Processes whose on_exit has not returned yet.
-  size_t running() const;
+  size_t running() const override;
 
  private:
   struct Process;

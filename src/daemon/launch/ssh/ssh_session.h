@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/launch/launcher.h"
+#include "daemon/launch/ssh/ssh_options.h"
 
 namespace horovodd::daemon {
 
