@@ -24,11 +24,11 @@ encode 3 watch_job WatchJobRequest 'job_id: "job-7" from_seq: 3'
 encode 4 cancel_job CancelJobRequest 'job_id: "job-1" reason: "done"'
 encode 5 drain_host DrainHostRequest 'host: "node-1" job_id: "job-2"'
 encode 6 worker_output GetWorkerOutputRequest 'job_id: "job-1" rank: 1 max_lines: 10'
-encode 7 rendezvous RendezvousRequest "$who after_generation: 2"
-encode 8 kv_set KvSetRequest "$who"' generation: 2 key: "g2/rank_0" value: "addr"'
-encode 9 kv_get KvGetRequest "$who"' generation: 2 keys: "a" keys: "b" timeout_seconds: 30'
-encode 10 attach_hello WorkerMessage 'hello { job_id: "job-1" worker_id: 3 token: "abc" }'
-encode 10 attach_heartbeat WorkerMessage 'heartbeat { generation: 4 }'
-encode 11 commit CommitReport "$who generation: 2 commit: 10"
-encode 12 failure FailureReport "$who"' generation: 2 message: "ring broke"'
+encode 7 kv_set KvSetRequest "$who"' generation: 2 key: "g2/rank_0" value: "addr"'
+encode 8 kv_get KvGetRequest "$who"' generation: 2 keys: "a" keys: "b" timeout_seconds: 30'
+encode 9 attach_hello WorkerMessage 'hello { job_id: "job-1" worker_id: 3 token: "abc" }'
+encode 9 attach_heartbeat WorkerMessage 'heartbeat { generation: 4 }'
+encode 9 attach_rendezvous WorkerMessage 'rendezvous { id: 1 after_generation: 2 }'
+encode 10 commit CommitReport "$who generation: 2 commit: 10"
+encode 11 failure FailureReport "$who"' generation: 2 message: "ring broke"'
 echo "wrote $(ls "$out" | wc -l) seeds to $out"

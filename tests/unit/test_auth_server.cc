@@ -144,15 +144,6 @@ grpc::Status KvGet(v1::WorkerService::Stub& stub, const v1::WorkerIdentity& who)
   return stub.KvGet(&context, request, &response);
 }
 
-grpc::Status Rendezvous(v1::WorkerService::Stub& stub, const v1::WorkerIdentity& who) {
-  grpc::ClientContext context;
-  SetDeadline(context);
-  v1::RendezvousRequest request;
-  *request.mutable_who() = who;
-  v1::RendezvousResponse response;
-  return stub.Rendezvous(&context, request, &response);
-}
-
 grpc::Status Commit(v1::WorkerService::Stub& stub, const v1::WorkerIdentity& who) {
   grpc::ClientContext context;
   SetDeadline(context);
@@ -252,8 +243,8 @@ TEST_CASE("a worker token opens its own job only, and no JobService call") {
   // Job A's token names job B: refused before B's driver sees anything.
   const v1::WorkerIdentity a_as_b = SecureDaemon::Who(b, token_a);
   for (const grpc::Status& st :
-       {KvSet(*workers, a_as_b), KvGet(*workers, a_as_b), Rendezvous(*workers, a_as_b),
-        Commit(*workers, a_as_b), AttachHello(*workers, a_as_b)}) {
+       {KvSet(*workers, a_as_b), KvGet(*workers, a_as_b), Commit(*workers, a_as_b),
+        AttachHello(*workers, a_as_b)}) {
     CHECK(st.error_code() == grpc::StatusCode::PERMISSION_DENIED);
     CHECK_THAT(st.error_message(), Catch::Contains("belongs to another job"));
   }
@@ -261,7 +252,6 @@ TEST_CASE("a worker token opens its own job only, and no JobService call") {
   for (const std::string token : {"", "0123456789abcdef"}) {
     const v1::WorkerIdentity who = SecureDaemon::Who(b, token);
     CHECK(KvGet(*workers, who).error_code() == grpc::StatusCode::UNAUTHENTICATED);
-    CHECK(Rendezvous(*workers, who).error_code() == grpc::StatusCode::UNAUTHENTICATED);
     CHECK(AttachHello(*workers, who).error_code() == grpc::StatusCode::UNAUTHENTICATED);
   }
   // Its own job's keys: past the token check (the generation is stale, so

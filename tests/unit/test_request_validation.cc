@@ -212,18 +212,19 @@ TEST_CASE("job ids, host names, ranks and reasons of the JobService calls") {
 }
 
 TEST_CASE("worker requests: identity, generations, keys and values") {
-  v1::RendezvousRequest rendezvous;
-  CHECK_REFUSED(ValidateRequest(rendezvous, kLimits), kInvalidArgument, "who.job_id is empty");
-  *rendezvous.mutable_who() = Worker();
-  CHECK(ValidateRequest(rendezvous, kLimits).ok());
-  rendezvous.mutable_who()->set_worker_id(0);
-  CHECK_REFUSED(ValidateRequest(rendezvous, kLimits), kInvalidArgument, "who.worker_id");
-  *rendezvous.mutable_who() = Worker();
-  rendezvous.mutable_who()->set_token(std::string(2000, 't'));
-  CHECK_REFUSED(ValidateRequest(rendezvous, kLimits), kInvalidArgument, "who.token is 2000");
-  *rendezvous.mutable_who() = Worker();
-  rendezvous.set_after_generation(-1);
-  CHECK_REFUSED(ValidateRequest(rendezvous, kLimits), kInvalidArgument, "after_generation");
+  v1::KvSetRequest identified;
+  identified.set_key("k");
+  CHECK_REFUSED(ValidateRequest(identified, kLimits), kInvalidArgument, "who.job_id is empty");
+  *identified.mutable_who() = Worker();
+  CHECK(ValidateRequest(identified, kLimits).ok());
+  identified.mutable_who()->set_worker_id(0);
+  CHECK_REFUSED(ValidateRequest(identified, kLimits), kInvalidArgument, "who.worker_id");
+  *identified.mutable_who() = Worker();
+  identified.mutable_who()->set_token(std::string(2000, 't'));
+  CHECK_REFUSED(ValidateRequest(identified, kLimits), kInvalidArgument, "who.token is 2000");
+  *identified.mutable_who() = Worker();
+  identified.set_generation(-1);
+  CHECK_REFUSED(ValidateRequest(identified, kLimits), kInvalidArgument, "generation");
 
   DaemonLimits limits;
   limits.max_kv_key_bytes = 8;

@@ -289,20 +289,6 @@ std::shared_ptr<JobDriver> WorkerServiceImpl::JobOf(grpc::CallbackServerContext*
   return driver;
 }
 
-grpc::ServerUnaryReactor* WorkerServiceImpl::Rendezvous(grpc::CallbackServerContext* context,
-                                                        const v1::RendezvousRequest* request,
-                                                        v1::RendezvousResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  if (auto driver = JobOf(context, "Rendezvous", request->who(), reactor);
-      driver && Accepted(*request, reactor)) {
-    driver->Rendezvous(*request, [reactor, response](auto result) {
-      if (result.ok()) *response = std::move(*result);
-      reactor->Finish(ToGrpcStatus(result.status()));
-    });
-  }
-  return reactor;
-}
-
 grpc::ServerUnaryReactor* WorkerServiceImpl::KvSet(grpc::CallbackServerContext* context,
                                                    const v1::KvSetRequest* request,
                                                    v1::KvSetResponse*) {

@@ -71,9 +71,6 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   // Set before serving; outlives the service.
   void set_heartbeat_schedule(const HeartbeatSchedule* schedule) { heartbeats_ = schedule; }
 
-  grpc::ServerUnaryReactor* Rendezvous(grpc::CallbackServerContext* context,
-                                       const v1::RendezvousRequest* request,
-                                       v1::RendezvousResponse* response) override;
   grpc::ServerUnaryReactor* KvSet(grpc::CallbackServerContext* context,
                                   const v1::KvSetRequest* request,
                                   v1::KvSetResponse* response) override;

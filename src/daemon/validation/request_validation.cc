@@ -387,11 +387,6 @@ absl::Status ValidateRequest(const v1::GetWorkerOutputRequest& request, const Da
   return CheckNotNegative("max_lines", request.max_lines());
 }
 
-absl::Status ValidateRequest(const v1::RendezvousRequest& request, const DaemonLimits&) {
-  HVDD_RETURN_IF_ERROR(CheckIdentity(request.who()));
-  return CheckNotNegative("after_generation", request.after_generation());
-}
-
 absl::Status ValidateRequest(const v1::KvSetRequest& request, const DaemonLimits& limits) {
   HVDD_RETURN_IF_ERROR(CheckIdentity(request.who()));
   HVDD_RETURN_IF_ERROR(CheckNotNegative("generation", request.generation()));

@@ -33,10 +33,9 @@ absl::Status ValidateRequest(const v1::GetWorkerOutputRequest& request,
 absl::Status ValidateRequest(const v1::StopDaemonRequest& request, const DaemonLimits& limits);
 
 // WorkerService.
-absl::Status ValidateRequest(const v1::RendezvousRequest& request, const DaemonLimits& limits);
 absl::Status ValidateRequest(const v1::KvSetRequest& request, const DaemonLimits& limits);
 absl::Status ValidateRequest(const v1::KvGetRequest& request, const DaemonLimits& limits);
-// One message of an Attach stream (a hello or a heartbeat).
+// One message of an Attach stream (a hello, a heartbeat or a rendezvous).
 absl::Status ValidateRequest(const v1::WorkerMessage& request, const DaemonLimits& limits);
 absl::Status ValidateRequest(const v1::CommitReport& request, const DaemonLimits& limits);
 absl::Status ValidateRequest(const v1::FailureReport& request, const DaemonLimits& limits);
