@@ -1,4 +1,6 @@
-// Where the set of usable hosts comes from: a discovery script, a fixed list, or a hostfile.
+// Where an elastic job's set of usable hosts comes from, polled by the job's driver: a
+// discovery script here, the Slurm allocation in slurm_host_source.h. A fixed set of hosts
+// (horovodrun -H, --hostfile) is read once by horovodrun and comes in the job's spec.
 #pragma once
 
 #include <memory>
@@ -16,7 +18,7 @@ class HostSource {
  public:
   virtual ~HostSource() = default;
   virtual absl::StatusOr<HostSet> Discover() = 0;
-  // For logs and events: "script ./discover.sh", "static hosts", "hostfile /etc/hosts.txt".
+  // For logs and events: "script ./discover.sh", "Slurm job 1234".
   virtual std::string Describe() const = 0;
 };
 
@@ -24,17 +26,5 @@ class HostSource {
 // INVALID_ARGUMENT naming the script and the bad line.
 std::unique_ptr<HostSource> MakeScriptHostSource(std::string path, int default_slots,
                                                  absl::Duration timeout);
-
-// Always the same hosts (horovodrun -H).
-std::unique_ptr<HostSource> MakeStaticHostSource(HostSet hosts);
-
-// Reads and parses the hostfile at `path` (ReadHostfile) on every poll, so an operator may
-// edit it while a job runs.
-std::unique_ptr<HostSource> MakeHostfileHostSource(std::string path, int default_slots);
-
-// Reads a Horovod hostfile (ParseHostfile). Errors name the file: NOT_FOUND when it does not
-// exist, PERMISSION_DENIED when it cannot be opened, INVALID_ARGUMENT when it is not a
-// regular file or its contents are bad.
-absl::StatusOr<HostSet> ReadHostfile(const std::string& path, int default_slots);
 
 }  // namespace horovodd::discovery

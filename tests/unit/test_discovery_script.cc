@@ -342,45 +342,5 @@ TEST_CASE("a script host source parses what the script prints", "[source]") {
   }
 }
 
-TEST_CASE("a static host source returns its hosts in the order given", "[source]") {
-  auto source = MakeStaticHostSource({{"b", 1}, {"a", 2}});
-  CHECK(source->Describe() == "static hosts");
-  const auto hosts = source->Discover();
-  REQUIRE(hosts.ok());
-  CHECK(*hosts == HostSet{{"b", 1}, {"a", 2}});
-}
-
-TEST_CASE("a hostfile host source rereads the file on every poll", "[source]") {
-  TempDir dir;
-  const std::string hostfile = dir.WriteFile("hosts.txt", "worker-1 slots=4\nworker-2\n");
-  auto source = MakeHostfileHostSource(hostfile, 2);
-  CHECK(source->Describe() == "hostfile " + hostfile);
-  auto hosts = source->Discover();
-  REQUIRE(hosts.ok());
-  CHECK(*hosts == HostSet{{"worker-1", 4}, {"worker-2", 2}});
-
-  dir.WriteFile("hosts.txt", "worker-2:8\n");
-  hosts = source->Discover();
-  REQUIRE(hosts.ok());
-  CHECK(*hosts == HostSet{{"worker-2", 8}});
-
-  dir.WriteFile("hosts.txt", "worker-2:8\nworker 3\n");
-  hosts = source->Discover();
-  REQUIRE(hosts.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(MessageOf(hosts.status()), Contains("hostfile " + hostfile + ": line 2 \"worker 3\""));
-}
-
-TEST_CASE("reading a hostfile that is not there, or not a file", "[source]") {
-  TempDir dir;
-  const std::string missing = (dir.path() / "missing.txt").string();
-  const auto hosts = ReadHostfile(missing, 1);
-  REQUIRE(hosts.status().code() == absl::StatusCode::kNotFound);
-  CHECK_THAT(MessageOf(hosts.status()), Contains("hostfile " + missing + ": cannot open"));
-
-  const auto directory = ReadHostfile(dir.path().string(), 1);
-  REQUIRE(directory.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(MessageOf(directory.status()), Contains("not a regular file"));
-}
-
 }  // namespace
 }  // namespace horovodd::discovery
