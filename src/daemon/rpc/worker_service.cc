@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <deque>
-#include <mutex>
+#include <optional>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/rpc/grpc_status.h"
 #include "daemon/validation/request_validation.h"
 
@@ -66,7 +68,7 @@ class AttachStream final
       if (heartbeats_ != nullptr) {
         // Before Attach: the driver's answer to the hello is the first
         // message to carry it.
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         heartbeat_interval_ms_ = heartbeats_->IntervalMs(driver_->job_id());
       }
       driver_->Attach(worker_id_, channel_);
@@ -85,24 +87,28 @@ class AttachStream final
   }
 
   void OnWriteDone(bool ok) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    outbox_.pop_front();
-    if (ok && !outbox_.empty()) {
-      lock.unlock();
-      StartWrite(&outbox_.front());
-      return;
+    const v1::DaemonMessage* next = nullptr;
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      outbox_.pop_front();
+      if (ok && !outbox_.empty()) {
+        next = &outbox_.front();  // stays put: only this chain of writes pops
+      } else {
+        writing_ = false;
+        if (finish_pending_ && !finished_) {
+          finished_ = true;
+          finish = final_status_;
+        }
+      }
     }
-    writing_ = false;
-    if (finish_pending_ && !finished_) {
-      finished_ = true;
-      lock.unlock();
-      Finish(final_status_);
-    }
+    if (next != nullptr) StartWrite(next);
+    if (finish.has_value()) Finish(*finish);
   }
 
   void OnDone() override {
     {
-      std::lock_guard<std::mutex> lock(channel_->mu);
+      absl::MutexLock lock(&channel_->mu);
       channel_->stream = nullptr;
     }
     if (driver_) driver_->Detach(worker_id_, channel_.get());
@@ -111,10 +117,10 @@ class AttachStream final
 
  private:
   struct Channel : WorkerChannel {
-    std::mutex mu;
-    AttachStream* stream = nullptr;  // guarded by mu
+    absl::Mutex mu;
+    AttachStream* stream ABSL_GUARDED_BY(mu) = nullptr;
     void Send(const v1::DaemonMessage& message) override {
-      std::lock_guard<std::mutex> lock(mu);
+      absl::MutexLock lock(&mu);
       if (stream != nullptr) stream->Enqueue(message);
     }
   };
@@ -142,18 +148,21 @@ class AttachStream final
   }
 
   void Enqueue(const v1::DaemonMessage& message) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (finished_ || finish_pending_) return;
-    outbox_.push_back(message);
-    // Every message says it, so the worker follows it from its first one on.
-    if (heartbeat_interval_ms_ > 0) {
-      outbox_.back().set_heartbeat_interval_ms(heartbeat_interval_ms_);
+    const v1::DaemonMessage* first = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_ || finish_pending_) return;
+      outbox_.push_back(message);
+      // Every message says it, so the worker follows it from its first one on.
+      if (heartbeat_interval_ms_ > 0) {
+        outbox_.back().set_heartbeat_interval_ms(heartbeat_interval_ms_);
+      }
+      if (writing_) return;
+      writing_ = true;
+      // Stays put: only OnWriteDone pops, and only after this write.
+      first = &outbox_.front();
     }
-    if (writing_) return;
-    writing_ = true;
-    lock.unlock();
-    // outbox_.front() stays put: only OnWriteDone pops, and only after this write.
-    StartWrite(&outbox_.front());
+    StartWrite(first);
   }
 
   // Heartbeats go both ways: each one the worker sends is answered with an
@@ -162,22 +171,23 @@ class AttachStream final
   // queued while a write is in flight: that one already tells the worker.
   void EchoHeartbeat() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (writing_ || finished_ || finish_pending_) return;
     }
     Enqueue(v1::DaemonMessage());
   }
 
   void EndStream(grpc::Status status) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (finished_ || finish_pending_) return;
-    if (writing_) {
-      finish_pending_ = true;
-      final_status_ = status;
-      return;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_ || finish_pending_) return;
+      if (writing_) {
+        finish_pending_ = true;
+        final_status_ = status;
+        return;
+      }
+      finished_ = true;
     }
-    finished_ = true;
-    lock.unlock();
     Finish(status);
   }
 
@@ -191,13 +201,13 @@ class AttachStream final
   v1::WorkerMessage in_;                // owned by the read chain
   std::shared_ptr<JobDriver> driver_;   // set on hello, by the read chain
   int64_t worker_id_ = 0;
-  std::mutex mu_;
-  std::deque<v1::DaemonMessage> outbox_;  // guarded by mu_
-  bool writing_ = false;                  // guarded by mu_
-  bool finish_pending_ = false;           // guarded by mu_
-  bool finished_ = false;                 // guarded by mu_
-  int64_t heartbeat_interval_ms_ = 0;     // guarded by mu_; 0: announce none
-  grpc::Status final_status_;             // guarded by mu_
+  absl::Mutex mu_;
+  std::deque<v1::DaemonMessage> outbox_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 0;  // 0: announce none
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
 // An Attach refused before it starts (its client holds too many already).
@@ -229,18 +239,18 @@ void HeartbeatSchedule::OnJobSubmitted(const std::string& job_id, const v1::JobS
   const int64_t workers = std::max<int64_t>(spec.num_proc(), spec.max_np());
   const int64_t ms =
       absl::ToInt64Milliseconds(IntervalFor(workers, spec.liveness_timeout_seconds()));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   interval_ms_[job_id] = ms;
 }
 
 void HeartbeatSchedule::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
   if (event.kind() != v1::JobEvent::JOB_ENDED) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   interval_ms_.erase(job_id);
 }
 
 int64_t HeartbeatSchedule::IntervalMs(const std::string& job_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = interval_ms_.find(job_id);
   return it == interval_ms_.end() ? 0 : it->second;
 }

@@ -7,9 +7,10 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/auth/auth_policy.h"
 #include "daemon/config/daemon_config.h"
@@ -24,11 +25,11 @@ namespace horovodd::daemon {
 // message of their Attach streams). Every heartbeat costs the daemon a read
 // and a post to the job's loop, so a big job heartbeats less often: the job's
 // workers together send at most kHeartbeatsPerSecond, never more often than
-// every kMinHeartbeatInterval each (the runtime's old fixed 500 ms). The
-// liveness check still has to see several heartbeats per --liveness-timeout,
-// so the interval stays at most a quarter of it, even under the minimum: with
-// the default 2 s a stopped worker is found in under 3 s, and one late
-// heartbeat on a loaded machine is no alarm.
+// every kMinHeartbeatInterval each. The liveness check still has to see
+// several heartbeats per --liveness-timeout, so the interval stays at most a
+// quarter of it, even under the minimum: with the default 2 s a stopped
+// worker is found in under 3 s, and one late heartbeat on a loaded machine is
+// no alarm.
 class HeartbeatSchedule final : public JobObserver {
  public:
   static constexpr int kHeartbeatsPerSecond = 2000;
@@ -47,15 +48,15 @@ class HeartbeatSchedule final : public JobObserver {
   int64_t IntervalMs(const std::string& job_id) const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, int64_t> interval_ms_;  // by job id; guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<std::string, int64_t> interval_ms_ ABSL_GUARDED_BY(mu_);  // by job id
 };
 
 // The gRPC server settings horovodd serves its workers with (the scale
 // benchmark's stand-in daemon uses them too): the request size cap, and no
 // BDP probing. Every message here is small, so a bigger flow-control window
 // gains nothing, while each probe costs a ping and its answer, a timer and
-// wake-ups per connection: a tenth of the daemon's CPU at 4,096 workers.
+// wake-ups per connection, thousands of connections over.
 void ConfigureWorkerServer(grpc::ServerBuilder& builder, const DaemonLimits& limits);
 
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
