@@ -1,8 +1,9 @@
 #include "common/check.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include "common/log.h"
 
 namespace horovodd::internal {
 
@@ -11,9 +12,9 @@ CheckFailure::CheckFailure(const char* file, int line, const char* condition) {
 }
 
 CheckFailure::~CheckFailure() {
-  const std::string text = message_.str();
-  std::fprintf(stderr, "%s\n", text.c_str());
-  std::fflush(stderr);
+  // Past the level filter: a broken invariant is always reported. Sinks
+  // write each line through, so it is out before the abort.
+  log_internal::Write(LogLevel::kError, message_.str());
   std::abort();
 }
 

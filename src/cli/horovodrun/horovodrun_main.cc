@@ -16,6 +16,7 @@
 #include "cli/horovodrun/output_files.h"
 #include "cli/horovodrun/run_options.h"
 #include "cli/horovodrun/slurm_settings.h"
+#include "common/log.h"
 #include "daemon/service/daemon_server.h"
 #include "horovodd.grpc.pb.h"
 
@@ -141,6 +142,8 @@ int Run(const horovodd::cli::RunOptions& options) {
                    "ends with horovodrun)\n";
       return 2;
     }
+    // The embedded daemon's log lines (common/log.h) go to stderr as ours.
+    horovodd::SetLogPrefix("horovodrun");
     auto daemon = horovodd::daemon::DaemonServer::Start(horovodd::daemon::DaemonOptions());
     if (!daemon.ok()) {
       std::cerr << "horovodrun: error: cannot start the embedded daemon: "

@@ -1,7 +1,6 @@
 #include "daemon/auth/auth_policy.h"
 
 #include <grpcpp/grpcpp.h>
-#include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <optional>
@@ -9,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 #include "common/loopback.h"
 #include "common/status_macros.h"
 #include "daemon/auth/auth_token.h"
@@ -118,10 +118,11 @@ absl::Status AccessPolicy::Refuse(const grpc::ServerContextBase& context, absl::
     ++failures_[reason];
   }
   if (std::optional<uint64_t> left_out = refusal_log_.Admit(reason, absl::Now())) {
-    spdlog::warn("refused {} from {}: {}{}", std::string(method), context.peer(), reason,
-                 *left_out == 0 ? std::string()
-                                : absl::StrCat(" (and ", *left_out,
-                                               " more refused for it since the last such line)"));
+    HVDD_LOG(WARNING) << "refused " << method << " from " << context.peer() << ": " << reason
+                      << (*left_out == 0
+                              ? std::string()
+                              : absl::StrCat(" (and ", *left_out,
+                                             " more refused for it since the last such line)"));
   }
   return absl::Status(code, message);
 }

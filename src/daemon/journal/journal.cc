@@ -8,9 +8,8 @@
 #include <cstring>
 #include <utility>
 
-#include <spdlog/spdlog.h>
-
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "daemon/journal/journal_internal.h"
 #include "daemon/journal/journal_sqlite.h"
@@ -292,12 +291,10 @@ Journal::~Journal() = default;
 
 void Journal::NoteWrite(const absl::Status& status, const std::string& what) {
   if (!status.ok() && !writes_failing_) {
-    spdlog::error(
-        "journal: cannot record {}: {} (further failures are not logged until a "
-        "write succeeds again)",
-        what, std::string(status.message()));
+    HVDD_LOG(ERROR) << "journal: cannot record " << what << ": " << status.message()
+                    << " (further failures are not logged until a write succeeds again)";
   } else if (status.ok() && writes_failing_) {
-    spdlog::info("journal {}: records are written again", path_);
+    HVDD_LOG(INFO) << "journal " << path_ << ": records are written again";
   }
   writes_failing_ = !status.ok();
 }

@@ -5,12 +5,11 @@
 #include <optional>
 #include <utility>
 
-#include <spdlog/spdlog.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/log.h"
 #include "daemon/journal/journal.h"
 #include "daemon/journal/journal_internal.h"
 #include "daemon/journal/journal_sqlite.h"
@@ -188,8 +187,10 @@ absl::StatusOr<std::vector<ArchivedJob>> Journal::Recover(std::vector<ResumableJ
     }
     status = InTransaction(
         [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return MarkStopped(job_id, generation); });
-    if (status.ok())
-      spdlog::warn("journal: {} was running when horovodd stopped; recorded as FAILED", job_id);
+    if (status.ok()) {
+      HVDD_LOG(WARNING) << "journal: " << job_id
+                        << " was running when horovodd stopped; recorded as FAILED";
+    }
   }
   // The limit may be lower than the run that wrote these had.
   if (status.ok()) {

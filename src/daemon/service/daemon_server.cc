@@ -3,7 +3,6 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
-#include <spdlog/spdlog.h>
 
 #include <sys/resource.h>
 
@@ -19,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/host_port.h"
+#include "common/log.h"
 #include "common/loopback.h"
 #include "common/status_macros.h"
 #include "daemon/auth/auth_token.h"
@@ -111,8 +111,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
                           ShimLauncher::Create(shims));
     ShimLauncher* shim = shim_launcher.get();
     daemon->shim_launcher_ = shim;
-    spdlog::info("shims of remote hosts' workers live under ~/.horovodd/{}/shims there",
-                 shim->remote_namespace());
+    HVDD_LOG(INFO) << "shims of remote hosts' workers live under ~/.horovodd/"
+                   << shim->remote_namespace() << "/shims there";
     daemon->shim_closer_ = std::make_unique<ShimCloser>(shim);
     daemon->observers_.Add(daemon->shim_closer_.get());
     daemon->leave_jobs_running_ = options.leave_jobs_running;
@@ -170,11 +170,12 @@ void DaemonServer::ResumeJob(const ResumableJob& job, const DaemonOptions& optio
   if (reattached.ok()) {
     contents = std::move(*reattached);
     for (const std::string& warning : contents.warnings) {
-      spdlog::warn("job {}: {}; its workers there count as lost", job.job_id, warning);
+      HVDD_LOG(WARNING) << "job " << job.job_id << ": " << warning
+                        << "; its workers there count as lost";
     }
   } else {
-    spdlog::warn("job {}: {}; its workers count as lost", job.job_id,
-                 std::string(reattached.status().message()));
+    HVDD_LOG(WARNING) << "job " << job.job_id << ": " << reattached.status().message()
+                      << "; its workers count as lost";
   }
   std::string token = contents.worker_token;
   if (token.empty()) {
@@ -201,9 +202,11 @@ void DaemonServer::ResumeJob(const ResumableJob& job, const DaemonOptions& optio
     });
   }
   ++resumed_jobs_;
-  spdlog::info("job {} taken back: {} worker(s) held by its shim (protocol {}), away {}",
-               job.job_id, contents.workers.size(), contents.protocol_version,
-               absl::FormatDuration(absl::Trunc(contents.daemon_away, absl::Milliseconds(100))));
+  HVDD_LOG(INFO) << "job " << job.job_id << " taken back: " << contents.workers.size()
+                 << " worker(s) held by its shim (protocol " << contents.protocol_version
+                 << "), away "
+                 << absl::FormatDuration(
+                        absl::Trunc(contents.daemon_away, absl::Milliseconds(100)));
 }
 
 absl::Status DaemonServer::OpenJournal(const std::string& state_dir) {
@@ -230,9 +233,9 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
   }
   HVDD_ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(options.tls, address->host));
   if (!options.tls.enabled() && !IsLoopbackHost(address->host)) {
-    spdlog::warn("listening on {} without TLS (tls.allow_insecure): tokens and job specs cross "
-                 "the network in the clear",
-                 listen);
+    HVDD_LOG(WARNING) << "listening on " << listen
+                      << " without TLS (tls.allow_insecure): tokens and job specs cross the "
+                         "network in the clear";
   }
   JobServiceImpl::StopHandler stop;
   if (options.stoppable_over_rpc) {
@@ -332,8 +335,8 @@ void DaemonServer::ShutdownWith(const std::string& reason, bool stop_jobs) {
   // under their shims, or none may be left running.
   if (!leave_jobs || !router_->DetachAll()) router_->TerminateAll(absl::Seconds(2));
   if (leave_jobs) {
-    spdlog::info("{}: running jobs left to the next horovodd ({} worker(s))", reason,
-                 shim_launcher_->running());
+    HVDD_LOG(INFO) << reason << ": running jobs left to the next horovodd ("
+                   << shim_launcher_->running() << " worker(s))";
   }
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
@@ -370,10 +373,11 @@ void RaiseOpenFileLimit(int max_workers_per_job, int files_per_worker) {
                               static_cast<uint64_t>(std::max(files_per_worker, 1)) +
                           kFilesHeadroom;
   if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed) {
-    spdlog::warn("open file limit is {} (hard {}): a job of limits.max_workers_per_job = {} "
-                 "workers needs about {}; raise it (systemd LimitNOFILE=, ulimit -Hn)",
-                 static_cast<uint64_t>(limit.rlim_cur), static_cast<uint64_t>(limit.rlim_max),
-                 max_workers_per_job, needed);
+    HVDD_LOG(WARNING) << "open file limit is " << static_cast<uint64_t>(limit.rlim_cur) << " (hard "
+                      << static_cast<uint64_t>(limit.rlim_max)
+                      << "): a job of limits.max_workers_per_job = " << max_workers_per_job
+                      << " workers needs about " << needed
+                      << "; raise it (systemd LimitNOFILE=, ulimit -Hn)";
   }
 }
 

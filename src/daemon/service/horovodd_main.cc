@@ -7,8 +7,6 @@
 //
 // Exit codes: 0 stopped by a signal, 1 could not start (address in use,
 // unusable state dir), 2 bad command line or config file.
-#include <spdlog/spdlog.h>
-
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
@@ -23,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/log.h"
 #include "daemon/config/auth_config.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/service/daemon_server.h"
@@ -150,8 +149,8 @@ int main(int argc, char** argv) {
   options.listen_address = config.listen;
   options.shim_binary = config.shim_binary.empty() ? ShimNextToUs() : config.shim_binary;
   if (!config.state_dir.empty() && options.shim_binary.empty()) {
-    spdlog::warn("no horovodd-shim next to horovodd: local workers are this daemon's children "
-                 "and end with it (set shim.binary)");
+    HVDD_LOG(WARNING) << "no horovodd-shim next to horovodd: local workers are this daemon's "
+                         "children and end with it (set shim.binary)";
   }
   options.leave_jobs_running = !config.stop_jobs_on_shutdown;
   options.worker_grace = config.worker_daemon_grace;
@@ -164,7 +163,7 @@ int main(int argc, char** argv) {
   options.stoppable_over_rpc = true;  // horovodctl stop
   auto started = horovodd::daemon::DaemonServer::Start(options);
   if (!started.ok()) {
-    spdlog::error("cannot start: {}", std::string(started.status().message()));
+    HVDD_LOG(ERROR) << "cannot start: " << started.status().message();
     return 1;
   }
   auto& daemon = **started;
@@ -176,32 +175,31 @@ int main(int argc, char** argv) {
               << std::endl;
   }
   if (config.state_dir.empty()) {
-    spdlog::warn("no state dir: job records are not kept across restarts");
+    HVDD_LOG(WARNING) << "no state dir: job records are not kept across restarts";
   } else {
-    spdlog::info("job records in {}; {} jobs recovered from earlier runs", config.state_dir,
-                 daemon.recovered_jobs());
+    HVDD_LOG(INFO) << "job records in " << config.state_dir << "; " << daemon.recovered_jobs()
+                   << " jobs recovered from earlier runs";
   }
   // The path only: the token itself is never logged.
   if (daemon.admin_token_path().empty()) {
-    spdlog::warn(
-        "no state dir and no auth.admin_token_file: the admin token exists only in memory, so "
-        "nothing can submit jobs; set auth.admin_token_file");
+    HVDD_LOG(WARNING)
+        << "no state dir and no auth.admin_token_file: the admin token exists only in memory, so "
+           "nothing can submit jobs; set auth.admin_token_file";
   } else {
-    spdlog::info("admin token in {} (clients: --token-file {})", daemon.admin_token_path(),
-                 daemon.admin_token_path());
+    HVDD_LOG(INFO) << "admin token in " << daemon.admin_token_path() << " (clients: --token-file "
+                   << daemon.admin_token_path() << ")";
   }
   const std::string status = absl::StrCat(
       "serving on ", daemon.address(),
       daemon.metrics_address().empty() ? ""
                                        : absl::StrCat(", metrics on ", daemon.metrics_address()));
-  spdlog::info("{}", status);
+  HVDD_LOG(INFO) << status;
 
   horovodd::daemon::SystemdNotifier systemd;
   if (horovodd::daemon::SystemdNotifier::Requested() &&
       !horovodd::daemon::SystemdNotifier::Available()) {
-    spdlog::warn(
-        "systemd asked for readiness notification, but this horovodd was built "
-        "without libsystemd; run the unit as Type=simple");
+    HVDD_LOG(WARNING) << "systemd asked for readiness notification, but this horovodd was built "
+                         "without libsystemd; run the unit as Type=simple";
   }
   // A job manager whose lock never frees stalls the probe, and with it the
   // watchdog keep-alives: systemd then restarts horovodd.
@@ -219,13 +217,13 @@ int main(int argc, char** argv) {
   const bool leaving = !stop.stop_jobs && options.leave_jobs_running &&
                        !options.shim_binary.empty() && !config.state_dir.empty();
   systemd.Stopping(absl::StrCat(reason, leaving ? ", leaving jobs running" : ", ending jobs"));
-  spdlog::info("{}: refusing new jobs, {}", reason,
-               leaving ? "leaving running ones to the next horovodd" : "ending running ones");
+  HVDD_LOG(INFO) << reason << ": refusing new jobs, "
+                 << (leaving ? "leaving running ones to the next horovodd" : "ending running ones");
   if (stop.stop_jobs) {
     daemon.ShutdownStoppingJobs(reason);
   } else {
     daemon.Shutdown(reason);
   }
-  spdlog::info("stopped");
+  HVDD_LOG(INFO) << "stopped";
   return 0;
 }

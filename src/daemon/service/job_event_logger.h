@@ -1,5 +1,5 @@
-// Writes every job event except worker output to the daemon's log (spdlog's
-// default logger), one line each, prefixed with the job id: what an operator
+// Writes every job event except worker output to the daemon's log
+// (common/log.h), one line each, prefixed with the job id: what an operator
 // reads in `journalctl -u horovodd`. Worker output stays in the job's own
 // event log (horovodctl logs), so a chatty job cannot flood the journal.
 #pragma once

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/json_text.h"
+#include "common/log.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -33,12 +34,41 @@ class JsonLineFormatter final : public spdlog::formatter {
   }
 };
 
+spdlog::level::level_enum SpdlogLevel(LogLevel level) {
+  switch (level) {
+    case LogLevel::kTrace:
+      return spdlog::level::trace;
+    case LogLevel::kDebug:
+      return spdlog::level::debug;
+    case LogLevel::kInfo:
+      return spdlog::level::info;
+    case LogLevel::kWarning:
+      return spdlog::level::warn;
+    case LogLevel::kError:
+      break;
+  }
+  return spdlog::level::err;
+}
+
+// The facade's lines, formatted and written by an spdlog logger (thread-safe:
+// its stderr sink locks). The prefix is the logger's name, which neither
+// format prints: horovodd's log has one writer.
+class SpdlogSink final : public LogSink {
+ public:
+  explicit SpdlogSink(std::shared_ptr<spdlog::logger> logger) : logger_(std::move(logger)) {}
+  void Write(LogLevel level, absl::string_view, absl::string_view message) override {
+    logger_->log(SpdlogLevel(level), spdlog::string_view_t(message.data(), message.size()));
+  }
+
+ private:
+  const std::shared_ptr<spdlog::logger> logger_;
+};
+
 }  // namespace
 
 absl::Status ConfigureLogging(const std::string& level, LogFormat format) {
-  const spdlog::level::level_enum parsed = spdlog::level::from_str(level);
-  // from_str answers "off" for any name it does not know.
-  if (parsed == spdlog::level::off || parsed == spdlog::level::critical) {
+  const std::optional<LogLevel> parsed = ParseLogLevel(level);
+  if (!parsed.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("log level '", level, "' is not one of trace, debug, info, warn, error"));
   }
@@ -49,10 +79,13 @@ absl::Status ConfigureLogging(const std::string& level, LogFormat format) {
   } else {
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %l: %v");
   }
-  logger->set_level(parsed);
+  // The facade filters; the logger passes everything it is handed.
+  logger->set_level(spdlog::level::trace);
   // Each line goes out at once: it is the service's only record of what it did.
   logger->flush_on(spdlog::level::trace);
-  spdlog::set_default_logger(std::move(logger));
+  SetLogPrefix("horovodd");
+  SetLogSink(std::make_shared<SpdlogSink>(std::move(logger)));
+  SetLogLevel(*parsed);
   return absl::OkStatus();
 }
 

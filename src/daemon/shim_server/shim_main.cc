@@ -7,7 +7,9 @@
 // It listens on PATH first, then detaches (fork, setsid: its own session, no
 // longer the daemon's child, so nothing that kills the daemon reaches it) and
 // the process the daemon started exits 0: that exit says the socket is ready.
-// Any failure before that is printed to stderr (the log) and exits 1.
+// Its log is stderr (--log PATH redirects it), lines "horovodd-shim: ..."
+// through common/log.h. Any failure before the detach is logged and exits 1;
+// a bad command line prints the usage and exits 2.
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "daemon/shim_protocol/shim_protocol.h"
 #include "daemon/shim_server/shim_server.h"
 
@@ -37,6 +40,7 @@ int Usage(const std::string& why) {
 
 int main(int argc, char** argv) {
   using namespace horovodd::shim;
+  horovodd::SetLogPrefix("horovodd-shim");
   ShimServerOptions options;
   std::string socket_path;
   std::string log_path;
@@ -78,8 +82,8 @@ int main(int argc, char** argv) {
   if (!log_path.empty()) {
     const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (log < 0) {
-      std::fprintf(stderr, "horovodd-shim: cannot open log %s: %s\n", log_path.c_str(),
-                   strerror(errno));
+      const char* why = strerror(errno);
+      HVDD_LOG(ERROR) << "cannot open log " << log_path << ": " << why;
       return 1;
     }
     dup2(log, STDOUT_FILENO);
@@ -94,13 +98,14 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<int> listener = ListenUnix(socket_path);
   if (!listener.ok()) {
-    std::fprintf(stderr, "horovodd-shim: %s\n", std::string(listener.status().message()).c_str());
+    HVDD_LOG(ERROR) << listener.status().message();
     return 1;
   }
   if (!foreground) {
     const pid_t child = fork();
     if (child < 0) {
-      std::fprintf(stderr, "horovodd-shim: cannot fork: %s\n", strerror(errno));
+      const char* why = strerror(errno);
+      HVDD_LOG(ERROR) << "cannot fork: " << why;
       return 1;
     }
     if (child > 0) _exit(0);  // the daemon's child ends: the socket is ready
@@ -116,18 +121,18 @@ int main(int argc, char** argv) {
   sigprocmask(SIG_BLOCK, &set, nullptr);
   horovodd::daemon::UniqueFd signals(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
 
-  std::fprintf(stderr, "horovodd-shim: pid %d serving job %s on %s\n", getpid(),
-               options.job_id.c_str(), socket_path.c_str());
+  HVDD_LOG(INFO) << "pid " << getpid() << " serving job " << options.job_id << " on "
+                 << socket_path;
   absl::StatusOr<std::unique_ptr<ShimServer>> server = ShimServer::Create(
       options, horovodd::daemon::UniqueFd(*listener), std::move(signals));
   if (!server.ok()) {
-    std::fprintf(stderr, "horovodd-shim: %s\n", std::string(server.status().message()).c_str());
+    HVDD_LOG(ERROR) << server.status().message();
     unlink(socket_path.c_str());
     return 1;
   }
   (*server)->Run();
   unlink(socket_path.c_str());
   server->reset();
-  std::fprintf(stderr, "horovodd-shim: pid %d done\n", getpid());
+  HVDD_LOG(INFO) << "pid " << getpid() << " done";
   return 0;
 }

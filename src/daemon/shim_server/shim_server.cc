@@ -10,11 +10,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace horovodd::shim {
@@ -23,8 +23,6 @@ namespace {
 // Encoded bytes handed to the socket at a time; the rest waits in queued_,
 // where output can still be dropped oldest-first if the daemon is slow.
 constexpr size_t kWireHighWater = 1 << 20;
-
-void Log(const std::string& text) { std::fprintf(stderr, "horovodd-shim: %s\n", text.c_str()); }
 
 v1::ExitStatus ToProto(const daemon::ExitInfo& exit) {
   v1::ExitStatus status;
@@ -179,7 +177,8 @@ void ShimServer::Run() {
     const int ready = poll(fds.data(), fds.size(), 1000);
     if (ready < 0) {
       if (errno == EINTR) continue;
-      Log(absl::StrCat("poll failed: ", strerror(errno)));
+      const char* why = strerror(errno);
+      HVDD_LOG(ERROR) << "poll failed: " << why;
       return;
     }
     if (fds[1].revents != 0) {
@@ -208,13 +207,13 @@ bool ShimServer::ShouldEnd(absl::Time now) {
   }
   if (greeted_ || candidate_.valid()) return false;  // a daemon is here, or saying Hello
   if (had_daemon_ && workers_.empty()) {
-    Log("no worker left and every exit status delivered: ending");
+    HVDD_LOG(INFO) << "no worker left and every exit status delivered: ending";
     return true;
   }
   if (now - idle_since_ >= options_.idle_timeout) {
-    Log(absl::StrCat("no worker running and no daemon for ",
-                     absl::FormatDuration(options_.idle_timeout), ": ending with ",
-                     workers_.size(), " exit status(es) undelivered"));
+    HVDD_LOG(INFO) << "no worker running and no daemon for "
+                   << absl::FormatDuration(options_.idle_timeout) << ": ending with "
+                   << workers_.size() << " exit status(es) undelivered";
     return true;
   }
   return false;
@@ -230,7 +229,7 @@ void ShimServer::Accept() {
 }
 
 void ShimServer::Disconnect(const char* why) {
-  if (greeted_) Log(absl::StrCat("daemon left (", why, ")"));
+  if (greeted_) HVDD_LOG(INFO) << "daemon left (" << why << ")";
   daemon_.Reset();
   greeted_ = false;
   wire_.clear();
@@ -281,7 +280,7 @@ void ShimServer::ReadFromCandidate() {
     const std::string bytes = EncodeFrame(refused);
     [[maybe_unused]] ssize_t n =
         send(candidate_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    Log(absl::StrCat("refused a client: ", refusal));
+    HVDD_LOG(WARNING) << "refused a client: " << refusal;
     candidate_.Reset();
     return;
   }
@@ -377,7 +376,7 @@ void ShimServer::Greet(const v1::Hello& hello) {
   had_daemon_ = true;
   // The Welcome goes first, before any queued output.
   wire_ = EncodeFrame(event) + wire_;
-  Log(absl::StrCat("daemon connected (protocol ", hello.protocol_version(), ")"));
+  HVDD_LOG(INFO) << "daemon connected (protocol " << hello.protocol_version() << ")";
 }
 
 void ShimServer::HandleLaunch(const v1::Launch& launch) {
@@ -459,7 +458,7 @@ void ShimServer::HandleSignals() {
   while (read(signals_.get(), &info, sizeof(info)) == sizeof(info)) {
     const int sig = static_cast<int>(info.ssi_signo);
     if (sig == SIGTERM || sig == SIGINT) {
-      Log(absl::StrCat("got signal ", sig, ": forwarding SIGTERM to the workers"));
+      HVDD_LOG(INFO) << "got signal " << sig << ": forwarding SIGTERM to the workers";
       SignalAll(SIGTERM);
     }
   }
