@@ -30,10 +30,10 @@ done
 deb="${DEB:-}"
 if [[ -z "$deb" ]]; then
   echo "== building the package in $build_dir"
-  cmake -S "$repo_root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
+  # scripts/build.sh: RelWithDebInfo, through ccache when it is installed.
+  BUILD_DIR="$build_dir" CMAKE_ARGS="-DCMAKE_INSTALL_PREFIX=/usr \
     -DHVDD_WITH_NCCL=OFF -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON \
-    -DHVDD_BUILD_TESTS=OFF -DHVDD_BENCH=OFF > "$build_dir.configure.log"
-  cmake --build "$build_dir" -j"$(nproc)"
+    -DHVDD_BUILD_TESTS=OFF -DHVDD_BENCH=OFF" "$repo_root/scripts/build.sh"
   (cd "$build_dir" && cpack -G DEB > cpack.log)
   deb="$(ls -t "$build_dir"/horovodd_*.deb | head -n 1)"
 fi
