@@ -89,6 +89,8 @@ int main(int argc, char** argv) {
                  "cpu, or cuda: allreduce the gradient sums as a GPU tensor")
       ->default_val(options.device);
   app.add_option("--output", output, "Rank 0 writes the result JSON here on success");
+  app.add_option("--stop-file", options.stop_file,
+                 "Also end at the first epoch boundary after this file exists");
 
   try {
     app.parse(argc, argv);

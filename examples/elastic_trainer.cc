@@ -82,6 +82,17 @@ absl::Status TrainStep(const TrainOptions& options, const Dataset& data,
   return absl::OkStatus();
 }
 
+// Whether rank 0 sees the stop file; the same answer on every rank.
+absl::StatusOr<bool> StopRequested(const TrainOptions& options) {
+  std::vector<double> seen = {Rank() == 0 && access(options.stop_file.c_str(), F_OK) == 0 ? 1.0
+                                                                                          : 0.0};
+  AllreduceOptions max;
+  max.op = ReduceOp::kMax;
+  max.name = "stop_file";
+  if (absl::Status status = Allreduce(ViewOf(seen), max); !status.ok()) return status;
+  return seen[0] > 0;
+}
+
 }  // namespace
 
 absl::StatusOr<TrainResult> TrainElastic(const TrainOptions& options) {
@@ -122,6 +133,11 @@ absl::StatusOr<TrainResult> TrainElastic(const TrainOptions& options) {
       ++training.epoch;
       training.offset = 0;
       if (absl::Status commit = elastic_state.Commit(); !commit.ok()) return commit;
+      if (!options.stop_file.empty()) {
+        absl::StatusOr<bool> stop = StopRequested(options);
+        if (!stop.ok()) return stop.status();
+        if (*stop) break;
+      }
     }
     return absl::OkStatus();
   });
@@ -129,7 +145,8 @@ absl::StatusOr<TrainResult> TrainElastic(const TrainOptions& options) {
 
   TrainResult result;
   result.epochs_completed = training.epoch;
-  result.samples_per_epoch = training.samples_per_epoch;
+  result.samples_per_epoch.assign(training.samples_per_epoch.begin(),
+                                  training.samples_per_epoch.begin() + training.epoch);
   result.resets = state.resets();
   result.final_size = Size();
   result.weight_error = ParameterDistance(training.parameters, data.true_parameters);

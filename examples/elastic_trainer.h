@@ -22,9 +22,14 @@ struct TrainOptions {
   // "cpu", or "cuda": each step's gradient sums are allreduced as a tensor on
   // GPU LocalRank() (NCCL, or staged through Gloo, per HOROVOD_GPU_OPERATIONS).
   std::string device = "cpu";
+  // When set, training also ends at the first epoch boundary after this file
+  // exists (rank 0 looks; every rank stops at the same epoch), so a test can
+  // train through a scenario of its own length and then end the job.
+  std::string stop_file;
 };
 
-// Trains to the end and returns what this rank saw. Requires horovodd::Init().
+// Trains to the end (options.epochs, or the epoch the stop file ended it at)
+// and returns what this rank saw. Requires horovodd::Init().
 // Prints "rank R/S generation G pid P" on every (re)start and, on rank 0, one
 // "epoch E/N loss L size S" line per epoch.
 absl::StatusOr<TrainResult> TrainElastic(const TrainOptions& options);

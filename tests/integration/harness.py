@@ -426,10 +426,11 @@ def daemons(tmp_path):
 
 
 def submit_elastic_train(daemon, workdir, epochs, delay_ms, np=2, min_np=2, max_np=2,
-                         samples=2048, cooldown=(1, 2), env=(), extra=()):
+                         samples=2048, cooldown=(1, 2), env=(), extra=(), extra_train_args=()):
     """Submits examples/elastic_train, detached, discovering its hosts from
     <workdir>/hosts.txt, a failing host benched for `cooldown` (LO, HI
-    seconds); it writes <workdir>/result.json. Its job id."""
+    seconds); it writes <workdir>/result.json. `extra` goes to horovodrun,
+    `extra_train_args` to elastic_train. Its job id."""
     args = []
     for item in env:
         args += ["--env", item]
@@ -437,4 +438,5 @@ def submit_elastic_train(daemon, workdir, epochs, delay_ms, np=2, min_np=2, max_
         "-np", np, "--min-np", min_np, "--max-np", max_np, "--host-discovery-script",
         DISCOVER_HOSTS, "--discovery-interval", "0.2", "--blacklist-cooldown-range", *cooldown,
         *args, *extra, ELASTIC_TRAIN, "--epochs", epochs, "--samples", samples,
-        "--step-delay-ms", delay_ms, "--output", Path(workdir) / "result.json", cwd=workdir)
+        "--step-delay-ms", delay_ms, "--output", Path(workdir) / "result.json",
+        *extra_train_args, cwd=workdir)

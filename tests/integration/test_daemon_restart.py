@@ -8,7 +8,7 @@ resets around it, and the output written during the outage reaches
 job is recorded FAILED saying so. With shutdown.stop_jobs, SIGTERM ends the
 jobs (CANCELLED) and nothing is left running. A host cooling down after a
 failure is still cooling down after a restart, its time running on.
-(test_daemon_chaos.py kills workers and daemons for two minutes.)
+(test_daemon_chaos.py kills workers and daemons again and again.)
 
 Real processes on loopback (harness.StandaloneDaemons): horovodd on a fixed
 free port (its workers dial that address), horovodrun --detach to submit,

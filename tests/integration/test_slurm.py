@@ -20,6 +20,7 @@ from slurm_cluster import SlurmCluster
 
 SAMPLES = 4096
 READY_LINE = re.compile(r"generation (\d+) ready: size (\d+) on (\S+)")
+EPOCH_AT_4 = re.compile(r"epoch (\d+)/\d+ loss \S+ size 4$")
 # What the wrapper prints after horovodrun ends (see WRAPPER).
 AFTER_LINE = re.compile(r"^after: exit (\d+) steps \[(.*)\] state (\S+)$")
 
@@ -137,9 +138,9 @@ def salloc(slurm, tmp_path):
     slurm.wait_nodes_idle(("node1", "node2"), EVENT_DEADLINE)
 
 
-def train_args(tmp_path, epochs, delay_ms):
+def train_args(tmp_path, epochs, delay_ms, extra=()):
     return [ELASTIC_TRAIN, "--epochs", epochs, "--samples", SAMPLES, "--step-delay-ms", delay_ms,
-            "--output", tmp_path / "result.json"]
+            "--output", tmp_path / "result.json", *extra]
 
 
 def hvdd_steps(steps):
@@ -173,8 +174,12 @@ def test_two_node_job_runs_srun_steps_on_both_nodes(salloc, slurm, tmp_path):
 
 
 def test_drained_node_leaves_the_job_and_comes_back_when_resumed(salloc, slurm, tmp_path):
+    # It trains until the node is back and the job trained on it (the stop
+    # file then ends it at the next epoch), however long the drain takes here.
+    stop_file = tmp_path / "stop"
     run = salloc("-np", 4, "--min-np", 2, "--host-discovery", "slurm", "--discovery-interval",
-                 0.5, "--verbose", *train_args(tmp_path, epochs=40, delay_ms=25))
+                 0.5, "--verbose", *train_args(tmp_path, epochs=10000, delay_ms=25,
+                                               extra=("--stop-file", stop_file)))
     before = run.wait_for_size(4)
     run.wait_for_line(r"generation \d+ ready: size 4 on", "the ready line")
     hosts = run.node_of()
@@ -200,6 +205,13 @@ def test_drained_node_leaves_the_job_and_comes_back_when_resumed(salloc, slurm, 
     new_hosts = run.node_of()
     assert sorted(new_hosts[p] for p in grown.values() if p not in before.values()) == \
         ["node2", "node2"], run.output()
+    # An epoch done at size 4 again, and enough epochs in all for the model
+    # to converge (the two-node test's 3, and one more), before the stop.
+    grown_at = len(run.lines)
+    run.wait_for(lambda lines: any(int(m.group(1)) >= 4 for m in map(EPOCH_AT_4.search,
+                                                                     lines[grown_at:]) if m),
+                 "an epoch at size 4 after the node came back")
+    stop_file.touch()
     code, left, state = run.after()
     assert code == 0, run.output()
     assert hvdd_steps(left) == [] and state == "JobState=RUNNING", run.output()

@@ -236,7 +236,7 @@ TEST_CASE("elastic_train --help lists its flags and exits 0") {
   const CommandResult help = RunElasticTrain("--help");
   CHECK(help.exit_code == 0);
   for (const char* flag : {"--epochs", "--samples", "--batch-size", "--commit-every", "--lr",
-                           "--seed", "--step-delay-ms", "--output"}) {
+                           "--seed", "--step-delay-ms", "--output", "--stop-file"}) {
     CHECK(help.output.find(flag) != std::string::npos);
   }
 }
