@@ -1,45 +1,26 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (tests/fuzz) with clang, AddressSanitizer and
-# coverage in build-fuzz, then runs each for a bounded time. Exits non-zero
-# when a target crashes, leaks or trips the sanitizer (its input is saved
-# under build-fuzz/fuzz-artifacts/ and the command to replay it is printed).
+# Builds the libFuzzer targets (tests/fuzz) in the clang tree
+# (scripts/clang_build.sh: clang, AddressSanitizer and coverage), then runs
+# each for a bounded time. Exits non-zero when a target crashes, leaks or
+# trips the sanitizer (its input is saved under <tree>/fuzz-artifacts/ and the
+# command to replay it is printed).
 #
-#   FUZZ_SECONDS   seconds per target (default 20)
-#   FUZZ_TARGETS   space-separated subset of the targets (default: all)
-#   FUZZ_BUILD_DIR build directory (default: <repo>/build-fuzz)
-#   FUZZ_JOBS      parallel compile jobs (default 2)
+#   FUZZ_SECONDS     seconds per target (default 20)
+#   FUZZ_TARGETS     space-separated subset of the targets (default: all)
+#   CLANG_BUILD_DIR  the clang tree (default: <repo>/build-clang)
+#   CLANG_JOBS       parallel compile jobs (default 2)
 #
-# New inputs that reach new code go to build-fuzz/fuzz-corpus/<target>/, never
+# New inputs that reach new code go to <tree>/fuzz-corpus/<target>/, never
 # into the seeds in tests/fuzz/corpus/ (see tests/fuzz/README.md to keep some).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build_dir="${FUZZ_BUILD_DIR:-$repo_root/build-fuzz}"
+build_dir="${CLANG_BUILD_DIR:-$repo_root/build-clang}"
 seconds="${FUZZ_SECONDS:-20}"
-jobs="${FUZZ_JOBS:-2}"
 read -r -a targets <<< "${FUZZ_TARGETS:-fuzz_host_parser fuzz_daemon_config fuzz_run_config fuzz_requests}"
 
-for tool in clang clang++; do
-  if ! command -v "$tool" > /dev/null; then
-    echo "fuzz.sh: $tool not found (apt-get install clang)" >&2
-    exit 2
-  fi
-done
-
-echo "== fuzz: configuring $build_dir with clang"
-mkdir -p "$build_dir"
-# Only what the fuzz targets need is built; tests, benchmarks and the CUDA
-# parts are left out of the configuration to keep it short.
-cmake -S "$repo_root" -B "$build_dir" \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DHVDD_FUZZ=ON -DHVDD_BUILD_TESTS=OFF -DHVDD_BENCH=OFF \
-  -DHVDD_WITH_NCCL=OFF -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON > "$build_dir/configure.log" 2>&1 || {
-  cat "$build_dir/configure.log" >&2
-  exit 2
-}
-echo "== fuzz: building ${targets[*]}"
-cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}"
+echo "== fuzz: building ${targets[*]} in $build_dir"
+CLANG_BUILD_DIR="$build_dir" "$repo_root/scripts/clang_build.sh" "${targets[@]}"
 
 failed=()
 for target in "${targets[@]}"; do

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Everything CI runs: installs missing packages, builds build/ (incrementally),
-# runs the unit tests with ctest, then the integration tests with pytest, then
-# a short fuzz run of the libFuzzer targets (scripts/fuzz.sh, clang), then
-# clang's lock analysis over src/ (scripts/thread_safety.sh).
+# Everything CI runs: installs missing packages, builds build/ (incrementally,
+# through ccache when it is installed), runs the unit tests with ctest, then
+# the integration tests with pytest, then a short fuzz run of the libFuzzer targets (scripts/fuzz.sh)
+# and clang's lock analysis over src/ (scripts/thread_safety.sh), both from the
+# one clang tree build-clang/ (scripts/clang_build.sh).
 # Every stage runs even when an earlier one fails; exits non-zero if any failed.
 # $BUILD_DIR overrides the build directory (exported as HVDD_BUILD_DIR for the
 # integration tests).
@@ -67,14 +68,14 @@ else
 fi
 stage_took "integration tests"
 
-echo "== fuzz (scripts/fuzz.sh: clang build in build-fuzz, ${FUZZ_SECONDS:-15}s per target)"
+echo "== fuzz (scripts/fuzz.sh: the clang tree, ${FUZZ_SECONDS:-15}s per target)"
 # Short on purpose (CI); tests/fuzz/README.md says how to run longer.
 if ! FUZZ_SECONDS="${FUZZ_SECONDS:-15}" "$repo_root/scripts/fuzz.sh"; then
   failed+=("fuzz")
 fi
 stage_took "fuzz"
 
-echo "== thread safety (scripts/thread_safety.sh: clang -Wthread-safety over src/)"
+echo "== thread safety (scripts/thread_safety.sh: clang -Wthread-safety over src/, the clang tree's flags)"
 if ! "$repo_root/scripts/thread_safety.sh"; then
   failed+=("thread safety")
 fi
