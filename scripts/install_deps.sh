@@ -8,6 +8,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   ccache  # every build of scripts/ compiles through it (scripts/build.sh)
+  clang-format  # scripts/check_format.sh (version 14: .clang-format's)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgloo-dev libspdlog-dev libcli11-dev libyaml-cpp-dev catch2 libabsl-dev
   libssh-dev libsystemd-dev libsqlite3-dev

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Everything CI runs: installs missing packages, builds build/ (incrementally,
-# through ccache when it is installed), runs the unit tests with ctest, then
-# the integration tests with pytest, then a short fuzz run of the libFuzzer targets (scripts/fuzz.sh)
+# Everything CI runs: installs missing packages, checks the C++ formatting
+# (scripts/check_format.sh), builds build/ (incrementally, through ccache when
+# it is installed), runs the unit tests with ctest, then the integration tests
+# with pytest, then a short fuzz run of the libFuzzer targets (scripts/fuzz.sh)
 # and clang's lock analysis over src/ (scripts/thread_safety.sh), both from the
 # one clang tree build-clang/ (scripts/clang_build.sh).
 # Every stage runs even when an earlier one fails; exits non-zero if any failed.
@@ -22,10 +23,17 @@ stage_took() {
 
 "$repo_root/scripts/install_deps.sh"
 stage_took "installing packages"
-"$repo_root/scripts/build.sh"
-stage_took "build"
 
 failed=()
+
+echo "== format (scripts/check_format.sh)"
+if ! "$repo_root/scripts/check_format.sh"; then
+  failed+=("format")
+fi
+stage_took "format"
+
+"$repo_root/scripts/build.sh"
+stage_took "build"
 
 echo "== unit tests (ctest in $BUILD_DIR)"
 # A hung test fails after 10 minutes instead of eating CI's whole budget.
