@@ -1,8 +1,5 @@
 // src/common's error tiers: the status macros (errors a caller handles) and
 // HVDD_CHECK (invariants; a failure aborts with where and what).
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <csignal>
 #include <string>
 
@@ -10,11 +7,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "child_stderr.h"
 #include "common/check.h"
 #include "common/status_macros.h"
 
 namespace horovodd {
 namespace {
+
+using hvdd_test::RunInChild;
 
 absl::StatusOr<int> Parse(bool ok, int value) {
   if (!ok) return absl::InvalidArgumentError("not a number");
@@ -82,29 +82,6 @@ TEST_CASE("HVDD_CHECK that holds evaluates nothing of its message") {
   HVDD_CHECK_EQ(4, 2 * 2) << count();
   HVDD_CHECK_LT(1, 2);
   CHECK(streamed == 0);
-}
-
-// Runs `body` in a child process; returns its signal and what it wrote to stderr.
-std::pair<int, std::string> RunInChild(void (*body)()) {
-  int pipe_fds[2];
-  REQUIRE(pipe(pipe_fds) == 0);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    dup2(pipe_fds[1], STDERR_FILENO);
-    close(pipe_fds[0]);
-    body();
-    _exit(0);
-  }
-  close(pipe_fds[1]);
-  std::string err;
-  char buffer[512];
-  ssize_t n;
-  while ((n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0) err.append(buffer, n);
-  close(pipe_fds[0]);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  return {WIFSIGNALED(status) ? WTERMSIG(status) : 0, err};
 }
 
 TEST_CASE("A failed HVDD_CHECK aborts, naming the file, line, condition and message") {

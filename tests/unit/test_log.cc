@@ -2,9 +2,6 @@
 // swapping the sink while other threads log.
 #include "common/log.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <set>
 #include <string>
@@ -16,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "child_stderr.h"
 
 namespace horovodd {
 namespace {
@@ -139,37 +137,14 @@ TEST_CASE("SetLogSink returns the sink it replaces; nullptr stands for the defau
   CHECK(second->lines()[0].message == "to the second");
 }
 
-// What a child writes to stderr with the default sink.
-std::string StderrOfChild(void (*body)()) {
-  int pipe_fds[2];
-  REQUIRE(pipe(pipe_fds) == 0);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    dup2(pipe_fds[1], STDERR_FILENO);
-    close(pipe_fds[0]);
-    body();
-    _exit(0);
-  }
-  close(pipe_fds[1]);
-  std::string err;
-  char buffer[512];
-  ssize_t n;
-  while ((n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0) err.append(buffer, n);
-  close(pipe_fds[0]);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  CHECK(WIFEXITED(status));
-  return err;
-}
-
 TEST_CASE("The default sink writes '<prefix>: <message>' lines to stderr, without the level") {
-  const std::string err = StderrOfChild([] {
+  const auto [signal, err] = hvdd_test::RunInChild([] {
     HVDD_LOG(WARNING) << "no prefix yet";
     SetLogPrefix("horovodd-shim");
     HVDD_LOG(INFO) << "pid " << 42 << " serving";
     HVDD_LOG(DEBUG) << "below the level";
   });
+  CHECK(signal == 0);
   CHECK(err == "no prefix yet\nhorovodd-shim: pid 42 serving\n");
 }
 
