@@ -4,9 +4,9 @@
 # arguments only those targets and what they need (scripts/demo.sh builds
 # `horovodrun elastic_train`, not the tests and benchmarks). Parallel jobs:
 # $JOBS, default the number of CPUs. $CMAKE_ARGS: more configure arguments
-# (later ones win, e.g. -DCMAKE_BUILD_TYPE=Release). compile_commands.json is
-# written for tools that read it (scripts/thread_safety.sh reads the clang
-# tree's, scripts/clang_build.sh).
+# (later ones win, e.g. -DCMAKE_BUILD_TYPE=Release). Each tree gets a
+# compile_commands.json: scripts/thread_safety.sh reads the clang tree's
+# (scripts/clang_build.sh, which builds through this script too).
 #
 # Every compile goes through ccache when it is installed (scripts/install_deps.sh
 # installs it), with paths taken relative to the repository, so a fresh clone
