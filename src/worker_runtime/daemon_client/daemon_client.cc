@@ -6,12 +6,12 @@
 #include <fstream>
 #include <sstream>
 #include <tuple>
-#include <cstdio>
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "worker_runtime/daemon_client/process_exit.h"
 
@@ -60,11 +60,10 @@ void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
 }
 
 void ExitForLostDaemon(const DaemonClientOptions& options) {
-  std::fprintf(stderr,
-               "horovodd: lost the daemon at %s for %s (its grace period, worker.daemon_grace "
-               "or HOROVODD_DAEMON_GRACE_S), exiting\n",
-               options.address.c_str(),
-               absl::FormatDuration(options.daemon_grace).c_str());
+  HVDD_LOG(ERROR) << "horovodd: lost the daemon at " << options.address << " for "
+                  << absl::FormatDuration(options.daemon_grace)
+                  << " (its grace period, worker.daemon_grace or HOROVODD_DAEMON_GRACE_S), "
+                     "exiting";
   ExitProcess(ExitReason::kDaemonLost);
 }
 

@@ -1,7 +1,6 @@
 #include "worker_runtime/engine/engine.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstddef>
 #include <deque>
 #include <memory>
@@ -11,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace horovodd::internal {
@@ -67,12 +67,10 @@ void Engine::StallLoop() {
     }
     const StallInspector::Verdict verdict = stall_.Check(absl::Now());
     if (!verdict.warning.empty()) {
-      std::fprintf(stderr, "horovodd: stall check: %s\n", verdict.warning.c_str());
-      std::fflush(stderr);
+      HVDD_LOG(WARNING) << "horovodd: stall check: " << verdict.warning;
     }
     if (verdict.shutdown.empty()) continue;
-    std::fprintf(stderr, "horovodd: %s\n", verdict.shutdown.c_str());
-    std::fflush(stderr);
+    HVDD_LOG(ERROR) << "horovodd: " << verdict.shutdown;
     std::function<void()> abort;
     {
       absl::MutexLock lock(&mu());

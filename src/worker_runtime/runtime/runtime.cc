@@ -1,11 +1,11 @@
 #include "worker_runtime/runtime/runtime.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/network_interface.h"
 #include "common/status_macros.h"
 #include "horovodd/async.h"
@@ -363,8 +363,7 @@ void ExportEnvironment(const Assignment& a) {
 // NOT_FOUND, as a thread-bound runtime does.
 absl::Status ExitAsRemoved() {
   horovodd::Shutdown();
-  std::fprintf(stderr, "horovodd: worker removed from the job, exiting\n");
-  std::fflush(stderr);
+  HVDD_LOG(INFO) << "horovodd: worker removed from the job, exiting";
   ExitProcess(ExitReason::kRemoved);
   return absl::NotFoundError("the daemon removed this worker from the job");
 }
