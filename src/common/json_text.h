@@ -1,5 +1,5 @@
 // JSON string quoting, shared by the daemon's JSON log lines (logging.cc)
-// and horovodctl's --output json (src/cli/horovodctl/horovodctl_json.cc).
+// and the proto messages' JSON (src/message_json/message_json.cc).
 #pragma once
 
 #include <string>

@@ -6,8 +6,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/horovodctl/horovodctl_format.h"
-#include "cli/horovodctl/horovodctl_json.h"
 #include "cli/horovodctl/horovodctl_table.h"
+#include "message_json/message_json.h"
 
 using namespace horovodd;
 using horovodd::cli::WatchFilter;
@@ -104,7 +104,7 @@ TEST_CASE("durations are shown with their two biggest units") {
 }
 
 TEST_CASE("JSON keeps proto field names, prints every field and 64-bit numbers as numbers") {
-  const std::string json = cli::MessageToJson(RunningJob());
+  const std::string json = MessageToJson(RunningJob());
   CHECK(absl::StrContains(json, "\"job_id\": \"job-7\""));
   CHECK(absl::StrContains(json, "\"generation\": 3,"));  // int64, unquoted
   CHECK(absl::StrContains(json, "\"state\": \"RUNNING\""));
@@ -125,13 +125,13 @@ TEST_CASE("JSON strings are escaped and compact style is one line") {
   event.set_kind(v1::JobEvent::OUTPUT);
   event.set_message("say \"hi\"\\\tnow\x01");
   event.set_seq(18446744073709551615ull);
-  const std::string json = cli::MessageToJson(event, cli::JsonStyle{0});
+  const std::string json = MessageToJson(event, JsonStyle{0});
   CHECK(json.find('\n') == std::string::npos);
   CHECK(absl::StrContains(json, R"("message":"say \"hi\"\\\tnow\u0001")"));
   CHECK(absl::StrContains(json, "\"seq\":18446744073709551615,"));
   CHECK(absl::StrContains(json, "\"kind\":\"OUTPUT\""));
-  CHECK(cli::JsonNumber(0.1) == "0.1");
-  CHECK(cli::JsonNumber(std::nan("")) == "\"NaN\"");
+  CHECK(JsonNumber(0.1) == "0.1");
+  CHECK(JsonNumber(std::nan("")) == "\"NaN\"");
 }
 
 TEST_CASE("list shows one row per job with its size bounds, age and command") {

@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "cli/horovodctl/horovodctl_json.h"
 #include "common/status_macros.h"
+#include "message_json/message_json.h"
 
 namespace horovodd::cli {
 namespace {

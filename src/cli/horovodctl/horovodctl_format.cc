@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "cli/horovodctl/horovodctl_json.h"
 #include "cli/horovodctl/horovodctl_table.h"
+#include "message_json/message_json.h"
 
 namespace horovodd::cli {
 namespace {

@@ -1,8 +1,9 @@
-// JSON for horovodctl --output json, written from the proto messages by
-// reflection. Unlike protobuf's own JSON printer this keeps 64-bit integers
-// as numbers (proto3's mapping quotes them), so `jq .generation` and
-// json.loads give numbers. Keys are the proto field names (snake_case); every
-// field is printed, defaults included, so scripts never miss a key.
+// JSON written from proto messages by reflection, so that horovodctl
+// --output json and the daemon's status page (daemon/status_page/) print the
+// same fields. Unlike protobuf's own JSON printer this keeps 64-bit integers
+// as numbers (proto3's mapping quotes them), so `jq .generation`, json.loads
+// and JavaScript give numbers. Keys are the proto field names (snake_case);
+// every field is printed, defaults included, so readers never miss a key.
 #pragma once
 
 #include <google/protobuf/message.h>
@@ -12,7 +13,7 @@
 
 #include "common/json_text.h"
 
-namespace horovodd::cli {
+namespace horovodd {
 
 struct JsonStyle {
   // Spaces per nesting level; 0 writes everything on one line (JSON Lines).
@@ -26,4 +27,4 @@ std::string MessageToJson(const google::protobuf::Message& message, JsonStyle st
 // from common/json_text.h).
 std::string JsonNumber(double value);
 
-}  // namespace horovodd::cli
+}  // namespace horovodd

@@ -1,4 +1,4 @@
-#include "cli/horovodctl/horovodctl_json.h"
+#include "message_json/message_json.h"
 
 #include <charconv>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
-namespace horovodd::cli {
+namespace horovodd {
 namespace {
 
 using google::protobuf::FieldDescriptor;
@@ -182,4 +182,4 @@ std::string JsonNumber(double value) {
   return std::string(buffer, result.ptr);
 }
 
-}  // namespace horovodd::cli
+}  // namespace horovodd
