@@ -240,3 +240,80 @@ TEST_CASE("refusals are logged at most once a second per reason, with the count 
   CHECK(throttle.Admit("wrong_token", t0 + absl::Seconds(1)) == std::optional<uint64_t>(99));
   CHECK(throttle.Admit("wrong_token", t0 + absl::Seconds(3)) == std::optional<uint64_t>(0));
 }
+
+TEST_CASE("the same rules for any caller: tokens, open reads, and what a caller is granted") {
+  TempDir dir;
+  AuthSettings settings;
+  settings.admin_token_file = WriteFile(dir.path / "admin.token", "admin-secret\n", 0600).string();
+  settings.viewer_token_file =
+      WriteFile(dir.path / "viewer.token", "viewer-secret\n", 0600).string();
+  auto policy = AccessPolicy::Create(settings, "");
+  REQUIRE(policy.ok());
+  AccessPolicy& access = **policy;
+  const std::string local = "ipv4:127.0.0.1:5000";
+  const Caller nobody{local, std::nullopt};
+  const Caller viewer{local, "Bearer viewer-secret"};
+  const Caller admin{local, "Bearer admin-secret"};
+  const Caller stranger{local, "Bearer guess"};
+
+  CHECK(access.Authorize(nobody, "page", Access::kRead).code() ==
+        absl::StatusCode::kUnauthenticated);
+  CHECK(access.Authorize(Caller{local, "Basic x"}, "page", Access::kRead).code() ==
+        absl::StatusCode::kUnauthenticated);
+  CHECK(access.Authorize(stranger, "page", Access::kRead).code() ==
+        absl::StatusCode::kUnauthenticated);
+  CHECK(access.Authorize(viewer, "page", Access::kRead).ok());
+  const absl::Status viewer_acts = access.Authorize(viewer, "page cancel", Access::kAdmin);
+  CHECK(viewer_acts.code() == absl::StatusCode::kPermissionDenied);
+  CHECK(viewer_acts.message() ==
+        "the viewer token may only read; page cancel needs the admin token");
+  CHECK(access.Authorize(admin, "page cancel", Access::kAdmin).ok());
+
+  CHECK(access.Grants(nobody) == std::nullopt);
+  CHECK(access.Grants(stranger) == std::nullopt);
+  CHECK(access.Grants(viewer) == Access::kRead);
+  CHECK(access.Grants(admin) == Access::kAdmin);
+  CHECK(*access.CheckToken(viewer, "login") == Access::kRead);
+  CHECK(*access.CheckToken(admin, "login") == Access::kAdmin);
+  CHECK(access.CheckToken(stranger, "login").status().code() == absl::StatusCode::kUnauthenticated);
+
+  // Each refusal counts by its reason, as gRPC's do.
+  const std::string counts = access.RenderMetrics();
+  CHECK(absl::StrContains(counts, "horovodd_auth_failures_total{reason=\"missing_token\"} 1"));
+  CHECK(absl::StrContains(counts, "horovodd_auth_failures_total{reason=\"malformed_token\"} 1"));
+  CHECK(absl::StrContains(counts, "horovodd_auth_failures_total{reason=\"wrong_token\"} 2"));
+  CHECK(absl::StrContains(counts,
+                          "horovodd_auth_failures_total{reason=\"viewer_token_on_admin_call\"} 1"));
+}
+
+TEST_CASE("open_read_only opens reads to loopback callers, never actions, and not a login") {
+  AuthSettings settings;
+  settings.open_read_only = ReadOnlyAccess::kLoopback;
+  auto policy = AccessPolicy::Create(settings, "");
+  REQUIRE(policy.ok());
+  AccessPolicy& access = **policy;
+  const Caller local{"ipv4:127.0.0.1:5000", std::nullopt};
+  const Caller remote{"ipv4:10.1.2.3:5000", std::nullopt};
+  CHECK(access.Authorize(local, "page", Access::kRead).ok());
+  CHECK(access.Grants(local) == Access::kRead);
+  CHECK(access.Authorize(local, "page cancel", Access::kAdmin).code() ==
+        absl::StatusCode::kUnauthenticated);
+  CHECK(access.Authorize(remote, "page", Access::kRead).code() ==
+        absl::StatusCode::kUnauthenticated);
+  CHECK(access.Grants(remote) == std::nullopt);
+  // A login proves a token; the open rule proves none.
+  CHECK(access.CheckToken(local, "login").status().code() == absl::StatusCode::kUnauthenticated);
+}
+
+TEST_CASE("without a viewer token file, only a daemon with no state dir keeps one, in memory") {
+  TempDir dir;
+  auto embedded = AccessPolicy::Create(AuthSettings(), "");
+  REQUIRE(embedded.ok());
+  CHECK((*embedded)->viewer_token().size() == 64);
+  CHECK((*embedded)->viewer_token() != (*embedded)->admin_token());
+  CHECK((*embedded)->Grants(Caller{"ipv4:10.0.0.1:1", "Bearer " + (*embedded)->viewer_token()}) ==
+        Access::kRead);
+  auto standalone = AccessPolicy::Create(AuthSettings(), dir.path.string());
+  REQUIRE(standalone.ok());
+  CHECK((*standalone)->viewer_token().empty());
+}

@@ -1,6 +1,8 @@
-// Who may call what on horovodd's gRPC listener. JobService calls carry an
-// `authorization: Bearer TOKEN` header: the admin token opens every call,
-// the viewer token (or the open_read_only setting) the read-only ones.
+// Who may call what on horovodd's gRPC listener and its status page (the
+// page's HTTP requests are checked by the same rules, as a Caller).
+// JobService calls carry an `authorization: Bearer TOKEN` header: the admin
+// token opens every call, the viewer token (or the open_read_only setting)
+// the read-only ones.
 // WorkerService calls carry their job's worker token in WorkerIdentity.token,
 // which opens that job and no other. Health checks need nothing.
 //
@@ -14,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,11 +34,26 @@ namespace horovodd::daemon {
 
 enum class Access { kRead, kAdmin };
 
+// Who is calling, whatever the transport: a gRPC call (CallerOf) or a
+// request to the status page.
+struct Caller {
+  // As gRPC writes peers: "ipv4:127.0.0.1:5000", "ipv6:[::1]:5000".
+  std::string peer;
+  // The `authorization` value presented ("Bearer TOKEN"); nullopt: none.
+  std::optional<std::string> authorization;
+};
+
+// The caller of a gRPC call: its peer and its `authorization` metadata.
+Caller CallerOf(const grpc::ServerContextBase& context);
+
 class AccessPolicy {
  public:
   // Reads the token files of `settings`. Without an admin token file, the
   // admin token is <state_dir>/admin.token (made on first start, mode 0600,
   // and logged by path), or one kept in memory when state_dir is empty.
+  // Without a viewer token file and without a state dir (the daemon
+  // embedded in horovodrun) the viewer token is one kept in memory too:
+  // horovodrun's link to the status page carries it.
   static absl::StatusOr<std::unique_ptr<AccessPolicy>> Create(const AuthSettings& settings,
                                                               const std::string& state_dir);
 
@@ -47,7 +65,19 @@ class AccessPolicy {
 
   // For a JobService call named `method` ("SubmitJob").
   absl::Status Authorize(const grpc::ServerContextBase& context, absl::string_view method,
-                         Access needed);
+                         Access needed) {
+    return Authorize(CallerOf(context), method, needed);
+  }
+  // The same for any caller; `method` names what was asked in the log.
+  absl::Status Authorize(const Caller& caller, absl::string_view method, Access needed);
+  // What `caller` may do, by the rules of Authorize but neither counted nor
+  // logged: kAdmin, kRead, or nullopt for nothing. (So a page can show the
+  // actions a caller has; each action is still authorized on its own.)
+  std::optional<Access> Grants(const Caller& caller) const;
+  // What the token `caller` presents opens, whatever open_read_only says
+  // (the status page's login): kAdmin or kRead; refusals as Authorize's,
+  // counted and logged.
+  absl::StatusOr<Access> CheckToken(const Caller& caller, absl::string_view method);
   // For a WorkerService call: `presented` (WorkerIdentity.token) must be the
   // worker token of `job_id`, which is `expected`.
   absl::Status AuthorizeWorker(const grpc::ServerContextBase& context, absl::string_view method,
@@ -56,6 +86,8 @@ class AccessPolicy {
 
   // The admin token, for the embedded daemon's own horovodrun.
   const std::string& admin_token() const { return admin_token_; }
+  // The viewer token; empty when there is none.
+  const std::string& viewer_token() const { return viewer_token_; }
   // Where the admin token is kept; empty when it is only in memory.
   const std::string& admin_token_path() const { return admin_token_path_; }
 
@@ -63,10 +95,14 @@ class AccessPolicy {
   std::string RenderMetrics() const;
 
  private:
+  // Which token an `authorization` value holds.
+  enum class Presented { kNone, kMalformed, kAdmin, kViewer, kWorker, kUnknown };
+
   AccessPolicy() = default;
-  absl::Status Refuse(const grpc::ServerContextBase& context, absl::string_view method,
-                      absl::StatusCode code, const std::string& reason, const std::string& message);
-  bool IsReadOnlyOpenTo(const grpc::ServerContextBase& context) const;
+  Presented Identify(const std::optional<std::string>& authorization) const;
+  absl::Status Refuse(absl::string_view peer, absl::string_view method, absl::StatusCode code,
+                      const std::string& reason, const std::string& message);
+  bool IsReadOnlyOpenTo(absl::string_view peer) const;
 
   std::string admin_token_;
   std::string admin_token_path_;
