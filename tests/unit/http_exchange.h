@@ -12,9 +12,8 @@
 
 namespace horovodd::test {
 
-// Sends `request` to "127.0.0.1:PORT" and returns everything the server
-// answers before it closes the connection.
-inline std::string HttpExchange(const std::string& address, const std::string& request) {
+// A connection to "127.0.0.1:PORT" whose reads give up after a minute.
+inline int ConnectToLoopback(const std::string& address) {
   int port = 0;
   REQUIRE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -26,6 +25,13 @@ inline std::string HttpExchange(const std::string& address, const std::string& r
   timeval timeout{60, 0};  // "did not hang"
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  return fd;
+}
+
+// Sends `request` to "127.0.0.1:PORT" and returns everything the server
+// answers before it closes the connection.
+inline std::string HttpExchange(const std::string& address, const std::string& request) {
+  const int fd = ConnectToLoopback(address);
   REQUIRE(send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
           static_cast<ssize_t>(request.size()));
   std::string answer;

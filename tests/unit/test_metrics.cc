@@ -1,5 +1,5 @@
 // The daemon's metrics: counted from job events and RPCs, rendered in the
-// Prometheus text format, and served over HTTP by MetricsHttpServer.
+// Prometheus text format, and served over HTTP by ServeMetrics.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,8 +14,9 @@
 #include "daemon/metrics/metrics_http.h"
 #include "http_exchange.h"
 
+using horovodd::daemon::HttpServer;
 using horovodd::daemon::Metrics;
-using horovodd::daemon::MetricsHttpServer;
+using horovodd::daemon::ServeMetrics;
 namespace v1 = horovodd::v1;
 
 namespace {
@@ -168,7 +169,7 @@ TEST_CASE("RPCs are counted by method, with a bounded number of labels") {
 
 TEST_CASE("the HTTP server answers GET /metrics with the rendered page") {
   int renders = 0;
-  auto server = MetricsHttpServer::Start("127.0.0.1:0", [&renders] {
+  auto server = ServeMetrics("127.0.0.1:0", [&renders] {
     ++renders;
     return absl::StrCat("horovodd_workers ", renders, "\n");
   });
@@ -188,7 +189,7 @@ TEST_CASE("the HTTP server answers GET /metrics with the rendered page") {
 }
 
 TEST_CASE("the HTTP server refuses other paths, methods and oversized requests") {
-  auto server = MetricsHttpServer::Start("127.0.0.1:0", [] { return std::string("page\n"); });
+  auto server = ServeMetrics("127.0.0.1:0", [] { return std::string("page\n"); });
   REQUIRE(server.ok());
   const std::string address = (*server)->address();
 
@@ -206,7 +207,7 @@ TEST_CASE("the HTTP server refuses other paths, methods and oversized requests")
   CHECK(absl::EndsWith(head, "\r\n\r\n"));
 
   const std::string huge =
-      "GET /metrics HTTP/1.1\r\nX-Filler: " + std::string(MetricsHttpServer::kMaxRequestBytes, 'x');
+      "GET /metrics HTTP/1.1\r\nX-Filler: " + std::string(HttpServer::kMaxRequestBytes, 'x');
   CHECK(absl::StartsWith(horovodd::test::HttpExchange(address, huge),
                          "HTTP/1.1 431 Request Header Fields Too Large"));
   // It still serves afterwards.
@@ -215,7 +216,7 @@ TEST_CASE("the HTTP server refuses other paths, methods and oversized requests")
 }
 
 TEST_CASE("a client that connects and says nothing does not block the others") {
-  auto server = MetricsHttpServer::Start("127.0.0.1:0", [] { return std::string("page\n"); });
+  auto server = ServeMetrics("127.0.0.1:0", [] { return std::string("page\n"); });
   REQUIRE(server.ok());
   const std::string address = (*server)->address();
   int port = 0;
@@ -232,9 +233,9 @@ TEST_CASE("a client that connects and says nothing does not block the others") {
 }
 
 TEST_CASE("a metrics address that cannot be bound is an error naming it") {
-  auto first = MetricsHttpServer::Start("127.0.0.1:0", [] { return std::string(); });
+  auto first = ServeMetrics("127.0.0.1:0", [] { return std::string(); });
   REQUIRE(first.ok());
-  auto second = MetricsHttpServer::Start((*first)->address(), [] { return std::string(); });
+  auto second = ServeMetrics((*first)->address(), [] { return std::string(); });
   REQUIRE_FALSE(second.ok());
   CHECK(second.status().code() == absl::StatusCode::kUnavailable);
   CHECK(second.status().message() ==

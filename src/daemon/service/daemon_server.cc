@@ -287,9 +287,8 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
   jobs_->set_worker_address(address_);
 
   if (!options.metrics_listen.empty()) {
-    auto http = MetricsHttpServer::Start(options.metrics_listen, [this] {
-      return metrics_.Render() + access_->RenderMetrics();
-    });
+    auto http = ServeMetrics(options.metrics_listen,
+                             [this] { return metrics_.Render() + access_->RenderMetrics(); });
     if (!http.ok()) return http.status();
     metrics_http_ = std::move(*http);
     metrics_address_ = metrics_http_->address();

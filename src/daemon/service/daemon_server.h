@@ -156,7 +156,7 @@ class DaemonServer {
   std::unique_ptr<GuardedJobService> guarded_job_service_;  // the one registered, over job_service_
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<MetricsHttpServer> metrics_http_;  // null when not served
+  std::unique_ptr<HttpServer> metrics_http_;  // null when not served
   bool shut_down_ = false;
   absl::Mutex stop_mu_;
   std::optional<StopRequest> stop_ ABSL_GUARDED_BY(stop_mu_);
