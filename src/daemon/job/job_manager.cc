@@ -149,6 +149,28 @@ absl::StatusOr<v1::JobStatus> JobManager::Status(const std::string& job_id) cons
   return NoSuchJob(job_id);
 }
 
+EventLog::Batch JobEventReader::From(uint64_t from_seq, absl::Time deadline) const {
+  if (driver_) return driver_->events().WaitFrom(from_seq, deadline);
+  EventLog::Batch batch;
+  batch.closed = true;
+  batch.next_seq = from_seq;
+  if (!archived_) return batch;
+  for (const v1::JobEvent& event : archived_->events) {
+    if (event.seq() < from_seq) continue;
+    batch.events.push_back(event);
+    batch.next_seq = event.seq() + 1;
+  }
+  return batch;
+}
+
+absl::StatusOr<JobEventReader> JobManager::Events(const std::string& job_id) const {
+  JobEventReader reader;
+  reader.archived_ = FindArchived(job_id);
+  if (!reader.archived_) reader.driver_ = Find(job_id);
+  if (!reader.archived_ && !reader.driver_) return NoSuchJob(job_id);
+  return reader;
+}
+
 std::vector<v1::JobStatus> JobManager::Statuses() const {
   std::vector<v1::JobStatus> out;
   std::vector<std::shared_ptr<JobDriver>> live;

@@ -20,6 +20,22 @@
 
 namespace horovodd::daemon {
 
+// A live or archived job's events, as WatchJob streams them and the status
+// page shows them (JobManager::Events). It holds the job, so it reads on
+// after the manager has forgotten it. Thread-safe.
+class JobEventReader {
+ public:
+  // Events with seq >= from_seq. A live job's come as its EventLog::WaitFrom
+  // gives them (waiting until `deadline` for one); an archived job's
+  // recorded ones all at once, closed.
+  EventLog::Batch From(uint64_t from_seq, absl::Time deadline) const;
+
+ private:
+  friend class JobManager;
+  std::shared_ptr<const ArchivedJob> archived_;  // one of the two is set
+  std::shared_ptr<JobDriver> driver_;
+};
+
 class JobManager {
  public:
   // `launcher` and `observer` (may be null) outlive the manager.
@@ -66,6 +82,8 @@ class JobManager {
   absl::StatusOr<v1::JobStatus> Status(const std::string& job_id) const;
   // Every job, archived and live, in submission order.
   std::vector<v1::JobStatus> Statuses() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The job's events, live or archived; NOT_FOUND if neither.
+  absl::StatusOr<JobEventReader> Events(const std::string& job_id) const;
   // FAILED_PRECONDITION for a job that already ended.
   absl::Status Cancel(const std::string& job_id, const std::string& reason);
   // Drains (or undrains) `host` in job `job_id`, or in every running job when

@@ -35,19 +35,12 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRe
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
                                       const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::JobEvent>* writer) {
-  if (auto archived = jobs_->FindArchived(request->job_id())) {
-    // Its recorded events, ending with JOB_ENDED; nothing more will come.
-    for (const auto& event : archived->events) {
-      if (event.seq() >= request->from_seq() && !writer->Write(event)) break;
-    }
-    return grpc::Status::OK;
-  }
-  auto driver = jobs_->Find(request->job_id());
-  if (!driver) return NoSuchJob(request->job_id());
+  HVDD_ASSIGN_OR_RETURN(JobEventReader events, jobs_->Events(request->job_id()), ToGrpcStatus(_));
   uint64_t next = request->from_seq();
   while (!context->IsCancelled()) {
-    // Wake up now and then to notice a client that went away.
-    auto batch = driver->events().WaitFrom(next, absl::Now() + absl::Milliseconds(500));
+    // Wake up now and then to notice a client that went away. (An archived
+    // job's recorded events come in one batch, closed: nothing more will come.)
+    auto batch = events.From(next, absl::Now() + absl::Milliseconds(500));
     for (const auto& event : batch.events) {
       if (!writer->Write(event)) return grpc::Status::OK;
     }
