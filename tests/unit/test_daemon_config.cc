@@ -248,3 +248,25 @@ TEST_CASE("every error is one line") {
   TempConfig file("limits: {max_jobs: [\n");
   CHECK(LoadError(file).find('\n') == std::string::npos);
 }
+
+TEST_CASE("the status page is off unless status_page.listen or --status-page-listen names it") {
+  CHECK(DaemonConfig().status_page_listen.empty());
+  TempConfig file("status_page:\n  listen: 127.0.0.1:9465\n");
+  auto loaded = LoadDaemonConfig(file.path());
+  INFO(loaded.status().message());
+  REQUIRE(loaded.ok());
+  CHECK(loaded->status_page_listen == "127.0.0.1:9465");
+  DaemonFlags flags;
+  flags.status_page_listen = "[::1]:0";
+  REQUIRE(ApplyDaemonFlags(flags, *loaded).ok());
+  CHECK(loaded->status_page_listen == "[::1]:0");
+  flags.status_page_listen = "";
+  REQUIRE(ApplyDaemonFlags(flags, *loaded).ok());
+  CHECK(loaded->status_page_listen.empty());
+
+  TempConfig bad("status_page:\n  listen: nowhere\n");
+  CHECK_THAT(LoadError(bad), Catch::Contains("status_page.listen"));
+  flags.status_page_listen = "127.0.0.1:99999";
+  CHECK(absl::StartsWith(ApplyDaemonFlags(flags, *loaded).message(),
+                         "--status-page-listen: '127.0.0.1:99999' has no port"));
+}

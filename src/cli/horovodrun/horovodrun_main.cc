@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -144,7 +145,12 @@ int Run(const horovodd::cli::RunOptions& options) {
     }
     // The embedded daemon's log lines (common/log.h) go to stderr as ours.
     horovodd::SetLogPrefix("horovodrun");
-    auto daemon = horovodd::daemon::DaemonServer::Start(horovodd::daemon::DaemonOptions());
+    horovodd::daemon::DaemonOptions daemon_options;
+    // The status page is on unless HOROVODD_STATUS_PAGE_LISTEN says where
+    // else, or "" for nowhere.
+    const char* page = std::getenv("HOROVODD_STATUS_PAGE_LISTEN");
+    daemon_options.status_page_listen = page != nullptr ? page : "127.0.0.1:0";
+    auto daemon = horovodd::daemon::DaemonServer::Start(daemon_options);
     if (!daemon.ok()) {
       std::cerr << "horovodrun: error: cannot start the embedded daemon: "
                 << daemon.status().message() << "\n";
@@ -186,6 +192,9 @@ int Run(const horovodd::cli::RunOptions& options) {
     return 0;
   }
   if (options.verbose) std::cerr << "horovodrun: job " << job_id << " submitted\n";
+  if (embedded && !embedded->status_page_viewer_link().empty()) {
+    std::cerr << "horovodrun: status page: " << embedded->status_page_viewer_link() << "\n";
+  }
 
   grpc::ClientContext watch_context;
   InterruptHandler interrupts(stub.get(), job_id, &watch_context);

@@ -48,13 +48,24 @@ absl::Status SetStateDir(const std::string& origin, const std::string& value, Da
   return absl::OkStatus();
 }
 
-absl::Status SetMetricsListen(const std::string& origin, const std::string& value,
-                              DaemonConfig& c) {
+// host:port, or "" for a listener that is off.
+absl::Status SetOptionalAddress(const std::string& origin, const std::string& value,
+                                std::string& address) {
   if (!value.empty()) {
     HVDD_RETURN_IF_ERROR(CheckHostPort(origin, value));
   }
-  c.metrics_listen = value;
+  address = value;
   return absl::OkStatus();
+}
+
+absl::Status SetMetricsListen(const std::string& origin, const std::string& value,
+                              DaemonConfig& c) {
+  return SetOptionalAddress(origin, value, c.metrics_listen);
+}
+
+absl::Status SetStatusPageListen(const std::string& origin, const std::string& value,
+                                 DaemonConfig& c) {
+  return SetOptionalAddress(origin, value, c.status_page_listen);
 }
 
 absl::Status SetLogLevel(const std::string& origin, const std::string& value, DaemonConfig& c) {
@@ -198,6 +209,7 @@ const std::vector<Key>& Keys() {
     for (const SecurityKey& key : SecurityKeys()) {  // auth.*, tls.* (auth_config.cc)
       with_limits.push_back({key.name, key.set, true});
     }
+    with_limits.push_back({"status_page.listen", SetStatusPageListen, true});
     return with_limits;
   }();
   return all;
@@ -338,6 +350,7 @@ absl::Status ApplyDaemonFlags(const DaemonFlags& flags, DaemonConfig& config) {
       {"--listen", flags.listen, SetListen},
       {"--state-dir", state_dir, SetStateDir},
       {"--metrics-listen", flags.metrics_listen, SetMetricsListen},
+      {"--status-page-listen", flags.status_page_listen, SetStatusPageListen},
       {"--log-level", flags.log_level, SetLogLevel},
       {"--log-format", flags.log_format, SetLogFormat},
   };

@@ -44,6 +44,9 @@ struct DaemonConfig {
   std::string listen = "127.0.0.1:7451";          // host:port of the gRPC API; port 0 = any free
   std::string state_dir = "/var/lib/horovodd";    // job records (horovodd.db); empty = none kept
   std::string metrics_listen = "127.0.0.1:9464";  // host:port of GET /metrics; empty = off
+  // status_page.listen: host:port of the status page (daemon/status_page/);
+  // empty = off. TLS and tokens as for the gRPC API.
+  std::string status_page_listen;
   std::string log_level = "info";                 // trace | debug | info | warn | error
   LogFormat log_format = LogFormat::kText;
   // Workers outlive the daemon (docs/daemon.md, "Upgrading horovodd without
@@ -67,6 +70,7 @@ struct DaemonFlags {
   std::optional<std::string> listen;
   std::optional<std::string> state_dir;
   std::optional<std::string> metrics_listen;
+  std::optional<std::string> status_page_listen;
   std::optional<std::string> log_level;
   std::optional<std::string> log_format;
   // The auth and tls flags that are set, by flag name ("--admin-token-file").

@@ -293,6 +293,13 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
     metrics_http_ = std::move(*http);
     metrics_address_ = metrics_http_->address();
   }
+  if (!options.status_page_listen.empty()) {
+    StatusPageOptions page;
+    page.listen = options.status_page_listen;
+    page.tls = options.tls;
+    HVDD_ASSIGN_OR_RETURN(status_page_,
+                          StatusPageServer::Start(page, jobs_.get(), access_.get()));
+  }
   return absl::OkStatus();
 }
 
@@ -343,6 +350,7 @@ void DaemonServer::ShutdownWith(const std::string& reason, bool stop_jobs) {
 DaemonServer::~DaemonServer() {
   if (jobs_) Shutdown("daemon stopped");
   metrics_http_.reset();
+  status_page_.reset();  // its streams read the jobs
   // Drivers (inside jobs_) go before the launchers whose callbacks they own.
   jobs_.reset();
   router_.reset();

@@ -23,6 +23,7 @@
 #include "daemon/metrics/metrics.h"
 #include "daemon/metrics/metrics_http.h"
 #include "daemon/service/job_event_logger.h"
+#include "daemon/status_page/status_page.h"
 
 namespace grpc {
 class Server;
@@ -54,6 +55,9 @@ struct DaemonOptions {
   std::string state_dir;
   // host:port for GET /metrics (port 0 picks a free one); empty: not served.
   std::string metrics_listen;
+  // host:port of the status page (port 0 picks a free one), under the same
+  // tokens and TLS as the gRPC API; empty: not served.
+  std::string status_page_listen;
   DaemonLimits limits;
   // Who may call (tokens) and how the listener is secured (TLS).
   AuthSettings auth;
@@ -99,6 +103,13 @@ class DaemonServer {
   const std::string& address() const { return address_; }
   // host:port of GET /metrics; empty when not served.
   const std::string& metrics_address() const { return metrics_address_; }
+  // The status page's URL ("http://127.0.0.1:PORT/"); empty when not served.
+  std::string status_page_url() const { return status_page_ ? status_page_->url() : ""; }
+  // The same with a login for the viewer token (horovodrun prints it for its
+  // embedded daemon); empty without the page or a viewer token.
+  std::string status_page_viewer_link() const {
+    return status_page_ && !viewer_token().empty() ? status_page_->LoginUrl(viewer_token()) : "";
+  }
   // Jobs an earlier run recorded, recovered from the journal at start.
   size_t recovered_jobs() const { return recovered_jobs_; }
   // Of those, the running ones taken back.
@@ -107,6 +118,9 @@ class DaemonServer {
   // it is kept in (empty when it is only in memory).
   const std::string& admin_token() const { return access_->admin_token(); }
   const std::string& admin_token_path() const { return access_->admin_token_path(); }
+  // The viewer token (the embedded daemon's is in memory, for horovodrun's
+  // link to the status page); empty when there is none.
+  const std::string& viewer_token() const { return access_->viewer_token(); }
   JobManager& jobs() { return *jobs_; }
   Metrics& metrics() { return metrics_; }
   // Marks the server NOT_SERVING for health checks, refuses new jobs, cancels
@@ -156,7 +170,8 @@ class DaemonServer {
   std::unique_ptr<GuardedJobService> guarded_job_service_;  // the one registered, over job_service_
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<HttpServer> metrics_http_;  // null when not served
+  std::unique_ptr<HttpServer> metrics_http_;       // null when not served
+  std::unique_ptr<StatusPageServer> status_page_;  // null when not served
   bool shut_down_ = false;
   absl::Mutex stop_mu_;
   std::optional<StopRequest> stop_ ABSL_GUARDED_BY(stop_mu_);

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
       "horovodd: the elastic training daemon. Runs jobs submitted by horovodrun, "
       "keeping each between its min and max workers as hosts come and go."};
   std::string config_path;
-  std::string listen, state_dir, metrics_listen, log_level, log_format;
+  std::string listen, state_dir, metrics_listen, status_page_listen, log_level, log_format;
   app.add_option("--config", config_path,
                  "YAML config file (config/horovodd.yaml documents every key); the flags "
                  "below override its keys");
@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen,
                  "host:port serving GET /metrics (Prometheus); \"\" turns it off "
                  "[127.0.0.1:9464]");
+  app.add_option("--status-page-listen", status_page_listen,
+                 "host:port serving the status page (a browser's view of the jobs; the "
+                 "viewer or admin token, TLS as --tls-*); \"\" turns it off [\"\"]");
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error [info]");
   app.add_option("--log-format", log_format, "text or json (one object per line) [text]");
   // One flag per auth.* and tls.* config key (auth_config.cc).
@@ -108,6 +111,7 @@ int main(int argc, char** argv) {
   if (app.count("--listen")) flags.listen = listen;
   if (app.count("--state-dir")) flags.state_dir = state_dir;
   if (app.count("--metrics-listen")) flags.metrics_listen = metrics_listen;
+  if (app.count("--status-page-listen")) flags.status_page_listen = status_page_listen;
   if (app.count("--log-level")) flags.log_level = log_level;
   if (app.count("--log-format")) flags.log_format = log_format;
   for (const auto& [flag, value] : security_values) {
@@ -156,6 +160,7 @@ int main(int argc, char** argv) {
   options.worker_grace = config.worker_daemon_grace;
   options.state_dir = config.state_dir;
   options.metrics_listen = config.metrics_listen;
+  options.status_page_listen = config.status_page_listen;
   options.limits = config.limits;
   options.auth = config.auth;
   options.tls = config.tls;
@@ -173,6 +178,9 @@ int main(int argc, char** argv) {
   if (!daemon.metrics_address().empty()) {
     std::cout << "horovodd metrics on http://" << daemon.metrics_address() << "/metrics"
               << std::endl;
+  }
+  if (!daemon.status_page_url().empty()) {
+    std::cout << "horovodd status page on " << daemon.status_page_url() << std::endl;
   }
   if (config.state_dir.empty()) {
     HVDD_LOG(WARNING) << "no state dir: job records are not kept across restarts";
@@ -192,7 +200,10 @@ int main(int argc, char** argv) {
   const std::string status = absl::StrCat(
       "serving on ", daemon.address(),
       daemon.metrics_address().empty() ? ""
-                                       : absl::StrCat(", metrics on ", daemon.metrics_address()));
+                                       : absl::StrCat(", metrics on ", daemon.metrics_address()),
+      daemon.status_page_url().empty()
+          ? ""
+          : absl::StrCat(", status page on ", daemon.status_page_url()));
   HVDD_LOG(INFO) << status;
 
   horovodd::daemon::SystemdNotifier systemd;
