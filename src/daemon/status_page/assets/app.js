@@ -21,7 +21,8 @@
 // {key, title, value(row) -> text, cell(row, td) to fill the cell itself, when(row)}
 const JOB_COLUMNS = [
   {key: 'job', title: 'Job', value: j => j.job_id},
-  {key: 'name', title: 'Name', value: j => j.spec.name || (j.spec.argv || []).join(' ')},
+  {key: 'name', title: 'Name or command',
+   value: j => j.spec.name || (j.spec.argv || []).join(' ')},
   {key: 'state', title: 'State', cell: (j, td) => badge(td, j.state)},
   {key: 'size', title: 'Size', value: j => j.size},
   {key: 'minmax', title: 'Min / max', value: j => `${j.min_np} / ${j.max_np || '-'}`},
@@ -42,8 +43,8 @@ const SUMMARY_FIELDS = [
   {key: 'age', title: 'Age', cell: (j, dd) => since(dd, j.created_unix, j.ended_unix)},
   {key: 'started', title: 'Started', value: j => clock(j.started_unix)},
   {key: 'ended', title: 'Ended', value: j => clock(j.ended_unix)},
-  {key: 'command', title: 'Command', value: j => (j.spec.argv || []).join(' ')},
-  {key: 'reason', title: 'Reason', value: j => j.reason},
+  {key: 'command', title: 'Command', value: j => (j.spec.argv || []).join(' '), wide: true},
+  {key: 'reason', title: 'Reason', value: j => j.reason, wide: true},
 ];
 
 const HOST_COLUMNS = [
@@ -178,6 +179,7 @@ function fill(td, column, row) {
   } else {
     const value = column.value(row);
     td.textContent = value === undefined || value === null ? '' : String(value);
+    if (td.textContent.length > 40) td.title = td.textContent;  // when cut short
   }
 }
 
@@ -265,6 +267,7 @@ function renderJob() {
     const dt = document.createElement('dt');
     dt.textContent = field.title;
     const div = document.createElement('div');
+    if (field.wide) div.className = 'wide';
     div.append(dt, dd);
     summary.push(div);
   }
