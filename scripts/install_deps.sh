@@ -20,6 +20,9 @@ packages=(
   slurm-wlm munge  # a private Slurm cluster on loopback for the Slurm launcher's tests
   openmpi-bin libopenmpi-dev  # OpenMPI, a peer in bench/ (MPI_Allreduce)
   python3-torchvision  # Horovod's published examples (synthetic benchmark)
+  # The status page in a real browser (tests/integration/test_status_page.py): headless
+  # Chromium, driven over its DevTools WebSocket; YAML for the Prometheus rules' checks.
+  chromium python3-websocket python3-yaml
 )
 
 missing=()

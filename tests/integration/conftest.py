@@ -117,3 +117,36 @@ def horovodd(tmp_path):
         daemon.stop()
     # SIGTERM leaves running jobs to the next daemon, under their shims.
     kill_shims(tmp_path)
+
+
+# ---- Test certificates, made with the openssl CLI (test_security.py, test_status_page.py).
+import shutil  # noqa: E402
+
+CERT_DEADLINE = 60
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *map(str, args)], cwd=cwd, check=True, capture_output=True,
+                   timeout=CERT_DEADLINE)
+
+
+@pytest.fixture
+def certs(tmp_path):
+    """A test CA, a server certificate for 127.0.0.1 and a client certificate."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed")
+    d = tmp_path / "certs"
+    d.mkdir()
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", 2,
+            "-subj", "/CN=horovodd test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
+    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name in ("server", "client"):
+        openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/CN=horovodd test {name}", cwd=d)
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-days", 2, "-out", f"{name}.pem",
+                "-extfile", f"{name}.ext", cwd=d)
+    return d

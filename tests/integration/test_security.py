@@ -2,11 +2,10 @@
 break a rule and checks the refusal a user would see (exit code and message).
 Job A's worker token on job B is checked in-process, over real gRPC, in
 tests/unit/test_auth_server.cc (Debian has no Python gRPC to forge calls with).
-Test certificates are made with the openssl CLI in each test's tmp dir."""
+Test certificates come from the `certs` fixture (conftest.py)."""
 
 import os
 import re
-import shutil
 import stat
 import subprocess
 import time
@@ -50,33 +49,6 @@ def private_file(path, text, mode=0o600):
     path.write_text(text)
     path.chmod(mode)
     return path
-
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *map(str, args)], cwd=cwd, check=True, capture_output=True,
-                   timeout=CLI_DEADLINE)
-
-
-@pytest.fixture
-def certs(tmp_path):
-    """A test CA, a server certificate for 127.0.0.1 and a client certificate."""
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is not installed")
-    d = tmp_path / "certs"
-    d.mkdir()
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", 2,
-            "-subj", "/CN=horovodd test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
-    for name in ("server", "client"):
-        openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                "-subj", f"/CN=horovodd test {name}", cwd=d)
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-days", 2, "-out", f"{name}.pem",
-                "-extfile", f"{name}.ext", cwd=d)
-    return d
 
 
 def test_generated_admin_token_is_private_and_never_logged(horovodd):
