@@ -83,13 +83,11 @@ class RecordingLauncher final : public daemon::Launcher {
                                          ProcessCallbacks callbacks) override {
     auto env_or = [&](const char* name, const char* fallback) {
       auto it = launch.spec.env.find(name);
-      return it == launch.spec.env.end() || it->second.empty() ? std::string(fallback)
-                                                               : it->second;
+      return it == launch.spec.env.end() || it->second.empty() ? std::string(fallback) : it->second;
     };
-    const std::string line =
-        absl::StrCat("LAUNCH ", env_or("HOROVODD_JOB_ID", "?"), " ",
-                     env_or("HOROVODD_WORKER_ID", "?"), " ",
-                     env_or("HOROVODD_WORKER_TOKEN", "-"), "\n");
+    const std::string line = absl::StrCat("LAUNCH ", env_or("HOROVODD_JOB_ID", "?"), " ",
+                                          env_or("HOROVODD_WORKER_ID", "?"), " ",
+                                          env_or("HOROVODD_WORKER_TOKEN", "-"), "\n");
     std::lock_guard<std::mutex> lock(mu_);
     pending_ += line;
     cv_.notify_one();
@@ -301,10 +299,11 @@ int Main(int argc, char** argv) {
   launcher.Drain();  // STATS must not interleave with a LAUNCH line
   // From the submit on: accepting the connections beforehand is not timed.
   const double cpu_s = CpuSeconds() - cpu_at_go_s;
-  std::printf("STATS rss_hwm_kb=%s rss_kb=%s rss_at_go_kb=%s threads=%s cpu_s=%.2f "
-              "launch_span_s=%.3f ready_s=%.3f\n",
-              ProcStatus("VmHWM").c_str(), ProcStatus("VmRSS").c_str(), rss_at_go_kb.c_str(),
-              ProcStatus("Threads").c_str(), cpu_s, launcher.launch_span_s(), ready.ready_s());
+  std::printf(
+      "STATS rss_hwm_kb=%s rss_kb=%s rss_at_go_kb=%s threads=%s cpu_s=%.2f "
+      "launch_span_s=%.3f ready_s=%.3f\n",
+      ProcStatus("VmHWM").c_str(), ProcStatus("VmRSS").c_str(), rss_at_go_kb.c_str(),
+      ProcStatus("Threads").c_str(), cpu_s, launcher.launch_span_s(), ready.ready_s());
   std::fflush(stdout);
   // Tearing down thousands of streams is not what is measured.
   _exit(0);

@@ -123,11 +123,11 @@ struct DaemonProcess {
 struct Shared {
   std::mutex mu;
   std::condition_variable cv;
-  int rendezvous_done = 0;   // guarded by mu
-  int bootstrap_done = 0;    // guarded by mu
-  int errors = 0;            // guarded by mu
-  std::string first_error;   // guarded by mu
-  double last_ready_s = 0;   // guarded by mu
+  int rendezvous_done = 0;      // guarded by mu
+  int bootstrap_done = 0;       // guarded by mu
+  int errors = 0;               // guarded by mu
+  std::string first_error;      // guarded by mu
+  double last_ready_s = 0;      // guarded by mu
   double last_bootstrap_s = 0;  // guarded by mu
   Clock::time_point start;
 
@@ -230,8 +230,8 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
   // Reads on once the rendezvous chain is started.
   void OnRendezvous(const v1::StreamRendezvousAnswer& answer) {
     if (answer.code() != 0) {
-      shared_->Error(absl::StrCat("rendezvous of worker ", who_.worker_id(), ": ",
-                                  answer.message()));
+      shared_->Error(
+          absl::StrCat("rendezvous of worker ", who_.worker_id(), ": ", answer.message()));
       return;
     }
     rendezvous_response_ = answer.response();
@@ -293,7 +293,7 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
   v1::WorkerMessage hello_, heartbeat_;
   v1::DaemonMessage notification_;
   std::atomic<int> notifications_{0};
-  std::atomic<int64_t> interval_us_;          // the daemon's once it said
+  std::atomic<int64_t> interval_us_;           // the daemon's once it said
   std::atomic<int64_t> last_heartbeat_us_{0};  // written by Start, then the heartbeat thread
   std::atomic<bool> heard_interval_{false};
   std::mutex write_mu_;
@@ -323,12 +323,18 @@ struct Options {
 bool ParseOptions(int argc, char** argv, Options& o) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--daemon-binary") o.daemon_binary = value;
-    else if (flag == "--workers") o.workers = std::atoi(value.c_str());
-    else if (flag == "--slots") o.slots = std::atoi(value.c_str());
-    else if (flag == "--workers-per-connection") o.workers_per_connection = std::atoi(value.c_str());
-    else if (flag == "--heartbeat-ms") o.heartbeat_ms = std::atoi(value.c_str());
-    else if (flag == "--timeout") o.timeout_s = std::atof(value.c_str());
+    if (flag == "--daemon-binary")
+      o.daemon_binary = value;
+    else if (flag == "--workers")
+      o.workers = std::atoi(value.c_str());
+    else if (flag == "--slots")
+      o.slots = std::atoi(value.c_str());
+    else if (flag == "--workers-per-connection")
+      o.workers_per_connection = std::atoi(value.c_str());
+    else if (flag == "--heartbeat-ms")
+      o.heartbeat_ms = std::atoi(value.c_str());
+    else if (flag == "--timeout")
+      o.timeout_s = std::atof(value.c_str());
     else {
       std::fprintf(stderr, "unknown option %s\n", flag.c_str());
       return false;
@@ -406,9 +412,9 @@ int Main(int argc, char** argv) {
     who.set_job_id(parts[1]);
     who.set_worker_id(std::atoll(parts[2].c_str()));
     if (parts[3] != "-") who.set_token(parts[3]);
-    auto worker = std::make_unique<SimWorker>(stubs[i / options.workers_per_connection].get(),
-                                              &shared, who,
-                                              std::chrono::milliseconds(options.heartbeat_ms));
+    auto worker =
+        std::make_unique<SimWorker>(stubs[i / options.workers_per_connection].get(), &shared, who,
+                                    std::chrono::milliseconds(options.heartbeat_ms));
     // Started before the heartbeat thread can see it: a heartbeat written
     // on a stream not yet started crashes the reactor.
     worker->Start();
@@ -435,9 +441,9 @@ int Main(int argc, char** argv) {
   bool complete = false;
   {
     std::unique_lock<std::mutex> lock(shared.mu);
-    complete = shared.cv.wait_for(
-        lock, std::chrono::duration<double>(options.timeout_s),
-        [&] { return shared.errors > 0 || shared.bootstrap_done == options.workers; });
+    complete = shared.cv.wait_for(lock, std::chrono::duration<double>(options.timeout_s), [&] {
+      return shared.errors > 0 || shared.bootstrap_done == options.workers;
+    });
   }
   int notified = 0;
   int64_t heartbeat_ms = 0;  // what the daemon asked for (the last worker's), 0 if never
@@ -467,9 +473,9 @@ int Main(int argc, char** argv) {
   std::lock_guard<std::mutex> lock(shared.mu);
   if (!complete && shared.errors == 0) {
     shared.errors = 1;
-    shared.first_error = absl::StrCat("timed out after ", options.timeout_s, " s with ",
-                                      shared.rendezvous_done, " rendezvous and ",
-                                      shared.bootstrap_done, " bootstraps done");
+    shared.first_error =
+        absl::StrCat("timed out after ", options.timeout_s, " s with ", shared.rendezvous_done,
+                     " rendezvous and ", shared.bootstrap_done, " bootstraps done");
   }
   std::printf(
       "RESULT scale workers=%d connections=%d launched_s=%.3f ready_s=%.3f bootstrap_s=%.3f "

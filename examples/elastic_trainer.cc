@@ -62,8 +62,8 @@ absl::Status AllreduceSums(const TrainOptions& options, const AllreduceOptions& 
 absl::Status TrainStep(const TrainOptions& options, const Dataset& data,
                        const std::vector<int64_t>& permutation, TrainingState& training) {
   BatchSums sums(data.parameters());
-  for (int64_t sample : RankShare(permutation, training.offset, options.batch_size, Rank(),
-                                  Size())) {
+  for (int64_t sample :
+       RankShare(permutation, training.offset, options.batch_size, Rank(), Size())) {
     sums.Add(data, training.parameters, sample);
   }
   if (options.step_delay_ms > 0) {
@@ -124,10 +124,9 @@ absl::StatusOr<TrainResult> TrainElastic(const TrainOptions& options) {
         }
       }
       if (Rank() == 0) {
-        std::printf("epoch %lld/%lld loss %.6g size %d\n",
-                    static_cast<long long>(training.epoch + 1),
-                    static_cast<long long>(options.epochs), MeanLoss(data, training.parameters),
-                    Size());
+        std::printf(
+            "epoch %lld/%lld loss %.6g size %d\n", static_cast<long long>(training.epoch + 1),
+            static_cast<long long>(options.epochs), MeanLoss(data, training.parameters), Size());
         std::fflush(stdout);
       }
       ++training.epoch;

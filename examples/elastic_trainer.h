@@ -14,7 +14,7 @@ namespace horovodd::examples {
 struct TrainOptions {
   int64_t epochs = 3;
   int64_t samples = 4096;
-  int64_t batch_size = 64;  // global: split across the ranks of each step
+  int64_t batch_size = 64;   // global: split across the ranks of each step
   int64_t commit_every = 4;  // steps between commits (also at each epoch end)
   double learning_rate = 0.1;
   uint64_t seed = 1;

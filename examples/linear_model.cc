@@ -34,8 +34,7 @@ Dataset MakeDataset(const DatasetOptions& options) {
 
 BatchSums::BatchSums(int parameters) : values_(parameters + 2, 0.0) {}
 
-void BatchSums::Add(const Dataset& data, const std::vector<double>& parameters,
-                    int64_t sample) {
+void BatchSums::Add(const Dataset& data, const std::vector<double>& parameters, int64_t sample) {
   const double residual = data.Predict(parameters, sample) - data.y[sample];
   const double* row = &data.x[static_cast<size_t>(sample) * data.features];
   for (int f = 0; f < data.features; ++f) values_[f] += residual * row[f];

@@ -28,8 +28,7 @@ std::string ResultToJson(const TrainResult& result) {
   for (size_t i = 0; i < result.samples_per_epoch.size(); ++i) {
     json << (i == 0 ? "" : ", ") << result.samples_per_epoch[i];
   }
-  json << "],\n  \"resets\": " << result.resets
-       << ",\n  \"final_size\": " << result.final_size
+  json << "],\n  \"resets\": " << result.resets << ",\n  \"final_size\": " << result.final_size
        << ",\n  \"weight_error\": " << JsonNumber(result.weight_error)
        << ",\n  \"steps\": " << result.steps << "\n}\n";
   return json.str();

@@ -15,8 +15,8 @@ struct TrainResult {
   // Samples the group processed in each epoch; every entry equals the data set
   // size when no sample was skipped or repeated across membership changes.
   std::vector<int64_t> samples_per_epoch;
-  int resets = 0;      // resets this rank went through (State::resets())
-  int final_size = 0;  // workers in the last generation
+  int resets = 0;             // resets this rank went through (State::resets())
+  int final_size = 0;         // workers in the last generation
   double weight_error = 0.0;  // distance between learned and true parameters
   int64_t steps = 0;
 };

@@ -33,9 +33,9 @@ struct CheckVoidify {
 
 }  // namespace horovodd::internal
 
-#define HVDD_CHECK(condition)                                          \
-  (condition) ? (void)0                                                \
-              : ::horovodd::internal::CheckVoidify() &                 \
+#define HVDD_CHECK(condition)                          \
+  (condition) ? (void)0                                \
+              : ::horovodd::internal::CheckVoidify() & \
                     ::horovodd::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()
 
 #define HVDD_CHECK_OP(a, op, b) HVDD_CHECK((a)op(b)) << (a) << " vs " << (b) << ": "

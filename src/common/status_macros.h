@@ -62,9 +62,9 @@ class StatusContext {
 // `expr` (an absl::StatusOr<T>), or returns its status from the enclosing
 // function. HVDD_ASSIGN_OR_RETURN(lhs, expr, on_error) returns `on_error`
 // instead, an expression of `_` (see HVDD_RETURN_IF_ERROR_WITH).
-#define HVDD_ASSIGN_OR_RETURN(...)                                          \
-  HVDD_ASSIGN_OR_RETURN_PICK(__VA_ARGS__, HVDD_ASSIGN_OR_RETURN_3,          \
-                             HVDD_ASSIGN_OR_RETURN_2)(__VA_ARGS__)
+#define HVDD_ASSIGN_OR_RETURN(...)                                                          \
+  HVDD_ASSIGN_OR_RETURN_PICK(__VA_ARGS__, HVDD_ASSIGN_OR_RETURN_3, HVDD_ASSIGN_OR_RETURN_2) \
+  (__VA_ARGS__)
 #define HVDD_ASSIGN_OR_RETURN_PICK(a, b, c, name, ...) name
 #define HVDD_ASSIGN_OR_RETURN_2(lhs, expr) \
   HVDD_ASSIGN_OR_RETURN_IMPL(HVDD_STATUS_CONCAT(hvdd_statusor_, __LINE__), lhs, expr, _.status())

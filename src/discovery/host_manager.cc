@@ -14,10 +14,9 @@ absl::Status ValidateCooldownPolicy(const CooldownPolicy& policy) {
         absl::StrCat("cooldown min ", absl::FormatDuration(policy.min), " is negative"));
   }
   if (policy.max < policy.min) {
-    return absl::InvalidArgumentError(absl::StrCat("cooldown max ",
-                                                   absl::FormatDuration(policy.max),
-                                                   " is below cooldown min ",
-                                                   absl::FormatDuration(policy.min)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cooldown max ", absl::FormatDuration(policy.max), " is below cooldown min ",
+                     absl::FormatDuration(policy.min)));
   }
   return absl::OkStatus();
 }
@@ -123,8 +122,7 @@ HostSet HostManager::UsableHosts(absl::Time now) const {
   return usable;
 }
 
-HostInfo HostManager::InfoOf(const std::string& host, const Record& record,
-                             absl::Time now) const {
+HostInfo HostManager::InfoOf(const std::string& host, const Record& record, absl::Time now) const {
   HostInfo info;
   info.host = host;
   info.slots = record.slots;

@@ -66,8 +66,7 @@ class HostManager {
   // the next cooldown of the policy, counted from `now`. Workers already running there are
   // not affected (the caller decides). A host never discovered is remembered as lost, so the
   // cooldown applies if it appears. Returns the cooldown that runs from now on.
-  absl::Duration ReportFailure(const std::string& host, const std::string& reason,
-                               absl::Time now);
+  absl::Duration ReportFailure(const std::string& host, const std::string& reason, absl::Time now);
 
   // Takes `host` out of the usable set until Undrain, even across loss and rediscovery. A
   // host not yet discovered may be drained ahead of time.

@@ -31,8 +31,7 @@ std::string Quote(absl::string_view text) {
 }
 
 bool IsHostNameChar(char c) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
-         c == '_';
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
 }
 
 // Checks one host name; the message says what is wrong but not where (callers add that).
@@ -43,14 +42,13 @@ absl::Status CheckHostName(absl::string_view host) {
         absl::StrCat("host name is longer than ", kMaxHostNameLength, " characters"));
   }
   if (host.front() == '-') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("host name ", Quote(host), " starts with '-'"));
+    return absl::InvalidArgumentError(absl::StrCat("host name ", Quote(host), " starts with '-'"));
   }
   for (char c : host) {
     if (!IsHostNameChar(c)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("host name ", Quote(host), " contains ", Quote(absl::string_view(&c, 1)),
-                       " (allowed: letters, digits, '.', '-', '_')"));
+      return absl::InvalidArgumentError(absl::StrCat("host name ", Quote(host), " contains ",
+                                                     Quote(absl::string_view(&c, 1)),
+                                                     " (allowed: letters, digits, '.', '-', '_')"));
     }
   }
   return absl::OkStatus();
@@ -58,8 +56,8 @@ absl::Status CheckHostName(absl::string_view host) {
 
 absl::Status CheckSlotRange(int slots, absl::string_view what) {
   if (slots < 1 || slots > kMaxSlotsPerHost) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", slots, " is not in [1, ",
-                                                   kMaxSlotsPerHost, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", slots, " is not in [1, ", kMaxSlotsPerHost, "]"));
   }
   return absl::OkStatus();
 }
@@ -67,9 +65,8 @@ absl::Status CheckSlotRange(int slots, absl::string_view what) {
 // Digits only: no sign, no spaces, no "0x" -- "a:-1" and "a: 2" are typos, not slot counts.
 absl::StatusOr<int> ParseSlots(absl::string_view text) {
   const auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrCat("slots ", Quote(text),
-                                                   " is not an integer in [1, ",
-                                                   kMaxSlotsPerHost, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("slots ", Quote(text), " is not an integer in [1, ", kMaxSlotsPerHost, "]"));
   };
   // Nine digits cannot overflow an int; anything longer is out of range anyway.
   if (text.empty() || text.size() > 9) return bad();
@@ -126,8 +123,8 @@ class HostSetBuilder {
   HostSet Build() const { return hosts_; }
 
  private:
-  HostSet hosts_;                                 // in listed order
-  std::map<std::string, size_t> index_by_host_;   // into hosts_
+  HostSet hosts_;                                // in listed order
+  std::map<std::string, size_t> index_by_host_;  // into hosts_
 };
 
 // The line without its '#' comment and surrounding whitespace.
@@ -153,8 +150,8 @@ absl::StatusOr<HostSlots> ParseHostfileLine(absl::string_view line, int default_
   }
   absl::string_view value = rest;
   if (!absl::ConsumePrefix(&value, "slots=")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expected \"slots=N\" after the host name, got ", Quote(line.substr(space + 1))));
+    return absl::InvalidArgumentError(absl::StrCat("expected \"slots=N\" after the host name, got ",
+                                                   Quote(line.substr(space + 1))));
   }
   HVDD_ASSIGN_OR_RETURN(int slots, ParseSlots(value));
   return HostSlots{std::string(host), slots};

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <system_error>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -304,8 +304,8 @@ absl::StatusOr<std::string> Outcome(Capture capture, absl::Duration timeout,
   }
   const int sig = WTERMSIG(status);
   const char* abbrev = sigabbrev_np(sig);
-  return absl::UnavailableError(errors.Message("killed by signal ", sig, " (SIG",
-                                               abbrev ? abbrev : "?", ")", detail));
+  return absl::UnavailableError(
+      errors.Message("killed by signal ", sig, " (SIG", abbrev ? abbrev : "?", ")", detail));
 }
 
 // Runs `path` with `args` as RunDiscoveryScript documents, errors prefixed by `errors`.
@@ -347,8 +347,7 @@ absl::StatusOr<std::string> RunCaptured(const std::string& path,
 
 }  // namespace
 
-absl::StatusOr<std::string> RunDiscoveryScript(const std::string& path,
-                                               absl::Duration timeout) {
+absl::StatusOr<std::string> RunDiscoveryScript(const std::string& path, absl::Duration timeout) {
   return RunCaptured(path, {}, timeout, ScriptErrors(absl::StrCat("discovery script ", path)));
 }
 
@@ -374,8 +373,7 @@ absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
   if (path.empty()) {
     return absl::NotFoundError(errors.Message(argv[0], " is not in PATH"));
   }
-  return RunCaptured(path, std::vector<std::string>(argv.begin() + 1, argv.end()), timeout,
-                     errors);
+  return RunCaptured(path, std::vector<std::string>(argv.begin() + 1, argv.end()), timeout, errors);
 }
 
 }  // namespace horovodd::discovery

@@ -31,8 +31,8 @@ absl::StatusOr<SlurmJob> ShowSlurmJob(const CommandRunner& run, const std::strin
 absl::StatusOr<std::vector<std::string>> ExpandSlurmHostlist(const CommandRunner& run,
                                                              const std::string& list) {
   HVDD_ASSIGN_OR_RETURN(std::string out, run({"scontrol", "show", "hostnames", list}));
-  return std::vector<std::string>(absl::StrSplit(out, absl::ByAnyChar("\n \t"),
-                                                 absl::SkipWhitespace()));
+  return std::vector<std::string>(
+      absl::StrSplit(out, absl::ByAnyChar("\n \t"), absl::SkipWhitespace()));
 }
 
 absl::StatusOr<std::vector<SlurmNode>> ShowSlurmNodes(const CommandRunner& run,

@@ -21,8 +21,8 @@ class SlurmHostSource : public HostSource {
 
   absl::StatusOr<HostSet> Discover() override {
     absl::StatusOr<SlurmJob> job = ShowSlurmJob(options_.run, options_.job_id);
-    if (absl::IsNotFound(job.status()) && job.status().message().find("is gone") !=
-                                              absl::string_view::npos) {
+    if (absl::IsNotFound(job.status()) &&
+        job.status().message().find("is gone") != absl::string_view::npos) {
       return HostSet{};  // the allocation is over: so are its nodes
     }
     HVDD_RETURN_IF_ERROR(job.status());
@@ -46,17 +46,14 @@ class SlurmHostSource : public HostSource {
     }
     std::sort(hosts.begin(), hosts.end(),
               [](const HostSlots& a, const HostSlots& b) { return a.host < b.host; });
-    hosts.erase(std::unique(hosts.begin(), hosts.end(),
-                            [](const HostSlots& a, const HostSlots& b) {
-                              return a.host == b.host;
-                            }),
-                hosts.end());
+    hosts.erase(
+        std::unique(hosts.begin(), hosts.end(),
+                    [](const HostSlots& a, const HostSlots& b) { return a.host == b.host; }),
+        hosts.end());
     return hosts;
   }
 
-  std::string Describe() const override {
-    return absl::StrCat("Slurm job ", options_.job_id);
-  }
+  std::string Describe() const override { return absl::StrCat("Slurm job ", options_.job_id); }
 
  private:
   // The submission's tasks per node, by node name; worked out once.

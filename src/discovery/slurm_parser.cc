@@ -36,9 +36,9 @@ absl::StatusOr<std::vector<int>> ParseTasksPerNode(absl::string_view text) {
   if (trimmed.empty()) return absl::InvalidArgumentError("SLURM_TASKS_PER_NODE is empty");
   for (absl::string_view entry : absl::StrSplit(trimmed, ',')) {
     auto bad = [&] {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "SLURM_TASKS_PER_NODE '", text, "': entry '", entry,
-          "' is not N or N(xM) with N in [1, ", kMaxSlotsPerHost, "] and M >= 1"));
+      return absl::InvalidArgumentError(absl::StrCat("SLURM_TASKS_PER_NODE '", text, "': entry '",
+                                                     entry, "' is not N or N(xM) with N in [1, ",
+                                                     kMaxSlotsPerHost, "] and M >= 1"));
     };
     absl::string_view count_text = entry;
     int64_t repeat = 1;
@@ -46,8 +46,7 @@ absl::StatusOr<std::vector<int>> ParseTasksPerNode(absl::string_view text) {
       absl::string_view times = entry.substr(open);
       count_text = entry.substr(0, open);
       if (!absl::ConsumePrefix(&times, "(x") || !absl::ConsumeSuffix(&times, ")") ||
-          !absl::SimpleAtoi(times, &repeat) || repeat < 1 ||
-          repeat > kMaxNodes) {
+          !absl::SimpleAtoi(times, &repeat) || repeat < 1 || repeat > kMaxNodes) {
         return bad();
       }
     }
@@ -82,9 +81,8 @@ absl::StatusOr<std::vector<SlurmNode>> ParseScontrolNodes(absl::string_view text
     std::map<std::string, std::string> fields = ParseScontrolRecord(line);
     auto name = fields.find("NodeName");
     if (name == fields.end() || name->second.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("scontrol printed a node record without NodeName: '",
-                       line.substr(0, 200), "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scontrol printed a node record without NodeName: '", line.substr(0, 200), "'"));
     }
     SlurmNode node;
     node.name = name->second;

@@ -3,9 +3,9 @@
 // `scontrol -o show node|job`. No I/O here (slurm_commands.h runs scontrol).
 #pragma once
 
+#include "absl/strings/string_view.h"
 #include <map>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"

@@ -50,19 +50,45 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* body = data + 1;
   const size_t n = size - 1;
   switch (data[0] % 13) {
-    case 0: Validate<v1::SubmitJobRequest>(body, n); break;
-    case 1: Validate<v1::GetJobRequest>(body, n); break;
-    case 2: Validate<v1::ListJobsRequest>(body, n); break;
-    case 3: Validate<v1::WatchJobRequest>(body, n); break;
-    case 4: Validate<v1::CancelJobRequest>(body, n); break;
-    case 5: Validate<v1::DrainHostRequest>(body, n); break;
-    case 6: Validate<v1::GetWorkerOutputRequest>(body, n); break;
-    case 7: Validate<v1::KvSetRequest>(body, n); break;
-    case 8: Validate<v1::KvGetRequest>(body, n); break;
-    case 9: Validate<v1::WorkerMessage>(body, n); break;
-    case 10: Validate<v1::CommitReport>(body, n); break;
-    case 11: Validate<v1::FailureReport>(body, n); break;
-    default: Validate<v1::StopDaemonRequest>(body, n); break;
+    case 0:
+      Validate<v1::SubmitJobRequest>(body, n);
+      break;
+    case 1:
+      Validate<v1::GetJobRequest>(body, n);
+      break;
+    case 2:
+      Validate<v1::ListJobsRequest>(body, n);
+      break;
+    case 3:
+      Validate<v1::WatchJobRequest>(body, n);
+      break;
+    case 4:
+      Validate<v1::CancelJobRequest>(body, n);
+      break;
+    case 5:
+      Validate<v1::DrainHostRequest>(body, n);
+      break;
+    case 6:
+      Validate<v1::GetWorkerOutputRequest>(body, n);
+      break;
+    case 7:
+      Validate<v1::KvSetRequest>(body, n);
+      break;
+    case 8:
+      Validate<v1::KvGetRequest>(body, n);
+      break;
+    case 9:
+      Validate<v1::WorkerMessage>(body, n);
+      break;
+    case 10:
+      Validate<v1::CommitReport>(body, n);
+      break;
+    case 11:
+      Validate<v1::FailureReport>(body, n);
+      break;
+    default:
+      Validate<v1::StopDaemonRequest>(body, n);
+      break;
   }
   return 0;
 }

@@ -36,10 +36,10 @@
 #include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/gpu/cuda_status.h"
+#include "worker_runtime/kv_client/in_memory_kv_store.h"
 #include "worker_runtime/nccl/nccl_comm.h"
 #include "worker_runtime/nccl/nccl_ops.h"
 #include "worker_runtime/runtime/gpu_collectives.h"
-#include "worker_runtime/kv_client/in_memory_kv_store.h"
 #include "worker_runtime/tensor/collective_args.h"
 #include "worker_runtime/tensor/float16.h"
 #include "worker_runtime/tensor/reduce_kernels.h"
@@ -80,14 +80,27 @@ Tensor Pattern(DType dtype, std::vector<int64_t> shape, int offset = 0) {
   for (int64_t i = 0; i < tensor.numel(); ++i) {
     const int v = static_cast<int>((i + offset) % 7) - (dtype == DType::kUInt8 ? 0 : 3);
     switch (dtype) {
-      case DType::kUInt8: tensor.data_as<uint8_t>()[i] = static_cast<uint8_t>(v); break;
-      case DType::kInt32: tensor.data_as<int32_t>()[i] = v; break;
-      case DType::kInt64: tensor.data_as<int64_t>()[i] = v; break;
+      case DType::kUInt8:
+        tensor.data_as<uint8_t>()[i] = static_cast<uint8_t>(v);
+        break;
+      case DType::kInt32:
+        tensor.data_as<int32_t>()[i] = v;
+        break;
+      case DType::kInt64:
+        tensor.data_as<int64_t>()[i] = v;
+        break;
       case DType::kFloat16:
         tensor.data_as<uint16_t>()[i] = FloatToHalf(static_cast<float>(v));
         break;
-      case DType::kFloat32: tensor.data_as<float>()[i] = static_cast<float>(v); break;
-      case DType::kFloat64: tensor.data_as<double>()[i] = v; break;
+      case DType::kFloat32:
+        tensor.data_as<float>()[i] = static_cast<float>(v);
+        break;
+      case DType::kFloat64:
+        tensor.data_as<double>()[i] = v;
+        break;
+      default:
+        std::fprintf(stderr, "gpu_check: no test pattern for dtype %d\n", static_cast<int>(dtype));
+        std::abort();
     }
   }
   return tensor;
@@ -103,8 +116,8 @@ Tensor Expected(const Tensor& input, ReduceOp op, double prescale, double postsc
 
 absl::Status SameBytes(const Tensor& got, const Tensor& want) {
   if (got.shape() != want.shape()) {
-    return absl::InternalError(absl::StrCat("shape ", ShapeString(got.shape()), ", expected ",
-                                            ShapeString(want.shape())));
+    return absl::InternalError(
+        absl::StrCat("shape ", ShapeString(got.shape()), ", expected ", ShapeString(want.shape())));
   }
   if (std::memcmp(got.data(), want.data(), want.nbytes()) == 0) return absl::OkStatus();
   for (size_t i = 0; i < want.nbytes(); ++i) {
@@ -140,12 +153,12 @@ void CheckNcclOps(NcclComm& comm) {
         options.op = op;
         options.prescale_factor = pre;
         options.postscale_factor = post;
-        absl::Status status = tensor.ok() ? Allreduce(comm, tensor->view(), options)
-                                          : tensor.status();
+        absl::Status status =
+            tensor.ok() ? Allreduce(comm, tensor->view(), options) : tensor.status();
         if (status.ok()) status = CheckResult(std::move(tensor), Expected(input, op, pre, post));
-        Report(absl::StrCat("allreduce ", type, " ", ReduceOpName(op), " pre ", pre, " post ",
-                            post),
-               status);
+        Report(
+            absl::StrCat("allreduce ", type, " ", ReduceOpName(op), " pre ", pre, " post ", post),
+            status);
       }
     }
     const Tensor matrix = Pattern(dtype, {5, 3}, 2);
@@ -252,13 +265,13 @@ void CheckDispatch() {
         !s.ok()) {
       gathered = s;
     }
-    Report(via + "allgather to host", gathered.ok() ? SameBytes(*gathered, input)
-                                                    : gathered.status());
+    Report(via + "allgather to host",
+           gathered.ok() ? SameBytes(*gathered, input) : gathered.status());
     absl::StatusOr<Tensor> scattered = absl::UnknownError("not run");
     if (absl::Status s = gpu.Run("reducescatter", source->view(),
                                  [&](Communicator& c) {
-                                   scattered = c.Reducescatter(source->view(),
-                                                               {ReduceOp::kAverage});
+                                   scattered =
+                                       c.Reducescatter(source->view(), {ReduceOp::kAverage});
                                    return scattered.status();
                                  });
         !s.ok()) {
@@ -305,8 +318,8 @@ void Timing(const std::string& name, std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());
   const double median = samples[samples.size() / 2];
   const double p90 = samples[std::min(samples.size() - 1, samples.size() * 9 / 10)];
-  std::printf("TIMING %s n=%zu median_ms=%.2f p90_ms=%.2f\n", name.c_str(), samples.size(),
-              median, p90);
+  std::printf("TIMING %s n=%zu median_ms=%.2f p90_ms=%.2f\n", name.c_str(), samples.size(), median,
+              p90);
   std::fflush(stdout);
 }
 
@@ -411,9 +424,9 @@ int RunAbort() {
   Report("a GPU tensor", tensor.status());
   if (!comm.ok() || !tensor.ok()) return Summary("abort");
 
-  Report("hold the default stream", CudaStatus(cudaLaunchHostFunc(cudaStreamLegacy, HoldStream,
-                                                                   &release),
-                                               "cudaLaunchHostFunc"));
+  Report(
+      "hold the default stream",
+      CudaStatus(cudaLaunchHostFunc(cudaStreamLegacy, HoldStream, &release), "cudaLaunchHostFunc"));
   // The daemon's abort arrives 300 ms into the op; the stream is released 5 s
   // later whatever happened, so a stuck abort shows up as a time, not a hang.
   Clock::time_point abort_at;
@@ -430,11 +443,10 @@ int RunAbort() {
   const Clock::time_point returned_at = Clock::now();
   returned = true;
   daemon.join();
-  const double abort_ms =
-      std::chrono::duration<double, std::milli>(returned_at - abort_at).count();
-  Report("the op blocked in flight returns ABORTED",
-         status.code() == absl::StatusCode::kAborted ? absl::OkStatus()
-                                                     : absl::InternalError(status.ToString()));
+  const double abort_ms = std::chrono::duration<double, std::milli>(returned_at - abort_at).count();
+  Report("the op blocked in flight returns ABORTED", status.code() == absl::StatusCode::kAborted
+                                                         ? absl::OkStatus()
+                                                         : absl::InternalError(status.ToString()));
   std::printf("TIMING abort.in_flight_return n=1 median_ms=%.2f p90_ms=%.2f%s\n", abort_ms,
               abort_ms, abort_ms > 4000 ? " (ncclCommAbort waited for the held stream)" : "");
   status = OneAllreduce(**comm, *tensor);

@@ -32,8 +32,7 @@ int CheckedAllreduces(size_t bytes, int iterations) {
   for (int iteration = 0; iteration < iterations; ++iteration) {
     for (size_t i = 0; i < count; ++i) values[i] = Contribution(horovodd::Rank(), i);
     if (absl::Status status = horovodd::Allreduce(horovodd::ViewOf(values), sum); !status.ok()) {
-      std::fprintf(stderr, "rank_probe: allreduce %d: %s\n", iteration,
-                   status.ToString().c_str());
+      std::fprintf(stderr, "rank_probe: allreduce %d: %s\n", iteration, status.ToString().c_str());
       return 1;
     }
     for (size_t i = 0; i < count; ++i) {

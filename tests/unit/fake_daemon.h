@@ -119,9 +119,8 @@ class FakeDaemon final : public v1::WorkerService::Service {
                                 v1::RendezvousResponse* response) {
     std::unique_lock<std::mutex> lock(mu_);
     // Bounded, so a runtime that never gets a new generation fails the test.
-    if (!cv_.wait_for(lock, kPatience, [&] {
-          return stopping_ || generation_ > after_generation;
-        })) {
+    if (!cv_.wait_for(lock, kPatience,
+                      [&] { return stopping_ || generation_ > after_generation; })) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no newer generation");
     }
     while (!stopping_) {
@@ -175,9 +174,9 @@ class FakeDaemon final : public v1::WorkerService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Attach(grpc::ServerContext*,
-                      grpc::ServerReaderWriter<v1::DaemonMessage, v1::WorkerMessage>* stream)
-      override {
+  grpc::Status Attach(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::DaemonMessage, v1::WorkerMessage>* stream) override {
     v1::WorkerMessage message;
     if (!stream->Read(&message) || !message.has_hello()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "hello expected first");
@@ -203,8 +202,8 @@ class FakeDaemon final : public v1::WorkerService::Service {
       answerers_.emplace_back([this, link, worker, ask = message.rendezvous()] {
         v1::DaemonMessage answer;
         answer.mutable_rendezvous()->set_id(ask.id());
-        grpc::Status status = AnswerRendezvous(
-            worker, ask.after_generation(), answer.mutable_rendezvous()->mutable_response());
+        grpc::Status status = AnswerRendezvous(worker, ask.after_generation(),
+                                               answer.mutable_rendezvous()->mutable_response());
         answer.mutable_rendezvous()->set_code(status.error_code());
         answer.mutable_rendezvous()->set_message(status.error_message());
         Send(*link, answer);

@@ -21,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "worker_runtime/daemon_client/daemon_connection.h"
-#include "worker_runtime/runtime/runtime.h"
 #include "worker_runtime/kv_client/in_memory_kv_store.h"
+#include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd::testing {
 
@@ -50,8 +50,8 @@ class InProcessDaemon {
   // order): its key space is aborted, and every connection hears of it.
   void NewGeneration(std::vector<int64_t> members, bool abort = true) {
     absl::MutexLock lock(&mu_);
-    generations_.at(generation_)->Abort(
-        absl::StrCat("generation ", generation_, " was superseded"));
+    generations_.at(generation_)
+        ->Abort(absl::StrCat("generation ", generation_, " was superseded"));
     StartLocked(std::move(members));
     for (Connection* connection : connections_) {
       if (connection->on_message_) connection->on_message_(generation_, abort);
@@ -72,9 +72,8 @@ class InProcessDaemon {
   // Waits (bounded) until `n` failures were reported.
   bool WaitForFailures(size_t n) {
     absl::MutexLock lock(&mu_);
-    auto reported = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return failures_.size() >= n;
-    };
+    auto reported = [this, n]()
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return failures_.size() >= n; };
     return mu_.AwaitWithTimeout(absl::Condition(&reported), absl::Seconds(60));
   }
 

@@ -48,9 +48,10 @@ class ProcessRecorder {
   // it ran more than once.
   daemon::ExitInfo AwaitExit() {
     absl::MutexLock lock(&mu_);
-    const bool exited = mu_.AwaitWithDeadline(
-        absl::Condition(+[](int* calls) { return *calls > 0; }, &exit_calls_),
-        absl::Now() + kPatience);
+    const bool exited =
+        mu_.AwaitWithDeadline(absl::Condition(
+                                  +[](int* calls) { return *calls > 0; }, &exit_calls_),
+                              absl::Now() + kPatience);
     REQUIRE(exited);
     CHECK(exit_calls_ == 1);
     return *exit_;

@@ -36,7 +36,8 @@ inline RunOptions ParseOk(std::vector<std::string> args) {
 }
 
 // Parses and requires one error line that names every piece in `mentions`.
-inline void RequireError(std::vector<std::string> args, std::initializer_list<std::string> mentions) {
+inline void RequireError(std::vector<std::string> args,
+                         std::initializer_list<std::string> mentions) {
   ParseOutcome outcome = Parse(std::move(args));
   INFO(outcome.text);
   REQUIRE(outcome.kind == Kind::kError);
@@ -93,6 +94,5 @@ class InDirectory {
 };
 
 inline constexpr char kScript[] = "#!/bin/sh\necho localhost:2\n";
-
 
 }  // namespace horovodd::cli::test_support

@@ -234,8 +234,7 @@ TEST_CASE("refusals are logged at most once a second per reason, with the count 
     CHECK_FALSE(throttle.Admit("wrong_token", t0 + absl::Milliseconds(i)).has_value());
   }
   // Another reason has a line of its own.
-  CHECK(throttle.Admit("missing_token", t0 + absl::Milliseconds(50)) ==
-        std::optional<uint64_t>(0));
+  CHECK(throttle.Admit("missing_token", t0 + absl::Milliseconds(50)) == std::optional<uint64_t>(0));
   // A second later the next line says how many were left out.
   CHECK(throttle.Admit("wrong_token", t0 + absl::Seconds(1)) == std::optional<uint64_t>(99));
   CHECK(throttle.Admit("wrong_token", t0 + absl::Seconds(3)) == std::optional<uint64_t>(0));

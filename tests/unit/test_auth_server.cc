@@ -242,9 +242,8 @@ TEST_CASE("a worker token opens its own job only, and no JobService call") {
 
   // Job A's token names job B: refused before B's driver sees anything.
   const v1::WorkerIdentity a_as_b = SecureDaemon::Who(b, token_a);
-  for (const grpc::Status& st :
-       {KvSet(*workers, a_as_b), KvGet(*workers, a_as_b), Commit(*workers, a_as_b),
-        AttachHello(*workers, a_as_b)}) {
+  for (const grpc::Status& st : {KvSet(*workers, a_as_b), KvGet(*workers, a_as_b),
+                                 Commit(*workers, a_as_b), AttachHello(*workers, a_as_b)}) {
     CHECK(st.error_code() == grpc::StatusCode::PERMISSION_DENIED);
     CHECK_THAT(st.error_message(), Catch::Contains("belongs to another job"));
   }

@@ -62,8 +62,7 @@ TEST_CASE("adasum: equals the pairwise rule level by level", "[collectives][adas
     testing::RankGroup group(store, absl::StrCat("adasum", group_number++), ranks);
     for (size_t length : {size_t{1001}, size_t{3}, size_t{0}}) {
       const auto inputs = RandomInputs(ranks, length, 7 + ranks);
-      const std::vector<double> expected = length == 0 ? std::vector<double>{}
-                                                       : Reference(inputs);
+      const std::vector<double> expected = length == 0 ? std::vector<double>{} : Reference(inputs);
       std::vector<std::string> results = OnEveryRank<std::string>(ranks, [&](int rank) {
         std::vector<double> mine = inputs[rank];
         TensorView view{mine.data(), DType::kFloat64, {static_cast<int64_t>(length)}, Device{}};

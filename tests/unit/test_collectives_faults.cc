@@ -165,8 +165,8 @@ TEST_CASE("bad arguments give INVALID_ARGUMENT naming the problem", "[collective
       record(internal::Reducescatter(context, rows.view(), {ReduceOp::kSum}).status());
       // Only rank 1 passes bad splits; the others learn it from the header.
       Tensor six = Ones(6);
-      std::vector<int64_t> splits = rank == 1 ? std::vector<int64_t>{1, 1, 1}
-                                              : std::vector<int64_t>{2, 2, 2};
+      std::vector<int64_t> splits =
+          rank == 1 ? std::vector<int64_t>{1, 1, 1} : std::vector<int64_t>{2, 2, 2};
       record(internal::Alltoall(context, six.view(), splits, nullptr).status());
       return out;
     });
@@ -178,9 +178,10 @@ TEST_CASE("bad arguments give INVALID_ARGUMENT naming the problem", "[collective
             "float32 tensor of shape [2, 3]; every rank must pass the same dtype and dimensions "
             "after the first");
       CHECK(absl::StrContains(m[1], "rank 2 passed a int32 tensor of shape [2]"));
-      CHECK(absl::StrContains(m[2], "rank 2 passed a float64 tensor of shape [5, 2] but rank 0 "
-                                    "passed a float64 tensor of shape [4, 2]; every rank must "
-                                    "pass the same dtype and shape"));
+      CHECK(absl::StrContains(m[2],
+                              "rank 2 passed a float64 tensor of shape [5, 2] but rank 0 "
+                              "passed a float64 tensor of shape [4, 2]; every rank must "
+                              "pass the same dtype and shape"));
       if (rank == 1) {
         CHECK(m[3] == "alltoall: splits sum to 3 but the first dimension is 6");
       } else {
@@ -213,9 +214,9 @@ TEST_CASE("contexts torn down and rebuilt at new sizes in the same threads",
       Tensor tensor = MakeTensor(DType::kInt64, {1000}, [&](int64_t i) { return rank + i; });
       absl::Status status = internal::Allreduce(**context, tensor.view(), Sum());
       const double base = size * (size - 1) / 2.0;
-      out.push_back(status.ok() ? testing::FirstMismatch(
-                                      tensor, [&](int64_t i) { return base + size * i; })
-                                : status.ToString());
+      out.push_back(status.ok()
+                        ? testing::FirstMismatch(tensor, [&](int64_t i) { return base + size * i; })
+                        : status.ToString());
       Tensor mine = Ones(rank);
       absl::StatusOr<Tensor> gathered = internal::Allgather(**context, mine.view());
       const int64_t want = size * (size - 1) / 2;
@@ -302,9 +303,8 @@ TEST_CASE("AbortGlooContext unblocks an allreduce waiting on a silent peer",
     });
   }
   // Rank 2 never calls allreduce. Abort rank 0 once it sleeps in a wait.
-  REQUIRE(WaitFor([&] {
-    return thread_ids[0] != 0 && testing::ThreadIsInFutexWait(thread_ids[0]);
-  }));
+  REQUIRE(
+      WaitFor([&] { return thread_ids[0] != 0 && testing::ThreadIsInFutexWait(thread_ids[0]); }));
   internal::AbortGlooContext(group.context(0));
   internal::AbortGlooContext(group.context(0));  // twice is fine
   threads[0].join();
@@ -325,9 +325,9 @@ TEST_CASE("AbortGlooContext unblocks an allreduce waiting on a silent peer",
         absl::StatusCode::kAborted);
   CHECK(internal::Alltoall(group.context(0), tensor.view(), {}, nullptr).status().code() ==
         absl::StatusCode::kAborted);
-  CHECK(internal::Reducescatter(group.context(0), tensor.view(), {ReduceOp::kSum})
-            .status()
-            .code() == absl::StatusCode::kAborted);
+  CHECK(
+      internal::Reducescatter(group.context(0), tensor.view(), {ReduceOp::kSum}).status().code() ==
+      absl::StatusCode::kAborted);
   CHECK(internal::Broadcast(group.context(0), tensor.view(), 0).code() ==
         absl::StatusCode::kAborted);
   CHECK(internal::Barrier(group.context(0)).code() == absl::StatusCode::kAborted);

@@ -29,12 +29,12 @@ namespace horovodd::testing {
 inline constexpr absl::Duration kCollectiveTimeout = absl::Seconds(90);
 
 // Every dtype a reduction takes.
-inline constexpr DType kAllDTypes[] = {DType::kUInt8,   DType::kInt8,    DType::kInt16,
-                                       DType::kInt32,   DType::kInt64,   DType::kFloat16,
+inline constexpr DType kAllDTypes[] = {DType::kUInt8,    DType::kInt8,    DType::kInt16,
+                                       DType::kInt32,    DType::kInt64,   DType::kFloat16,
                                        DType::kBFloat16, DType::kFloat32, DType::kFloat64};
 // Those and bool, which only moves (broadcast, allgather, alltoall).
 inline constexpr DType kMovableDTypes[] = {
-    DType::kUInt8,   DType::kInt8,    DType::kInt16,   DType::kInt32, DType::kInt64,
+    DType::kUInt8,   DType::kInt8,     DType::kInt16,   DType::kInt32,   DType::kInt64,
     DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64, DType::kBool};
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
                                              ReduceOp::kMax, ReduceOp::kProduct};

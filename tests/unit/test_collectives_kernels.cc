@@ -47,8 +47,8 @@ TEST_CASE("tensor views and owning tensors report sizes", "[collectives][tensor]
 TEST_CASE("float16 conversions follow IEEE binary16", "[collectives][float16]") {
   CHECK(FloatToHalf(1.0f) == 0x3c00);
   CHECK(FloatToHalf(-2.0f) == 0xc000);
-  CHECK(FloatToHalf(65504.0f) == 0x7bff);              // largest half
-  CHECK(FloatToHalf(65520.0f) == 0x7c00);              // rounds up to infinity
+  CHECK(FloatToHalf(65504.0f) == 0x7bff);               // largest half
+  CHECK(FloatToHalf(65520.0f) == 0x7c00);               // rounds up to infinity
   CHECK(FloatToHalf(std::ldexp(1.0f, -14)) == 0x0400);  // smallest normal
   CHECK(FloatToHalf(std::ldexp(1.0f, -24)) == 0x0001);  // smallest subnormal
   CHECK(FloatToHalf(std::ldexp(1.0f, -26)) == 0x0000);  // underflows
@@ -243,10 +243,14 @@ TEST_CASE("vectorized kernels give each element the scalar operation's bits",
   // vector min or max could pick the other operand than `b < a ? b : a`.
   auto inexact = [](int64_t i, int salt) {
     switch ((i * 5 + salt) % 11) {
-      case 0: return 0.0;
-      case 1: return -0.0;
-      case 2: return std::nan("");
-      default: return 1.0 / (3.0 + static_cast<double>((i * 13 + salt * 7) % 29)) - 0.04 * salt;
+      case 0:
+        return 0.0;
+      case 1:
+        return -0.0;
+      case 2:
+        return std::nan("");
+      default:
+        return 1.0 / (3.0 + static_cast<double>((i * 13 + salt * 7) % 29)) - 0.04 * salt;
     }
   };
   for (const int64_t count : {int64_t{1}, int64_t{7}, int64_t{31}, int64_t{64}, int64_t{1001}}) {
@@ -260,14 +264,18 @@ TEST_CASE("vectorized kernels give each element the scalar operation's bits",
         acc64[i] = inexact(i, 1);
         in64[i] = inexact(i, 2);
       }
-      for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin,
-                                ReduceOp::kMax}) {
+      for (const ReduceOp op :
+           {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
         auto scalar = [op](auto a, auto b) {
           switch (op) {
-            case ReduceOp::kProduct: return a * b;
-            case ReduceOp::kMin: return b < a ? b : a;
-            case ReduceOp::kMax: return a < b ? b : a;
-            default: return a + b;
+            case ReduceOp::kProduct:
+              return a * b;
+            case ReduceOp::kMin:
+              return b < a ? b : a;
+            case ReduceOp::kMax:
+              return a < b ? b : a;
+            default:
+              return a + b;
           }
         };
         std::vector<float> got(acc);

@@ -35,9 +35,7 @@ std::vector<std::string> CheckAllreduce(RankGroup& group, DType dtype, int64_t c
                                         const AllreduceOptions& options) {
   const int n = group.size();
   return OnEveryRank<std::string>(n, [&](int rank) -> std::string {
-    Tensor tensor = MakeTensor(dtype, {count}, [&](int64_t i) {
-      return Value(rank, i);
-    });
+    Tensor tensor = MakeTensor(dtype, {count}, [&](int64_t i) { return Value(rank, i); });
     absl::Status status = internal::Allreduce(group.context(rank), tensor.view(), options);
     if (!status.ok()) return status.ToString();
     return FirstMismatch(tensor, [&](int64_t i) {
@@ -198,8 +196,8 @@ TEST_CASE("allreduce if all ready: every rank ready gets Allreduce's bits",
     if (!internal::AllreduceConfirmsItself(context, ViewOf(tensor), options)) {
       return std::string("does not confirm itself");
     }
-    absl::StatusOr<bool> all = internal::AllreduceIfAllReady(context, ViewOf(tensor), true,
-                                                             options);
+    absl::StatusOr<bool> all =
+        internal::AllreduceIfAllReady(context, ViewOf(tensor), true, options);
     if (!all.ok()) return all.status().ToString();
     if (!*all) return std::string("not confirmed though every rank was ready");
     absl::Status status = internal::Allreduce(context, ViewOf(whole), options);
@@ -278,8 +276,8 @@ TEST_CASE("allgather: ranks contribute different first dimensions", "[collective
         auto rows_of = [&](int rank) { return rank * scale; };
         auto value = [](int rank, int64_t i) { return static_cast<double>((rank * 7 + i) % 100); };
         auto results = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
-          Tensor input = MakeTensor(dtype, {rows_of(rank), 3},
-                                    [&](int64_t i) { return value(rank, i); });
+          Tensor input =
+              MakeTensor(dtype, {rows_of(rank), 3}, [&](int64_t i) { return value(rank, i); });
           absl::StatusOr<Tensor> output = internal::Allgather(group.context(rank), input.view());
           if (!output.ok()) return output.status().ToString();
           int64_t total_rows = 0;
@@ -326,8 +324,8 @@ TEST_CASE("broadcast: from every root, every dtype", "[collectives][broadcast]")
             if (!status.ok()) return status.ToString();
             return FirstMismatch(tensor, [&](int64_t i) { return value(root, i); });
           });
-          INFO("size " << size << ", " << DTypeName(dtype) << ", root " << root << ", "
-                       << count << " elements");
+          INFO("size " << size << ", " << DTypeName(dtype) << ", root " << root << ", " << count
+                       << " elements");
           for (const std::string& problem : results) CHECK(problem == "");
         }
       }
@@ -376,8 +374,7 @@ TEST_CASE("alltoall: uneven splits, received splits, equal default", "[collectiv
             }
           }
           if (output->numel() != static_cast<int64_t>(expected.size())) {
-            return {absl::StrCat("got ", output->numel(), " elements, want ", expected.size()),
-                    {}};
+            return {absl::StrCat("got ", output->numel(), " elements, want ", expected.size()), {}};
           }
           result.problem = FirstMismatch(*output, [&](int64_t i) { return expected[i]; });
           return result;
@@ -394,8 +391,8 @@ TEST_CASE("alltoall: uneven splits, received splits, equal default", "[collectiv
     auto equal = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
       Tensor input =
           MakeTensor(DType::kInt64, {2 * size}, [&](int64_t i) { return rank * 10 + i; });
-      absl::StatusOr<Tensor> output = internal::Alltoall(group.context(rank), input.view(), {},
-                                                         nullptr);
+      absl::StatusOr<Tensor> output =
+          internal::Alltoall(group.context(rank), input.view(), {}, nullptr);
       if (!output.ok()) return output.status().ToString();
       return FirstMismatch(*output, [&](int64_t i) { return (i / 2) * 10 + 2 * rank + i % 2; });
     });
@@ -437,8 +434,8 @@ TEST_CASE("reducescatter: scaling, zero rows and several MiB", "[collectives][re
   RankGroup group(store, "reducescatter-misc", 3);
   auto scaled = OnEveryRank<std::string>(3, [&](int rank) -> std::string {
     Tensor input = MakeTensor(DType::kFloat32, {4}, [&](int64_t i) { return rank + i; });
-    absl::StatusOr<Tensor> output = internal::Reducescatter(
-        group.context(rank), input.view(), {ReduceOp::kAverage, 2.0, 10.0});
+    absl::StatusOr<Tensor> output =
+        internal::Reducescatter(group.context(rank), input.view(), {ReduceOp::kAverage, 2.0, 10.0});
     if (!output.ok()) return output.status().ToString();
     const int64_t first = rank == 0 ? 0 : rank + 1;
     // average of 2*(r + i) over r = 0..2 is 2*(1 + i); times 10.

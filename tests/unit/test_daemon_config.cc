@@ -55,8 +55,9 @@ void CheckDefaults(const DaemonConfig& c) {
 }
 
 TEST_CASE("the shutdown policy, the workers' grace and the shim are keys") {
-  TempConfig file("shutdown:\n  stop_jobs: true\nworker:\n  daemon_grace: 90s\n"
-                  "shim:\n  binary: /opt/horovodd/bin/horovodd-shim\n");
+  TempConfig file(
+      "shutdown:\n  stop_jobs: true\nworker:\n  daemon_grace: 90s\n"
+      "shim:\n  binary: /opt/horovodd/bin/horovodd-shim\n");
   auto config = LoadDaemonConfig(file.path());
   REQUIRE(config.ok());
   CHECK(config->stop_jobs_on_shutdown);
@@ -183,9 +184,9 @@ TEST_CASE("an unknown key is an error naming the file, line, key and the known k
   TempConfig file("listen: 127.0.0.1:7451\nlisten_port: 80\n");
   const std::string error = LoadError(file);
   CHECK(absl::StartsWith(error, file.path() + ":2: unknown key 'listen_port'"));
-  CHECK(
-      absl::StrContains(error, "listen, state_dir, metrics_listen, log_level, log_format, shutdown, "
-                               "worker, shim, limits"));
+  CHECK(absl::StrContains(error,
+                          "listen, state_dir, metrics_listen, log_level, log_format, shutdown, "
+                          "worker, shim, limits"));
 }
 
 TEST_CASE("an unknown key inside a section names the section's keys") {

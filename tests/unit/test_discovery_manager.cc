@@ -107,7 +107,7 @@ TEST_CASE("the next cooldown end is the earliest one", "[manager]") {
   HostManager manager(CooldownPolicy{absl::Seconds(10), absl::Seconds(300)});
   manager.UpdateDiscovered({{"a", 1}, {"b", 1}});
   manager.ReportFailure("a", "x", kStart - absl::Seconds(20));
-  manager.ReportFailure("a", "x", kStart);  // the second time: 40 s
+  manager.ReportFailure("a", "x", kStart);                     // the second time: 40 s
   manager.ReportFailure("b", "x", kStart + absl::Seconds(5));  // ends at 25 s
   CHECK(manager.NextCooldownEnd(kStart) == kStart + absl::Seconds(25));
   CHECK(manager.NextCooldownEnd(kStart + absl::Seconds(25)) == kStart + absl::Seconds(40));

@@ -31,8 +31,8 @@ TEST_CASE("script output: comments, blank lines, whitespace and default slots, i
       2);
   REQUIRE(hosts.ok());
   // The order ranks are given in, as in Horovod: the first host listed gets rank 0.
-  CHECK(*hosts == HostSet{{"node-b", 4}, {"node-a", 2}, {"10.0.0.7", 2},
-                          {"gpu_host.example.com", 8}});
+  CHECK(*hosts ==
+        HostSet{{"node-b", 4}, {"node-a", 2}, {"10.0.0.7", 2}, {"gpu_host.example.com", 8}});
   CHECK(TotalSlots(*hosts) == 16);
 }
 
@@ -58,8 +58,8 @@ TEST_CASE("the same host with different slots names the host and the line", "[pa
 }
 
 TEST_CASE("bad slot counts reject the whole output", "[parser]") {
-  const std::string bad_slots = GENERATE("a:0", "a:x", "a:-1", "a:99999", "a:", "a:+2",
-                                         "a: 2", "a:2:3", "a:1.5", "a:99999999999999999999");
+  const std::string bad_slots = GENERATE("a:0", "a:x", "a:-1", "a:99999", "a:", "a:+2", "a: 2",
+                                         "a:2:3", "a:1.5", "a:99999999999999999999");
   const auto hosts = ParseHostLines("good:1\n" + bad_slots + "\n", 1);
   INFO(bad_slots);
   REQUIRE(hosts.status().code() == absl::StatusCode::kInvalidArgument);
@@ -77,8 +77,8 @@ TEST_CASE("the slot range ends at 4096", "[parser]") {
 TEST_CASE("text that is not a host list is rejected with the line", "[parser]") {
   const auto hosts = ParseHostLines("node-a:2\noops this is not a host\n", 1);
   REQUIRE(hosts.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(MessageOf(hosts), Contains("line 2 \"oops this is not a host\"") &&
-                                   Contains("contains \" \""));
+  CHECK_THAT(MessageOf(hosts),
+             Contains("line 2 \"oops this is not a host\"") && Contains("contains \" \""));
 }
 
 TEST_CASE("host names are checked", "[parser]") {
@@ -97,8 +97,7 @@ TEST_CASE("host names are checked", "[parser]") {
     CHECK_THAT(MessageOf(ParseHostLines(":4", 1)), Contains("host name is empty"));
   }
   SECTION("longer than DNS allows") {
-    CHECK_THAT(MessageOf(ParseHostLines(std::string(254, 'a'), 1)),
-               Contains("longer than 253"));
+    CHECK_THAT(MessageOf(ParseHostLines(std::string(254, 'a'), 1)), Contains("longer than 253"));
     CHECK(ParseHostLines(std::string(253, 'a'), 1).ok());
   }
 }
@@ -159,8 +158,7 @@ TEST_CASE("hostfile formats", "[parser]") {
         "worker-4\n",
         1);
     REQUIRE(hosts.ok());
-    CHECK(*hosts ==
-          HostSet{{"worker-1", 4}, {"worker-2", 2}, {"worker-3", 8}, {"worker-4", 1}});
+    CHECK(*hosts == HostSet{{"worker-1", 4}, {"worker-2", 2}, {"worker-3", 8}, {"worker-4", 1}});
   }
   SECTION("bad slots") {
     const auto hosts = ParseHostfile("a slots=2\nb slots=0\n", 1);

@@ -77,8 +77,7 @@ bool ProcessIsGone(pid_t pid) {
   if (!stat_file) return true;
   const std::string stat(std::istreambuf_iterator<char>(stat_file), {});
   const size_t name_end = stat.rfind(')');  // the state follows the command name
-  return name_end != std::string::npos && name_end + 2 < stat.size() &&
-         stat[name_end + 2] == 'Z';
+  return name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] == 'Z';
 }
 
 bool WaitUntilGone(pid_t pid) {
@@ -130,10 +129,10 @@ TEST_CASE("a script killed by a signal says which", "[script]") {
 
 TEST_CASE("a hanging script is killed at the timeout, with its children", "[script]") {
   TempDir dir;
-  const std::string script = dir.WriteScript(
-      "discover.sh", "echo $$ > " + (dir.path() / "script.pid").string() +
-                         "\nsleep 1000 &\necho $! > " + (dir.path() / "sleep.pid").string() +
-                         "\nwait\n");
+  const std::string script =
+      dir.WriteScript("discover.sh", "echo $$ > " + (dir.path() / "script.pid").string() +
+                                         "\nsleep 1000 &\necho $! > " +
+                                         (dir.path() / "sleep.pid").string() + "\nwait\n");
   const auto output = RunDiscoveryScript(script, absl::Seconds(1));
   REQUIRE(output.status().code() == absl::StatusCode::kDeadlineExceeded);
   CHECK_THAT(MessageOf(output.status()),
@@ -156,9 +155,9 @@ TEST_CASE("a script that closes its output and hangs still times out", "[script]
 
 TEST_CASE("what a successful script leaves running is killed", "[script]") {
   TempDir dir;
-  const std::string script = dir.WriteScript(
-      "discover.sh",
-      "sleep 1000 &\necho $! > " + (dir.path() / "sleep.pid").string() + "\necho a:1\n");
+  const std::string script =
+      dir.WriteScript("discover.sh", "sleep 1000 &\necho $! > " +
+                                         (dir.path() / "sleep.pid").string() + "\necho a:1\n");
   const auto output = RunDiscoveryScript(script, kGenerousTimeout);
   REQUIRE(output.ok());
   CHECK(*output == "a:1\n");
@@ -168,9 +167,11 @@ TEST_CASE("what a successful script leaves running is killed", "[script]") {
 TEST_CASE("a process escaping the script's group cannot make it hang", "[script]") {
   TempDir dir;
   const std::string pid_file = (dir.path() / "escaped.pid").string();
-  const std::string script = dir.WriteScript(
-      "discover.sh", "setsid sh -c 'echo $$ > " + pid_file + "; exec sleep 1000' &\n"
-                     "while [ ! -s " + pid_file + " ]; do sleep 0.01; done\necho a:1\n");
+  const std::string script =
+      dir.WriteScript("discover.sh", "setsid sh -c 'echo $$ > " + pid_file +
+                                         "; exec sleep 1000' &\n"
+                                         "while [ ! -s " +
+                                         pid_file + " ]; do sleep 0.01; done\necho a:1\n");
   // Long enough for the script itself to finish on a busy machine.
   const auto output = RunDiscoveryScript(script, absl::Seconds(3));
   const pid_t escaped = ReadPid(dir, "escaped.pid");
@@ -330,9 +331,9 @@ TEST_CASE("a script host source parses what the script prints", "[source]") {
         dir.WriteScript("discover.sh", "echo node-a:2\necho 'oops this is not a host'\n");
     const auto hosts = MakeScriptHostSource(script, 1, kGenerousTimeout)->Discover();
     REQUIRE(hosts.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(MessageOf(hosts.status()),
-               Contains("discovery script " + script + " printed bad output: line 2 "
-                        "\"oops this is not a host\""));
+    CHECK_THAT(MessageOf(hosts.status()), Contains("discovery script " + script +
+                                                   " printed bad output: line 2 "
+                                                   "\"oops this is not a host\""));
   }
   SECTION("a failing script keeps its error") {
     const std::string script = dir.WriteScript("discover.sh", "echo 'no quota' >&2\nexit 1\n");

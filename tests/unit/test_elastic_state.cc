@@ -202,8 +202,7 @@ absl::Status AddOnePerRank(std::vector<double>& total) {
 // Trains `steps` steps inside elastic::Run; each step adds one per rank to
 // the total twice, then commits. Rank 0 disturbs the first pass between the
 // two halves of step 3, so a failure there must undo the first half.
-TrainOutcome TrainSteps(int steps, Disturbance disturbance, FakeDaemon& daemon,
-                        Runtime& runtime) {
+TrainOutcome TrainSteps(int steps, Disturbance disturbance, FakeDaemon& daemon, Runtime& runtime) {
   TrainOutcome outcome;
   std::vector<double> total = {0};
   int64_t step = 0;

@@ -43,8 +43,8 @@ double Value(int rank, int tensor, int64_t i) { return (rank + 1) + (tensor + i)
 
 // Each rank enqueues every spec (in its own order), waits for all, and
 // returns "" or the first wrong element.
-std::vector<std::string> RunMixed(EngineGroup& group, const std::vector<Spec>& specs,
-                                  ReduceOp op, bool reverse_odd_ranks) {
+std::vector<std::string> RunMixed(EngineGroup& group, const std::vector<Spec>& specs, ReduceOp op,
+                                  bool reverse_odd_ranks) {
   return OnEveryRank<std::string>(group.size(), [&](int rank) -> std::string {
     std::vector<Tensor> tensors;
     for (size_t t = 0; t < specs.size(); ++t) {
@@ -157,8 +157,8 @@ TEST_CASE("broadcasts fuse, allgathers and groups complete through handles", "[e
     Handle hg = *engine.Enqueue(testing::AllgatherRequest("rows", gathered_view), false);
     AllreduceOptions sum;
     sum.op = ReduceOp::kSum;
-    Handle hgroup = *engine.Enqueue(
-        testing::AllreduceRequest("group", {ViewOf(g1), ViewOf(g2)}, sum), false);
+    Handle hgroup =
+        *engine.Enqueue(testing::AllreduceRequest("group", {ViewOf(g1), ViewOf(g2)}, sum), false);
     for (Handle* h : {&ha, &hb, &hc, &hgroup}) {
       if (absl::Status s = h->Wait(); !s.ok()) return s.ToString();
     }
@@ -178,20 +178,20 @@ TEST_CASE("ranks that disagree on a tensor all get INVALID_ARGUMENT naming it", 
   EngineGroup group(3);
   std::vector<absl::Status> results = OnEveryRank<absl::Status>(3, [&](int rank) {
     std::vector<float> values(rank == 1 ? 4 : 3, 1.0f);
-    absl::StatusOr<Handle> h = group.engine(rank).Enqueue(
-        testing::AllreduceRequest("weights", {ViewOf(values)}), false);
+    absl::StatusOr<Handle> h =
+        group.engine(rank).Enqueue(testing::AllreduceRequest("weights", {ViewOf(values)}), false);
     return h.ok() ? h->Wait() : h.status();
   });
   for (const absl::Status& s : results) {
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(s.message()), Catch::Contains("'weights'") &&
-                                             Catch::Contains("[3]") && Catch::Contains("[4]"));
+    CHECK_THAT(std::string(s.message()),
+               Catch::Contains("'weights'") && Catch::Contains("[3]") && Catch::Contains("[4]"));
   }
   // The ring is still good.
   std::vector<absl::Status> after = OnEveryRank<absl::Status>(3, [&](int rank) {
     std::vector<float> values(3, 1.0f);
-    absl::StatusOr<Handle> h = group.engine(rank).Enqueue(
-        testing::AllreduceRequest("weights", {ViewOf(values)}), false);
+    absl::StatusOr<Handle> h =
+        group.engine(rank).Enqueue(testing::AllreduceRequest("weights", {ViewOf(values)}), false);
     return h.ok() ? h->Wait() : h.status();
   });
   for (const absl::Status& s : after) CHECK(s.ok());
@@ -214,8 +214,7 @@ TEST_CASE("a name already pending is refused", "[engine]") {
   CHECK(first->Wait().ok());
 }
 
-TEST_CASE("an aborted ring fails every pending handle with ABORTED; a new ring works",
-          "[engine]") {
+TEST_CASE("an aborted ring fails every pending handle with ABORTED; a new ring works", "[engine]") {
   EngineGroup group(2);
   // Each rank waits on a name the other never sends: both sit in
   // negotiation rounds until rank 0's ring is aborted under them.
@@ -299,14 +298,15 @@ TEST_CASE("a round where some ranks announce inline and others overflow agrees",
   std::vector<std::vector<float>> data(30, std::vector<float>(4, 1.0f));
   std::vector<internal::Request> requests;
   for (int t = 0; t < 30; ++t) {
-    requests.push_back(testing::AllreduceRequest(absl::StrCat("a.long.gradient.name.", t),
-                                                 {ViewOf(data[t])}));
+    requests.push_back(
+        testing::AllreduceRequest(absl::StrCat("a.long.gradient.name.", t), {ViewOf(data[t])}));
   }
   std::vector<internal::ResponseCache> caches(2);
   auto round = [&](int rank, size_t how_many) {
     std::vector<const internal::Request*> pending;
     for (size_t t = 0; t < how_many; ++t) pending.push_back(&requests[rank == 0 ? t : 29 - t]);
-    return internal::Negotiate(*group.communicator(rank).negotiator(), pending, 1 << 20, caches[rank]);
+    return internal::Negotiate(*group.communicator(rank).negotiator(), pending, 1 << 20,
+                               caches[rank]);
   };
   auto first = OnEveryRank<absl::StatusOr<internal::NegotiationResult>>(
       2, [&](int rank) { return round(rank, rank == 0 ? 30 : 1); });
@@ -336,14 +336,15 @@ TEST_CASE("announcements past a part's room take the second exchange, on either 
   std::vector<std::vector<float>> data(400, std::vector<float>(2, 1.0f));
   std::vector<internal::Request> requests;
   for (int t = 0; t < 400; ++t) {
-    requests.push_back(testing::AllreduceRequest(
-        absl::StrCat(std::string(90, 'n'), ".", t), {ViewOf(data[t])}));
+    requests.push_back(
+        testing::AllreduceRequest(absl::StrCat(std::string(90, 'n'), ".", t), {ViewOf(data[t])}));
   }
   std::vector<internal::ResponseCache> caches(3);
   auto results = OnEveryRank<absl::StatusOr<internal::NegotiationResult>>(3, [&](int rank) {
     std::vector<const internal::Request*> pending;
     for (int t = 0; t < 400; ++t) pending.push_back(&requests[rank == 1 ? 399 - t : t]);
-    return internal::Negotiate(*group.communicator(rank).negotiator(), pending, 1 << 20, caches[rank]);
+    return internal::Negotiate(*group.communicator(rank).negotiator(), pending, 1 << 20,
+                               caches[rank]);
   });
   for (const auto& r : results) {
     REQUIRE(r.ok());
@@ -370,7 +371,8 @@ TEST_CASE("negotiation rounds on one ring must share a response cache", "[engine
   std::vector<internal::ResponseCache> caches(2), strangers(2);
   auto round = [&](std::vector<internal::ResponseCache>& with) {
     return OnEveryRank<absl::StatusOr<internal::NegotiationResult>>(2, [&](int rank) {
-      return internal::Negotiate(*group.communicator(rank).negotiator(), pending, 1 << 20, with[rank]);
+      return internal::Negotiate(*group.communicator(rank).negotiator(), pending, 1 << 20,
+                                 with[rank]);
     });
   };
   for (const auto& r : round(caches)) {
@@ -442,7 +444,6 @@ TEST_CASE("timing: 100 tensors of 1024 floats per step", "[.][engine-timing]") {
   WARN("fused step: " << per_step_ms[0] << " ms, 100 separate allreduces: " << unfused_ms[0]
                       << " ms (rank 0)");
 }
-
 
 // Not run by default ([.]): prints the cost of one synchronous call (an urgent
 // request, waited on at once, as horovodd::Allreduce does) beside the same

@@ -80,16 +80,14 @@ std::vector<JoinOutcome> RunUntilJoined(EngineGroup& group, const std::vector<in
         return {absl::StrCat("step ", step, ": sum ", total[0], ", ", total[1])};
       }
       std::vector<double> mean = {static_cast<double>(rank + 1)};
-      if (absl::Status s = Allreduce(engine, "metric", ViewOf(mean), ReduceOp::kAverage);
-          !s.ok()) {
+      if (absl::Status s = Allreduce(engine, "metric", ViewOf(mean), ReduceOp::kAverage); !s.ok()) {
         return {s.ToString()};
       }
       if (mean[0] != sum / contributors) {
         return {absl::StrCat("step ", step, ": average ", mean[0], ", want ", sum / contributors)};
       }
       std::vector<int32_t> count = {rank + 1};
-      if (absl::Status s = Allreduce(engine, "count", ViewOf(count), ReduceOp::kAverage);
-          !s.ok()) {
+      if (absl::Status s = Allreduce(engine, "count", ViewOf(count), ReduceOp::kAverage); !s.ok()) {
         return {s.ToString()};
       }
       if (count[0] != static_cast<int32_t>(sum) / contributors) {
@@ -165,8 +163,7 @@ TEST_CASE("join: a broadcast while a rank has joined fails clearly on the ranks 
         "allreduce takes part with joined ranks | last 1");
 }
 
-TEST_CASE("stall check: names missing ranks, past the shutdown time says so",
-          "[engine][stall]") {
+TEST_CASE("stall check: names missing ranks, past the shutdown time says so", "[engine][stall]") {
   internal::StallOptions options;
   options.check_time = absl::Seconds(10);
   options.shutdown_time = absl::Seconds(30);

@@ -139,8 +139,8 @@ TEST_CASE("in band, ranks that were ready keep their tensors when one was not", 
     // "loss" tensors, which must come out exact.
     std::vector<float> grad(64, static_cast<float>(rank + 1));
     auto enqueue_grad = [&](bool urgent) {
-      return group.engine(rank).Enqueue(
-          testing::AllreduceRequest("grad", {ViewOf(grad)}, Sum()), urgent);
+      return group.engine(rank).Enqueue(testing::AllreduceRequest("grad", {ViewOf(grad)}, Sum()),
+                                        urgent);
     };
     if (rank == 2) {
       absl::StatusOr<Handle> h = enqueue_grad(true);
@@ -159,8 +159,7 @@ TEST_CASE("in band, ranks that were ready keep their tensors when one was not", 
       if (absl::Status s = g->Wait(); !s.ok()) return s.ToString();
       for (int64_t i = 0; i < kElements; ++i) {
         if (loss[i] != Expected(3, step, i)) {
-          return absl::StrCat("loss element ", i, " is ", loss[i], ", want ",
-                              Expected(3, step, i));
+          return absl::StrCat("loss element ", i, " is ", loss[i], ", want ", Expected(3, step, i));
         }
       }
     }

@@ -93,15 +93,14 @@ class EngineGroup {
     }
     const char* shm = std::getenv("HOROVODD_SHM");
     if (shm == nullptr || std::strcmp(shm, "0") != 0) {
-      const auto connected =
-          OnEveryRank<absl::StatusOr<std::shared_ptr<internal::Communicator>>>(
-              size_, [&](int rank) {
-                internal::LocalOptions local;
-                local.local_rank = rank;
-                local.local_size = size_;
-                return internal::ConnectCommunicator(
-                    std::make_shared<internal::GlooCommunicator>(ring_->shared(rank)), local);
-              });
+      const auto connected = OnEveryRank<absl::StatusOr<std::shared_ptr<internal::Communicator>>>(
+          size_, [&](int rank) {
+            internal::LocalOptions local;
+            local.local_rank = rank;
+            local.local_size = size_;
+            return internal::ConnectCommunicator(
+                std::make_shared<internal::GlooCommunicator>(ring_->shared(rank)), local);
+          });
       for (int r = 0; r < size_; ++r) {
         REQUIRE(connected[r].ok());
         comms_[r] = *connected[r];
@@ -109,8 +108,7 @@ class EngineGroup {
     }
     for (int r = 0; r < size_; ++r) {
       std::shared_ptr<internal::Communicator> comm = comms_[r];
-      engines_[r]->Attach(rings_,
-                          [comm](internal::CommunicatorOp op) { return op(*comm); });
+      engines_[r]->Attach(rings_, [comm](internal::CommunicatorOp op) { return op(*comm); });
     }
   }
   void Detach(int rank) {

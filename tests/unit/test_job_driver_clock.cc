@@ -15,8 +15,8 @@
 #include "absl/time/time.h"
 #include "daemon/job/job_driver.h"
 #include "daemon/launch/launcher.h"
-#include "fake_launcher.h"
 #include "daemon/loop/clock.h"
+#include "fake_launcher.h"
 #include "job_spec_support.h"
 #include "wait_until.h"
 
@@ -188,9 +188,10 @@ TEST_CASE("simulated time: a worker that never connects is lost at --start-timeo
   CHECK_THAT(status.reason(), Catch::Contains("did not connect within --start-timeout 45s"));
 }
 
-TEST_CASE("simulated time: an attached worker that never asks for a rendezvous is lost at "
-          "--start-timeout",
-          "[job_driver]") {
+TEST_CASE(
+    "simulated time: an attached worker that never asks for a rendezvous is lost at "
+    "--start-timeout",
+    "[job_driver]") {
   v1::JobSpec spec = testing::OneLocalWorkerSpec({"train"});
   spec.set_start_timeout_seconds(30);
   spec.set_elastic_timeout_seconds(1);  // not a start bound: Horovod's meaning
@@ -223,8 +224,8 @@ TEST_CASE("simulated time: a job uses every usable slot up to --max-np, hosts in
   }
   SimulatedJob job(spec);
   REQUIRE(WaitUntil([&] { return job.launcher.worker_ids().size() == 5; }));
-  CHECK(job.launcher.hosts() == std::vector<std::string>{"localhost", "localhost", "127.0.0.1",
-                                                         "127.0.0.1", "127.0.0.1"});
+  CHECK(job.launcher.hosts() ==
+        std::vector<std::string>{"localhost", "localhost", "127.0.0.1", "127.0.0.1", "127.0.0.1"});
   spec.set_max_np(3);
   SimulatedJob capped(spec);
   REQUIRE(WaitUntil([&] { return capped.launcher.worker_ids().size() == 3; }));
@@ -252,7 +253,8 @@ TEST_CASE("simulated time: when every worker failed and no host is usable the jo
   status = EndedStatus(*job.driver);
   CHECK(status.state() == v1::FAILED);
   CHECK_THAT(status.reason(), Catch::StartsWith(kNonZeroExitMessage));
-  CHECK_THAT(status.reason(), Catch::Contains("worker 1 (localhost, pid 1001) exited with status 3"));
+  CHECK_THAT(status.reason(),
+             Catch::Contains("worker 1 (localhost, pid 1001) exited with status 3"));
 }
 
 TEST_CASE("simulated time: a silent worker is found in under 3 s with the default timeout",

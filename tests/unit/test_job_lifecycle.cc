@@ -18,8 +18,12 @@ namespace {
 
 using Phase = JobLifecycle::Phase;
 
-const std::vector<v1::JobState> kStates = {v1::JOB_STATE_UNSPECIFIED, v1::PENDING, v1::RUNNING,
-                                           v1::RESETTING, v1::SUCCEEDED, v1::FAILED,
+const std::vector<v1::JobState> kStates = {v1::JOB_STATE_UNSPECIFIED,
+                                           v1::PENDING,
+                                           v1::RUNNING,
+                                           v1::RESETTING,
+                                           v1::SUCCEEDED,
+                                           v1::FAILED,
                                            v1::CANCELLED};
 const std::vector<Phase> kPhases = {Phase::kAwaitingHosts, Phase::kPlanning, Phase::kFinishing,
                                     Phase::kStopping, Phase::kEnded};

@@ -261,7 +261,7 @@ TEST_CASE("generation planner: members of a growing job are told once every join
   planner.AddMember(joiner.id);
   planner.ExpectJoiners(1);
   CHECK(planner.joiners_pending());
-  CHECK_FALSE(planner.Told(1));       // trains on, not told yet
+  CHECK_FALSE(planner.Told(1));  // trains on, not told yet
   CHECK(planner.Told(joiner.id));
 
   CHECK_FALSE(planner.JoinersWait(table, kT0 + absl::Seconds(6)));

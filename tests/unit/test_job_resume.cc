@@ -18,8 +18,8 @@
 #include "absl/time/time.h"
 #include "daemon/job/job_driver.h"
 #include "daemon/launch/launcher.h"
-#include "fake_launcher.h"
 #include "daemon/loop/clock.h"
+#include "fake_launcher.h"
 #include "job_spec_support.h"
 #include "wait_until.h"
 
@@ -164,7 +164,8 @@ const v1::HostStatus& HostOf(const v1::JobStatus& status, const std::string& hos
 
 std::vector<ReattachedWorker> Found(const std::vector<int64_t>& ids) {
   std::vector<ReattachedWorker> found;
-  for (int64_t id : ids) found.push_back({id, LaunchedProcess{100 + id, 1000 + static_cast<int>(id)}, false});
+  for (int64_t id : ids)
+    found.push_back({id, LaunchedProcess{100 + id, 1000 + static_cast<int>(id)}, false});
   return found;
 }
 
@@ -174,8 +175,8 @@ TEST_CASE("a job taken back after a restart goes on in its generation, no reset"
   const JobCheckpoint checkpoint = RunToGeneration1(spec);
 
   Job again(spec);
-  auto callbacks = again.driver->Resume(checkpoint, Found({1, 2}), absl::Seconds(5),
-                                        absl::Minutes(10));
+  auto callbacks =
+      again.driver->Resume(checkpoint, Found({1, 2}), absl::Seconds(5), absl::Minutes(10));
   CHECK(callbacks.size() == 2);
   again.driver->Attach(1, std::make_shared<NullChannel>());
   again.driver->Attach(2, std::make_shared<NullChannel>());
@@ -246,8 +247,9 @@ TEST_CASE("a worker taken back that does not reconnect within its liveness timeo
     const v1::JobStatus status = again.driver->Status();
     for (const auto& e : status.recent_events()) {
       if (absl::StrContains(e.message(), "worker 2") &&
-          absl::StrContains(e.message(), "did not reconnect within --liveness-timeout 2s after "
-                                         "horovodd restarted")) {
+          absl::StrContains(e.message(),
+                            "did not reconnect within --liveness-timeout 2s after "
+                            "horovodd restarted")) {
         return true;
       }
     }
@@ -283,8 +285,8 @@ TEST_CASE("a host cooling down keeps its cooldown and back-off count across a re
   // The daemon comes back 5 s later: 15 s of it are left, as they would have been.
   Job again(spec);
   again.clock.Advance(job.clock.Now() - again.clock.Now() + absl::Seconds(5));
-  auto callbacks = again.driver->Resume(checkpoint, Found({1}), absl::Seconds(5),
-                                        absl::Minutes(10));
+  auto callbacks =
+      again.driver->Resume(checkpoint, Found({1}), absl::Seconds(5), absl::Minutes(10));
   v1::JobStatus status = again.driver->Status();
   CHECK(HostOf(status, "localhost").state() == "cooldown");
   CHECK(HostOf(status, "localhost").cooldown_seconds_left() == Approx(15));
@@ -304,7 +306,8 @@ TEST_CASE("a host blacklisted for good stays so after a restart", "[resume]") {
   v1::JobSpec spec = testing::LocalJobSpec({"train"}, 2, 1, 2);
   spec.set_elastic(true);  // no --blacklist-cooldown-range: for the rest of the job
   JobCheckpoint checkpoint = RunToGeneration1(spec);
-  checkpoint.host_cooldowns.push_back({"localhost", 1, 1, "worker 2 exited", absl::InfiniteFuture()});
+  checkpoint.host_cooldowns.push_back(
+      {"localhost", 1, 1, "worker 2 exited", absl::InfiniteFuture()});
 
   Job again(spec);
   again.driver->Resume(checkpoint, Found({1, 2}), absl::Seconds(5), absl::Minutes(10));

@@ -194,7 +194,8 @@ TEST_CASE("a negative rank is INVALID_ARGUMENT; a cancelled job's watch ends wit
   CHECK(status.ended_unix() >= status.created_unix());
 }
 
-TEST_CASE("StopDaemon: refused by an embedded daemon; a standalone one hands the stop to its main") {
+TEST_CASE(
+    "StopDaemon: refused by an embedded daemon; a standalone one hands the stop to its main") {
   {
     TestDaemon embedded;  // stoppable_over_rpc unset, as horovodrun's
     grpc::ClientContext context;

@@ -189,27 +189,28 @@ TEST_CASE("A journal written by the previous schema is upgraded in place and kep
     const std::string spec = ElasticSpec().SerializeAsString();
     std::string hex;
     for (unsigned char c : spec) absl::StrAppend(&hex, absl::Hex(c, absl::kZeroPad2));
-    REQUIRE((*db)->Exec(absl::StrCat(
-                            "CREATE TABLE schema_version (version INTEGER NOT NULL);"
-                            "INSERT INTO schema_version VALUES (1);"
-                            "CREATE TABLE jobs (id TEXT NOT NULL UNIQUE, name TEXT NOT NULL,"
-                            " spec BLOB NOT NULL, state TEXT NOT NULL,"
-                            " reason TEXT NOT NULL DEFAULT '', created_unix REAL NOT NULL,"
-                            " started_unix REAL NOT NULL DEFAULT 0,"
-                            " ended_unix REAL NOT NULL DEFAULT 0,"
-                            " finished INTEGER NOT NULL DEFAULT 0,"
-                            " generation INTEGER NOT NULL DEFAULT 0,"
-                            " size INTEGER NOT NULL DEFAULT 0, resets INTEGER NOT NULL DEFAULT 0);"
-                            "CREATE INDEX jobs_by_finished ON jobs (finished);"
-                            "CREATE TABLE events (job_id TEXT NOT NULL REFERENCES jobs (id)"
-                            " ON DELETE CASCADE, seq INTEGER NOT NULL, time_unix REAL NOT NULL,"
-                            " kind TEXT NOT NULL, code TEXT NOT NULL, message TEXT NOT NULL,"
-                            " generation INTEGER NOT NULL, state TEXT NOT NULL,"
-                            " size INTEGER NOT NULL, reset_seconds REAL NOT NULL,"
-                            " PRIMARY KEY (job_id, seq)) WITHOUT ROWID;"
-                            "INSERT INTO jobs (id, name, spec, state, reason, created_unix,"
-                            " finished) VALUES ('job-1', 'resnet', x'",
-                            hex, "', 'SUCCEEDED', 'all workers finished', 1700000000, 1);"))
+    REQUIRE((*db)
+                ->Exec(absl::StrCat(
+                    "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+                    "INSERT INTO schema_version VALUES (1);"
+                    "CREATE TABLE jobs (id TEXT NOT NULL UNIQUE, name TEXT NOT NULL,"
+                    " spec BLOB NOT NULL, state TEXT NOT NULL,"
+                    " reason TEXT NOT NULL DEFAULT '', created_unix REAL NOT NULL,"
+                    " started_unix REAL NOT NULL DEFAULT 0,"
+                    " ended_unix REAL NOT NULL DEFAULT 0,"
+                    " finished INTEGER NOT NULL DEFAULT 0,"
+                    " generation INTEGER NOT NULL DEFAULT 0,"
+                    " size INTEGER NOT NULL DEFAULT 0, resets INTEGER NOT NULL DEFAULT 0);"
+                    "CREATE INDEX jobs_by_finished ON jobs (finished);"
+                    "CREATE TABLE events (job_id TEXT NOT NULL REFERENCES jobs (id)"
+                    " ON DELETE CASCADE, seq INTEGER NOT NULL, time_unix REAL NOT NULL,"
+                    " kind TEXT NOT NULL, code TEXT NOT NULL, message TEXT NOT NULL,"
+                    " generation INTEGER NOT NULL, state TEXT NOT NULL,"
+                    " size INTEGER NOT NULL, reset_seconds REAL NOT NULL,"
+                    " PRIMARY KEY (job_id, seq)) WITHOUT ROWID;"
+                    "INSERT INTO jobs (id, name, spec, state, reason, created_unix,"
+                    " finished) VALUES ('job-1', 'resnet', x'",
+                    hex, "', 'SUCCEEDED', 'all workers finished', 1700000000, 1);"))
                 .ok());
   }
   {

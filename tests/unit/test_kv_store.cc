@@ -13,8 +13,8 @@
 #include <gloo/common/error.h>
 
 #include "wait_until.h"
-#include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/daemon_client/daemon_kv_store.h"
+#include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/kv_client/gloo_kv_store.h"
 #include "worker_runtime/kv_client/in_memory_kv_store.h"
 
@@ -28,10 +28,17 @@ constexpr absl::Duration kPatience = absl::Seconds(60);
 TEST_CASE("the in-process store gets what was set, all keys in one call") {
   InMemoryKvStore store;
   REQUIRE(store.Set("a", "1").ok());
-  REQUIRE(store.Set("b", std::string("\0" "2", 2)).ok());
+  REQUIRE(store
+              .Set("b", std::string("\0"
+                                    "2",
+                                    2))
+              .ok());
   absl::StatusOr<std::vector<std::string>> values = store.Get({"b", "a"}, kPatience);
   REQUIRE(values.ok());
-  CHECK(*values == std::vector<std::string>{std::string("\0" "2", 2), "1"});
+  CHECK(*values == std::vector<std::string>{std::string("\0"
+                                                        "2",
+                                                        2),
+                                            "1"});
   CHECK(store.gets() == 1);
   CHECK(store.Wait({"a", "b"}, kPatience).ok());
   absl::StatusOr<std::string> one = GetKey(store, "a", kPatience);
@@ -39,8 +46,9 @@ TEST_CASE("the in-process store gets what was set, all keys in one call") {
   CHECK(*one == "1");
 }
 
-TEST_CASE("the in-process store's waits end when the key comes, the deadline passes, or it is "
-          "aborted") {
+TEST_CASE(
+    "the in-process store's waits end when the key comes, the deadline passes, or it is "
+    "aborted") {
   InMemoryKvStore store;
   SECTION("a key set by another thread") {
     std::thread writer([&] { REQUIRE(store.Set("late", "ok").ok()); });

@@ -103,8 +103,8 @@ TEST_CASE("a message size that cannot carry the largest key-value write is refus
   CHECK_THAT(std::string(parsed.status().message()),
              Catch::Contains("limits.max_message_bytes (1048576) must be at least "
                              "limits.max_kv_value_bytes"));
-  parsed = ParseDaemonConfig(
-      "limits:\n  max_message_bytes: 1048576\n  max_kv_value_bytes: 65536\n", "f.yaml");
+  parsed = ParseDaemonConfig("limits:\n  max_message_bytes: 1048576\n  max_kv_value_bytes: 65536\n",
+                             "f.yaml");
   CHECK(parsed.ok());
   parsed = ParseDaemonConfig(
       "limits:\n  max_message_bytes: 1048576\n  max_kv_value_bytes: 65536\n"

@@ -36,8 +36,8 @@ struct TestDaemon {
     server = std::move(*started);
     grpc::ChannelArguments args;
     args.SetMaxSendMessageSize(64 << 20);
-    channel = grpc::CreateCustomChannel(server->address(), grpc::InsecureChannelCredentials(),
-                                        args);
+    channel =
+        grpc::CreateCustomChannel(server->address(), grpc::InsecureChannelCredentials(), args);
     jobs = v1::JobService::NewStub(channel);
     workers = v1::WorkerService::NewStub(channel);
   }

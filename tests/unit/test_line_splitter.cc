@@ -34,8 +34,7 @@ TEST_CASE("LineSplitter emits a last line without newline at Flush", "[launcher]
 }
 
 TEST_CASE("LineSplitter cuts an overlong line into max-size pieces", "[launcher]") {
-  CHECK(Split({"abcdefghij\nxy\n"}, 4) ==
-        std::vector<std::string>{"abcd", "efgh", "ij", "xy"});
+  CHECK(Split({"abcdefghij\nxy\n"}, 4) == std::vector<std::string>{"abcd", "efgh", "ij", "xy"});
   // The same when the bytes trickle in one by one.
   std::vector<std::string> bytes;
   for (char c : std::string("abcdefghij\nxy\n")) bytes.emplace_back(1, c);

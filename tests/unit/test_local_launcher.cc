@@ -157,8 +157,7 @@ TEST_CASE("Launcher delivers a last line without newline before on_exit", "[laun
 TEST_CASE("Launcher delivers a very long line in 64 KiB pieces", "[launcher]") {
   ProcessRecorder recorder;
   auto launcher = MakeLauncher();
-  LaunchOk(*launcher, Shell("head -c 200000 /dev/zero | tr '\\0' x; echo; echo after"),
-           recorder);
+  LaunchOk(*launcher, Shell("head -c 200000 /dev/zero | tr '\\0' x; echo; echo after"), recorder);
   CHECK(recorder.AwaitExit().success());
   const std::vector<std::string> lines = recorder.Lines(OutputStream::kStdout);
   REQUIRE(lines.size() == 5);
@@ -298,8 +297,7 @@ TEST_CASE("Launcher Signal returns NOT_FOUND for pids it does not run", "[launch
   CHECK_THAT(std::string(reaped.message()), Catch::Contains(std::to_string(pid)));
 }
 
-TEST_CASE("Launcher kills what is left of a process group when its leader exits",
-          "[launcher]") {
+TEST_CASE("Launcher kills what is left of a process group when its leader exits", "[launcher]") {
   ProcessRecorder recorder;
   auto launcher = MakeLauncher();
   LaunchOk(*launcher, Shell("sleep 1000 & echo $!"), recorder);
@@ -331,8 +329,7 @@ TEST_CASE("Launcher reports the exit even when an escaped descendant keeps the p
   CHECK(launcher->running() == 0);
 }
 
-TEST_CASE("Launcher reports the exit even when an escaped descendant keeps writing",
-          "[launcher]") {
+TEST_CASE("Launcher reports the exit even when an escaped descendant keeps writing", "[launcher]") {
   ProcessRecorder recorder;
   LocalLauncherOptions options;
   options.output_linger = absl::Milliseconds(200);
@@ -439,7 +436,9 @@ TEST_CASE("Launcher gives children /dev/null stdin and no stray descriptors", "[
     auto launcher = MakeLauncher();
     LaunchOk(*launcher,
              Shell(absl::StrCat("readlink /proc/$$/fd/0; "
-                                "if [ -e /proc/$$/fd/", leaked, " ]; then echo leaked; "
+                                "if [ -e /proc/$$/fd/",
+                                leaked,
+                                " ]; then echo leaked; "
                                 "else echo closed; fi")),
              recorder);
     CHECK(recorder.AwaitExit().success());

@@ -20,8 +20,7 @@ TEST_CASE("NCCL results map to the codes the elastic loop acts on") {
   CHECK(NcclStatus(ncclRemoteError, "allreduce").code() == absl::StatusCode::kUnavailable);
   CHECK(NcclStatus(ncclSystemError, "allreduce").code() == absl::StatusCode::kUnavailable);
   // Bad calls are the caller's to fix.
-  CHECK(NcclStatus(ncclInvalidArgument, "allreduce").code() ==
-        absl::StatusCode::kInvalidArgument);
+  CHECK(NcclStatus(ncclInvalidArgument, "allreduce").code() == absl::StatusCode::kInvalidArgument);
   CHECK(NcclStatus(ncclInvalidUsage, "allreduce").code() == absl::StatusCode::kInvalidArgument);
   // CUDA inside NCCL, NCCL bugs, and a call still in progress are internal.
   CHECK(NcclStatus(ncclUnhandledCudaError, "allreduce").code() == absl::StatusCode::kInternal);
@@ -46,8 +45,7 @@ TEST_CASE("CUDA errors map to codes and keep CUDA's name for the error") {
         absl::StatusCode::kFailedPrecondition);
   CHECK(CudaStatus(cudaErrorInvalidDevice, "x").code() == absl::StatusCode::kInvalidArgument);
   CHECK(CudaStatus(cudaErrorInvalidValue, "x").code() == absl::StatusCode::kInvalidArgument);
-  CHECK(CudaStatus(cudaErrorMemoryAllocation, "x").code() ==
-        absl::StatusCode::kResourceExhausted);
+  CHECK(CudaStatus(cudaErrorMemoryAllocation, "x").code() == absl::StatusCode::kResourceExhausted);
   CHECK(CudaStatus(cudaErrorIllegalAddress, "x").code() == absl::StatusCode::kInternal);
   CHECK(CudaStatus(cudaErrorLaunchFailure, "x").code() == absl::StatusCode::kInternal);
 }
@@ -79,13 +77,13 @@ TEST_CASE("an NCCL communicator with a bad rank, size or timeout is refused up f
     options.size = 2;
     absl::StatusOr<std::unique_ptr<NcclComm>> comm = NcclComm::Create(options, store);
     REQUIRE(comm.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(Message(comm.status()),
-               Catch::Equals("generation 7's NCCL communicator: rank 2 is out of range for size 2"));
+    CHECK_THAT(
+        Message(comm.status()),
+        Catch::Equals("generation 7's NCCL communicator: rank 2 is out of range for size 2"));
   }
   SECTION("no ranks") {
     options.size = 0;
-    CHECK(NcclComm::Create(options, store).status().code() ==
-          absl::StatusCode::kInvalidArgument);
+    CHECK(NcclComm::Create(options, store).status().code() == absl::StatusCode::kInvalidArgument);
   }
   SECTION("zero timeout") {
     options.timeout = absl::ZeroDuration();

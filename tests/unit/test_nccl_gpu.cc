@@ -14,9 +14,9 @@
 
 #include "horovodd/device_tensor.h"
 #include "worker_runtime/gpu/cuda_memory.h"
+#include "worker_runtime/kv_client/in_memory_kv_store.h"
 #include "worker_runtime/nccl/nccl_comm.h"
 #include "worker_runtime/nccl/nccl_ops.h"
-#include "worker_runtime/kv_client/in_memory_kv_store.h"
 
 namespace horovodd::internal {
 namespace {

@@ -14,9 +14,9 @@
 #include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/gpu/cuda_memory.h"
 #include "worker_runtime/gpu/gpu_operations.h"
+#include "worker_runtime/kv_client/kv_store.h"
 #include "worker_runtime/runtime/gpu_collectives.h"
 #include "worker_runtime/runtime/runtime.h"
-#include "worker_runtime/kv_client/kv_store.h"
 
 namespace horovodd::internal {
 namespace {

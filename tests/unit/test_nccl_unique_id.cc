@@ -117,8 +117,7 @@ TEST_CASE("an id of the wrong size is an internal error naming the sizes") {
   absl::StatusOr<std::string> id = ExchangeUniqueId(store, ForRank(1, &made));
   REQUIRE(id.status().code() == absl::StatusCode::kInternal);
   CHECK_THAT(std::string(id.status().message()),
-             Catch::Contains("has 5 bytes, expected 128") &&
-                 Catch::Contains("nccl/unique_id"));
+             Catch::Contains("has 5 bytes, expected 128") && Catch::Contains("nccl/unique_id"));
 }
 
 TEST_CASE("store failures keep their code and say which rank waited for what") {

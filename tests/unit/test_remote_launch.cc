@@ -4,8 +4,8 @@
 // starts after all.
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <future>
 #include <map>
 #include <mutex>

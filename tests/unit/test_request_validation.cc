@@ -30,11 +30,11 @@ v1::WorkerIdentity Worker() {
   return who;
 }
 
-#define CHECK_REFUSED(status_expr, code_, text)                           \
-  do {                                                                    \
-    const absl::Status st_ = (status_expr);                               \
-    CHECK(st_.code() == absl::StatusCode::code_);                         \
-    CHECK_THAT(std::string(st_.message()), Catch::Contains(text));        \
+#define CHECK_REFUSED(status_expr, code_, text)                    \
+  do {                                                             \
+    const absl::Status st_ = (status_expr);                        \
+    CHECK(st_.code() == absl::StatusCode::code_);                  \
+    CHECK_THAT(std::string(st_.message()), Catch::Contains(text)); \
   } while (false)
 
 const DaemonLimits kLimits;
@@ -111,11 +111,10 @@ TEST_CASE("process counts, hosts and timeouts are checked by field") {
   CHECK_REFUSED(
       refused([](v1::JobSpec& s) { s.mutable_discovery()->mutable_hosts(0)->set_slots(0); }),
       kInvalidArgument, "at least 1 slot");
-  CHECK_REFUSED(refused([](v1::JobSpec& s) { s.set_elastic_timeout_seconds(0); }),
-                kInvalidArgument, "elastic_timeout_seconds must be > 0");
-  CHECK_REFUSED(
-      refused([](v1::JobSpec& s) { s.set_start_timeout_seconds(std::nan("")); }),
-      kInvalidArgument, "start_timeout_seconds must be a finite number");
+  CHECK_REFUSED(refused([](v1::JobSpec& s) { s.set_elastic_timeout_seconds(0); }), kInvalidArgument,
+                "elastic_timeout_seconds must be > 0");
+  CHECK_REFUSED(refused([](v1::JobSpec& s) { s.set_start_timeout_seconds(std::nan("")); }),
+                kInvalidArgument, "start_timeout_seconds must be a finite number");
   CHECK_REFUSED(refused([](v1::JobSpec& s) {
                   s.set_liveness_timeout_seconds(std::numeric_limits<double>::infinity());
                 }),
@@ -124,15 +123,14 @@ TEST_CASE("process counts, hosts and timeouts are checked by field") {
                 kInvalidArgument, "liveness_timeout_seconds is 1e+12 seconds");
   CHECK_REFUSED(refused([](v1::JobSpec& s) { s.set_blacklist_cooldown_min_seconds(5); }),
                 kInvalidArgument, "0 <= LO <= HI");
-  CHECK_REFUSED(refused([](v1::JobSpec& s) { s.mutable_ssh()->set_port(70000); }),
-                kInvalidArgument, "ssh.port");
+  CHECK_REFUSED(refused([](v1::JobSpec& s) { s.mutable_ssh()->set_port(70000); }), kInvalidArgument,
+                "ssh.port");
   CHECK_REFUSED(refused([](v1::JobSpec& s) { s.mutable_ssh()->set_user("-oProxyCommand=x"); }),
                 kInvalidArgument, "ssh.user may not start with '-'");
   CHECK_REFUSED(refused([](v1::JobSpec& s) { s.mutable_ssh()->set_host_key_checking("yes"); }),
                 kInvalidArgument, "ssh.host_key_checking 'yes' is not one of");
-  CHECK_REFUSED(
-      refused([](v1::JobSpec& s) { s.set_working_dir(std::string("/tmp\0/x", 7)); }),
-      kInvalidArgument, "working_dir holds a NUL byte");
+  CHECK_REFUSED(refused([](v1::JobSpec& s) { s.set_working_dir(std::string("/tmp\0/x", 7)); }),
+                kInvalidArgument, "working_dir holds a NUL byte");
   CHECK_REFUSED(refused([](v1::JobSpec& s) { s.set_name(std::string(1000, 'n')); }),
                 kInvalidArgument, "name is 1000 bytes");
 }
@@ -251,8 +249,7 @@ TEST_CASE("worker requests: identity, generations, keys and values") {
   get.add_keys("a");
   CHECK(ValidateRequest(get, limits).ok());
   for (int i = 0; i < 3; ++i) get.add_keys("b");
-  CHECK_REFUSED(ValidateRequest(get, limits), kResourceExhausted,
-                "(limits.max_kv_keys_per_job)");
+  CHECK_REFUSED(ValidateRequest(get, limits), kResourceExhausted, "(limits.max_kv_keys_per_job)");
   get.clear_keys();
   get.add_keys("ok");
   get.add_keys("waytoolongkey");
@@ -277,8 +274,7 @@ TEST_CASE("Attach messages, commit and failure reports") {
   message.mutable_rendezvous()->set_after_generation(2);
   CHECK(ValidateRequest(message, kLimits).ok());
   message.mutable_rendezvous()->set_after_generation(-1);
-  CHECK_REFUSED(ValidateRequest(message, kLimits), kInvalidArgument,
-                "rendezvous.after_generation");
+  CHECK_REFUSED(ValidateRequest(message, kLimits), kInvalidArgument, "rendezvous.after_generation");
 
   v1::CommitReport commit;
   *commit.mutable_who() = Worker();

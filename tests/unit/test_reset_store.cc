@@ -19,9 +19,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "horovodd.grpc.pb.h"
-#include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/daemon_client/daemon_client.h"
 #include "worker_runtime/daemon_client/daemon_kv_store.h"
+#include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/kv_client/gloo_kv_store.h"
 
 namespace horovodd {
@@ -98,8 +98,9 @@ class KvDaemon final : public v1::WorkerService::Service {
   std::map<int64_t, std::map<std::string, std::string>> kv_;
 };
 
-TEST_CASE("The daemon-backed Gloo store answers gets of keys its wait already read without "
-          "asking again") {
+TEST_CASE(
+    "The daemon-backed Gloo store answers gets of keys its wait already read without "
+    "asking again") {
   KvDaemon daemon;
   auto client = daemon.Client(0);
   internal::DaemonKvStore writer_keys(*client, 1);

@@ -316,8 +316,8 @@ TEST_CASE("--help describes every flag, its default and an elastic example") {
       CHECK_THAT(help, Catch::Contains(name));
     }
     for (const char* default_text :
-         {"Default: 600", "Default: 30", "Default: none = for good",
-          "Default: 1.", "Default: 10.", "Default: 2.", "Default: warning", "Default: 22.", "Default: accept-new."}) {
+         {"Default: 600", "Default: 30", "Default: none = for good", "Default: 1.", "Default: 10.",
+          "Default: 2.", "Default: warning", "Default: 22.", "Default: accept-new."}) {
       CHECK_THAT(help, Catch::Contains(default_text));
     }
     CHECK_THAT(help, Catch::Contains("horovodrun -np 4 --min-np 2 --max-np 8"));

@@ -101,7 +101,9 @@ TEST_CASE("--network-interface(s): repeated, comma-separated, each name once in 
          CHECK(o.spec.network_interface() == "eth1");
        }},
       {{"-np", "1", "--network-interface", "ib0,eth0", "--network-interfaces", "eth0,eth2"},
-       [&](const RunOptions& o) { CHECK(interfaces(o) == Names{"ib0", "eth0", "eth2"}); }},
+       [&](const RunOptions& o) {
+         CHECK(interfaces(o) == Names{"ib0", "eth0", "eth2"});
+       }},
       {{"-np", "1", "--network-interfaces=lo"},
        [&](const RunOptions& o) { CHECK(interfaces(o) == Names{"lo"}); }},
   });
@@ -116,19 +118,17 @@ TEST_CASE("each tunable becomes the HOROVOD_* variable Horovod sets, in Horovod'
       {{"-np", "1", "--fusion-threshold-mb", "0"}, EnvIs({{"HOROVOD_FUSION_THRESHOLD", "0"}})},
       {{"-np", "1", "--cycle-time-ms", "2.5"}, EnvIs({{"HOROVOD_CYCLE_TIME", "2.5"}})},
       {{"-np", "1", "--cache-capacity", "2048"}, EnvIs({{"HOROVOD_CACHE_CAPACITY", "2048"}})},
-      {{"-np", "1", "--hierarchical-allreduce"},
-       EnvIs({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}})},
+      {{"-np", "1", "--hierarchical-allreduce"}, EnvIs({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}})},
       {{"-np", "1", "--no-hierarchical-allreduce"},
        EnvIs({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"}})},
-      {{"-np", "1", "--hierarchical-allgather"},
-       EnvIs({{"HOROVOD_HIERARCHICAL_ALLGATHER", "1"}})},
+      {{"-np", "1", "--hierarchical-allgather"}, EnvIs({{"HOROVOD_HIERARCHICAL_ALLGATHER", "1"}})},
       {{"-np", "1", "--no-hierarchical-allgather"},
        EnvIs({{"HOROVOD_HIERARCHICAL_ALLGATHER", "0"}})},
       {{"-np", "1", "--autotune"}, EnvIs({{"HOROVOD_AUTOTUNE", "1"}})},
       {{"-np", "1", "--no-autotune"}, EnvIs({})},
-      {{"-np", "1", "--autotune", "--autotune-log-file", "/tmp/at.csv",
-        "--autotune-warmup-samples", "5", "--autotune-steps-per-sample", "7",
-        "--autotune-bayes-opt-max-samples", "9", "--autotune-gaussian-process-noise", "0.5"},
+      {{"-np", "1", "--autotune", "--autotune-log-file", "/tmp/at.csv", "--autotune-warmup-samples",
+        "5", "--autotune-steps-per-sample", "7", "--autotune-bayes-opt-max-samples", "9",
+        "--autotune-gaussian-process-noise", "0.5"},
        EnvIs({{"HOROVOD_AUTOTUNE", "1"},
               {"HOROVOD_AUTOTUNE_LOG", "/tmp/at.csv"},
               {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "5"},
@@ -213,20 +213,19 @@ TEST_CASE("tunables nothing here acts on are accepted with one warning each") {
     return ParseOk(flags).warnings;
   };
   // Acted on (by the engine, the shared-memory transport, NCCL): no warning.
-  CHECK(warnings({"--fusion-threshold-mb", "8", "--cycle-time-ms", "2",
-                  "--hierarchical-allreduce", "--timeline-filename", "t.json",
-                  "--timeline-mark-cycles", "--no-stall-check",
-                  "--stall-check-warning-time-seconds", "5",
-                  "--stall-check-shutdown-time-seconds", "9", "--gloo-timeout-seconds", "60",
-                  "--tcp", "--no-hierarchical-allgather", "--log-with-timestamp"})
+  CHECK(warnings({"--fusion-threshold-mb", "8", "--cycle-time-ms", "2", "--hierarchical-allreduce",
+                  "--timeline-filename", "t.json", "--timeline-mark-cycles", "--no-stall-check",
+                  "--stall-check-warning-time-seconds", "5", "--stall-check-shutdown-time-seconds",
+                  "9", "--gloo-timeout-seconds", "60", "--tcp", "--no-hierarchical-allgather",
+                  "--log-with-timestamp"})
             .empty());
-  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
-           {"--cache-capacity", "1"},
-           {"--hierarchical-allgather", ""},
-           {"--autotune", ""},
-           {"--num-nccl-streams", "2"},
-           {"--thread-affinity", "1"},
-           {"--log-without-timestamp", ""}}) {
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--cache-capacity", "1"},
+                                                        {"--hierarchical-allgather", ""},
+                                                        {"--autotune", ""},
+                                                        {"--num-nccl-streams", "2"},
+                                                        {"--thread-affinity", "1"},
+                                                        {"--log-without-timestamp", ""}}) {
     std::vector<std::string> flags = {flag};
     if (!value.empty()) flags.push_back(value);
     const std::vector<std::string> got = warnings(flags);

@@ -20,9 +20,9 @@ TEST_CASE("remote hosts: SSH settings and the network interface, with OpenSSH's 
   CHECK(defaults.host_key_checking() == "accept-new");
   CHECK(o.spec.network_interface().empty());
 
-  o = ParseOk({"-H", "node1:2", "--ssh-port", "2222", "--ssh-user", "alice",
-               "--ssh-identity-file", key, "--ssh-known-hosts", known_hosts,
-               "--ssh-host-key-checking", "STRICT", "--network-interface", "eth0", "./t"});
+  o = ParseOk({"-H", "node1:2", "--ssh-port", "2222", "--ssh-user", "alice", "--ssh-identity-file",
+               key, "--ssh-known-hosts", known_hosts, "--ssh-host-key-checking", "STRICT",
+               "--network-interface", "eth0", "./t"});
   CHECK(o.spec.ssh().port() == 2222);
   CHECK(o.spec.ssh().user() == "alice");
   CHECK(o.spec.ssh().identity_file() == key);
@@ -53,9 +53,9 @@ TEST_CASE("remote host settings that cannot work are rejected with flag and valu
   RequireError({"-np", "1", "--ssh-host-key-checking", "ask", "./t"},
                {"--ssh-host-key-checking", "'ask'", "strict, accept-new, off"});
   const std::string absent = (dir.path() / "absent_hosts").string();
-  RequireError({"-np", "1", "--ssh-host-key-checking", "strict", "--ssh-known-hosts", absent,
-                "./t"},
-               {"--ssh-known-hosts", absent, "no such file", "strict"});
+  RequireError(
+      {"-np", "1", "--ssh-host-key-checking", "strict", "--ssh-known-hosts", absent, "./t"},
+      {"--ssh-known-hosts", absent, "no such file", "strict"});
   RequireError({"-np", "1", "--network-interface", "eth0/1", "./t"},
                {"--network-interface", "'eth0/1'"});
   RequireError({"-np", "1", "--network-interface", "a-very-long-interface-name", "./t"},

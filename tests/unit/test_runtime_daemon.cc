@@ -14,8 +14,8 @@
 #include "horovodd/horovodd.h"
 #include "worker_runtime/daemon_client/daemon_client.h"
 #include "worker_runtime/daemon_client/daemon_kv_store.h"
-#include "worker_runtime/runtime/runtime.h"
 #include "worker_runtime/kv_client/gloo_kv_store.h"
+#include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd {
 namespace {
@@ -51,7 +51,6 @@ TEST_CASE("Init outside a horovodd job names the missing variable") {
   CHECK(Allreduce(ViewOf(values)).code() == absl::StatusCode::kFailedPrecondition);
   CHECK(Rank() == -1);
 }
-
 
 TEST_CASE("The daemon-backed Gloo store sets, waits for and gets keys through the daemon") {
   testing::FakeDaemon daemon(1);
@@ -90,7 +89,6 @@ TEST_CASE("The daemon-backed Gloo store sets, waits for and gets keys through th
   }
 }
 
-
 TEST_CASE("The daemon client heartbeats, and gives up on a daemon that is gone") {
   testing::FakeDaemon daemon(1);
   std::atomic<bool> lost{false};
@@ -108,7 +106,6 @@ TEST_CASE("The daemon client heartbeats, and gives up on a daemon that is gone")
   CHECK(WaitUntil([&] { return lost.load(); }));
 }
 
-
 TEST_CASE("A collective blocked on a silent peer returns ABORTED when the daemon aborts") {
   testing::FakeDaemon daemon(2);
   std::atomic<bool> entering{false}, returned{false};
@@ -122,8 +119,8 @@ TEST_CASE("A collective blocked on a silent peer returns ABORTED when the daemon
       absl::Status next = Allreduce(ViewOf(values));
       if (blocked.code() != absl::StatusCode::kAborted ||
           next.code() != absl::StatusCode::kAborted) {
-        return absl::InternalError("expected ABORTED twice, got " + blocked.ToString() +
-                                   " then " + next.ToString());
+        return absl::InternalError("expected ABORTED twice, got " + blocked.ToString() + " then " +
+                                   next.ToString());
       }
       return absl::OkStatus();
     }

@@ -92,8 +92,9 @@ TEST_CASE("runtimes join through an in-process daemon, and rejoin after it abort
   CHECK(daemon.last_commit(0) == 7);
 }
 
-TEST_CASE("a process set has its own ring among its members, and a reset leaves only the "
-          "global set") {
+TEST_CASE(
+    "a process set has its own ring among its members, and a reset leaves only the "
+    "global set") {
   testing::InProcessDaemon daemon(3);
   std::vector<std::unique_ptr<Runtime>> runtimes;
   for (int w = 0; w < 3; ++w) runtimes.push_back(Connect(daemon, w));
@@ -103,12 +104,11 @@ TEST_CASE("a process set has its own ring among its members, and a reset leaves 
     if (!runtimes[w]->Join(0).ok()) return;
     added[w] = runtimes[w]->AddProcessSet({2, 0}, /*at_init=*/true);
     if (!added[w].ok()) return;
-    on_set[w] = runtimes[w]->RunCollective(
-        *added[w], [](internal::Communicator& comm) {
-          // The set's ring holds its two members only.
-          if (comm.size() != 2) return absl::InternalError("the set's ring has the wrong size");
-          return comm.Barrier();
-        });
+    on_set[w] = runtimes[w]->RunCollective(*added[w], [](internal::Communicator& comm) {
+      // The set's ring holds its two members only.
+      if (comm.size() != 2) return absl::InternalError("the set's ring has the wrong size");
+      return comm.Barrier();
+    });
     refused[w] = runtimes[w]->ProcessSetFor(*added[w]).status();
   });
   for (int w = 0; w < 3; ++w) {
@@ -148,8 +148,8 @@ TEST_CASE("a ring that cannot connect is reported, and the next generation is tr
   absl::StatusOr<JoinOutcome> joined = absl::UnknownError("not run");
   std::thread worker([&] { joined = runtime->Join(0); });
   REQUIRE(daemon.WaitForFailures(1));
-  CHECK_THAT(daemon.failures().front(), Catch::StartsWith("1: ") &&
-                                            Catch::Contains("DEADLINE_EXCEEDED"));
+  CHECK_THAT(daemon.failures().front(),
+             Catch::StartsWith("1: ") && Catch::Contains("DEADLINE_EXCEEDED"));
   daemon.NewGeneration({0}, /*abort=*/false);
   worker.join();
   REQUIRE(joined.ok());

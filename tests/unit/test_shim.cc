@@ -24,8 +24,8 @@
 #include "daemon/launch/shim_client/shim_launcher.h"
 #include "daemon/launch/shim_client/shim_launcher_internal.h"
 #include "daemon/shim_protocol/shim_protocol.h"
-#include "shim.pb.h"
 #include "process_recorder.h"
+#include "shim.pb.h"
 #include "wait_until.h"
 
 namespace horovodd::daemon {
@@ -109,11 +109,9 @@ TEST_CASE("shim frames are cut at their length prefix", "[shim]") {
   CHECK(reader.Next().status().code() == absl::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE_METHOD(ShimFixture, "a worker's output and exit status come through its shim",
-                 "[shim]") {
+TEST_CASE_METHOD(ShimFixture, "a worker's output and exit status come through its shim", "[shim]") {
   ProcessRecorder worker;
-  auto launched = launcher->Launch(Shell("echo one; echo two >&2; exit 3", 1),
-                                      worker.Callbacks());
+  auto launched = launcher->Launch(Shell("echo one; echo two >&2; exit 3", 1), worker.Callbacks());
   REQUIRE(launched.ok());
   CHECK(launched->pid > 0);
   CHECK(worker.AwaitExit().exit_code == 3);
@@ -162,9 +160,10 @@ TEST_CASE_METHOD(ShimFixture, "workers outlive the launcher, and a new one takes
   {
     // Waits for the file `go`, then prints 300 lines (more than the shim
     // keeps) and exits 7.
-    const std::string script = absl::StrCat(
-        "echo started; while [ ! -e ", go, " ]; do sleep 0.05; done; "
-        "i=0; while [ $i -lt 300 ]; do echo line$i; i=$((i+1)); done; exit 7");
+    const std::string script =
+        absl::StrCat("echo started; while [ ! -e ", go,
+                     " ]; do sleep 0.05; done; "
+                     "i=0; while [ $i -lt 300 ]; do echo line$i; i=$((i+1)); done; exit 7");
     WorkerLaunch launch = Shell(script, 5);
     launch.spec.env["HOROVODD_WORKER_TOKEN"] = "secret";
     auto launched = launcher->Launch(launch, before.Callbacks());
@@ -204,8 +203,7 @@ TEST_CASE_METHOD(ShimFixture, "workers outlive the launcher, and a new one takes
 }
 
 TEST_CASE_METHOD(ShimFixture,
-                 "a worker still running is taken back and stopped by the new launcher",
-                 "[shim]") {
+                 "a worker still running is taken back and stopped by the new launcher", "[shim]") {
   ProcessRecorder before, after;
   int pid = 0;
   {
@@ -301,8 +299,7 @@ TEST_CASE("a restarted daemon gathers a job's shims; the missing ones are warnin
   CHECK(all->warnings.empty());
   found = {absl::NotFoundError("no shim answers for job-1"),
            absl::UnavailableError("127.0.0.2 refused")};
-  CHECK(MergeShimContents(std::move(found), false).status().code() ==
-        absl::StatusCode::kNotFound);
+  CHECK(MergeShimContents(std::move(found), false).status().code() == absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -88,20 +88,19 @@ TEST_CASE("shm allreduce matches the reference for every dtype, op and size") {
     for (const DType dtype : testing::kAllDTypes) {
       for (const ReduceOp op : testing::kAllReduceOps) {
         if (op == ReduceOp::kProduct && dtype == DType::kUInt8) continue;
-        for (const int64_t count : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{1000},
-                                    int64_t{20000}}) {
+        for (const int64_t count :
+             {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{1000}, int64_t{20000}}) {
           CAPTURE(size, DTypeName(dtype), static_cast<int>(op), count);
           const auto mismatches = OnEveryRank<std::string>(size, [&](int rank) {
             // Products stay small: every input is 1 or 2.
             auto value = [&](int r, int64_t i) {
-              return op == ReduceOp::kProduct ? static_cast<double>(1 + (i + r) % 2)
-                                              : Input(r, i);
+              return op == ReduceOp::kProduct ? static_cast<double>(1 + (i + r) % 2) : Input(r, i);
             };
             Tensor t = MakeTensor(dtype, {count}, [&](int64_t i) { return value(rank, i); });
             AllreduceOptions options;
             options.op = op;
-            absl::Status status = internal::shm::Allreduce(*groups[rank], t.view(), options,
-                                                           Deadline());
+            absl::Status status =
+                internal::shm::Allreduce(*groups[rank], t.view(), options, Deadline());
             if (!status.ok()) return status.ToString();
             return FirstMismatch(t, [&](int64_t i) {
               std::vector<double> values;
@@ -122,24 +121,23 @@ TEST_CASE("shm allgather, broadcast, alltoall, reducescatter and barrier") {
   const auto errors = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
     ShmGroup& g = *groups[rank];
     // Allgather of rank + 1 rows of 300 int32s: several rounds of 1 KiB.
-    Tensor part = MakeTensor(DType::kInt32, {rank + 1, 300},
-                             [&](int64_t i) { return rank * 10000 + i; });
+    Tensor part =
+        MakeTensor(DType::kInt32, {rank + 1, 300}, [&](int64_t i) { return rank * 10000 + i; });
     auto gathered = internal::shm::Allgather(g, part.view(), Deadline());
     if (!gathered.ok()) return gathered.status().ToString();
     if (gathered->shape() != std::vector<int64_t>{6, 300}) return "allgather shape";
     int64_t row = 0;
     for (int r = 0; r < size; ++r) {
       for (int64_t i = 0; i < (r + 1) * 300; ++i) {
-        if (testing::GetElement(gathered->data(), DType::kInt32, row * 300 + i) !=
-            r * 10000 + i) {
+        if (testing::GetElement(gathered->data(), DType::kInt32, row * 300 + i) != r * 10000 + i) {
           return "allgather value from rank " + std::to_string(r);
         }
       }
       row += r + 1;
     }
     // Broadcast from rank 2 of 5000 float64s (several rounds).
-    Tensor b = MakeTensor(DType::kFloat64, {5000},
-                          [&](int64_t i) { return rank == 2 ? i * 0.5 : -1; });
+    Tensor b =
+        MakeTensor(DType::kFloat64, {5000}, [&](int64_t i) { return rank == 2 ? i * 0.5 : -1; });
     absl::Status status = internal::shm::Broadcast(g, b.view(), 2, Deadline());
     if (!status.ok()) return status.ToString();
     if (std::string m = FirstMismatch(b, [](int64_t i) { return i * 0.5; }); !m.empty()) {
@@ -177,11 +175,13 @@ TEST_CASE("shm allgather, broadcast, alltoall, reducescatter and barrier") {
     if (scattered->shape() != std::vector<int64_t>{rank == 0 ? 3 : 2, 500}) {
       return "reducescatter shape";
     }
-    if (std::string m = FirstMismatch(*scattered, [&](int64_t i) {
-          double sum = 0;
-          for (int r = 0; r < size; ++r) sum += Input(r, first_row * 500 + i);
-          return 2 * sum;
-        });
+    if (std::string m = FirstMismatch(*scattered,
+                                      [&](int64_t i) {
+                                        double sum = 0;
+                                        for (int r = 0; r < size; ++r)
+                                          sum += Input(r, first_row * 500 + i);
+                                        return 2 * sum;
+                                      });
         !m.empty()) {
       return "reducescatter: " + m;
     }
@@ -223,10 +223,14 @@ TEST_CASE("every rank ends with the same bits for inexact floats, signed zeros a
         auto value = [&](int rank, int64_t i) {
           if (ordering) {
             switch ((i + rank) % 4) {
-              case 0: return 0.0;
-              case 1: return -0.0;
-              case 2: return std::nan("");
-              default: return static_cast<double>(i % 5) - 2.0;
+              case 0:
+                return 0.0;
+              case 1:
+                return -0.0;
+              case 2:
+                return std::nan("");
+              default:
+                return static_cast<double>(i % 5) - 2.0;
             }
           }
           return 1.0 / (3.0 + static_cast<double>((i * 13 + rank * 7) % 17)) + rank * 0.1;
@@ -272,14 +276,12 @@ TEST_CASE("the shm allreduce that confirms itself writes nothing unless every ra
       Tensor t = MakeTensor(DType::kFloat32, {3000}, [&](int64_t i) { return Input(rank, i); });
       AllreduceOptions options;
       options.op = ReduceOp::kSum;
-      auto done = internal::shm::AllreduceIfAllReady(*groups[rank], t.view(),
-                                                     rank == 0 || second_ready, options,
-                                                     Deadline());
+      auto done = internal::shm::AllreduceIfAllReady(
+          *groups[rank], t.view(), rank == 0 || second_ready, options, Deadline());
       if (!done.ok()) return done.status().ToString();
       if (*done != second_ready) return "wrong confirmation";
-      return FirstMismatch(t, [&](int64_t i) {
-        return second_ready ? Input(0, i) + Input(1, i) : Input(rank, i);
-      });
+      return FirstMismatch(
+          t, [&](int64_t i) { return second_ready ? Input(0, i) + Input(1, i) : Input(rank, i); });
     });
     for (const std::string& r : results) CHECK(r == "");
   }
@@ -306,8 +308,7 @@ TEST_CASE("a wait past its deadline fails, and the group is dead for the peer to
   auto groups = MakeGroups(2, 1024);
   absl::Status status = internal::shm::Barrier(*groups[0], absl::Now() + absl::Milliseconds(100));
   CHECK(status.code() == absl::StatusCode::kDeadlineExceeded);
-  CHECK(internal::shm::Barrier(*groups[1], Deadline()).code() ==
-        absl::StatusCode::kUnavailable);
+  CHECK(internal::shm::Barrier(*groups[1], Deadline()).code() == absl::StatusCode::kUnavailable);
 }
 
 TEST_CASE("a local peer that exits is noticed by a rank waiting for it") {
@@ -402,7 +403,8 @@ using internal::shm::NegotiationChannel;
 
 // Rank r's part of round k: a length and bytes that differ by rank and round.
 std::string PartOf(int rank, int round) {
-  return std::string(1 + (rank * 13 + round * 7) % 300, static_cast<char>('a' + (rank + round) % 26));
+  return std::string(1 + (rank * 13 + round * 7) % 300,
+                     static_cast<char>('a' + (rank + round) % 26));
 }
 
 TEST_CASE("negotiation parts from 2 to 4 ranks reach every rank, round after round") {
@@ -514,8 +516,9 @@ TEST_CASE("ranks asleep in a wait wake when a local peer is SIGKILLed") {
   REQUIRE(woke);
   for (const absl::Status& status : waited) {
     CHECK(status.code() == absl::StatusCode::kUnavailable);
-    CHECK(std::string(status.message()).find("local rank 2 (pid " + std::to_string(child) +
-                                             ") exited") != std::string::npos);
+    CHECK(std::string(status.message())
+              .find("local rank 2 (pid " + std::to_string(child) + ") exited") !=
+          std::string::npos);
   }
   // And every later op fails at once, with the same reason.
   CHECK(internal::shm::Barrier(*groups[1], far).code() == absl::StatusCode::kUnavailable);

@@ -127,8 +127,8 @@ std::vector<std::string> RunAll(const Comms& comms, DType dtype, ReduceOp op, in
     }
     out += Bytes(reduced);
     if (op != ReduceOp::kSum) return out;  // the other ops only reduce
-    Tensor part = MakeTensor(dtype, {rank + 1, count / 4 + 1},
-                             [&](int64_t i) { return Value(rank, i); });
+    Tensor part =
+        MakeTensor(dtype, {rank + 1, count / 4 + 1}, [&](int64_t i) { return Value(rank, i); });
     auto gathered = c.Allgather(part.view());
     if (!gathered.ok()) return fail("allgather", gathered.status());
     out += Bytes(*gathered);
@@ -247,8 +247,9 @@ TEST_CASE("an allreduce of parts refuses mixed dtypes on every rank, and TCP rin
     return shm[rank]->AllreduceParts({a.view(), b.view()}, options).ToString();
   });
   for (const std::string& e : errors) {
-    CHECK(e == "INVALID_ARGUMENT: allreduce 'grads': fused tensors must share one dtype, got "
-               "float32 and int32");
+    CHECK(e ==
+          "INVALID_ARGUMENT: allreduce 'grads': fused tensors must share one dtype, got "
+          "float32 and int32");
   }
   // A bad argument leaves the group usable.
   const auto after = OnEveryRank<std::string>(2, [&](int rank) {
@@ -289,8 +290,8 @@ TEST_CASE("the hierarchical allreduce over two hosts gives the TCP ring's bytes"
     }
     for (const DType dtype : testing::kAllDTypes) {
       for (const ReduceOp op : testing::kAllReduceOps) {
-        for (const int64_t count : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{1000},
-                                    int64_t{300000}}) {
+        for (const int64_t count :
+             {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{1000}, int64_t{300000}}) {
           if (op != ReduceOp::kSum && count > 1000) continue;
           INFO(per_host << " ranks per host, " << DTypeName(dtype) << ", " << ReduceOpName(op)
                         << ", " << count << " elements");
@@ -438,8 +439,8 @@ TEST_CASE("across hosts with several ranks each the flat allreduce takes the rin
     bool shm;
     bool spans;
   };
-  for (const Layout layout : {Layout{2, true, true}, Layout{2, false, true},
-                              Layout{4, true, false}, Layout{1, false, false}}) {
+  for (const Layout layout : {Layout{2, true, true}, Layout{2, false, true}, Layout{4, true, false},
+                              Layout{1, false, false}}) {
     INFO(layout.hosts << " hosts, shared memory " << (layout.shm ? "on" : "off"));
     const int size = 4;
     const int per_host = size / layout.hosts;

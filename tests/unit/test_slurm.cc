@@ -41,8 +41,7 @@ TEST_CASE("SLURM_TASKS_PER_NODE: malformed entries are named") {
     INFO(bad);
     REQUIRE_FALSE(counts.ok());
     CHECK(counts.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(counts.status().message()),
-               Catch::Contains("SLURM_TASKS_PER_NODE"));
+    CHECK_THAT(std::string(counts.status().message()), Catch::Contains("SLURM_TASKS_PER_NODE"));
   }
 }
 
@@ -74,14 +73,14 @@ TEST_CASE("scontrol show node: names, addresses and states") {
 }
 
 TEST_CASE("node states: which ones run work") {
-  for (const char* usable : {"IDLE", "MIXED", "ALLOCATED", "COMPLETING", "IDLE+COMPLETING",
-                             "MIXED+RESERVED"}) {
+  for (const char* usable :
+       {"IDLE", "MIXED", "ALLOCATED", "COMPLETING", "IDLE+COMPLETING", "MIXED+RESERVED"}) {
     INFO(usable);
     CHECK(SlurmNodeUsable(usable));
   }
   for (const char* unusable :
-       {"DOWN", "IDLE+DRAIN", "MIXED+DRAIN", "DRAINED", "DRAINING", "DOWN+NOT_RESPONDING",
-        "IDLE*", "IDLE+POWERED_DOWN", "FUTURE", "MIXED+FAIL", "", "UNKNOWN"}) {
+       {"DOWN", "IDLE+DRAIN", "MIXED+DRAIN", "DRAINED", "DRAINING", "DOWN+NOT_RESPONDING", "IDLE*",
+        "IDLE+POWERED_DOWN", "FUTURE", "MIXED+FAIL", "", "UNKNOWN"}) {
     INFO(unusable);
     CHECK_FALSE(SlurmNodeUsable(unusable));
   }
@@ -283,8 +282,8 @@ TEST_CASE("horovodrun inside an allocation: srun steps on the allocation's nodes
   CHECK(options.spec.discovery().default_slots() == 0);
   CHECK_FALSE(options.spec.elastic());
 
-  RunOptions elastic = ParseOk({"-np", "4", "--host-discovery", "slurm", "--slots-per-host",
-                                "3", "true"});
+  RunOptions elastic =
+      ParseOk({"-np", "4", "--host-discovery", "slurm", "--slots-per-host", "3", "true"});
   CHECK(elastic.spec.elastic());
   CHECK(elastic.spec.discovery().default_slots() == 3);
 

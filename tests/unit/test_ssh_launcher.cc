@@ -5,9 +5,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -431,21 +431,23 @@ TEST_CASE("SshLauncher: a loopback daemon is reached through the session's tunne
   LoopbackSink daemon(kAnswered);
   ProcessRecorder recorder;
   auto launcher = MakeLauncher();
-  WorkerLaunch launch = Shell(absl::StrCat(
-      "exec python3 -c '\n"
-      "import os, socket\n"
-      "host, port = os.environ[\"HOROVODD_DAEMON_ADDR\"].rsplit(\":\", 1)\n"
-      "print(\"told\", host, port, flush=True)\n"
-      "pattern = bytes(range(251)) * 40000\n"
-      "s = socket.create_connection((host, int(port)))\n"
-      "s.sendall(pattern[:", kSent, "])\n"
-      "s.shutdown(socket.SHUT_WR)\n"
-      "got = bytearray()\n"
-      "while True:\n"
-      "    b = s.recv(1 << 16)\n"
-      "    if not b: break\n"
-      "    got += b\n"
-      "print(\"got\", len(got), got == pattern[:len(got)])\n'"));
+  WorkerLaunch launch =
+      Shell(absl::StrCat("exec python3 -c '\n"
+                         "import os, socket\n"
+                         "host, port = os.environ[\"HOROVODD_DAEMON_ADDR\"].rsplit(\":\", 1)\n"
+                         "print(\"told\", host, port, flush=True)\n"
+                         "pattern = bytes(range(251)) * 40000\n"
+                         "s = socket.create_connection((host, int(port)))\n"
+                         "s.sendall(pattern[:",
+                         kSent,
+                         "])\n"
+                         "s.shutdown(socket.SHUT_WR)\n"
+                         "got = bytearray()\n"
+                         "while True:\n"
+                         "    b = s.recv(1 << 16)\n"
+                         "    if not b: break\n"
+                         "    got += b\n"
+                         "print(\"got\", len(got), got == pattern[:len(got)])\n'"));
   launch.spec.env["HOROVODD_DAEMON_ADDR"] = absl::StrCat("127.0.0.1:", daemon.port());
   REQUIRE(launcher->Launch(launch, recorder.Callbacks()).ok());
   CHECK(recorder.AwaitExit().success());

@@ -61,14 +61,13 @@ TEST_CASE("the daemon's refusal of a rendezvous reaches the caller with its code
   CHECK(answer.status().code() == absl::StatusCode::kNotFound);
   CHECK_THAT(std::string(answer.status().message()),
              Catch::Contains("worker " + std::to_string(stranger) + " is not part of job"));
-  CHECK_THAT(std::string(answer.status().message()),
-             Catch::Contains("rendezvous after generation 0 with the daemon at " +
-                             daemon.address()));
+  CHECK_THAT(
+      std::string(answer.status().message()),
+      Catch::Contains("rendezvous after generation 0 with the daemon at " + daemon.address()));
   client->Stop();
 }
 
-TEST_CASE("a refused Attach stream fails the rendezvous with the daemon's reason",
-          "[rendezvous]") {
+TEST_CASE("a refused Attach stream fails the rendezvous with the daemon's reason", "[rendezvous]") {
   RecordingDaemon daemon(/*announce=*/true, /*max_np=*/1, /*liveness_timeout_s=*/60);
   struct Case {
     const char* what;
@@ -77,11 +76,10 @@ TEST_CASE("a refused Attach stream fails the rendezvous with the daemon's reason
     const char* reason;
   };
   const internal::DaemonClientOptions good = daemon.ClientOptions();
-  for (const Case& c :
-       {Case{"a job the daemon does not have", "no-such-job", good.token,
-             absl::StatusCode::kNotFound, "no job 'no-such-job'"},
-        Case{"a token that is not the job's", good.job_id, "not-the-token",
-             absl::StatusCode::kUnauthenticated, ""}}) {
+  for (const Case& c : {Case{"a job the daemon does not have", "no-such-job", good.token,
+                             absl::StatusCode::kNotFound, "no job 'no-such-job'"},
+                        Case{"a token that is not the job's", good.job_id, "not-the-token",
+                             absl::StatusCode::kUnauthenticated, ""}}) {
     INFO(c.what);
     internal::DaemonClientOptions options = good;
     options.job_id = c.job_id;

@@ -74,7 +74,7 @@ absl::Status JobClient::CancelJob(const std::string& job_id, const std::string& 
 }
 
 absl::StatusOr<v1::StopDaemonResponse> JobClient::StopDaemon(bool stop_jobs,
-                                                              const std::string& reason) {
+                                                             const std::string& reason) {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::StopDaemonRequest request;

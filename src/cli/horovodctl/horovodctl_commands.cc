@@ -152,10 +152,11 @@ absl::Status StopDaemon(const CommandContext& ctx, bool stop_jobs, const std::st
   const int running = response.running_jobs();
   const std::string jobs = absl::StrCat(running, running == 1 ? " running job" : " running jobs");
   Emit(ctx, absl::StrCat("horovodd at ", ctx.client->address(), " is stopping; ",
-                         running == 0                    ? "no job was running"
-                         : response.jobs_left_running() ? absl::StrCat(jobs, " left running for "
-                                                                         "the next horovodd")
-                                                         : absl::StrCat("ending ", jobs)));
+                         running == 0                   ? "no job was running"
+                         : response.jobs_left_running() ? absl::StrCat(jobs,
+                                                                       " left running for "
+                                                                       "the next horovodd")
+                                                        : absl::StrCat("ending ", jobs)));
   return absl::OkStatus();
 }
 

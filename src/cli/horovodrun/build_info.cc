@@ -24,8 +24,8 @@ bool PythonImports(const char* python, const char* module) {
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
   pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, python, &actions, nullptr,
-                                   const_cast<char* const*>(argv), environ);
+  const int spawned =
+      posix_spawnp(&pid, python, &actions, nullptr, const_cast<char* const*>(argv), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) return false;
   int status = 0;
@@ -48,23 +48,12 @@ std::string CheckBuildText() {
                          ? PythonImports(HVDD_PACKAGE_PYTHON, "horovodd.torch")
                          : PythonImports("python3", "horovodd.torch");
   const bool nccl = HVDD_HOROVODRUN_NCCL != 0;
-  return absl::StrCat("horovodd v", VersionText(), " (Horovod 0.28's API):\n",
-                      "\n",
-                      "Available Frameworks:\n",
-                      "    [ ] TensorFlow\n",
-                      "    [", Mark(torch), "] PyTorch\n",
-                      "    [ ] MXNet\n",
-                      "\n",
-                      "Available Controllers:\n",
-                      "    [ ] MPI\n",
-                      "    [X] Gloo\n",
-                      "\n",
-                      "Available Tensor Operations:\n",
-                      "    [", Mark(nccl), "] NCCL\n",
-                      "    [ ] DDL\n",
-                      "    [ ] CCL\n",
-                      "    [ ] MPI\n",
-                      "    [X] Gloo\n");
+  return absl::StrCat("horovodd v", VersionText(), " (Horovod 0.28's API):\n", "\n",
+                      "Available Frameworks:\n", "    [ ] TensorFlow\n", "    [", Mark(torch),
+                      "] PyTorch\n", "    [ ] MXNet\n", "\n", "Available Controllers:\n",
+                      "    [ ] MPI\n", "    [X] Gloo\n", "\n", "Available Tensor Operations:\n",
+                      "    [", Mark(nccl), "] NCCL\n", "    [ ] DDL\n", "    [ ] CCL\n",
+                      "    [ ] MPI\n", "    [X] Gloo\n");
 }
 
 }  // namespace horovodd::cli

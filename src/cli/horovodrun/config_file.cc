@@ -164,8 +164,8 @@ const KeyShape* FindKey(const std::string& key) {
 }
 
 std::string KnownKeys() {
-  std::vector<std::string> names = {"params", "autotune", "timeline", "stall_check",
-                                    "library_options", "logging"};
+  std::vector<std::string> names = {"params",      "autotune",        "timeline",
+                                    "stall_check", "library_options", "logging"};
   for (const KeyShape& k : kKeys) {
     if (!IsSection(k.key)) names.push_back(k.key);
   }
@@ -262,8 +262,8 @@ absl::Status ReadSection(const std::string& path, const std::string& section,
   if (node.IsNull()) return absl::OkStatus();
   const std::string where = Where(path, node);
   if (!node.IsMap()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, section, " must be a map of settings (", SectionKeys(section), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, section, " must be a map of settings (", SectionKeys(section), ")"));
   }
   for (const auto& entry : node) {
     const std::string entry_where = Where(path, entry.first);

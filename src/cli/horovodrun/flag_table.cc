@@ -42,8 +42,8 @@ constexpr FlagDef kFlags[] = {
     {"start_timeout", "--start-timeout", "--start-timeout", "SECONDS",
      "How long a worker may take to start.\nDefault: 30 (or $HOROVOD_START_TIMEOUT).",
      kGeneralGroup},
-    {"network_interface", "--network-interface,--network-interfaces",
-     "--network-interface(s)", "NAMES",
+    {"network_interface", "--network-interface,--network-interfaces", "--network-interface(s)",
+     "NAMES",
      "Interfaces (eth0 or 'eth0,eth1'; repeatable)\nfor the workers: rings bind to the first's\n"
      "address (HOROVOD_GLOO_IFACE), NCCL gets\nall (NCCL_SOCKET_IFNAME). Default: the\n"
      "address of the host's name.",
@@ -80,12 +80,12 @@ constexpr FlagDef kFlags[] = {
      "Tensor names cached to save negotiation.\n(Not acted on yet.)", kParamsGroup},
     {"hierarchical_allreduce", "--hierarchical-allreduce", "--hierarchical-allreduce", "",
      "Allreduce within each host first, then\nacross hosts.", kParamsGroup},
-    {"no_hierarchical_allreduce", "--no-hierarchical-allreduce", "--no-hierarchical-allreduce",
-     "", "Explicitly off.", kParamsGroup, "hierarchical_allreduce", "false"},
+    {"no_hierarchical_allreduce", "--no-hierarchical-allreduce", "--no-hierarchical-allreduce", "",
+     "Explicitly off.", kParamsGroup, "hierarchical_allreduce", "false"},
     {"hierarchical_allgather", "--hierarchical-allgather", "--hierarchical-allgather", "",
      "The same for allgather. (Not acted on\nyet.)", kParamsGroup},
-    {"no_hierarchical_allgather", "--no-hierarchical-allgather", "--no-hierarchical-allgather",
-     "", "Explicitly off.", kParamsGroup, "hierarchical_allgather", "false"},
+    {"no_hierarchical_allgather", "--no-hierarchical-allgather", "--no-hierarchical-allgather", "",
+     "Explicitly off.", kParamsGroup, "hierarchical_allgather", "false"},
 
     // Autotune.
     {"autotune", "--autotune", "--autotune", "",
@@ -95,8 +95,8 @@ constexpr FlagDef kFlags[] = {
      "CSV log of the trials.", kAutotuneGroup},
     {"autotune_warmup_samples", "--autotune-warmup-samples", "--autotune-warmup-samples", "N",
      "Samples discarded first. Default: 3.", kAutotuneGroup},
-    {"autotune_steps_per_sample", "--autotune-steps-per-sample", "--autotune-steps-per-sample",
-     "N", "Steps per sample. Default: 10.", kAutotuneGroup},
+    {"autotune_steps_per_sample", "--autotune-steps-per-sample", "--autotune-steps-per-sample", "N",
+     "Steps per sample. Default: 10.", kAutotuneGroup},
     {"autotune_bayes_opt_max_samples", "--autotune-bayes-opt-max-samples",
      "--autotune-bayes-opt-max-samples", "N",
      "Most samples per Bayesian optimisation.\nDefault: 20.", kAutotuneGroup},
@@ -140,23 +140,20 @@ constexpr FlagDef kFlags[] = {
     // Stall check.
     {"no_stall_check", "--no-stall-check", "--no-stall-check", "", "Disable the stall check.",
      kStallGroup},
-    {"stall_check", "--stall-check", "--stall-check", "", "", kHidden, "no_stall_check",
-     "false"},
+    {"stall_check", "--stall-check", "--stall-check", "", "", kHidden, "no_stall_check", "false"},
     {"stall_check_warning_time_seconds", "--stall-check-warning-time-seconds",
      "--stall-check-warning-time-seconds", "SECONDS",
      "Warn of ranks missing a tensor after this\nlong. Default: 60.", kStallGroup},
     {"stall_check_shutdown_time_seconds", "--stall-check-shutdown-time-seconds",
      "--stall-check-shutdown-time-seconds", "SECONDS",
-     "Fail the job after this long (if above the\nwarning time). Default: 0 = never.",
-     kStallGroup},
+     "Fail the job after this long (if above the\nwarning time). Default: 0 = never.", kStallGroup},
 
     // Library.
     {"mpi_threads_disable", "--mpi-threads-disable", "--mpi-threads-disable", "",
      "MPI only: no effect here.", kLibraryGroup},
     {"no_mpi_threads_disable", "--no-mpi-threads-disable", "--no-mpi-threads-disable", "", "",
      kHidden, "mpi_threads_disable", "false"},
-    {"mpi_args", "--mpi-args", "--mpi-args", "ARGS", "MPI only: no effect here.",
-     kLibraryGroup},
+    {"mpi_args", "--mpi-args", "--mpi-args", "ARGS", "MPI only: no effect here.", kLibraryGroup},
     {"tcp", "--tcp", "--tcp", "", "TCP only: NCCL leaves InfiniBand alone\n(NCCL_IB_DISABLE=1).",
      kLibraryGroup},
     {"binding_args", "--binding-args", "--binding-args", "ARGS", "MPI only: no effect here.",
@@ -179,8 +176,8 @@ constexpr FlagDef kFlags[] = {
      "log_with_timestamp", "false"},
     {"log_hide_timestamp", "--log-hide-timestamp", "--log-hide-timestamp", "", "", kHidden,
      "log_with_timestamp", "false"},
-    {"no_log_hide_timestamp", "--no-log-hide-timestamp", "--no-log-hide-timestamp", "", "",
-     kHidden, "log_with_timestamp", "true"},
+    {"no_log_hide_timestamp", "--no-log-hide-timestamp", "--no-log-hide-timestamp", "", "", kHidden,
+     "log_with_timestamp", "true"},
     {"prefix_output_with_timestamp", "--prefix-output-with-timestamp",
      "-prefix-timestamp/--prefix-output-with-timestamp", "",
      "Start each output line with the time.", kLoggingGroup},
@@ -209,7 +206,8 @@ constexpr FlagDef kFlags[] = {
     // Slurm (slurm_settings.h).
     {"launcher", "--launcher", "--launcher", "NAME",
      "slurm (each worker an srun step), ssh\n(this machine forked, others over SSH)\nor local "
-     "(every worker forked here).\nDefault: slurm inside an allocation\n(unless -H names only this machine),\nelse ssh.",
+     "(every worker forked here).\nDefault: slurm inside an allocation\n(unless -H names only this "
+     "machine),\nelse ssh.",
      kGeneralGroup},
     {"host_discovery", "--host-discovery", "--host-discovery", "slurm",
      "Hosts are the Slurm allocation's usable\nnodes, slots its tasks per node (makes\nthe "

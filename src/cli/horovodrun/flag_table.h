@@ -21,9 +21,9 @@ struct FlagDef {
   const char* display;
   const char* value_text;  // placeholder in the help; empty for on/off flags
   const char* help;
-  const char* group;        // empty: accepted, left out of the help (as Horovod hides it)
-  const char* setting = nullptr;     // nullptr: key
-  const char* flag_value = "true";   // what an on/off flag sets: "true", or "false" for --no-x
+  const char* group;                // empty: accepted, left out of the help (as Horovod hides it)
+  const char* setting = nullptr;    // nullptr: key
+  const char* flag_value = "true";  // what an on/off flag sets: "true", or "false" for --no-x
 };
 
 // Horovod's flags spelled with one dash and several letters, which CLI11 cannot register:

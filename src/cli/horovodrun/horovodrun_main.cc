@@ -91,8 +91,7 @@ void PrintEvent(const JobEvent& event, const OutputSettings& output) {
       if (output.files != nullptr) {
         absl::Status written = output.files->Write(event.rank(), event.stream(), line);
         if (!written.ok()) {
-          std::cerr << "horovodrun: warning: --output-filename: " << written.message()
-                    << std::endl;
+          std::cerr << "horovodrun: warning: --output-filename: " << written.message() << std::endl;
         }
       }
       break;
@@ -162,10 +161,10 @@ int Run(const horovodd::cli::RunOptions& options) {
   }
   // The embedded daemon's token never leaves this process; a named daemon
   // gets this user's credentials (--token-file, HOROVODD_TOKEN, ..., TLS).
-  auto channel = embedded ? horovodd::cli::CreateDaemonChannel(
-                                address, grpc::InsecureChannelCredentials(),
-                                embedded->admin_token())
-                          : horovodd::cli::ConnectToDaemon(address, options.security);
+  auto channel = embedded
+                     ? horovodd::cli::CreateDaemonChannel(
+                           address, grpc::InsecureChannelCredentials(), embedded->admin_token())
+                     : horovodd::cli::ConnectToDaemon(address, options.security);
   if (!channel.ok()) {
     std::cerr << "horovodrun: error: " << channel.status().message() << "\n";
     return 2;
@@ -221,8 +220,8 @@ int Run(const horovodd::cli::RunOptions& options) {
     return 130;
   }
   if (!ended) {
-    std::cerr << "horovodrun: error: lost the daemon at " << address << ": "
-              << st.error_message() << "\n";
+    std::cerr << "horovodrun: error: lost the daemon at " << address << ": " << st.error_message()
+              << "\n";
     return 1;
   }
   if (end.state() == horovodd::v1::SUCCEEDED) {

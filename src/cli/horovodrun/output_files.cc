@@ -30,13 +30,13 @@ std::string AsctimeNow() {
 }
 
 absl::StatusOr<std::unique_ptr<RankOutputFiles>> RankOutputFiles::Open(const std::string& dir,
-                                                                        int num_proc) {
+                                                                       int num_proc) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--output-filename ", dir, ": cannot make the directory (",
-                     ec ? ec.message() : "not a directory", ")"));
+    return absl::InvalidArgumentError(absl::StrCat("--output-filename ", dir,
+                                                   ": cannot make the directory (",
+                                                   ec ? ec.message() : "not a directory", ")"));
   }
   return std::unique_ptr<RankOutputFiles>(new RankOutputFiles(dir, num_proc));
 }
@@ -60,8 +60,8 @@ absl::Status RankOutputFiles::Write(int rank, const std::string& stream, const s
   it->second->flush();
   if (!*it->second) {
     it->second.reset();
-    return absl::UnavailableError(absl::StrCat("cannot write rank ", rank, "'s ", stream,
-                                               " under ", dir_));
+    return absl::UnavailableError(
+        absl::StrCat("cannot write rank ", rank, "'s ", stream, " under ", dir_));
   }
   return absl::OkStatus();
 }

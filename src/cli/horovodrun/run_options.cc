@@ -99,10 +99,9 @@ absl::StatusOr<SplitArgs> SplitCommandLine(const CLI::App& app, int argc, const 
     const int arity = value_attached ? 0 : opt->get_items_expected_max();
     for (int k = 0; k < arity; ++k) {
       if (++i >= argc) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(DisplayName(name), " needs ",
-                         arity == 1 ? "a value" : absl::StrCat(arity, " values"), " (",
-                         opt->get_option_text(), ")"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            DisplayName(name), " needs ", arity == 1 ? "a value" : absl::StrCat(arity, " values"),
+            " (", opt->get_option_text(), ")"));
       }
       split.flags.push_back(argv[i]);
     }
@@ -278,8 +277,7 @@ absl::Status ReadTimeouts(const RawSettings& settings, v1::JobSpec* spec) {
        [](v1::JobSpec* s, double v) { s->set_elastic_timeout_seconds(v); },
        "HOROVOD_ELASTIC_TIMEOUT"},
       {"start_timeout", kDefaultStartTimeout,
-       [](v1::JobSpec* s, double v) { s->set_start_timeout_seconds(v); },
-       "HOROVOD_START_TIMEOUT"},
+       [](v1::JobSpec* s, double v) { s->set_start_timeout_seconds(v); }, "HOROVOD_START_TIMEOUT"},
       {"discovery_interval", kDefaultDiscoveryInterval,
        [](v1::JobSpec* s, double v) { s->mutable_discovery()->set_interval_seconds(v); }},
       {"discovery_timeout", kDefaultDiscoveryTimeout,
@@ -383,8 +381,7 @@ absl::Status ReadController(const RawSettings& settings) {
       if (on) {
         return InvalidSetting(*given, absl::StrCat("horovodd has no MPI or jsrun launcher, its "
                                                    "workers run over Gloo: drop ",
-                                                   given->origin,
-                                                   " (or use --gloo, the default)"));
+                                                   given->origin, " (or use --gloo, the default)"));
       }
     }
   }

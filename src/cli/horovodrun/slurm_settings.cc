@@ -62,9 +62,9 @@ absl::StatusOr<SlurmChoice> ReadSlurmSettings(const RawSettings& settings, const
                                                      "' is not a built-in discovery (slurm)"));
     }
     if (other_hosts) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          discovery->origin, " slurm cannot be used with -H, --hostfile or "
-                             "--host-discovery-script"));
+      return absl::InvalidArgumentError(absl::StrCat(discovery->origin,
+                                                     " slurm cannot be used with -H, --hostfile or "
+                                                     "--host-discovery-script"));
     }
     choice.explicit_discovery = true;
   }
@@ -73,9 +73,10 @@ absl::StatusOr<SlurmChoice> ReadSlurmSettings(const RawSettings& settings, const
   if (launcher == "slurm" || choice.slurm_discovery) {
     const std::string what = launcher == "slurm" ? "--launcher slurm" : "--host-discovery slurm";
     if (job_id.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " needs a Slurm allocation, and SLURM_JOB_ID is not set: run horovodrun "
-                "inside salloc or an sbatch script"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what,
+                       " needs a Slurm allocation, and SLURM_JOB_ID is not set: run horovodrun "
+                       "inside salloc or an sbatch script"));
     }
     if (!discovery::IsValidSlurmJobId(job_id)) {
       return absl::InvalidArgumentError(
@@ -114,8 +115,8 @@ absl::Status CheckSlurmReachable(const v1::JobSpec& spec) {
         "Slurm does not answer for job ", spec.slurm().job_id(), ": ", job.status().message()));
   }
   if (job->state != "RUNNING") {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Slurm job ", spec.slurm().job_id(), " is ", job->state, ", not RUNNING"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Slurm job ", spec.slurm().job_id(), " is ", job->state, ", not RUNNING"));
   }
   return absl::OkStatus();
 }

@@ -21,7 +21,7 @@ using EnvLookup = std::function<std::string(const std::string& name)>;
 EnvLookup ProcessEnvironment();
 
 struct SlurmChoice {
-  bool slurm_discovery = false;    // spec.discovery().slurm()
+  bool slurm_discovery = false;     // spec.discovery().slurm()
   bool explicit_discovery = false;  // --host-discovery slurm given (makes the job elastic)
 };
 

@@ -72,8 +72,8 @@ constexpr Tunable kTunables[] = {
     {"num_nccl_streams", "HOROVOD_NUM_NCCL_STREAMS", Value::kWholeNumber, Effect::kNotYet},
     {"thread_affinity", "HOROVOD_THREAD_AFFINITY", Value::kWholeNumber, Effect::kNotYet},
     // Our runtime's ring timeout: 0 would fail every collective at once, so at least 1.
-    {"gloo_timeout_seconds", "HOROVOD_GLOO_TIMEOUT_SECONDS", Value::kWholeNumber,
-     Effect::kActedOn, 1},
+    {"gloo_timeout_seconds", "HOROVOD_GLOO_TIMEOUT_SECONDS", Value::kWholeNumber, Effect::kActedOn,
+     1},
     // Horovod's inverted pair: --log-without-timestamp sets HOROVOD_LOG_HIDE_TIME=1.
     {"log_with_timestamp", "HOROVOD_LOG_HIDE_TIME", Value::kOnOff, Effect::kNotYet},
 };
@@ -84,8 +84,7 @@ std::string VariableValue(const Tunable& t, const std::string& text, int64_t who
   switch (t.value) {
     case Value::kWholeNumber:
       // Horovod's unit conversion: MB on the command line, bytes in the variable.
-      return key == "fusion_threshold_mb" ? absl::StrCat(whole * 1024 * 1024)
-                                          : absl::StrCat(whole);
+      return key == "fusion_threshold_mb" ? absl::StrCat(whole * 1024 * 1024) : absl::StrCat(whole);
     case Value::kOnOff:
       if (key == "log_with_timestamp") return on ? "0" : "1";
       return on ? "1" : "0";
@@ -162,8 +161,8 @@ absl::Status ReadTunables(const RawSettings& settings, v1::JobSpec* spec,
     }
     HVDD_ASSIGN_OR_RETURN(bool needs_met, NeedsMet(settings, t));
     if (!needs_met) {
-      warnings->push_back(absl::StrCat(setting->origin, " has no effect without ",
-                                       t.needs_display, " (as in Horovod)"));
+      warnings->push_back(absl::StrCat(setting->origin, " has no effect without ", t.needs_display,
+                                       " (as in Horovod)"));
       continue;
     }
     const std::string key = t.key;

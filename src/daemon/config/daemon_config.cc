@@ -133,10 +133,9 @@ absl::Status CheckLimitsAgree(const std::string& name, const DaemonLimits& limit
         kv_set_bytes, "), or the largest allowed key-value write could not be sent"));
   }
   if (limits.max_message_bytes < limits.max_job_spec_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": limits.max_message_bytes (", limits.max_message_bytes,
-                     ") must be at least limits.max_job_spec_bytes (",
-                     limits.max_job_spec_bytes, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": limits.max_message_bytes (", limits.max_message_bytes,
+        ") must be at least limits.max_job_spec_bytes (", limits.max_job_spec_bytes, ")"));
   }
   return absl::OkStatus();
 }
@@ -153,8 +152,7 @@ absl::Status SetStopJobs(const std::string& origin, const std::string& value, Da
 }
 
 // Seconds ("600") or a duration ("10m", "90s", "1h").
-absl::Status SetDaemonGrace(const std::string& origin, const std::string& value,
-                            DaemonConfig& c) {
+absl::Status SetDaemonGrace(const std::string& origin, const std::string& value, DaemonConfig& c) {
   double seconds = 0;
   absl::Duration grace;
   if (absl::SimpleAtod(value, &seconds)) {
@@ -167,8 +165,7 @@ absl::Status SetDaemonGrace(const std::string& origin, const std::string& value,
   return absl::OkStatus();
 }
 
-absl::Status SetShimBinary(const std::string& origin, const std::string& value,
-                           DaemonConfig& c) {
+absl::Status SetShimBinary(const std::string& origin, const std::string& value, DaemonConfig& c) {
   if (!value.empty() && value.front() != '/') {
     return Bad(origin, value, "is not an absolute path");
   }
@@ -199,12 +196,11 @@ const std::vector<Key>& Keys() {
     std::vector<Key> with_limits = keys;
     for (const LimitKey& limit : LimitKeys()) {
       int DaemonLimits::*field = limit.field;
-      with_limits.push_back(
-          {limit.name,
-           [field](const std::string& o, const std::string& v, DaemonConfig& c) {
-             return SetPositive(o, v, c.limits.*field);
-           },
-           false});
+      with_limits.push_back({limit.name,
+                             [field](const std::string& o, const std::string& v, DaemonConfig& c) {
+                               return SetPositive(o, v, c.limits.*field);
+                             },
+                             false});
     }
     for (const SecurityKey& key : SecurityKeys()) {  // auth.*, tls.* (auth_config.cc)
       with_limits.push_back({key.name, key.set, true});

@@ -31,9 +31,9 @@ struct DaemonLimits {
   // The key-value store workers bootstrap their rings through, per job.
   int max_kv_key_bytes = 1024;
   int max_kv_value_bytes = 4 << 20;
-  int max_kv_keys_per_job = 100000;        // over all generations kept
-  int max_kv_bytes_per_job = 256 << 20;    // keys plus values
-  int max_kv_waiters_per_job = 8192;       // KvGet calls waiting for keys
+  int max_kv_keys_per_job = 100000;      // over all generations kept
+  int max_kv_bytes_per_job = 256 << 20;  // keys plus values
+  int max_kv_waiters_per_job = 8192;     // KvGet calls waiting for keys
   // Streams held open at once by one client (its peer IP address): WatchJob
   // streams each hold a daemon thread; Attach streams are one per worker.
   int max_watch_streams_per_client = 64;
@@ -47,7 +47,7 @@ struct DaemonConfig {
   // status_page.listen: host:port of the status page (daemon/status_page/);
   // empty = off. TLS and tokens as for the gRPC API.
   std::string status_page_listen;
-  std::string log_level = "info";                 // trace | debug | info | warn | error
+  std::string log_level = "info";  // trace | debug | info | warn | error
   LogFormat log_format = LogFormat::kText;
   // Workers outlive the daemon (docs/daemon.md, "Upgrading horovodd without
   // stopping jobs"). shutdown.stop_jobs: SIGTERM ends the running jobs (CANCELLED)

@@ -26,7 +26,8 @@ class DiscoveryPoller {
   // --discovery interval); nullptr for a job that lists its hosts instead
   // (ListedHosts).
   static std::unique_ptr<DiscoveryPoller> ForJob(const v1::JobSpec& spec, Callback on_result);
-  ~DiscoveryPoller() ABSL_LOCKS_EXCLUDED(mu_);  // stops and joins (waits for a running script to end)
+  ~DiscoveryPoller()
+      ABSL_LOCKS_EXCLUDED(mu_);  // stops and joins (waits for a running script to end)
 
  private:
   void Run() ABSL_LOCKS_EXCLUDED(mu_);

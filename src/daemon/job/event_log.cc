@@ -38,8 +38,8 @@ EventLog::Batch EventLog::WaitFrom(uint64_t from_seq, absl::Time deadline) const
   for (const auto& event : events_) {
     if (event.seq() >= from_seq) batch.events.push_back(event);
   }
-  batch.next_seq = batch.events.empty() ? std::max<uint64_t>(from_seq, 1)
-                                        : batch.events.back().seq() + 1;
+  batch.next_seq =
+      batch.events.empty() ? std::max<uint64_t>(from_seq, 1) : batch.events.back().seq() + 1;
   if (!events_.empty() && from_seq < events_.front().seq()) {
     // Older ones were dropped: continue from what is kept.
     batch.next_seq = events_.back().seq() + 1;

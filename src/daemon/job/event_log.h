@@ -24,8 +24,7 @@ class EventLog {
   using Sink = std::function<void(const v1::JobEvent&)>;
 
   // Events are stamped with `clock`'s time; it outlives the log.
-  explicit EventLog(size_t capacity = 20000, Sink sink = nullptr,
-                    const Clock* clock = &RealClock())
+  explicit EventLog(size_t capacity = 20000, Sink sink = nullptr, const Clock* clock = &RealClock())
       : capacity_(capacity), sink_(std::move(sink)), clock_(clock) {}
 
   // The first event appended gets `seq` (a job taken back after a daemon
@@ -41,8 +40,8 @@ class EventLog {
 
   struct Batch {
     std::vector<v1::JobEvent> events;
-    bool closed = false;       // nothing after these, ever
-    uint64_t next_seq = 0;     // where to continue
+    bool closed = false;    // nothing after these, ever
+    uint64_t next_seq = 0;  // where to continue
   };
   // Events with seq >= from_seq; waits until there is at least one, the log
   // is closed, or `deadline` passes (then the batch may be empty).

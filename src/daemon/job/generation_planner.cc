@@ -69,9 +69,9 @@ void GenerationPlanner::Begin(const Plan& plan, absl::Time now) {
   for (const auto& m : plan.survivors) members_.push_back(m.worker_id);
 }
 
-void GenerationPlanner::Restore(int64_t ready, std::vector<int64_t> ready_members,
-                                int64_t planned, std::vector<int64_t> planned_members,
-                                const WorkerTable& workers, absl::Time now) {
+void GenerationPlanner::Restore(int64_t ready, std::vector<int64_t> ready_members, int64_t planned,
+                                std::vector<int64_t> planned_members, const WorkerTable& workers,
+                                absl::Time now) {
   rendezvous_scan_ = 0;
   ForgetJoiners();
   planned_at_ = now;

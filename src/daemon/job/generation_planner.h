@@ -42,8 +42,7 @@ class GenerationPlanner {
   bool Told(int64_t id) const;
 
   // The next generation for `workers` on `hosts` as they are at `now`.
-  Plan Next(const WorkerTable& workers, const discovery::HostManager& hosts,
-            absl::Time now) const;
+  Plan Next(const WorkerTable& workers, const discovery::HostManager& hosts, absl::Time now) const;
   // `plan` is generation() + 1 from `now` on: its survivors are the members
   // (workers it starts join with AddMember).
   void Begin(const Plan& plan, absl::Time now);
@@ -57,8 +56,7 @@ class GenerationPlanner {
   // earlier run had announced, so no worker hears a number twice). Without,
   // nothing had formed yet: `planned` is planned with `planned_members`.
   void Restore(int64_t ready, std::vector<int64_t> ready_members, int64_t planned,
-               std::vector<int64_t> planned_members, const WorkerTable& workers,
-               absl::Time now);
+               std::vector<int64_t> planned_members, const WorkerTable& workers, absl::Time now);
 
   // The members from `first_new` on join a running job: the others hear of
   // the generation once every joiner waits for it (see JoinersWait).

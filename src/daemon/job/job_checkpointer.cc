@@ -61,14 +61,13 @@ void JobCheckpointer::Write() {
     c.failures = h.failures;
     c.cooldowns = h.cooldowns;
     c.last_failure = h.last_failure;
-    c.until = h.cooldown_left == absl::ZeroDuration() ? absl::InfinitePast()
-                                                      : now + h.cooldown_left;
+    c.until =
+        h.cooldown_left == absl::ZeroDuration() ? absl::InfinitePast() : now + h.cooldown_left;
   }
   context_.observer->OnJobCheckpoint(context_.job_id, checkpoint);
 }
 
-bool JobCheckpointer::RestoreHosts(const JobCheckpoint& checkpoint,
-                                   discovery::HostManager& hosts) {
+bool JobCheckpointer::RestoreHosts(const JobCheckpoint& checkpoint, discovery::HostManager& hosts) {
   // Until discovery says otherwise: its first answer then changes nothing
   // unless the hosts did.
   discovery::HostSet known;

@@ -16,8 +16,8 @@ namespace horovodd::daemon {
 
 struct JobContext {
   std::string job_id;
-  std::string daemon_address;   // what workers dial, host:port
-  Launcher* launcher;           // shared by all jobs, outlives them
+  std::string daemon_address;       // what workers dial, host:port
+  Launcher* launcher;               // shared by all jobs, outlives them
   JobObserver* observer = nullptr;  // daemon-wide; outlives the job; may be null
   // The job's own secret (256 random bits, hex), handed to its workers in
   // HOROVODD_WORKER_TOKEN; opens this job's WorkerService calls and nothing

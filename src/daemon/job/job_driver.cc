@@ -74,9 +74,8 @@ void JobDriver::Start() {
   loop_.Post([this] {
     lifecycle_.MarkStarted();
     Event(v1::JobEvent::INFO,
-          absl::StrCat("job ", context_.job_id, " submitted: ",
-                       absl::StrJoin(spec_.argv(), " "), " (np ", spec_.num_proc(),
-                       ", min ", spec_.min_np(), ", max ",
+          absl::StrCat("job ", context_.job_id, " submitted: ", absl::StrJoin(spec_.argv(), " "),
+                       " (np ", spec_.num_proc(), ", min ", spec_.min_np(), ", max ",
                        spec_.max_np() > 0 ? std::to_string(spec_.max_np()) : "unlimited",
                        spec_.elastic() ? ", elastic)" : ", fixed size)"));
     // Until enough hosts show up the job is below min np.
@@ -148,8 +147,7 @@ void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply
   });
 }
 
-void JobDriver::KvSet(const v1::KvSetRequest& request,
-                      std::function<void(absl::Status)> reply) {
+void JobDriver::KvSet(const v1::KvSetRequest& request, std::function<void(absl::Status)> reply) {
   loop_.Post([this, request, reply = std::move(reply)] {
     if (workers_.Find(request.who().worker_id()) == nullptr) {
       reply(absl::NotFoundError("unknown worker"));
@@ -260,9 +258,8 @@ v1::JobStatus JobDriver::StatusNow() {
     hs->set_slots(h.slots);
     hs->set_state(discovery::HostStateName(h.state));
     // -1: blacklisted for the rest of the job (no --blacklist-cooldown-range).
-    hs->set_cooldown_seconds_left(h.cooldown_left == absl::InfiniteDuration()
-                                      ? -1
-                                      : absl::ToDoubleSeconds(h.cooldown_left));
+    hs->set_cooldown_seconds_left(
+        h.cooldown_left == absl::InfiniteDuration() ? -1 : absl::ToDoubleSeconds(h.cooldown_left));
   }
   s.set_resets(resets_.resets());
   s.set_last_commit(resets_.last_commit());
@@ -290,8 +287,7 @@ void JobDriver::Finish(v1::JobState state, const std::string& reason) {
     if (w.handle != 0) context_.launcher->Signal(w.handle, SIGTERM).IgnoreError();
   }
   // Whoever ignores SIGTERM gets SIGKILL after a grace period.
-  loop_.PostAfter(absl::Seconds(5),
-                  [this] { workers_.SignalAll(context_.launcher, SIGKILL); });
+  loop_.PostAfter(absl::Seconds(5), [this] { workers_.SignalAll(context_.launcher, SIGKILL); });
   MaybeCloseLog();
 }
 

@@ -35,8 +35,8 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
     return;
   }
   WorkerTable::Started(w, **launched);
-  Event(v1::JobEvent::INFO, absl::StrCat("started worker ", id, " on ", host, " (pid ",
-                                         w.pid, ")"));
+  Event(v1::JobEvent::INFO,
+        absl::StrCat("started worker ", id, " on ", host, " (pid ", w.pid, ")"));
   generations_.AddMember(id);
 }
 
@@ -49,9 +49,7 @@ void JobDriver::OnHostLaunchFailure(const std::string& host, const absl::Status&
         absl::StrCat("cannot start a worker on ", host, ": ", why, "; host in cooldown"),
         "launch_failed");
   ScheduleCooldownWakeup();
-  loop_.Post([this] {
-    Replan("a worker could not be started", ReplanTrigger::kMembershipChange);
-  });
+  loop_.Post([this] { Replan("a worker could not be started", ReplanTrigger::kMembershipChange); });
 }
 
 void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched) {
@@ -87,8 +85,8 @@ void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProces
     return;
   }
   WorkerTable::Started(*w, *launched);
-  Event(v1::JobEvent::INFO, absl::StrCat("started worker ", id, " on ", w->host, " (pid ",
-                                         w->pid, ")"));
+  Event(v1::JobEvent::INFO,
+        absl::StrCat("started worker ", id, " on ", w->host, " (pid ", w->pid, ")"));
   // What happened to it while it was starting, the others already had.
   if (lifecycle_.Terminal() || !w->lost_reason.empty()) {
     context_.launcher->Signal(w->handle, SIGKILL).IgnoreError();

@@ -144,8 +144,7 @@ void JobLifecycle::Close(int64_t generation) {
 }
 
 void JobLifecycle::Advance(Phase to) {
-  HVDD_CHECK(Allowed(phase_, to)) << "job phase " << PhaseName(phase_) << " -> "
-                                  << PhaseName(to);
+  HVDD_CHECK(Allowed(phase_, to)) << "job phase " << PhaseName(phase_) << " -> " << PhaseName(to);
   phase_ = to;
 }
 

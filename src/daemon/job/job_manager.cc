@@ -47,8 +47,8 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
     if (shutting_down_) return absl::UnavailableError("daemon is shutting down");
     id = absl::StrCat(kJobIdPrefix, next_job_number_++);
     driver = std::make_shared<JobDriver>(
-        JobContext{id, worker_address_, launcher_, observer_, std::move(*worker_token),
-                   worker_env_, kv_limits_, &RealClock(), checkpoints_},
+        JobContext{id, worker_address_, launcher_, observer_, std::move(*worker_token), worker_env_,
+                   kv_limits_, &RealClock(), checkpoints_},
         spec);
     jobs_[id] = driver;
     forgotten = ForgetOldEndedLocked();
@@ -59,8 +59,7 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   return id;
 }
 
-std::shared_ptr<JobDriver> JobManager::Readmit(const std::string& job_id,
-                                               const v1::JobSpec& spec,
+std::shared_ptr<JobDriver> JobManager::Readmit(const std::string& job_id, const v1::JobSpec& spec,
                                                std::string worker_token) {
   absl::MutexLock lock(&mu_);
   next_job_number_ = std::max(next_job_number_, JobNumber(job_id) + 1);

@@ -102,8 +102,7 @@ class JobManager {
  private:
   // Removes the oldest ended jobs beyond kMaxEndedJobs; returns the drivers
   // so that they are destroyed (their loops joined) outside mu_.
-  std::vector<std::shared_ptr<JobDriver>> ForgetOldEndedLocked()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::shared_ptr<JobDriver>> ForgetOldEndedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Launcher* const launcher_;
   JobObserver* const observer_;

@@ -14,9 +14,7 @@
 namespace horovodd::daemon {
 namespace {
 
-std::string Millis(absl::Duration d) {
-  return absl::StrCat(absl::ToInt64Milliseconds(d), " ms");
-}
+std::string Millis(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), " ms"); }
 
 }  // namespace
 
@@ -53,7 +51,8 @@ void JobDriver::OnHosts(absl::StatusOr<discovery::HostSet> hosts) {
   }
   std::vector<std::string> parts;
   for (const auto& h : *hosts) parts.push_back(absl::StrCat(h.host, ":", h.slots));
-  std::string summary = absl::StrCat("hosts ", parts.empty() ? "(none)" : absl::StrJoin(parts, ","));
+  std::string summary =
+      absl::StrCat("hosts ", parts.empty() ? "(none)" : absl::StrJoin(parts, ","));
   Event(v1::JobEvent::INFO, first ? absl::StrCat("discovered ", summary)
                                   : absl::StrCat("hosts changed, now ", summary));
   if (!first) resets_.Detected(clock_.Now());
@@ -74,10 +73,9 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
     // finish: its exit decides.
     if (!first_failure_.empty() && plan.survivors.empty() && plan.new_hosts.empty() &&
         workers_.AllGone()) {
-      Finish(v1::FAILED, absl::StrCat(kNonZeroExitMessage, first_failure_,
-                                      " (no usable host is left: ",
-                                      discovery::TotalSlots(hosts_.UsableHosts(now)),
-                                      " usable slot(s))"));
+      Finish(v1::FAILED,
+             absl::StrCat(kNonZeroExitMessage, first_failure_, " (no usable host is left: ",
+                          discovery::TotalSlots(hosts_.UsableHosts(now)), " usable slot(s))"));
       return;
     }
     // Also when nothing changed: a job whose hosts all refuse workers must
@@ -85,8 +83,7 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
     ArmBelowMinTimer(plan.size(), needed);
     return;
   }
-  if (trigger != ReplanTrigger::kBrokenRing &&
-      plan.unchanged(generations_.members().size())) {
+  if (trigger != ReplanTrigger::kBrokenRing && plan.unchanged(generations_.members().size())) {
     return;
   }
   if (below_min_timer_ != 0) {
@@ -119,21 +116,21 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
   starter_.PlanRanks(plan);
   for (int64_t id : plan.removed) {
     Worker& w = workers_.at(id);
-    Event(v1::JobEvent::INFO, absl::StrCat(generations_.Describe(w), " leaves: ",
-                                           WhyLeaving(plan, w, hosts_, clock_.Now())));
+    Event(v1::JobEvent::INFO, absl::StrCat(generations_.Describe(w),
+                                           " leaves: ", WhyLeaving(plan, w, hosts_, clock_.Now())));
     w.state = v1::WORKER_REMOVED;
     if (w.waiting) w.Answer(generations_.RemovedAnswer());
   }
   Event(v1::JobEvent::INFO,
-        absl::StrCat("generation ", generations_.generation(), " planned: size ", plan.size(),
-                     " (", plan.survivors.size(), " kept, ", plan.new_hosts.size(), " new, ",
+        absl::StrCat("generation ", generations_.generation(), " planned: size ", plan.size(), " (",
+                     plan.survivors.size(), " kept, ", plan.new_hosts.size(), " new, ",
                      plan.removed.size(), " leaving); cause: ", cause));
   kv_.AdvanceTo(generations_.generation());
   // Growing a running job: its members train on while the new workers start
   // (a process, maybe an interpreter importing a framework: seconds), and
   // hear of the new generation once every new member waits for it.
-  const bool grow_only = generations_.ready_generation() > 0 && !failure &&
-                         plan.removed.empty() && !plan.new_hosts.empty();
+  const bool grow_only = generations_.ready_generation() > 0 && !failure && plan.removed.empty() &&
+                         !plan.new_hosts.empty();
   if (!grow_only) {
     generations_.ForgetJoiners();
     workers_.SendToAttached(generations_.Announcement(/*abort_collectives=*/failure));
@@ -154,9 +151,9 @@ void JobDriver::NotifyOnceJoinersWait() {
   if (lifecycle_.Terminal()) return;
   // The elastic timeout for joining counts from now for the members told now.
   if (!generations_.JoinersWait(workers_, clock_.Now())) return;
-  Event(v1::JobEvent::INFO, absl::StrCat("the new workers of generation ",
-                                         generations_.generation(),
-                                         " are ready; the others join it now"));
+  Event(v1::JobEvent::INFO,
+        absl::StrCat("the new workers of generation ", generations_.generation(),
+                     " are ready; the others join it now"));
   workers_.SendToAttached(generations_.Announcement(/*abort_collectives=*/false));
 }
 
@@ -170,13 +167,13 @@ void JobDriver::ArmBelowMinTimer(int available, int needed) {
                        "; waiting up to --elastic-timeout ", spec_.elastic_timeout_seconds(),
                        "s for more slots"));
   }
-  below_min_timer_ = loop_.PostAfter(
-      absl::Seconds(spec_.elastic_timeout_seconds()), [this, flag, needed] {
+  below_min_timer_ =
+      loop_.PostAfter(absl::Seconds(spec_.elastic_timeout_seconds()), [this, flag, needed] {
         below_min_timer_ = 0;
         int usable = discovery::TotalSlots(hosts_.UsableHosts(clock_.Now()));
-        std::string why = absl::StrCat(
-            "could not reach ", flag, " ", needed, " within --elastic-timeout ",
-            spec_.elastic_timeout_seconds(), "s (", usable, " usable slot(s)");
+        std::string why =
+            absl::StrCat("could not reach ", flag, " ", needed, " within --elastic-timeout ",
+                         spec_.elastic_timeout_seconds(), "s (", usable, " usable slot(s)");
         if (!last_discovery_error_.empty()) {
           absl::StrAppend(&why, "; discovery: ", last_discovery_error_);
         }
@@ -237,10 +234,10 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
     return;
   }
   const std::vector<int64_t>& ready_members = generations_.ready_members();
-  const bool in_ready = generations_.ready_generation() > 0 &&
-                        w->joined_generation == generations_.ready_generation() &&
-                        std::find(ready_members.begin(), ready_members.end(), id) !=
-                            ready_members.end();
+  const bool in_ready =
+      generations_.ready_generation() > 0 &&
+      w->joined_generation == generations_.ready_generation() &&
+      std::find(ready_members.begin(), ready_members.end(), id) != ready_members.end();
   // A command that never uses the runtime (horovodrun -np 2 hostname) has no
   // ready generation: its planned members are the job.
   const bool plain = generations_.ready_generation() == 0 && generations_.IsMember(id);
@@ -280,18 +277,15 @@ void JobDriver::MaybeFinishSucceeded(Finishers whose) {
     const Worker& w = workers_.at(m);
     if (w.state == v1::WORKER_SUCCEEDED) {
       ++finished;
-    } else if (!((w.state == v1::WORKER_FAILED || w.state == v1::WORKER_REMOVED) &&
-                 w.gone())) {
+    } else if (!((w.state == v1::WORKER_FAILED || w.state == v1::WORKER_REMOVED) && w.gone())) {
       return;
     }
   }
   std::string outcome = absl::StrCat(
       finished == static_cast<int>(finishers.size()) ? "all " : "", finished, " workers",
-      plain ? "" : absl::StrCat(" of generation ", generations_.ready_generation()),
-      " finished");
+      plain ? "" : absl::StrCat(" of generation ", generations_.ready_generation()), " finished");
   if (finished != static_cast<int>(finishers.size())) {
-    absl::StrAppend(&outcome, " (", finishers.size() - finished,
-                    " had left or failed before)");
+    absl::StrAppend(&outcome, " (", finishers.size() - finished, " had left or failed before)");
   }
   Finish(v1::SUCCEEDED, outcome);
 }
@@ -319,8 +313,8 @@ void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
   const std::string blacklisted =
       cooldown == absl::InfiniteDuration()
           ? absl::StrCat("host ", w.host, " is blacklisted for the rest of the job")
-          : absl::StrCat("host ", w.host, " is blacklisted for ", Millis(cooldown),
-                         " (cooldown ", times, ")");
+          : absl::StrCat("host ", w.host, " is blacklisted for ", Millis(cooldown), " (cooldown ",
+                         times, ")");
   Event(v1::JobEvent::WARNING, absl::StrCat(description, "; ", blacklisted),
         w.lost_reason.empty() ? "worker_failed" : "worker_lost");
   ScheduleCooldownWakeup();

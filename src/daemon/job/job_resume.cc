@@ -17,8 +17,7 @@ namespace horovodd::daemon {
 namespace {
 
 absl::Time FromUnixSeconds(double seconds) {
-  return seconds > 0 ? absl::FromUnixMicros(static_cast<int64_t>(seconds * 1e6))
-                     : absl::Time();
+  return seconds > 0 ? absl::FromUnixMicros(static_cast<int64_t>(seconds * 1e6)) : absl::Time();
 }
 
 bool Alive(v1::WorkerState state) {
@@ -58,8 +57,8 @@ std::map<int64_t, ProcessCallbacks> JobDriver::Resume(const JobCheckpoint& check
 }
 
 void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
-                          const std::vector<ReattachedWorker>& found,
-                          absl::Duration daemon_away, absl::Duration worker_grace,
+                          const std::vector<ReattachedWorker>& found, absl::Duration daemon_away,
+                          absl::Duration worker_grace,
                           std::map<int64_t, ProcessCallbacks>& callbacks) {
   const v1::JobStatus& was = checkpoint.status;
   events_.ContinueAt(checkpoint.last_event_seq + 1);
@@ -114,21 +113,20 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
   // is taken up again when its workers ask for their rendezvous anew.
   absl::Time started = FromUnixSeconds(was.started_unix());
   if (started == absl::Time()) started = clock_.Now();
-  lifecycle_.Restore(
-      !members.empty() ? v1::RUNNING
-                       : (was.state() == v1::JOB_STATE_UNSPECIFIED ? v1::PENDING : was.state()),
-      started, generations_.generation());
-  Event(v1::JobEvent::INFO,
-        absl::StrCat("taken back after a horovodd restart: generation ", was.generation(), ", ",
-                     held.size(), " worker(s) found, ", lost.size(), " lost, last commit ",
-                     was.last_commit()));
+  lifecycle_.Restore(!members.empty()
+                         ? v1::RUNNING
+                         : (was.state() == v1::JOB_STATE_UNSPECIFIED ? v1::PENDING : was.state()),
+                     started, generations_.generation());
+  Event(v1::JobEvent::INFO, absl::StrCat("taken back after a horovodd restart: generation ",
+                                         was.generation(), ", ", held.size(), " worker(s) found, ",
+                                         lost.size(), " lost, last commit ", was.last_commit()));
   // A worker's grace counts from its last contact, which is at most a
   // heartbeat interval (a quarter of the grace) before the daemon went.
-  if (running == 0 && !a_member_finished && !held.empty() &&
-      daemon_away >= worker_grace * 3 / 4) {
+  if (running == 0 && !a_member_finished && !held.empty() && daemon_away >= worker_grace * 3 / 4) {
     // They gave up waiting for a daemon (DaemonClient's grace period).
     Finish(v1::FAILED,
-           absl::StrCat("horovodd was away for ", absl::FormatDuration(absl::Trunc(daemon_away, absl::Seconds(1))),
+           absl::StrCat("horovodd was away for ",
+                        absl::FormatDuration(absl::Trunc(daemon_away, absl::Seconds(1))),
                         ", longer than the workers' grace period (worker.daemon_grace = ",
                         absl::FormatDuration(worker_grace), "): they ended"));
     return;

@@ -7,9 +7,7 @@
 namespace horovodd::daemon {
 namespace {
 
-std::string Millis(absl::Duration d) {
-  return absl::StrCat(absl::ToInt64Milliseconds(d), " ms");
-}
+std::string Millis(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), " ms"); }
 
 }  // namespace
 
@@ -39,8 +37,8 @@ void LivenessMonitor::AskedRendezvous(int64_t id) {
 
 void LivenessMonitor::Forget(int64_t id) { heard_.erase(id); }
 
-std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(
-    absl::Time now, const WorkerTable& workers) const {
+std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
+                                                          const WorkerTable& workers) const {
   const absl::Duration silent_limit = absl::Seconds(liveness_timeout_s_);
   const absl::Duration start_limit = absl::Seconds(start_timeout_s_);
   std::vector<Lost> lost;
@@ -63,9 +61,9 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(
     if (!started && now - heard.launched_at > start_limit) {
       // Attached or not: a worker that never asked for a generation is still
       // starting, however alive it sounds.
-      lost.push_back({id, absl::StrCat(heard.heard_from ? "did not ask for a rendezvous"
-                                                        : "did not connect",
-                                       " within --start-timeout ", start_timeout_s_, "s")});
+      lost.push_back(
+          {id, absl::StrCat(heard.heard_from ? "did not ask for a rendezvous" : "did not connect",
+                            " within --start-timeout ", start_timeout_s_, "s")});
       continue;
     }
     if (!heard.heard_from) continue;  // not connected yet: only its start is bounded
@@ -73,8 +71,7 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(
     // down; the interpreter may take seconds to exit on a loaded machine) or
     // reconnecting: its exit or its new stream is awaited up to the grace
     // after which a worker cut off from its daemon ends itself.
-    const absl::Duration limit =
-        w.attached ? silent_limit : std::max(silent_limit, kDetachedGrace);
+    const absl::Duration limit = w.attached ? silent_limit : std::max(silent_limit, kDetachedGrace);
     if (now - heard.last_seen > limit) {
       lost.push_back({id, absl::StrCat("silent for ", Millis(now - heard.last_seen),
                                        w.attached ? "" : " after closing its stream",

@@ -53,10 +53,10 @@ class LivenessMonitor {
  private:
   struct Heard {
     absl::Time launched_at;
-    absl::Time last_seen;       // launch, or the last time it was heard from
+    absl::Time last_seen;  // launch, or the last time it was heard from
     bool heard_from = false;
     bool asked_rendezvous = false;
-    bool reattached = false;    // by a restarted daemon, not heard from since
+    bool reattached = false;  // by a restarted daemon, not heard from since
   };
 
   const double start_timeout_s_;

@@ -40,8 +40,7 @@ Plan PlanGeneration(const PlanInput& input) {
   }
   for (size_t i = 0; i < alive.size(); ++i) {
     if (!keep[i]) continue;
-    if (input.max_size > 0 &&
-        static_cast<int>(plan.survivors.size()) >= input.max_size) {
+    if (input.max_size > 0 && static_cast<int>(plan.survivors.size()) >= input.max_size) {
       keep[i] = false;
       continue;
     }

@@ -14,14 +14,12 @@ namespace horovodd::daemon {
 struct Member {
   int64_t worker_id = 0;
   std::string host;
-  bool operator==(const Member& o) const {
-    return worker_id == o.worker_id && host == o.host;
-  }
+  bool operator==(const Member& o) const { return worker_id == o.worker_id && host == o.host; }
 };
 
 struct PlanInput {
-  std::vector<Member> current;          // current generation, in rank order
-  std::set<int64_t> lost;               // workers that exited or were declared lost
+  std::vector<Member> current;  // current generation, in rank order
+  std::set<int64_t> lost;       // workers that exited or were declared lost
   // host -> slots where workers may stay: discovered, not drained (blacklisted ones too).
   std::map<std::string, int> discovered;
   // Hosts in cooldown after a failure (Horovod's blacklist): their workers leave, unless
@@ -29,18 +27,18 @@ struct PlanInput {
   std::set<std::string> blacklisted;
   // (host, slots) new workers may use, in assignment order (the order ranks are given in).
   std::vector<std::pair<std::string, int>> usable;
-  int max_size = 0;                     // 0 = no limit
+  int max_size = 0;  // 0 = no limit
 };
 
 struct Plan {
-  std::vector<Member> survivors;        // kept, in their old rank order
-  std::vector<int64_t> removed;         // alive but leaving (slot or host gone, blacklisted)
+  std::vector<Member> survivors;  // kept, in their old rank order
+  std::vector<int64_t> removed;   // alive but leaving (slot or host gone, blacklisted)
   // The removed workers that leave because their host is blacklisted.
   std::vector<int64_t> left_blacklisted;
   // Survivors on blacklisted hosts kept because removing them would leave no survivor (see
   // PlanGeneration).
   bool kept_on_blacklisted = false;
-  std::vector<std::string> new_hosts;   // one entry per worker to start, in rank order
+  std::vector<std::string> new_hosts;  // one entry per worker to start, in rank order
   int size() const { return static_cast<int>(survivors.size() + new_hosts.size()); }
   // Nothing changes: no generation needed.
   bool unchanged(size_t current_size) const {

@@ -44,7 +44,7 @@ std::map<std::string, std::string> WorkerStarter::Environment(const Worker& w,
   env["PYTHONUNBUFFERED"] = "1";
   for (const auto& [k, v] : spec_.env()) env[k] = v;
   for (const auto& [k, v] : context_.worker_env) env[k] = v;  // TLS files
-  env["HOROVODD_WORKER_TOKEN"] = context_.worker_token;  // environment only, never argv
+  env["HOROVODD_WORKER_TOKEN"] = context_.worker_token;       // environment only, never argv
   env[kDaemonAddressVariable] = context_.daemon_address;
   env["HOROVODD_JOB_ID"] = context_.job_id;
   env["HOROVODD_WORKER_ID"] = std::to_string(w.id);
@@ -96,15 +96,15 @@ std::optional<absl::StatusOr<LaunchedProcess>> WorkerStarter::Launch(const Worke
   ProcessCallbacks callbacks = CallbacksFor(w);
   // Remote and Slurm launches wait on other machines (sshd, slurmctld): off the loop.
   if (LaunchesHere(launch)) return context_.launcher->Launch(launch, std::move(callbacks));
-  pool_.Submit([this, id = w.id, launch = std::move(launch),
-                callbacks = std::move(callbacks)]() mutable {
-    Launcher* launcher = context_.launcher;
-    absl::StatusOr<LaunchedProcess> launched = launcher->Launch(launch, std::move(callbacks));
-    if (!loop_.Post([this, id, launched] { on_launched_(id, launched); }) && launched.ok()) {
-      // The job is going away: nobody else would ever stop this process.
-      launcher->Signal(launched->handle, SIGKILL).IgnoreError();
-    }
-  });
+  pool_.Submit(
+      [this, id = w.id, launch = std::move(launch), callbacks = std::move(callbacks)]() mutable {
+        Launcher* launcher = context_.launcher;
+        absl::StatusOr<LaunchedProcess> launched = launcher->Launch(launch, std::move(callbacks));
+        if (!loop_.Post([this, id, launched] { on_launched_(id, launched); }) && launched.ok()) {
+          // The job is going away: nobody else would ever stop this process.
+          launcher->Signal(launched->handle, SIGKILL).IgnoreError();
+        }
+      });
   return std::nullopt;
 }
 

@@ -97,7 +97,7 @@ void WorkerTable::SendToAttached(const v1::DaemonMessage& message) const {
 }
 
 std::function<void(OutputStream, std::string_view)> WorkerTable::OutputSink(const Worker& w,
-                                                                           EventLog* events) {
+                                                                            EventLog* events) {
   return [events, rank = w.rank](OutputStream stream, std::string_view line) {
     v1::JobEvent e;
     e.set_kind(v1::JobEvent::OUTPUT);

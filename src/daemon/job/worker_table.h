@@ -28,12 +28,12 @@ struct Worker {
 
   int64_t id = 0;
   std::string host;
-  int64_t handle = 0;               // the launcher's; 0 once ended
-  int pid = 0;                      // on its host, for people
+  int64_t handle = 0;  // the launcher's; 0 once ended
+  int pid = 0;         // on its host, for people
   v1::WorkerState state = v1::WORKER_STARTING;
   int exit_code = 0;
-  std::string lost_reason;          // set when the driver killed it
-  int64_t joined_generation = 0;    // last ready generation it was part of
+  std::string lost_reason;        // set when the driver killed it
+  int64_t joined_generation = 0;  // last ready generation it was part of
   int64_t last_commit = 0;
   int64_t reported_failure_generation = 0;
   int generations_joined = 0;
@@ -41,7 +41,7 @@ struct Worker {
   // Being started on a remote host: no handle yet, but not gone either.
   bool launching = false;
   std::shared_ptr<WorkerChannel> channel;
-  bool waiting = false;             // has a rendezvous call pending
+  bool waiting = false;  // has a rendezvous call pending
   int64_t after_generation = 0;
   RendezvousReply reply;
   std::shared_ptr<std::atomic<int>> rank;  // read by the launcher's I/O thread

@@ -172,8 +172,8 @@ absl::Status EnsureSchema(SqliteDb& db) {
     absl::StatusOr<int64_t> version = CheckVersion(db);
     status = version.ok() ? Upgrade(db, *version) : version.status();
   } else if (status.ok()) {
-    status = db.Exec(absl::StrCat(kSchema, kCheckpointsTable, kCheckpointHostsTable, "INSERT INTO schema_version VALUES (",
-                                  kSchemaVersion, ");"));
+    status = db.Exec(absl::StrCat(kSchema, kCheckpointsTable, kCheckpointHostsTable,
+                                  "INSERT INTO schema_version VALUES (", kSchemaVersion, ");"));
   }
   if (status.ok()) return db.Exec("COMMIT");
   db.Exec("ROLLBACK").IgnoreError();
@@ -332,9 +332,8 @@ void Journal::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
   // Output is the bulk of a job's events and only worth having while it runs.
   if (event.kind() == v1::JobEvent::OUTPUT) return;
   absl::MutexLock lock(&mu_);
-  NoteWrite(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-              return RecordEvent(job_id, event);
-            }),
+  NoteWrite(InTransaction(
+                [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return RecordEvent(job_id, event); }),
             absl::StrCat("event ", event.seq(), " of ", job_id));
 }
 
@@ -426,8 +425,8 @@ absl::StatusOr<std::vector<ArchivedJob>> Journal::ReadAll() {
     // files, jobs that were running when horovodd stopped).
     v1::JobStatus tables;
     if (!tables.ParseFromString(row.Blob(10))) {
-      return absl::DataLossError(absl::StrCat("journal ", path_, ": the final status of ",
-                                              s.job_id(), " cannot be read"));
+      return absl::DataLossError(
+          absl::StrCat("journal ", path_, ": the final status of ", s.job_id(), " cannot be read"));
     }
     *s.mutable_workers() = std::move(*tables.mutable_workers());
     *s.mutable_hosts() = std::move(*tables.mutable_hosts());

@@ -75,13 +75,12 @@ void Journal::OnJobCheckpoint(const std::string& job_id, const JobCheckpoint& ch
   absl::MutexLock lock(&mu_);
   NoteWrite(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
               Statements& s = *statements_;
-              HVDD_RETURN_IF_ERROR(
-                  s.put_checkpoint->BindText(1, job_id)
-                      .BindBlob(2, checkpoint.status.SerializeAsString())
-                      .BindInt(3, checkpoint.planned_generation)
-                      .BindText(4, absl::StrJoin(checkpoint.planned_members, ","))
-                      .BindDouble(5, UnixSeconds(absl::Now()))
-                      .Run());
+              HVDD_RETURN_IF_ERROR(s.put_checkpoint->BindText(1, job_id)
+                                       .BindBlob(2, checkpoint.status.SerializeAsString())
+                                       .BindInt(3, checkpoint.planned_generation)
+                                       .BindText(4, absl::StrJoin(checkpoint.planned_members, ","))
+                                       .BindDouble(5, UnixSeconds(absl::Now()))
+                                       .Run());
               HVDD_RETURN_IF_ERROR(s.drop_checkpoint_hosts->BindText(1, job_id).Run());
               for (const HostCooldown& c : checkpoint.host_cooldowns) {
                 HVDD_RETURN_IF_ERROR(s.put_checkpoint_host->BindText(1, job_id)
@@ -110,8 +109,8 @@ absl::StatusOr<std::optional<JobCheckpoint>> Journal::ReadCheckpoint(const std::
     for (absl::string_view id : absl::StrSplit(row.Text(2), ',', absl::SkipEmpty())) {
       int64_t member = 0;
       if (!absl::SimpleAtoi(id, &member)) {
-        return absl::DataLossError(absl::StrCat("journal ", path_, ": the checkpoint of ",
-                                                job_id, " names worker '", id, "'"));
+        return absl::DataLossError(absl::StrCat("journal ", path_, ": the checkpoint of ", job_id,
+                                                " names worker '", id, "'"));
       }
       c.planned_members.push_back(member);
     }

@@ -22,8 +22,7 @@ struct Journal::Statements {
   std::unique_ptr<SqliteStatement> prune_events, prune_finished_jobs;
   std::unique_ptr<SqliteStatement> unfinished_jobs, last_seq, all_jobs, job_events;
   std::unique_ptr<SqliteStatement> put_checkpoint, drop_checkpoint, get_checkpoint;
-  std::unique_ptr<SqliteStatement> put_checkpoint_host, drop_checkpoint_hosts,
-      get_checkpoint_hosts;
+  std::unique_ptr<SqliteStatement> put_checkpoint_host, drop_checkpoint_hosts, get_checkpoint_hosts;
 
   absl::Status Prepare(SqliteDb& db);
 };

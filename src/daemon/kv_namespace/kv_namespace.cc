@@ -12,9 +12,8 @@ KvNamespace::~KvNamespace() {
 
 absl::Status KvNamespace::CheckGeneration(int64_t generation) const {
   if (generation < min_generation_) {
-    return absl::AbortedError(absl::StrCat("generation ", generation,
-                                           " was superseded by generation ",
-                                           min_generation_));
+    return absl::AbortedError(
+        absl::StrCat("generation ", generation, " was superseded by generation ", min_generation_));
   }
   return absl::OkStatus();
 }
@@ -23,8 +22,8 @@ absl::Status KvNamespace::CheckKey(const std::string& key) const {
   if (key.empty()) return absl::InvalidArgumentError("key is empty");
   if (key.size() > limits_.max_key_bytes) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("key of ", key.size(), " bytes is over the limit of ",
-                     limits_.max_key_bytes, " bytes (limits.max_kv_key_bytes)"));
+        absl::StrCat("key of ", key.size(), " bytes is over the limit of ", limits_.max_key_bytes,
+                     " bytes (limits.max_kv_key_bytes)"));
   }
   return absl::OkStatus();
 }
@@ -51,8 +50,7 @@ absl::Status KvNamespace::CheckRoom(const std::map<std::string, std::string>& sp
   return absl::OkStatus();
 }
 
-absl::Status KvNamespace::Set(int64_t generation, const std::string& key,
-                              std::string value) {
+absl::Status KvNamespace::Set(int64_t generation, const std::string& key, std::string value) {
   if (auto st = CheckGeneration(generation); !st.ok()) return st;
   if (auto st = CheckKey(key); !st.ok()) return st;
   auto space_it = spaces_.find(generation);
@@ -120,8 +118,8 @@ KvNamespace::Waiter KvNamespace::Unblock(int64_t id) {
   return w;
 }
 
-void KvNamespace::Get(int64_t generation, std::vector<std::string> keys,
-                      absl::Time deadline, Reply reply) {
+void KvNamespace::Get(int64_t generation, std::vector<std::string> keys, absl::Time deadline,
+                      Reply reply) {
   if (auto st = CheckGeneration(generation); !st.ok()) {
     reply(st);
     return;
@@ -134,9 +132,9 @@ void KvNamespace::Get(int64_t generation, std::vector<std::string> keys,
   }
   // More keys than a job may hold can never all exist.
   if (keys.size() > limits_.max_keys) {
-    reply(absl::ResourceExhaustedError(
-        absl::StrCat("asked for ", keys.size(), " keys; a job holds at most ", limits_.max_keys,
-                     " (limits.max_kv_keys_per_job)")));
+    reply(absl::ResourceExhaustedError(absl::StrCat("asked for ", keys.size(),
+                                                    " keys; a job holds at most ", limits_.max_keys,
+                                                    " (limits.max_kv_keys_per_job)")));
     return;
   }
   Waiter waiter{generation, std::move(keys), deadline, std::move(reply)};
@@ -177,9 +175,9 @@ void KvNamespace::AdvanceTo(int64_t generation) {
 absl::Time KvNamespace::ExpireWaiters(absl::Time now) {
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     Waiter w = Unblock(deadlines_.begin()->second);
-    w.reply(absl::DeadlineExceededError(absl::StrCat(
-        "keys not set in time in generation ", w.generation, " (first missing: '",
-        w.keys[w.first_missing], "')")));
+    w.reply(absl::DeadlineExceededError(absl::StrCat("keys not set in time in generation ",
+                                                     w.generation, " (first missing: '",
+                                                     w.keys[w.first_missing], "')")));
   }
   return NextDeadline();
 }

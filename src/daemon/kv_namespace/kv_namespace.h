@@ -42,8 +42,7 @@ class KvNamespace {
   absl::Status Set(int64_t generation, const std::string& key, std::string value);
   // Replies (maybe at once, maybe later from Set/AdvanceTo/ExpireWaiters) with
   // the values of all `keys`, once all exist.
-  void Get(int64_t generation, std::vector<std::string> keys, absl::Time deadline,
-           Reply reply);
+  void Get(int64_t generation, std::vector<std::string> keys, absl::Time deadline, Reply reply);
   // Keys and bytes (keys plus values) held, over every generation.
   size_t key_count() const { return key_count_; }
   size_t byte_count() const { return byte_count_; }

@@ -107,8 +107,8 @@ absl::StatusOr<std::unique_ptr<LocalLauncher>> LocalLauncher::Create(
     const LocalLauncherOptions& options) {
   UniqueFd probe(static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0)));
   if (!probe.valid()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "pidfd_open is not available (Linux >= 5.3 is needed): ", ErrnoText(errno)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("pidfd_open is not available (Linux >= 5.3 is needed): ", ErrnoText(errno)));
   }
   struct sigaction sigchld = {};
   sigaction(SIGCHLD, nullptr, &sigchld);
@@ -124,8 +124,8 @@ absl::StatusOr<std::unique_ptr<LocalLauncher>> LocalLauncher::Create(
   if (!opened.valid()) return ErrnoStatus("cannot open /dev/null");
   HVDD_ASSIGN_OR_RETURN(UniqueFd dev_null, MoveAboveStdio(std::move(opened)));
 
-  std::unique_ptr<LocalLauncher> launcher(new LocalLauncher(
-      options, std::move(epoll_fd), std::move(wake_fd), std::move(dev_null)));
+  std::unique_ptr<LocalLauncher> launcher(
+      new LocalLauncher(options, std::move(epoll_fd), std::move(wake_fd), std::move(dev_null)));
   if (absl::Status watched = launcher->Watch(launcher->wake_fd_.get(), kWakeKey); !watched.ok()) {
     return watched;
   }
@@ -161,7 +161,7 @@ LocalLauncher::~LocalLauncher() {
 }
 
 absl::StatusOr<LaunchedProcess> LocalLauncher::Launch(const WorkerLaunch& launch,
-                                                     ProcessCallbacks callbacks) {
+                                                      ProcessCallbacks callbacks) {
   HVDD_ASSIGN_OR_RETURN(ExecPlan plan, ExecPlan::Create(launch.spec));
   absl::StatusOr<pid_t> pid;
   if (std::this_thread::get_id() == io_thread_.get_id()) {
@@ -183,8 +183,8 @@ absl::StatusOr<LaunchedProcess> LocalLauncher::Launch(const WorkerLaunch& launch
 absl::Status LocalLauncher::Signal(int64_t pid, int sig) {
   absl::MutexLock lock(&mu_);
   if (live_.count(static_cast<pid_t>(pid)) == 0) {
-    return absl::NotFoundError(absl::StrCat("no running process with pid ", pid,
-                                            " was started by this launcher"));
+    return absl::NotFoundError(
+        absl::StrCat("no running process with pid ", pid, " was started by this launcher"));
   }
   if (kill(-static_cast<pid_t>(pid), sig) != 0) {
     return ErrnoStatus(absl::StrCat("cannot send signal ", sig, " to process group ", pid));
@@ -279,8 +279,7 @@ void LocalLauncher::RunLaunchRequests() {
   }
 }
 
-absl::StatusOr<pid_t> LocalLauncher::StartChild(const ExecPlan& plan,
-                                                ProcessCallbacks callbacks) {
+absl::StatusOr<pid_t> LocalLauncher::StartChild(const ExecPlan& plan, ProcessCallbacks callbacks) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {

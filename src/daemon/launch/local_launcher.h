@@ -122,7 +122,7 @@ class LocalLauncher final : public Launcher {
   // Not yet reaped: pid -> child id. While a pid is here it cannot be reused,
   // so signals sent under mu_ to -pid reach our process group only.
   std::map<pid_t, uint64_t> live_ ABSL_GUARDED_BY(mu_);
-  std::set<uint64_t> unfinished_ ABSL_GUARDED_BY(mu_);  // ids whose on_exit has not run
+  std::set<uint64_t> unfinished_ ABSL_GUARDED_BY(mu_);        // ids whose on_exit has not run
   std::deque<LaunchRequest*> requests_ ABSL_GUARDED_BY(mu_);  // forks asked by other threads
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // destructor started: launch nothing new
   bool quit_ ABSL_GUARDED_BY(mu_) = false;      // the I/O thread leaves its loop

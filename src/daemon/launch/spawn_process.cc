@@ -2,13 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <linux/close_range.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -117,13 +117,14 @@ absl::Status FailureStatus(const ExecPlan& plan, const ChildFailure& failure) {
                           absl::StrCat("cannot change to working directory '", plan.working_dir,
                                        "' to run '", program, "': ", ErrnoText(failure.error)));
     case Stage::kExec:
-      return absl::Status(absl::ErrnoToStatusCode(failure.error),
-                          absl::StrCat("cannot execute '", program, "': ", ErrnoText(failure.error)));
+      return absl::Status(
+          absl::ErrnoToStatusCode(failure.error),
+          absl::StrCat("cannot execute '", program, "': ", ErrnoText(failure.error)));
     case Stage::kSetup:
       break;
   }
-  return absl::InternalError(absl::StrCat("cannot set up the process for '", program,
-                                          "': ", ErrnoText(failure.error)));
+  return absl::InternalError(
+      absl::StrCat("cannot set up the process for '", program, "': ", ErrnoText(failure.error)));
 }
 
 std::vector<char*> NullTerminated(const std::vector<std::string>& strings) {
@@ -218,8 +219,9 @@ absl::StatusOr<pid_t> SpawnProcess(const ExecPlan& plan, const ChildStdio& stdio
 
   const pid_t pid = fork();
   if (pid < 0) {
-    return absl::Status(absl::ErrnoToStatusCode(errno),
-                        absl::StrCat("cannot fork to run '", plan.argv[0], "': ", ErrnoText(errno)));
+    return absl::Status(
+        absl::ErrnoToStatusCode(errno),
+        absl::StrCat("cannot fork to run '", plan.argv[0], "': ", ErrnoText(errno)));
   }
   if (pid == 0) RunChild(args);
 

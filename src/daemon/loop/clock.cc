@@ -43,8 +43,8 @@ void SimulatedClock::WaitUntil(absl::Time deadline, absl::Mutex* mu, absl::CondV
   }
   cv->Wait(mu);
   absl::MutexLock lock(&mu_);
-  auto it = std::find_if(waiters_.begin(), waiters_.end(),
-                         [cv](const Waiter& w) { return w.cv == cv; });
+  auto it =
+      std::find_if(waiters_.begin(), waiters_.end(), [cv](const Waiter& w) { return w.cv == cv; });
   if (it != waiters_.end()) waiters_.erase(it);
 }
 

@@ -40,10 +40,9 @@ absl::StatusOr<ClientStreamLimiter::Slot> ClientStreamLimiter::Acquire(absl::str
   absl::MutexLock lock(&counts_->mu);
   int& open = counts_->open[client];
   if (open >= max_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("client ", client, " already holds ", open, " ", what_,
-                     " streams open, the limit (", config_key_,
-                     "); close one before opening another"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "client ", client, " already holds ", open, " ", what_, " streams open, the limit (",
+        config_key_, "); close one before opening another"));
   }
   ++open;
   return Slot(counts_, std::move(client));

@@ -131,8 +131,8 @@ GuardedJobService::GuardedJobService(v1::JobService::Service* inner, const JobMa
     HVDD_CHECK(method != nullptr) << "no RPC " << row.name << " in " << service.full_name();
     HVDD_CHECK(!method->client_streaming()) << row.name;
     HVDD_CHECK_EQ(method->server_streaming(), row.server_stream) << row.name;
-    HVDD_CHECK(method->input_type() == row.request_type()) << row.name << " takes "
-                                                           << method->input_type()->full_name();
+    HVDD_CHECK(method->input_type() == row.request_type())
+        << row.name << " takes " << method->input_type()->full_name();
     HVDD_CHECK(method->output_type() == row.response_type())
         << row.name << " answers " << method->output_type()->full_name();
     HVDD_CHECK(row.limit != JobServiceLimit::kUnfinishedJobs ||
@@ -142,11 +142,11 @@ GuardedJobService::GuardedJobService(v1::JobService::Service* inner, const JobMa
     HVDD_CHECK(std::find(paths_.begin(), paths_.end(), path) == paths_.end())
         << "two rows for " << row.name;
     paths_.push_back(std::move(path));
-    AddMethod(new grpc::internal::RpcServiceMethod(
-        paths_.back().c_str(),
-        row.server_stream ? grpc::internal::RpcMethod::SERVER_STREAMING
-                          : grpc::internal::RpcMethod::NORMAL_RPC,
-        row.make_handler(this, row)));
+    AddMethod(new grpc::internal::RpcServiceMethod(paths_.back().c_str(),
+                                                   row.server_stream
+                                                       ? grpc::internal::RpcMethod::SERVER_STREAMING
+                                                       : grpc::internal::RpcMethod::NORMAL_RPC,
+                                                   row.make_handler(this, row)));
   }
   // Rows name distinct RPCs of the proto, so equal counts mean every RPC has
   // its row: one without would answer UNIMPLEMENTED to every client.

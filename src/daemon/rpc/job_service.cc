@@ -71,8 +71,7 @@ grpc::Status JobServiceImpl::DrainHost(grpc::ServerContext*, const v1::DrainHost
   return Drain(jobs_, request, response, true);
 }
 
-grpc::Status JobServiceImpl::UndrainHost(grpc::ServerContext*,
-                                         const v1::DrainHostRequest* request,
+grpc::Status JobServiceImpl::UndrainHost(grpc::ServerContext*, const v1::DrainHostRequest* request,
                                          v1::DrainHostResponse* response) {
   return Drain(jobs_, request, response, false);
 }

@@ -17,8 +17,7 @@ namespace {
 // notifications and rendezvous answers go out. The driver holds the Channel;
 // the stream may end first, so the channel's link to the stream is cut
 // (under its mutex) in OnDone.
-class AttachStream final
-    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
+class AttachStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
  public:
   // `slot` counts the stream against its client's limit until it ends.
   AttachStream(grpc::CallbackServerContext* context, JobManager* jobs, AccessPolicy* access,
@@ -59,8 +58,8 @@ class AttachStream final
         return;
       }
       if (driver_ && driver_ != driver) {
-        EndStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                               "a stream attaches to one job only"));
+        EndStream(
+            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a stream attaches to one job only"));
         return;
       }
       driver_ = std::move(driver);
@@ -194,12 +193,12 @@ class AttachStream final
   grpc::CallbackServerContext* const context_;
   JobManager* const jobs_;
   AccessPolicy* const access_;
-  const DaemonLimits* const limits_;  // the service's; outlives its streams
+  const DaemonLimits* const limits_;           // the service's; outlives its streams
   const HeartbeatSchedule* const heartbeats_;  // may be null; outlives its streams
   ClientStreamLimiter::Slot slot_;
   std::shared_ptr<Channel> channel_;
-  v1::WorkerMessage in_;                // owned by the read chain
-  std::shared_ptr<JobDriver> driver_;   // set on hello, by the read chain
+  v1::WorkerMessage in_;               // owned by the read chain
+  std::shared_ptr<JobDriver> driver_;  // set on hello, by the read chain
   int64_t worker_id_ = 0;
   absl::Mutex mu_;
   std::deque<v1::DaemonMessage> outbox_ ABSL_GUARDED_BY(mu_);
@@ -211,8 +210,7 @@ class AttachStream final
 };
 
 // An Attach refused before it starts (its client holds too many already).
-class RefusedStream final
-    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
+class RefusedStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
  public:
   explicit RefusedStream(const absl::Status& why) { Finish(ToGrpcStatus(why)); }
   void OnDone() override { delete this; }
@@ -222,8 +220,8 @@ class RefusedStream final
 
 absl::Duration HeartbeatSchedule::IntervalFor(int64_t workers, double liveness_timeout_s) {
   // workers / kHeartbeatsPerSecond seconds, in milliseconds.
-  const int64_t budget_ms = (std::max<int64_t>(workers, 1) * 1000 + kHeartbeatsPerSecond - 1) /
-                            kHeartbeatsPerSecond;
+  const int64_t budget_ms =
+      (std::max<int64_t>(workers, 1) * 1000 + kHeartbeatsPerSecond - 1) / kHeartbeatsPerSecond;
   absl::Duration interval = std::max(absl::Milliseconds(budget_ms), kMinHeartbeatInterval);
   if (liveness_timeout_s > 0) {
     // Four heartbeats per timeout: a worker is declared lost only after
@@ -286,8 +284,8 @@ std::shared_ptr<JobDriver> WorkerServiceImpl::JobOf(grpc::CallbackServerContext*
                                                     grpc::ServerUnaryReactor* reactor) {
   auto driver = jobs_->Find(who.job_id());
   if (!driver) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                 absl::StrCat("no job '", who.job_id(), "'")));
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job '", who.job_id(), "'")));
     return nullptr;
   }
   if (absl::Status st = access_->AuthorizeWorker(*context, method, driver->job_id(), who.token(),
@@ -305,8 +303,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::KvSet(grpc::CallbackServerContext* 
   auto* reactor = context->DefaultReactor();
   if (auto driver = JobOf(context, "KvSet", request->who(), reactor);
       driver && Accepted(*request, reactor)) {
-    driver->KvSet(*request,
-                  [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); });
+    driver->KvSet(*request, [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); });
   }
   return reactor;
 }

@@ -228,8 +228,7 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
   const std::string& listen = options.listen_address;
   absl::StatusOr<HostPort> address = ParseHostPort(listen);
   if (!address.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("listen address ", address.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat("listen address ", address.status().message()));
   }
   HVDD_ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(options.tls, address->host));
   if (!options.tls.enabled() && !IsLoopbackHost(address->host)) {
@@ -248,9 +247,9 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
       response->set_running_jobs(running);
       response->set_jobs_left_running(!request.stop_jobs() && leave_jobs_running_ &&
                                       shim_launcher_ != nullptr);
-      RequestStop({request.reason().empty() ? "horovodd stopped by horovodctl stop"
-                                            : request.reason(),
-                   request.stop_jobs()});
+      RequestStop(
+          {request.reason().empty() ? "horovodd stopped by horovodctl stop" : request.reason(),
+           request.stop_jobs()});
       return absl::OkStatus();
     };
   }

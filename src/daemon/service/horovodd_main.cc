@@ -11,12 +11,12 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <thread>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <system_error>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

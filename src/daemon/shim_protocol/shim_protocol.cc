@@ -44,8 +44,8 @@ absl::StatusOr<UnixAddress> AddressOf(const std::string& path) {
     }
     reachable = absl::StrCat("/proc/self/fd/", address.dir.get(), "/", name);
     if (name.empty() || reachable.size() >= kCapacity) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shim socket name '", name, "' in ", dir, " is empty or too long for a unix socket"));
+      return absl::InvalidArgumentError(absl::StrCat("shim socket name '", name, "' in ", dir,
+                                                     " is empty or too long for a unix socket"));
     }
   }
   memcpy(address.addr.sun_path, reachable.data(), reachable.size());
@@ -127,8 +127,7 @@ absl::StatusOr<int> ConnectUnix(const std::string& path) {
   if (!address.ok()) return address.status();
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus(absl::StatusCode::kInternal, "cannot create a unix socket");
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&address->addr), sizeof(address->addr)) !=
-      0) {
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address->addr), sizeof(address->addr)) != 0) {
     absl::Status status =
         ErrnoStatus(absl::StatusCode::kUnavailable, absl::StrCat("cannot reach shim at ", path));
     close(fd);
@@ -150,8 +149,8 @@ absl::StatusOr<int> ListenUnix(const std::string& path) {
       bind(fd, reinterpret_cast<const sockaddr*>(&address->addr), sizeof(address->addr));
   umask(old_mask);
   if (bound != 0 || listen(fd, 4) != 0) {
-    absl::Status status = ErrnoStatus(absl::StatusCode::kFailedPrecondition,
-                                      absl::StrCat("cannot listen on ", path));
+    absl::Status status =
+        ErrnoStatus(absl::StatusCode::kFailedPrecondition, absl::StrCat("cannot listen on ", path));
     close(fd);
     return status;
   }

@@ -123,8 +123,8 @@ int main(int argc, char** argv) {
 
   HVDD_LOG(INFO) << "pid " << getpid() << " serving job " << options.job_id << " on "
                  << socket_path;
-  absl::StatusOr<std::unique_ptr<ShimServer>> server = ShimServer::Create(
-      options, horovodd::daemon::UniqueFd(*listener), std::move(signals));
+  absl::StatusOr<std::unique_ptr<ShimServer>> server =
+      ShimServer::Create(options, horovodd::daemon::UniqueFd(*listener), std::move(signals));
   if (!server.ok()) {
     HVDD_LOG(ERROR) << server.status().message();
     unlink(socket_path.c_str());

@@ -46,8 +46,8 @@ absl::StatusOr<std::unique_ptr<ShimServer>> ShimServer::Create(ShimServerOptions
                                                                UniqueFd signals) {
   if (!listener.valid()) return absl::InvalidArgumentError("shim: no listening socket");
   if (fcntl(listener.get(), F_SETFL, O_NONBLOCK) != 0) {
-    return absl::InternalError(absl::StrCat("shim: cannot make the listener non-blocking: ",
-                                            strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("shim: cannot make the listener non-blocking: ", strerror(errno)));
   }
   UniqueFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) {
@@ -170,8 +170,7 @@ void ShimServer::Run() {
     if (candidate_.valid()) fds.push_back({candidate_.get(), POLLIN, 0});
     const size_t daemon_index = fds.size();
     if (daemon_.valid()) {
-      fds.push_back({daemon_.get(), static_cast<short>(POLLIN | (wire_.empty() ? 0 : POLLOUT)),
-                     0});
+      fds.push_back({daemon_.get(), static_cast<short>(POLLIN | (wire_.empty() ? 0 : POLLOUT)), 0});
     }
     // Wake at least once a second to check the idle deadline.
     const int ready = poll(fds.data(), fds.size(), 1000);

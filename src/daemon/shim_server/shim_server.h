@@ -103,17 +103,16 @@ class ShimServer {
   const UniqueFd wake_;
 
   // Run()'s thread only.
-  UniqueFd candidate_;        // connected, its Hello not read yet
+  UniqueFd candidate_;  // connected, its Hello not read yet
   FrameReader candidate_reader_;
-  UniqueFd daemon_;           // the greeted daemon, if any
-  bool greeted_ = false;      // its Hello was accepted
-  bool had_daemon_ = false;   // a daemon was greeted at some point
+  UniqueFd daemon_;          // the greeted daemon, if any
+  bool greeted_ = false;     // its Hello was accepted
+  bool had_daemon_ = false;  // a daemon was greeted at some point
   FrameReader reader_;
-  std::string wire_;          // encoded frames not yet written
-  absl::Time idle_since_;     // when the shim last had no daemon
-  std::string worker_token_;  // from the first launch's environment
+  std::string wire_;            // encoded frames not yet written
+  absl::Time idle_since_;       // when the shim last had no daemon
+  std::string worker_token_;    // from the first launch's environment
   std::string daemon_address_;  // what its workers dial, from the same
-  bool stop_ = false;
 
   absl::Mutex mu_;
   std::map<int64_t, Worker> workers_ ABSL_GUARDED_BY(mu_);  // until released
@@ -124,7 +123,7 @@ class ShimServer {
   size_t queued_output_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dropped_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dropped_pending_ ABSL_GUARDED_BY(mu_) = 0;  // for the next line queued
-  bool connected_ ABSL_GUARDED_BY(mu_) = false;  // mirrors greeted_, for OnExit
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;        // mirrors greeted_, for OnExit
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
 
   // Last: its destructor kills and reaps the workers, running OnExit.

@@ -17,10 +17,10 @@ namespace {
 constexpr size_t kMaxJobIdBytes = 128;
 constexpr size_t kMaxHostBytes = 255;
 constexpr size_t kMaxTokenBytes = 1024;
-constexpr size_t kMaxNameBytes = 256;            // JobSpec.name
-constexpr size_t kMaxPathBytes = 4096;           // PATH_MAX
+constexpr size_t kMaxNameBytes = 256;   // JobSpec.name
+constexpr size_t kMaxPathBytes = 4096;  // PATH_MAX
 constexpr size_t kMaxInterfaceBytes = 64;
-constexpr size_t kMaxReasonBytes = 4096;         // CancelJob
+constexpr size_t kMaxReasonBytes = 4096;  // CancelJob
 constexpr size_t kMaxFailureMessageBytes = 64 * 1024;
 // Ten years: "never" for any job, and far from absl::Duration's overflow.
 constexpr double kMaxSeconds = 10.0 * 365 * 24 * 3600;
@@ -36,8 +36,8 @@ bool HasNul(absl::string_view text) { return text.find('\0') != absl::string_vie
 absl::Status CheckText(absl::string_view field, absl::string_view text, size_t max_bytes) {
   if (HasNul(text)) return Invalid(field, "holds a NUL byte");
   if (text.size() > max_bytes) {
-    return Invalid(field, absl::StrCat("is ", text.size(), " bytes; at most ", max_bytes,
-                                       " are accepted"));
+    return Invalid(
+        field, absl::StrCat("is ", text.size(), " bytes; at most ", max_bytes, " are accepted"));
   }
   return absl::OkStatus();
 }
@@ -52,8 +52,8 @@ absl::Status CheckNotNegative(absl::string_view field, int64_t value) {
 absl::Status CheckSeconds(absl::string_view field, double seconds, bool positive) {
   if (!std::isfinite(seconds)) return Invalid(field, "must be a finite number of seconds");
   if (positive ? seconds <= 0 : seconds < 0) {
-    return Invalid(field, absl::StrCat("must be ", positive ? "> 0" : ">= 0", " seconds, got ",
-                                       seconds));
+    return Invalid(field,
+                   absl::StrCat("must be ", positive ? "> 0" : ">= 0", " seconds, got ", seconds));
   }
   if (seconds > kMaxSeconds) {
     return Invalid(field, absl::StrCat("is ", seconds, " seconds; at most ", kMaxSeconds,
@@ -96,9 +96,9 @@ absl::Status CheckArgv(const v1::JobSpec& spec) {
 absl::Status CheckEnv(const v1::JobSpec& spec) {
   for (const auto& [name, value] : spec.env()) {
     if (!IsValidEnvName(name)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "env: environment variable name '", absl::CEscape(name),
-          "' is not valid (letters, digits and '_', not starting with a digit)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("env: environment variable name '", absl::CEscape(name),
+                       "' is not valid (letters, digits and '_', not starting with a digit)"));
     }
     if (IsReservedEnvName(name)) {
       return absl::InvalidArgumentError(
@@ -121,14 +121,13 @@ absl::Status CheckProcessCounts(const v1::JobSpec& spec) {
         absl::StrCat("max_np must be >= 0 (0 = no limit), got ", spec.max_np()));
   }
   if (spec.max_np() > 0 && spec.min_np() > spec.max_np()) {
-    return absl::InvalidArgumentError(absl::StrCat("min_np (", spec.min_np(),
-                                                   ") is greater than max_np (", spec.max_np(),
-                                                   ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_np (", spec.min_np(), ") is greater than max_np (", spec.max_np(), ")"));
   }
   if (spec.num_proc() < spec.min_np() || (spec.max_np() > 0 && spec.num_proc() > spec.max_np())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_proc (", spec.num_proc(), ") is outside [min_np, max_np] = [",
-                     spec.min_np(), ", ", spec.max_np(), "]"));
+    return absl::InvalidArgumentError(absl::StrCat("num_proc (", spec.num_proc(),
+                                                   ") is outside [min_np, max_np] = [",
+                                                   spec.min_np(), ", ", spec.max_np(), "]"));
   }
   if (spec.reset_limit() < 0) {
     return absl::InvalidArgumentError(
@@ -154,14 +153,14 @@ absl::Status CheckDiscovery(const v1::DiscoverySpec& d) {
     const auto& h = d.hosts(i);
     const std::string field = absl::StrCat("discovery.hosts[", i, "]");
     if (h.host().empty() || h.slots() < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": host '", absl::CEscape(h.host()),
-                       "' needs a name and at least 1 slot"));
+      return absl::InvalidArgumentError(absl::StrCat(field, ": host '", absl::CEscape(h.host()),
+                                                     "' needs a name and at least 1 slot"));
     }
     HVDD_RETURN_IF_ERROR(ValidateHostName(absl::StrCat(field, ".host"), h.host()));
   }
   if (d.default_slots() < 0) {
-    return Invalid("discovery.default_slots", absl::StrCat("must be >= 0, got ", d.default_slots()));
+    return Invalid("discovery.default_slots",
+                   absl::StrCat("must be >= 0, got ", d.default_slots()));
   }
   if (auto st = CheckSeconds("discovery.interval_seconds", d.interval_seconds(), true); !st.ok()) {
     return st;
@@ -204,9 +203,9 @@ absl::Status CheckSsh(const v1::SshSpec& ssh) {
   }
   const std::string& checking = ssh.host_key_checking();
   if (!checking.empty() && checking != "strict" && checking != "accept-new" && checking != "off") {
-    return Invalid("ssh.host_key_checking",
-                   absl::StrCat("'", absl::CEscape(checking),
-                                "' is not one of strict, accept-new, off"));
+    return Invalid(
+        "ssh.host_key_checking",
+        absl::StrCat("'", absl::CEscape(checking), "' is not one of strict, accept-new, off"));
   }
   return absl::OkStatus();
 }
@@ -226,7 +225,7 @@ bool IsReservedEnvName(absl::string_view name) {
   // the credentials it hands workers. Tunables (HOROVODD_RING_TIMEOUT_S...)
   // stay the user's.
   static constexpr absl::string_view kReserved[] = {
-      "HOROVODD_DAEMON_ADDR", "HOROVODD_JOB_ID",   "HOROVODD_WORKER_ID",
+      "HOROVODD_DAEMON_ADDR",  "HOROVODD_JOB_ID",    "HOROVODD_WORKER_ID",
       "HOROVODD_WORKER_TOKEN", "HOROVODD_BIND_ADDR", "HOROVODD_NETWORK_INTERFACE",
       "HOROVOD_RANK",          "HOROVOD_HOSTNAME",   "HOROVODD_NODE_ADDR",
   };
@@ -239,12 +238,11 @@ bool IsReservedEnvName(absl::string_view name) {
 absl::Status ValidateJobId(absl::string_view field, absl::string_view job_id) {
   if (job_id.empty()) return Invalid(field, "is empty");
   if (job_id.size() > kMaxJobIdBytes) {
-    return Invalid(field, absl::StrCat("is ", job_id.size(), " bytes; job ids are at most ",
-                                       kMaxJobIdBytes));
+    return Invalid(
+        field, absl::StrCat("is ", job_id.size(), " bytes; job ids are at most ", kMaxJobIdBytes));
   }
   for (char c : job_id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
-        c != '.') {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
       return Invalid(field, absl::StrCat("'", absl::CEscape(job_id),
                                          "' is not a job id (letters, digits, '-', '_', '.')"));
     }
@@ -255,8 +253,8 @@ absl::Status ValidateJobId(absl::string_view field, absl::string_view job_id) {
 absl::Status ValidateHostName(absl::string_view field, absl::string_view host) {
   if (host.empty()) return Invalid(field, "is empty");
   if (host.size() > kMaxHostBytes) {
-    return Invalid(field, absl::StrCat("is ", host.size(), " bytes; host names are at most ",
-                                       kMaxHostBytes));
+    return Invalid(
+        field, absl::StrCat("is ", host.size(), " bytes; host names are at most ", kMaxHostBytes));
   }
   bool ok = host.front() != '-';
   for (char c : host) {
@@ -392,10 +390,9 @@ absl::Status ValidateRequest(const v1::KvSetRequest& request, const DaemonLimits
   HVDD_RETURN_IF_ERROR(CheckNotNegative("generation", request.generation()));
   HVDD_RETURN_IF_ERROR(CheckKvKey("key", request.key(), limits));
   if (request.value().size() > static_cast<size_t>(limits.max_kv_value_bytes)) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("value of key '", absl::CEscape(request.key()), "' is ",
-                     request.value().size(), " bytes; the limit is ", limits.max_kv_value_bytes,
-                     " bytes (limits.max_kv_value_bytes)"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "value of key '", absl::CEscape(request.key()), "' is ", request.value().size(),
+        " bytes; the limit is ", limits.max_kv_value_bytes, " bytes (limits.max_kv_value_bytes)"));
   }
   return absl::OkStatus();
 }
@@ -404,9 +401,9 @@ absl::Status ValidateRequest(const v1::KvGetRequest& request, const DaemonLimits
   HVDD_RETURN_IF_ERROR(CheckIdentity(request.who()));
   HVDD_RETURN_IF_ERROR(CheckNotNegative("generation", request.generation()));
   if (request.keys_size() > limits.max_kv_keys_per_job) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "asked for ", request.keys_size(), " keys; a job holds at most ",
-        limits.max_kv_keys_per_job, " (limits.max_kv_keys_per_job)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("asked for ", request.keys_size(), " keys; a job holds at most ",
+                     limits.max_kv_keys_per_job, " (limits.max_kv_keys_per_job)"));
   }
   for (int i = 0; i < request.keys_size(); ++i) {
     if (auto st = CheckKvKey(absl::StrCat("keys[", i, "]"), request.keys(i), limits); !st.ok()) {

@@ -28,8 +28,7 @@ absl::Status ValidateRequest(const v1::WatchJobRequest& request, const DaemonLim
 absl::Status ValidateRequest(const v1::CancelJobRequest& request, const DaemonLimits& limits);
 // DrainHost and UndrainHost.
 absl::Status ValidateRequest(const v1::DrainHostRequest& request, const DaemonLimits& limits);
-absl::Status ValidateRequest(const v1::GetWorkerOutputRequest& request,
-                             const DaemonLimits& limits);
+absl::Status ValidateRequest(const v1::GetWorkerOutputRequest& request, const DaemonLimits& limits);
 absl::Status ValidateRequest(const v1::StopDaemonRequest& request, const DaemonLimits& limits);
 
 // WorkerService.

@@ -7,9 +7,9 @@ namespace horovodd::internal {
 
 absl::Status Communicator::AllreduceParts(const std::vector<TensorView>& /*parts*/,
                                           const AllreduceOptions& options) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      OpLabel("allreduce", options.name),
-      ": an allreduce of separate parts runs only where every rank shares this host"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(OpLabel("allreduce", options.name),
+                   ": an allreduce of separate parts runs only where every rank shares this host"));
 }
 
 SelfConfirmation Communicator::ConfirmsItself(const TensorView& /*tensor*/,
@@ -19,8 +19,9 @@ SelfConfirmation Communicator::ConfirmsItself(const TensorView& /*tensor*/,
 
 absl::StatusOr<bool> Communicator::AllreduceIfAllReady(TensorView /*tensor*/, bool /*ready*/,
                                                        const AllreduceOptions& options) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      OpLabel("allreduce", options.name), ": this communicator's allreduce does not confirm itself"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(OpLabel("allreduce", options.name),
+                   ": this communicator's allreduce does not confirm itself"));
 }
 
 }  // namespace horovodd::internal

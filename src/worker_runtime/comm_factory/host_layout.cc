@@ -70,8 +70,8 @@ std::vector<std::vector<int>> HostsOf(const std::vector<std::vector<int64_t>>& r
 
 // This rank's group over `host` (its ring ranks by local rank), or why not.
 absl::StatusOr<std::unique_ptr<shm::ShmGroup>> OpenGroup(
-    const std::vector<std::vector<int64_t>>& records, const std::vector<int>& host,
-    int local_rank, std::unique_ptr<shm::ShmGroup> created, size_t slot_bytes) {
+    const std::vector<std::vector<int64_t>>& records, const std::vector<int>& host, int local_rank,
+    std::unique_ptr<shm::ShmGroup> created, size_t slot_bytes) {
   if (created != nullptr) return created;
   if (local_rank == 0) return absl::FailedPreconditionError("no segment could be created here");
   const std::vector<int64_t>& leader = records[host[0]];
@@ -92,8 +92,7 @@ absl::StatusOr<std::unique_ptr<shm::ShmGroup>> OpenGroup(
 
 }  // namespace
 
-absl::StatusOr<HostLayout> ConnectHostGroups(GlooCommunicator& ring,
-                                             const LocalOptions& options) {
+absl::StatusOr<HostLayout> ConnectHostGroups(GlooCommunicator& ring, const LocalOptions& options) {
   HostLayout layout;
   // Every rank takes part in the exchange, even with shared memory off here,
   // so that a ring whose ranks disagree on HOROVODD_SHM still agrees.

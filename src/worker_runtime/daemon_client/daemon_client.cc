@@ -94,15 +94,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
-    DaemonClientOptions options) {
+absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(DaemonClientOptions options) {
   if (options.address.empty()) {
     return absl::InvalidArgumentError("daemon address is empty");
   }
   if (options.heartbeat_interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "heartbeat interval must be positive, got ",
-        absl::FormatDuration(options.heartbeat_interval)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("heartbeat interval must be positive, got ",
+                     absl::FormatDuration(options.heartbeat_interval)));
   }
   grpc::ChannelArguments args;
   // Come back quickly when the daemon restarts (gRPC's default backoff grows
@@ -128,8 +127,7 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(
   return std::unique_ptr<DaemonClient>(new DaemonClient(std::move(options), channel));
 }
 
-DaemonClient::DaemonClient(DaemonClientOptions options,
-                           std::shared_ptr<grpc::Channel> channel)
+DaemonClient::DaemonClient(DaemonClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
       channel_(std::move(channel)),
       stub_(v1::WorkerService::NewStub(channel_)),
@@ -219,8 +217,7 @@ void DaemonClient::MarkContact() {
 // Calls (caller's thread)
 // ---------------------------------------------------------------------------
 
-absl::StatusOr<v1::RendezvousResponse> DaemonClient::Rendezvous(
-    int64_t after_generation) {
+absl::StatusOr<v1::RendezvousResponse> DaemonClient::Rendezvous(int64_t after_generation) {
   if (!started_) {
     return absl::FailedPreconditionError(
         "rendezvous before StartAttach: it is asked on the Attach stream");
@@ -248,10 +245,10 @@ absl::StatusOr<v1::RendezvousResponse> DaemonClient::Rendezvous(
   v1::StreamRendezvousAnswer answer = std::move(*rendezvous_answer_);
   rendezvous_answer_.reset();
   if (answer.code() != 0) {
-    return absl::Status(static_cast<absl::StatusCode>(answer.code()),
-                        absl::StrCat("rendezvous after generation ", after_generation,
-                                     " with the daemon at ", options_.address, ": ",
-                                     answer.message()));
+    return absl::Status(
+        static_cast<absl::StatusCode>(answer.code()),
+        absl::StrCat("rendezvous after generation ", after_generation, " with the daemon at ",
+                     options_.address, ": ", answer.message()));
   }
   return std::move(*answer.mutable_response());
 }
@@ -279,8 +276,7 @@ void DaemonClient::DeliverRendezvous(const v1::StreamRendezvousAnswer& answer, b
   rendezvous_cv_.SignalAll();
 }
 
-absl::Status DaemonClient::KvSet(int64_t generation, const std::string& key,
-                                 std::string value) {
+absl::Status DaemonClient::KvSet(int64_t generation, const std::string& key, std::string value) {
   v1::KvSetRequest request;
   *request.mutable_who() = Identity();
   request.set_generation(generation);
@@ -291,14 +287,15 @@ absl::Status DaemonClient::KvSet(int64_t generation, const std::string& key,
   v1::KvSetResponse response;
   grpc::Status status = stub_->KvSet(&context, request, &response);
   if (!status.ok()) {
-    return FromGrpc(status, absl::StrCat("setting key '", key, "' of generation ",
-                                         generation, " at ", options_.address));
+    return FromGrpc(status, absl::StrCat("setting key '", key, "' of generation ", generation,
+                                         " at ", options_.address));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> DaemonClient::KvGet(
-    int64_t generation, const std::vector<std::string>& keys, absl::Duration timeout) {
+absl::StatusOr<std::vector<std::string>> DaemonClient::KvGet(int64_t generation,
+                                                             const std::vector<std::string>& keys,
+                                                             absl::Duration timeout) {
   v1::KvGetRequest request;
   *request.mutable_who() = Identity();
   request.set_generation(generation);
@@ -310,14 +307,14 @@ absl::StatusOr<std::vector<std::string>> DaemonClient::KvGet(
   grpc::Status status = stub_->KvGet(&context, request, &response);
   const std::string first_key = keys.empty() ? "" : keys.front();
   if (!status.ok()) {
-    return FromGrpc(status, absl::StrCat("getting ", keys.size(), " key(s) (first '",
-                                         first_key, "') of generation ", generation,
-                                         " at ", options_.address));
+    return FromGrpc(status,
+                    absl::StrCat("getting ", keys.size(), " key(s) (first '", first_key,
+                                 "') of generation ", generation, " at ", options_.address));
   }
   if (static_cast<size_t>(response.values_size()) != keys.size()) {
-    return absl::InternalError(absl::StrCat(
-        "the daemon at ", options_.address, " answered ", response.values_size(),
-        " values for ", keys.size(), " keys (first '", first_key, "')"));
+    return absl::InternalError(absl::StrCat("the daemon at ", options_.address, " answered ",
+                                            response.values_size(), " values for ", keys.size(),
+                                            " keys (first '", first_key, "')"));
   }
   return std::vector<std::string>(response.values().begin(), response.values().end());
 }
@@ -483,9 +480,8 @@ bool DaemonClient::RunOneStream() {
 
 void DaemonClient::FollowHeartbeatInterval(int64_t interval_ms) {
   if (interval_ms <= 0) return;
-  const absl::Duration interval = std::min(absl::Milliseconds(interval_ms),
-                                           std::max(options_.daemon_grace / 4,
-                                                    absl::Milliseconds(1)));
+  const absl::Duration interval = std::min(
+      absl::Milliseconds(interval_ms), std::max(options_.daemon_grace / 4, absl::Milliseconds(1)));
   const int64_t interval_us = absl::ToInt64Microseconds(interval);
   if (heartbeat_interval_us_.load() == interval_us) return;
   // Under the sleeper's mutex, so the heartbeat thread cannot miss it.

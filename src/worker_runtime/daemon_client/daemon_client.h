@@ -98,9 +98,7 @@ class DaemonClient final : public DaemonConnection {
   void ReportFailure(int64_t generation, std::string message) override;
 
   // The generation heartbeats carry (this worker's current one).
-  void set_current_generation(int64_t generation) override {
-    current_generation_ = generation;
-  }
+  void set_current_generation(int64_t generation) override { current_generation_ = generation; }
   // The newest generation any DaemonMessage announced (0 before any).
   int64_t newest_generation() const override { return newest_generation_; }
   // How often heartbeats go out now (see DaemonClientOptions::heartbeat_interval).

@@ -23,8 +23,8 @@ absl::Status DaemonKvStore::Set(const std::string& key, std::string value) {
   return daemon_.KvSet(generation_, absl::StrCat(key_prefix_, key), std::move(value));
 }
 
-absl::StatusOr<std::vector<std::string>> DaemonKvStore::Get(
-    const std::vector<std::string>& keys, absl::Duration timeout) {
+absl::StatusOr<std::vector<std::string>> DaemonKvStore::Get(const std::vector<std::string>& keys,
+                                                            absl::Duration timeout) {
   return daemon_.KvGet(generation_, Prefixed(keys), timeout);
 }
 
@@ -34,8 +34,8 @@ absl::Status DaemonKvStore::Wait(const std::vector<std::string>& keys, absl::Dur
 
 RingResult ConnectRingThroughStore(KvStore& store, const RingOptions& options) {
   GlooKvStore gloo_store(store, options.timeout);
-  gloo::rendezvous::PrefixStore prefixed(
-      absl::StrCat("g", options.generation, options.key_scope), gloo_store);
+  gloo::rendezvous::PrefixStore prefixed(absl::StrCat("g", options.generation, options.key_scope),
+                                         gloo_store);
   ConnectOptions connect;
   connect.rank = options.rank;
   connect.size = options.size;

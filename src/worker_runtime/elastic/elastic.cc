@@ -20,8 +20,7 @@ namespace {
 constexpr char kHostsUpdatedPayload[] = "horovodd.elastic/hosts-updated";
 
 absl::Status NotInitialized(const char* what) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(what, " needs horovodd::Init() first"));
+  return absl::FailedPreconditionError(absl::StrCat(what, " needs horovodd::Init() first"));
 }
 
 // A lost peer or a membership change under a collective: Run restores the
@@ -43,9 +42,9 @@ absl::StatusOr<int64_t> State::SyncFromNewest(int64_t commits) {
 }
 
 absl::Status HostsUpdatedError(int64_t current_generation, int64_t new_generation) {
-  absl::Status status = absl::AbortedError(
-      absl::StrCat("hosts updated: the job moved from generation ", current_generation,
-                   " to generation ", new_generation));
+  absl::Status status =
+      absl::AbortedError(absl::StrCat("hosts updated: the job moved from generation ",
+                                      current_generation, " to generation ", new_generation));
   status.SetPayload(kHostsUpdatedPayload, absl::Cord(absl::StrCat(new_generation)));
   return status;
 }

@@ -136,9 +136,9 @@ absl::StatusOr<Handle> Engine::Enqueue(Request request, bool urgent) {
   absl::ReleasableMutexLock lock(&mu());
   if (!refusal_.ok()) return ForRequest(request, refusal_);
   if (!pending_names_.insert(request.name).second) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a collective named '", request.name,
-        "' is already pending on this rank: synchronize it before reusing the name"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a collective named '", request.name,
+                     "' is already pending on this rank: synchronize it before reusing the name"));
   }
   std::weak_ptr<Signals> signals = signals_;
   request.handle = std::make_shared<HandleState>(
@@ -420,8 +420,8 @@ absl::Status Engine::RunReady(const NegotiationResult& round, const Communicator
       Tensor last(DType::kInt32, {});
       *last.data_as<int32_t>() = LastToJoin();
       joined_at_round_.clear();
-      done.push_back(Completion{request->handle, request->error_prefix, absl::OkStatus(),
-                                std::move(last)});
+      done.push_back(
+          Completion{request->handle, request->error_prefix, absl::OkStatus(), std::move(last)});
       finished[request - taken_.data()] = true;
       continue;
     }
@@ -519,7 +519,8 @@ void Engine::FailEverything(const absl::Status& reason, std::vector<Completion>&
     for (Request& r : incoming_) taken_.push_back(std::move(r));
     incoming_.clear();
   }
-  for (Request& r : taken_) done.push_back(Completion{r.handle, r.error_prefix, reason, std::nullopt});
+  for (Request& r : taken_)
+    done.push_back(Completion{r.handle, r.error_prefix, reason, std::nullopt});
   taken_.clear();
 }
 

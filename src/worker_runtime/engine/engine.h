@@ -1,7 +1,7 @@
 // The engine: one background thread per runtime (and per process set) that
-// runs the collectives of its communicator while it is attached. The training thread (and any other) enqueues named requests; a round
-// negotiates which are ready on every rank (engine_negotiation.h), runs them
-// fused (engine_fusion.h) and completes their handles.
+// runs the collectives of its communicator while it is attached. The training thread (and any
+// other) enqueues named requests; a round negotiates which are ready on every rank
+// (engine_negotiation.h), runs them fused (engine_fusion.h) and completes their handles.
 //
 // Who runs a round: one thread at a time, marked by in_round_. Usually the
 // engine thread; but a thread that waits without a deadline on a pending
@@ -173,10 +173,10 @@ class Engine {
   std::unordered_set<std::string> pending_names_ ABSL_GUARDED_BY(signals_->mu);
 
   // The thread running the round only (see above).
-  std::vector<Request> taken_;  // in negotiation, in enqueue order
+  std::vector<Request> taken_;                // in negotiation, in enqueue order
   std::shared_ptr<Timeline> round_timeline_;  // timeline_ when the round began
   ResponseCache cache_;
-  AllreducePredictor predictor_;  // engine_speculation.h
+  AllreducePredictor predictor_;                   // engine_speculation.h
   std::atomic<int64_t> confirmed_predictions_{0};  // any thread may read
   FusionBuffer fusion_;
   // Which round each rank's pending join was first seen in (for the last

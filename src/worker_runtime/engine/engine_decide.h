@@ -63,9 +63,9 @@ struct Conflict {
 };
 
 struct NegotiationResult {
-  std::vector<std::string> ready;  // identical on every rank
+  std::vector<std::string> ready;   // identical on every rank
   std::vector<Conflict> conflicts;  // identical on every rank
-  int64_t fusion_threshold = 0;    // rank 0's
+  int64_t fusion_threshold = 0;     // rank 0's
   // Ranks with a join pending (kJoin), ascending. While there are any, a
   // request is ready when every other rank has it; a joined rank that does
   // not runs it on zeros, from the descriptor (an allreduce only: other

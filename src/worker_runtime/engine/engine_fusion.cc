@@ -20,8 +20,11 @@ using FusionKey = std::tuple<RequestKind, DType, ReduceOp, double, double, int>;
 
 std::optional<FusionKey> KeyOf(const Request& r) {
   if (r.kind == RequestKind::kAllreduce) {
-    return FusionKey{r.kind, r.tensors.front().dtype, r.options.op,
-                     r.options.prescale_factor, r.options.postscale_factor,
+    return FusionKey{r.kind,
+                     r.tensors.front().dtype,
+                     r.options.op,
+                     r.options.prescale_factor,
+                     r.options.postscale_factor,
                      r.options.contributors};
   }
   // Broadcast moves bytes: any dtypes fuse, only the root must match.

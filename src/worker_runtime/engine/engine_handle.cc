@@ -7,8 +7,7 @@
 
 namespace horovodd::internal {
 
-HandleState::HandleState(std::string name, bool produces_output,
-                         std::function<void(bool)> on_wait,
+HandleState::HandleState(std::string name, bool produces_output, std::function<void(bool)> on_wait,
                          std::function<void(const HandleState&)> drive)
     : name_(std::move(name)),
       produces_output_(produces_output),
@@ -53,8 +52,8 @@ absl::Status HandleState::Wait(absl::Duration timeout) {
     } else if (mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
       result = status_;
     } else {
-      result = absl::DeadlineExceededError(absl::StrCat(
-          "'", name_, "' is still running after ", absl::FormatDuration(timeout)));
+      result = absl::DeadlineExceededError(
+          absl::StrCat("'", name_, "' is still running after ", absl::FormatDuration(timeout)));
     }
   }
   if (on_wait_) on_wait_(false);

@@ -30,9 +30,7 @@ class HandleState {
   HandleState(std::string name, bool produces_output, std::function<void(bool)> on_wait,
               std::function<void(const HandleState&)> drive = nullptr);
 
-  static Handle MakeHandle(std::shared_ptr<HandleState> state) {
-    return Handle(std::move(state));
-  }
+  static Handle MakeHandle(std::shared_ptr<HandleState> state) { return Handle(std::move(state)); }
 
   const std::string& name() const { return name_; }
   bool done() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -18,16 +18,15 @@ struct NegotiationInFlight::State {
   bool ended = false;         // Finish ended the round
 };
 
-NegotiationInFlight::NegotiationInFlight(std::unique_ptr<State> state)
-    : state_(std::move(state)) {}
+NegotiationInFlight::NegotiationInFlight(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
 NegotiationInFlight::~NegotiationInFlight() {
   if (!state_->ended) state_->negotiator.AbandonRound();
 }
 
 absl::StatusOr<std::unique_ptr<NegotiationInFlight>> NegotiationInFlight::Start(
-    Negotiator& negotiator, const std::vector<const Request*>& pending,
-    int64_t fusion_threshold, const ResponseCache& cache, StallInspector* stall) {
+    Negotiator& negotiator, const std::vector<const Request*>& pending, int64_t fusion_threshold,
+    const ResponseCache& cache, StallInspector* stall) {
   auto state = std::make_unique<State>(negotiator, stall);
   absl::StatusOr<Negotiator::PartBuffer> part = negotiator.StartRound(AnnouncementsOffset(cache));
   if (!part.ok()) {

@@ -46,8 +46,8 @@ absl::StatusOr<NegotiationResult> Negotiate(Negotiator& negotiator,
 class NegotiationInFlight {
  public:
   static absl::StatusOr<std::unique_ptr<NegotiationInFlight>> Start(
-      Negotiator& negotiator, const std::vector<const Request*>& pending,
-      int64_t fusion_threshold, const ResponseCache& cache, StallInspector* stall = nullptr);
+      Negotiator& negotiator, const std::vector<const Request*>& pending, int64_t fusion_threshold,
+      const ResponseCache& cache, StallInspector* stall = nullptr);
   // Abandons the round unless Finish ended it.
   ~NegotiationInFlight();
   NegotiationInFlight(const NegotiationInFlight&) = delete;

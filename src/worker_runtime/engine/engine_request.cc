@@ -18,7 +18,8 @@ class Writer {
   // Every request's descriptor is written on the caller's thread as it is
   // enqueued: one allocation, not one per growth.
   explicit Writer(size_t expected) { bytes_.reserve(expected); }
-  template <typename T> void Put(const T& value) {
+  template <typename T>
+  void Put(const T& value) {
     bytes_.append(reinterpret_cast<const char*>(&value), sizeof(T));
   }
   void PutString(const std::string& text) {
@@ -34,7 +35,8 @@ class Writer {
 class Reader {
  public:
   explicit Reader(const std::string& bytes) : bytes_(bytes) {}
-  template <typename T> bool Get(T* value) {
+  template <typename T>
+  bool Get(T* value) {
     if (bytes_.size() - at_ < sizeof(T)) return false;
     std::memcpy(value, bytes_.data() + at_, sizeof(T));
     at_ += sizeof(T);
@@ -85,8 +87,8 @@ absl::StatusOr<RequestDescriptor> RequestDescriptor::Decode(const std::string& b
   Reader in(bytes);
   uint8_t kind = 0, device = 0, dtype = 0, op = 0;
   uint32_t tensors = 0;
-  bool ok = in.Get(&kind) && in.GetString(&d.operation) && in.Get(&device) &&
-            in.Get(&dtype) && in.Get(&op) && in.Get(&d.root) && in.Get(&d.prescale_factor) &&
+  bool ok = in.Get(&kind) && in.GetString(&d.operation) && in.Get(&device) && in.Get(&dtype) &&
+            in.Get(&op) && in.Get(&d.root) && in.Get(&d.prescale_factor) &&
             in.Get(&d.postscale_factor) && in.Get(&tensors) && tensors <= kMaxTensors;
   for (uint32_t t = 0; ok && t < tensors; ++t) {
     uint32_t dims = 0;
@@ -108,8 +110,8 @@ absl::StatusOr<RequestDescriptor> RequestDescriptor::Decode(const std::string& b
 std::string RequestDescriptor::ToString() const {
   std::vector<std::string> shape_texts;
   for (const std::vector<int64_t>& shape : shapes) shape_texts.push_back(ShapeString(shape));
-  std::string text = absl::StrCat(operation, " of ", DTypeName(dtype), " ",
-                                  absl::StrJoin(shape_texts, ", "));
+  std::string text =
+      absl::StrCat(operation, " of ", DTypeName(dtype), " ", absl::StrJoin(shape_texts, ", "));
   if (kind == RequestKind::kAllgather) absl::StrAppend(&text, " (rows after the first)");
   if (device == DeviceType::kCUDA) absl::StrAppend(&text, " on GPU");
   if (kind == RequestKind::kAllreduce) {
@@ -140,11 +142,21 @@ RequestDescriptor Describe(const Request& request) {
   RequestDescriptor d;
   d.kind = request.kind;
   switch (request.kind) {
-    case RequestKind::kAllreduce: d.operation = "allreduce"; break;
-    case RequestKind::kBroadcast: d.operation = "broadcast"; break;
-    case RequestKind::kAllgather: d.operation = "allgather"; break;
-    case RequestKind::kOpaque: d.operation = request.opaque_operation; break;
-    case RequestKind::kJoin: d.operation = "join"; break;
+    case RequestKind::kAllreduce:
+      d.operation = "allreduce";
+      break;
+    case RequestKind::kBroadcast:
+      d.operation = "broadcast";
+      break;
+    case RequestKind::kAllgather:
+      d.operation = "allgather";
+      break;
+    case RequestKind::kOpaque:
+      d.operation = request.opaque_operation;
+      break;
+    case RequestKind::kJoin:
+      d.operation = "join";
+      break;
   }
   if (!request.tensors.empty()) {
     d.device = request.tensors.front().device.type;

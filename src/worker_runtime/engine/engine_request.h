@@ -70,7 +70,7 @@ struct Request {
   // empty for synchronous calls, whose errors read as they always did.
   std::string error_prefix;
   bool produces_output = false;  // the handle's TakeOutput() has a result
-  std::string descriptor;  // RequestDescriptor::Encode()
+  std::string descriptor;        // RequestDescriptor::Encode()
   std::shared_ptr<HandleState> handle;
 
   size_t nbytes() const;

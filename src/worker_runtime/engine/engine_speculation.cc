@@ -29,8 +29,8 @@ bool Predictable(const Request& r, int64_t fusion_threshold) {
 }
 
 TensorView WorkIn(FusionBuffer& fusion, const PredictedAllreduce& predicted) {
-  return TensorView{fusion.Reserve(predicted.nbytes()), predicted.dtype, {predicted.elements},
-                    Device{}};
+  return TensorView{
+      fusion.Reserve(predicted.nbytes()), predicted.dtype, {predicted.elements}, Device{}};
 }
 
 }  // namespace
@@ -59,8 +59,8 @@ void AllreducePredictor::Observe(const NegotiationResult& round,
   }
   if (streak_ >= 2 && !prediction_) {
     const TensorView& t = lone->tensors.front();
-    prediction_ = PredictedAllreduce{lone->name, lone->descriptor, t.dtype, t.numel(),
-                                     lone->options};
+    prediction_ =
+        PredictedAllreduce{lone->name, lone->descriptor, t.dtype, t.numel(), lone->options};
   }
 }
 

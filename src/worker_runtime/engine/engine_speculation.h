@@ -43,9 +43,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "horovodd/tensor.h"
+#include "worker_runtime/comm/communicator.h"
 #include "worker_runtime/engine/engine_fusion.h"
 #include "worker_runtime/engine/engine_negotiation.h"
-#include "worker_runtime/comm/communicator.h"
 #include "worker_runtime/engine/engine_request.h"
 
 namespace horovodd::internal {

@@ -16,17 +16,21 @@ std::string TimelineOperation(const std::string& operation) {
 }
 std::string TimelineOperationOf(const Request& request) {
   switch (request.kind) {
-    case RequestKind::kAllreduce: return "ALLREDUCE";
-    case RequestKind::kBroadcast: return "BROADCAST";
-    case RequestKind::kAllgather: return "ALLGATHER";
-    case RequestKind::kJoin: return "JOIN";
-    case RequestKind::kOpaque: break;
+    case RequestKind::kAllreduce:
+      return "ALLREDUCE";
+    case RequestKind::kBroadcast:
+      return "BROADCAST";
+    case RequestKind::kAllgather:
+      return "ALLGATHER";
+    case RequestKind::kJoin:
+      return "JOIN";
+    case RequestKind::kOpaque:
+      break;
   }
   std::string operation = request.opaque_operation;
   operation = operation.substr(0, operation.find(' '));  // "add_process_set [0, 1]"
   return TimelineOperation(operation);
 }
-
 
 absl::StatusOr<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path,
                                                          bool mark_cycles) {
@@ -101,8 +105,8 @@ void Timeline::ActivityStart(const std::string& tensor, const std::string& activ
     --open;
   }
   Write(absl::StrCat(R"({"name": )", JsonQuote(activity), R"(, "ph": "B", "ts": )", now,
-                     R"(, "pid": )", pid, R"(, "tid": 1, "args": {"batch": )",
-                     JsonQuote(batch), R"(, "tensors_in_batch": )", batch_size, "}}"));
+                     R"(, "pid": )", pid, R"(, "tid": 1, "args": {"batch": )", JsonQuote(batch),
+                     R"(, "tensors_in_batch": )", batch_size, "}}"));
   ++open;
 }
 
@@ -117,8 +121,8 @@ void Timeline::End(const std::string& tensor, const std::string& error) {
     if (i + 1 == it->second && !error.empty()) {
       args = absl::StrCat(R"(, "args": {"error": )", JsonQuote(error), "}");
     }
-    Write(absl::StrCat(R"({"ph": "E", "ts": )", now, R"(, "pid": )", pid, R"(, "tid": 1)",
-                       args, "}"));
+    Write(absl::StrCat(R"({"ph": "E", "ts": )", now, R"(, "pid": )", pid, R"(, "tid": 1)", args,
+                       "}"));
   }
   open_.erase(it);
 }

@@ -39,8 +39,7 @@ class Timeline {
  public:
   // Opens (truncates) `path`. INVALID_ARGUMENT for an empty path,
   // UNAVAILABLE naming the path when it cannot be written.
-  static absl::StatusOr<std::unique_ptr<Timeline>> Open(const std::string& path,
-                                                        bool mark_cycles);
+  static absl::StatusOr<std::unique_ptr<Timeline>> Open(const std::string& path, bool mark_cycles);
   ~Timeline();  // Stop()s
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;

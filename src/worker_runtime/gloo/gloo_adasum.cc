@@ -35,8 +35,12 @@ absl::StatusOr<std::vector<double>> ToDoubles(const TensorView& t, double scale)
   std::vector<double> values(n);
   for (size_t i = 0; i < n; ++i) {
     switch (t.dtype) {
-      case DType::kFloat64: values[i] = static_cast<const double*>(t.data)[i]; break;
-      case DType::kFloat32: values[i] = static_cast<const float*>(t.data)[i]; break;
+      case DType::kFloat64:
+        values[i] = static_cast<const double*>(t.data)[i];
+        break;
+      case DType::kFloat32:
+        values[i] = static_cast<const float*>(t.data)[i];
+        break;
       case DType::kFloat16:
         values[i] = HalfToFloat(static_cast<const uint16_t*>(t.data)[i]);
         break;
@@ -44,9 +48,9 @@ absl::StatusOr<std::vector<double>> ToDoubles(const TensorView& t, double scale)
         values[i] = BFloat16ToFloat(static_cast<const uint16_t*>(t.data)[i]);
         break;
       default:
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Adasum combines float16, bfloat16, float32 and float64 tensors, not ",
-            DTypeName(t.dtype)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Adasum combines float16, bfloat16, float32 and float64 tensors, not ",
+                         DTypeName(t.dtype)));
     }
     values[i] *= scale;
   }
@@ -57,15 +61,20 @@ void FromDoubles(const std::vector<double>& values, double scale, TensorView& t)
   for (size_t i = 0; i < values.size(); ++i) {
     const double v = values[i] * scale;
     switch (t.dtype) {
-      case DType::kFloat64: static_cast<double*>(t.data)[i] = v; break;
-      case DType::kFloat32: static_cast<float*>(t.data)[i] = static_cast<float>(v); break;
+      case DType::kFloat64:
+        static_cast<double*>(t.data)[i] = v;
+        break;
+      case DType::kFloat32:
+        static_cast<float*>(t.data)[i] = static_cast<float>(v);
+        break;
       case DType::kFloat16:
         static_cast<uint16_t*>(t.data)[i] = FloatToHalf(static_cast<float>(v));
         break;
       case DType::kBFloat16:
         static_cast<uint16_t*>(t.data)[i] = FloatToBFloat16(static_cast<float>(v));
         break;
-      default: break;  // ToDoubles refused it
+      default:
+        break;  // ToDoubles refused it
     }
   }
 }
@@ -142,8 +151,7 @@ absl::Status Adasum(GlooContext& context, TensorView inout, double prescale_fact
     for (int distance = 1; distance < size; distance <<= 1) {
       const bool lower = (rank & distance) == 0;
       const auto [keep, give] = Halves(held, lower);
-      HVDD_RETURN_IF_ERROR(
-          Swap(scope, *mine_buffer, *theirs_buffer, rank ^ distance, give, keep));
+      HVDD_RETURN_IF_ERROR(Swap(scope, *mine_buffer, *theirs_buffer, rank ^ distance, give, keep));
       // The lower block's vector is a, the upper one's b, on both ranks.
       const double* a = lower ? mine.data() : theirs.data();
       const double* b = lower ? theirs.data() : mine.data();
@@ -167,8 +175,7 @@ absl::Status Adasum(GlooContext& context, TensorView inout, double prescale_fact
       const Segment parent = parents.back();
       parents.pop_back();
       const auto [keep, give] = Halves(parent, (rank & distance) == 0);
-      HVDD_RETURN_IF_ERROR(
-          Swap(scope, *mine_buffer, *theirs_buffer, rank ^ distance, keep, give));
+      HVDD_RETURN_IF_ERROR(Swap(scope, *mine_buffer, *theirs_buffer, rank ^ distance, keep, give));
       std::memcpy(mine.data() + give.begin, theirs.data() + give.begin,
                   give.size() * sizeof(double));
     }

@@ -56,8 +56,8 @@ enum class Algorithm { kDirect, kPairwise, kRing };
 // tensor each), and L ranks per host put L tensors there against the ring's
 // two at most. Between hosts bytes cost more than wake-ups, so the ring.
 Algorithm Choose(const TensorView& tensor, int ranks, bool spans_hosts_with_peers) {
-  if (ranks > 1 && tensor.nbytes() * static_cast<size_t>(ranks - 1) <=
-                       kDirectAllreduceMaxBytesSent) {
+  if (ranks > 1 &&
+      tensor.nbytes() * static_cast<size_t>(ranks - 1) <= kDirectAllreduceMaxBytesSent) {
     return Algorithm::kDirect;
   }
   if (ranks >= 2 && ranks <= kPairwiseAllreduceMaxRanks && !spans_hosts_with_peers) {
@@ -91,8 +91,8 @@ absl::Status DirectAllreduce(CollectiveScope& scope, const void* input, TensorVi
   for (int p = 1; p < n; ++p) {
     ReduceInto(result.dtype, options.op, result.data, all.data + p * bytes, result.numel());
   }
-  FinishReduction(result.dtype, options.op, result.data, result.numel(),
-                  AverageDivisor(options, n), options.postscale_factor);
+  FinishReduction(result.dtype, options.op, result.data, result.numel(), AverageDivisor(options, n),
+                  options.postscale_factor);
   return absl::OkStatus();
 }
 
@@ -121,7 +121,7 @@ bool Commutes(ReduceOp op) {
 struct PostedReduceScatter {
   std::vector<PeerRegion> chunks;  // Chunks(input, n)
   gloo::transport::UnboundBuffer* input = nullptr;
-  uint8_t* parts = nullptr;  // slot p (own_bytes each) gets rank p's part
+  uint8_t* parts = nullptr;                            // slot p (own_bytes each) gets rank p's part
   std::vector<gloo::transport::UnboundBuffer*> slots;  // each waited for alone
   int sends = 0;
 };
@@ -218,8 +218,8 @@ absl::Status FinishReduceScatter(CollectiveScope& scope, const PostedReduceScatt
 }
 
 // The whole reduce-scatter half: reduces the own chunk into `result`.
-absl::Status PairwiseReduceScatter(CollectiveScope& scope, const TensorView& input,
-                                   uint8_t* result, const AllreduceOptions& options) {
+absl::Status PairwiseReduceScatter(CollectiveScope& scope, const TensorView& input, uint8_t* result,
+                                   const AllreduceOptions& options) {
   HVDD_ASSIGN_OR_RETURN(PostedReduceScatter posted, PostReduceScatter(scope, input));
   return FinishReduceScatter(scope, posted, input, result, options);
 }
@@ -233,7 +233,7 @@ absl::Status PairwiseReduceScatter(CollectiveScope& scope, const TensorView& inp
 // reduction, the send waits for our "ready to receive" notice to cross the
 // pair (Gloo's rendezvous per transfer), a message hop on every allreduce.
 absl::StatusOr<CollectiveScope::PostedExchange> PostAllgatherReceives(CollectiveScope& scope,
-                                                                     TensorView output) {
+                                                                      TensorView output) {
   const int n = scope.size();
   HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* buffer,
                         scope.Register(output.data, output.nbytes()));
@@ -271,9 +271,8 @@ absl::Status RingAllreduce(CollectiveScope& scope, TensorView inout,
   // Finish our chunk before sharing it, so every rank ends with the owner's
   // bits and the division runs once per element, not once per rank.
   const ElementRange mine = layout.chunk(scope.rank());
-  FinishReduction(inout.dtype, options.op,
-                  Bytes(inout.data) + mine.offset * layout.element_size(), mine.count,
-                  AverageDivisor(options, scope.size()), options.postscale_factor);
+  FinishReduction(inout.dtype, options.op, Bytes(inout.data) + mine.offset * layout.element_size(),
+                  mine.count, AverageDivisor(options, scope.size()), options.postscale_factor);
   return RingAllgather(scope, *buffer, layout);
 }
 
@@ -301,29 +300,28 @@ absl::Status RunAllreduce(GlooContext& context, const AllreduceOptions& options,
 
 }  // namespace
 
-absl::Status Allreduce(GlooContext& context, TensorView inout,
-                       const AllreduceOptions& options) {
-  return RunAllreduce(context, options, inout,
-                      [&](CollectiveScope& scope, Algorithm algorithm,
-                          const std::string&) -> absl::Status {
-    switch (algorithm) {
-      case Algorithm::kDirect:
-        return DirectAllreduce(scope, inout.data, inout, options);
-      case Algorithm::kPairwise: {
-        if (options.prescale_factor != 1.0) {
-          ScaleInPlace(inout.dtype, inout.data, inout.numel(), options.prescale_factor);
-        }
-        HVDD_ASSIGN_OR_RETURN(CollectiveScope::PostedExchange results,
+absl::Status Allreduce(GlooContext& context, TensorView inout, const AllreduceOptions& options) {
+  return RunAllreduce(
+      context, options, inout,
+      [&](CollectiveScope& scope, Algorithm algorithm, const std::string&) -> absl::Status {
+        switch (algorithm) {
+          case Algorithm::kDirect:
+            return DirectAllreduce(scope, inout.data, inout, options);
+          case Algorithm::kPairwise: {
+            if (options.prescale_factor != 1.0) {
+              ScaleInPlace(inout.dtype, inout.data, inout.numel(), options.prescale_factor);
+            }
+            HVDD_ASSIGN_OR_RETURN(CollectiveScope::PostedExchange results,
                               PostAllgatherReceives(scope, inout));
-        uint8_t* own = Bytes(inout.data) + Chunks(inout, scope.size())[scope.rank()].offset;
-        HVDD_RETURN_IF_ERROR(PairwiseReduceScatter(scope, inout, own, options));
-        return FinishAllgather(scope, results, own, inout);
-      }
-      case Algorithm::kRing:
-        return RingAllreduce(scope, inout, options);
-    }
-    return absl::InternalError("unknown allreduce algorithm");
-  });
+            uint8_t* own = Bytes(inout.data) + Chunks(inout, scope.size())[scope.rank()].offset;
+            HVDD_RETURN_IF_ERROR(PairwiseReduceScatter(scope, inout, own, options));
+            return FinishAllgather(scope, results, own, inout);
+          }
+          case Algorithm::kRing:
+            return RingAllreduce(scope, inout, options);
+        }
+        return absl::InternalError("unknown allreduce algorithm");
+      });
 }
 
 bool AllreduceConfirmsItself(const GlooContext& context, const TensorView& tensor,
@@ -335,36 +333,36 @@ bool AllreduceConfirmsItself(const GlooContext& context, const TensorView& tenso
 absl::StatusOr<bool> AllreduceIfAllReady(GlooContext& context, TensorView tensor, bool ready,
                                          const AllreduceOptions& options) {
   bool all_ready = false;
-  absl::Status status = RunAllreduce(context, options, tensor,
-                                     [&](CollectiveScope& scope, Algorithm algorithm,
-                                         const std::string& label) -> absl::Status {
-    if (algorithm != Algorithm::kPairwise || options.prescale_factor != 1.0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          label, ": only the pairwise allreduce without a prescale confirms itself"));
-    }
-    const int n = scope.size();
-    const int rank = scope.rank();
-    // Every rank's word, to every peer, ahead of its parts: the parts are
-    // in flight while the words cross, and no rank writes anything (the
-    // reduction, the allgather) before it has heard every word.
-    HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch words, scope.RegisterScratch(n));
-    words.data[rank] = ready ? 1 : 0;
-    std::vector<PeerRegion> each_word(n);
-    for (int p = 0; p < n; ++p) each_word[p] = PeerRegion{static_cast<size_t>(p), 1};
-    HVDD_ASSIGN_OR_RETURN(
+  absl::Status status = RunAllreduce(
+      context, options, tensor,
+      [&](CollectiveScope& scope, Algorithm algorithm, const std::string& label) -> absl::Status {
+        if (algorithm != Algorithm::kPairwise || options.prescale_factor != 1.0) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              label, ": only the pairwise allreduce without a prescale confirms itself"));
+        }
+        const int n = scope.size();
+        const int rank = scope.rank();
+        // Every rank's word, to every peer, ahead of its parts: the parts are
+        // in flight while the words cross, and no rank writes anything (the
+        // reduction, the allgather) before it has heard every word.
+        HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch words, scope.RegisterScratch(n));
+        words.data[rank] = ready ? 1 : 0;
+        std::vector<PeerRegion> each_word(n);
+        for (int p = 0; p < n; ++p) each_word[p] = PeerRegion{static_cast<size_t>(p), 1};
+        HVDD_ASSIGN_OR_RETURN(
         CollectiveScope::PostedExchange word_exchange,
         scope.PostExchange(words.buffer, std::vector<PeerRegion>(n, each_word[rank]), words.buffer,
                            each_word, Channel::kMetadata));
-    HVDD_ASSIGN_OR_RETURN(PostedReduceScatter parts, PostReduceScatter(scope, tensor));
-    HVDD_RETURN_IF_ERROR(scope.WaitExchange(word_exchange));
-    all_ready = std::all_of(words.data, words.data + n, [](uint8_t w) { return w == 1; });
-    if (!all_ready) return FinishReduceScatter(scope, parts, tensor, nullptr, options);
-    HVDD_ASSIGN_OR_RETURN(CollectiveScope::PostedExchange results,
+        HVDD_ASSIGN_OR_RETURN(PostedReduceScatter parts, PostReduceScatter(scope, tensor));
+        HVDD_RETURN_IF_ERROR(scope.WaitExchange(word_exchange));
+        all_ready = std::all_of(words.data, words.data + n, [](uint8_t w) { return w == 1; });
+        if (!all_ready) return FinishReduceScatter(scope, parts, tensor, nullptr, options);
+        HVDD_ASSIGN_OR_RETURN(CollectiveScope::PostedExchange results,
                           PostAllgatherReceives(scope, tensor));
-    uint8_t* own = Bytes(tensor.data) + parts.chunks[rank].offset;
-    HVDD_RETURN_IF_ERROR(FinishReduceScatter(scope, parts, tensor, own, options));
-    return FinishAllgather(scope, results, own, tensor);
-  });
+        uint8_t* own = Bytes(tensor.data) + parts.chunks[rank].offset;
+        HVDD_RETURN_IF_ERROR(FinishReduceScatter(scope, parts, tensor, own, options));
+        return FinishAllgather(scope, results, own, tensor);
+      });
   if (!status.ok()) return status;
   return all_ready;
 }

@@ -34,8 +34,7 @@ class GlooCommunicator final : public Communicator {
                                   std::vector<int64_t>* received_splits) override;
   absl::StatusOr<Tensor> Reducescatter(const TensorView& input,
                                        const ReducescatterOptions& options) override;
-  absl::Status Adasum(TensorView inout, double prescale_factor,
-                      double postscale_factor) override;
+  absl::Status Adasum(TensorView inout, double prescale_factor, double postscale_factor) override;
   absl::Status Barrier() override;
   Negotiator* negotiator() override { return &negotiator_; }
   void Abort() override { context_->Abort(); }

@@ -38,8 +38,7 @@ class LoopWaker final : public gloo::transport::tcp::Handler {
  public:
   // Null when the device is not Gloo's TCP device or no eventfd is left;
   // closing then just takes Gloo's own time.
-  static std::unique_ptr<LoopWaker> Create(
-      const std::shared_ptr<gloo::transport::Device>& device) {
+  static std::unique_ptr<LoopWaker> Create(const std::shared_ptr<gloo::transport::Device>& device) {
     auto* tcp = dynamic_cast<gloo::transport::tcp::Device*>(device.get());
     if (tcp == nullptr) return nullptr;
     const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -120,7 +119,7 @@ GlooContext::~GlooContext() {
   if (std::shared_ptr<gloo::transport::Device> alive = device.lock()) {
     // Someone else keeps the device: take the waker out of its loop.
     static_cast<gloo::transport::tcp::Device&>(*alive).unregisterDescriptor(waker_->fd(),
-                                                                           waker_.get());
+                                                                            waker_.get());
   }
 }
 
@@ -199,8 +198,8 @@ absl::Status GlooContext::ConnectFullMeshInParallel(
   try {
     ConnectOrThrow(store, device);
   } catch (const std::exception& e) {
-    std::string message = absl::StrCat("connecting gloo context (rank ", rank, " of ", size,
-                                       ") failed: ", e.what());
+    std::string message =
+        absl::StrCat("connecting gloo context (rank ", rank, " of ", size, ") failed: ", e.what());
     if (IsGlooTimeoutMessage(e.what())) return absl::DeadlineExceededError(message);
     return absl::UnavailableError(message);
   }
@@ -260,8 +259,8 @@ void GlooContext::MarkFailed(const absl::Status& failure) {
   StartClosingPairsLocked();
 }
 
-absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(
-    gloo::rendezvous::Store& store, const ConnectOptions& options) {
+absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(gloo::rendezvous::Store& store,
+                                                                const ConnectOptions& options) {
   if (options.size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("gloo context size must be at least 1, got ", options.size));
@@ -286,8 +285,8 @@ absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(
     attr.hostname = options.bind_address;
     device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot bind gloo to address '", options.bind_address, "': ", e.what()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot bind gloo to address '", options.bind_address, "': ", e.what()));
   }
 
   auto context = std::make_shared<GlooContext>(options.rank, options.size, options.timeout);

@@ -169,8 +169,8 @@ class GlooContext final : public gloo::rendezvous::Context {
 // scoped to one rendezvous round (e.g. a gloo::rendezvous::PrefixStore).
 // Bad options: INVALID_ARGUMENT; a timeout: DEADLINE_EXCEEDED; other connect
 // failures: UNAVAILABLE.
-absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(
-    gloo::rendezvous::Store& store, const ConnectOptions& options);
+absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(gloo::rendezvous::Store& store,
+                                                                const ConnectOptions& options);
 
 // Makes collectives blocked on `context` in other threads return ABORTED
 // promptly, and every later one return ABORTED at once. Used when the daemon

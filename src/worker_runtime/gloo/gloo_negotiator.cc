@@ -42,10 +42,10 @@ absl::StatusOr<Negotiator::PartBuffer> GlooNegotiator::StartRound(size_t header_
     // Peers size their parts from their caches too: ours no longer matches
     // what the last round left, so theirs may not either.
     round_.reset();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "negotiation: this round needs ", part_bytes, " bytes per rank but the last round on ",
-        "this ring posted ", part_bytes_,
-        " (every round on one ring must use the same ResponseCache)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("negotiation: this round needs ", part_bytes,
+                     " bytes per rank but the last round on ", "this ring posted ", part_bytes_,
+                     " (every round on one ring must use the same ResponseCache)"));
   }
   uint8_t* mine = part(context_.rank);
   std::memset(mine, 0, part_bytes);
@@ -87,8 +87,8 @@ absl::Span<const uint8_t> GlooNegotiator::Part(int r) const {
   return absl::Span<const uint8_t>(memory_.data() + r * part_bytes_, part_bytes_);
 }
 
-absl::StatusOr<const uint8_t*> GlooNegotiator::ExchangeLater(
-    absl::Span<const size_t> bytes_by_rank, absl::string_view mine) {
+absl::StatusOr<const uint8_t*> GlooNegotiator::ExchangeLater(absl::Span<const size_t> bytes_by_rank,
+                                                             absl::string_view mine) {
   HVDD_CHECK(round_.has_value()) << "no negotiation round started";
   const int n = context_.size;
   const int self = context_.rank;

@@ -50,7 +50,6 @@ absl::StatusOr<std::vector<ArgumentHeader>> ExchangeHeaders(
   return from_each;
 }
 
-
 // Byte regions of consecutive row blocks of `row_bytes` each.
 std::vector<PeerRegion> RowBlocks(const std::vector<int64_t>& rows, size_t row_bytes) {
   std::vector<PeerRegion> blocks(rows.size());

@@ -13,8 +13,7 @@ CollectiveScope::CollectiveScope(GlooContext& context, std::string label)
       sequence_(context.NextCollectiveSequence()),
       deadline_(absl::Now() + context.collective_timeout()) {}
 
-CollectiveScope::CollectiveScope(GlooContext& context, std::string label,
-                                 uint64_t own_sequence)
+CollectiveScope::CollectiveScope(GlooContext& context, std::string label, uint64_t own_sequence)
     : context_(context),
       label_(std::move(label)),
       sequence_(own_sequence),
@@ -46,8 +45,7 @@ absl::Status CollectiveScope::CheckHealth() const { return LabeledHealth(context
 absl::StatusOr<gloo::transport::UnboundBuffer*> CollectiveScope::Register(void* data,
                                                                           size_t bytes) {
   if (!failure_.ok()) return failure_;
-  absl::StatusOr<std::unique_ptr<RegisteredBuffer>> buffer =
-      context_.RegisterBuffer(data, bytes);
+  absl::StatusOr<std::unique_ptr<RegisteredBuffer>> buffer = context_.RegisterBuffer(data, bytes);
   // Fails only when another thread aborted the context meanwhile.
   if (!buffer.ok()) return Fail(AbortedStatus());
   buffers_.push_back(*std::move(buffer));
@@ -92,8 +90,8 @@ absl::Status CollectiveScope::FromException(const std::exception& e) {
   return Fail(absl::UnavailableError(absl::StrCat(label_, " failed: ", e.what())));
 }
 
-absl::Status CollectiveScope::Send(gloo::transport::UnboundBuffer& buffer, int peer,
-                                   size_t offset, size_t bytes, Channel channel) {
+absl::Status CollectiveScope::Send(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset,
+                                   size_t bytes, Channel channel) {
   if (!failure_.ok()) return failure_;
   try {
     buffer.send(peer, SlotFor(channel), offset, bytes);
@@ -103,8 +101,8 @@ absl::Status CollectiveScope::Send(gloo::transport::UnboundBuffer& buffer, int p
   }
 }
 
-absl::Status CollectiveScope::Recv(gloo::transport::UnboundBuffer& buffer, int peer,
-                                   size_t offset, size_t bytes, Channel channel) {
+absl::Status CollectiveScope::Recv(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset,
+                                   size_t bytes, Channel channel) {
   if (!failure_.ok()) return failure_;
   try {
     buffer.recv(peer, SlotFor(channel), offset, bytes);
@@ -146,8 +144,7 @@ absl::Status CollectiveScope::ExchangeWithAll(gloo::transport::UnboundBuffer* se
 
 absl::StatusOr<CollectiveScope::PostedExchange> CollectiveScope::PostExchange(
     gloo::transport::UnboundBuffer* send, const std::vector<PeerRegion>& to,
-    gloo::transport::UnboundBuffer* recv, const std::vector<PeerRegion>& from,
-    Channel channel) {
+    gloo::transport::UnboundBuffer* recv, const std::vector<PeerRegion>& from, Channel channel) {
   PostedExchange posted{send, recv, 0, 0};
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank() || from[peer].bytes == 0) continue;

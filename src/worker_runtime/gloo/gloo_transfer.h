@@ -83,10 +83,10 @@ class CollectiveScope {
 
   // Post a transfer of `bytes` at `offset` in `buffer`. Pairs match in
   // posting order per peer and channel.
-  absl::Status Send(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset,
-                    size_t bytes, Channel channel);
-  absl::Status Recv(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset,
-                    size_t bytes, Channel channel);
+  absl::Status Send(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset, size_t bytes,
+                    Channel channel);
+  absl::Status Recv(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset, size_t bytes,
+                    Channel channel);
   // Wait for one posted send / receive of `buffer` to complete.
   absl::Status WaitSend(gloo::transport::UnboundBuffer& buffer);
   // `source` (optional) receives the rank whose message completed.
@@ -113,8 +113,7 @@ class CollectiveScope {
   absl::StatusOr<PostedExchange> PostExchange(gloo::transport::UnboundBuffer* send,
                                               const std::vector<PeerRegion>& to,
                                               gloo::transport::UnboundBuffer* recv,
-                                              const std::vector<PeerRegion>& from,
-                                              Channel channel);
+                                              const std::vector<PeerRegion>& from, Channel channel);
   absl::Status WaitExchange(const PostedExchange& posted);
 
  private:

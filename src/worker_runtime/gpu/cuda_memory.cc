@@ -23,9 +23,8 @@ absl::StatusOr<int> CudaDeviceCount() {
 absl::Status CheckCudaDevice(int device) {
   HVDD_ASSIGN_OR_RETURN(const int count, CudaDeviceCount());
   if (device < 0 || device >= count) {
-    return absl::InvalidArgumentError(absl::StrCat("CUDA device ", device,
-                                                   " does not exist: this process sees ",
-                                                   count, " GPU(s)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CUDA device ", device, " does not exist: this process sees ", count, " GPU(s)"));
   }
   return absl::OkStatus();
 }

@@ -16,10 +16,10 @@ absl::Status CheckHostView(const char* what, const DeviceTensor& tensor, const T
         absl::StrCat(what, ": the host side is on CUDA device ", host.device.index));
   }
   if (host.dtype != tensor.dtype() || host.numel() != tensor.numel()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": host tensor is ", DTypeName(host.dtype), " ",
-        internal::ShapeString(host.shape), " but the device tensor is ",
-        DTypeName(tensor.dtype()), " ", internal::ShapeString(tensor.shape())));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": host tensor is ", DTypeName(host.dtype), " ",
+                     internal::ShapeString(host.shape), " but the device tensor is ",
+                     DTypeName(tensor.dtype()), " ", internal::ShapeString(tensor.shape())));
   }
   if (host.data == nullptr && host.nbytes() > 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": host tensor data is null"));
@@ -103,8 +103,7 @@ absl::Status DeviceTensor::CopyToHost(const TensorView& host) const {
 }
 
 absl::Status DeviceTensor::CopyFromHost(const TensorView& host) {
-  if (absl::Status valid = CheckHostView("DeviceTensor::CopyFromHost", *this, host);
-      !valid.ok()) {
+  if (absl::Status valid = CheckHostView("DeviceTensor::CopyFromHost", *this, host); !valid.ok()) {
     return valid;
   }
   return internal::CopyHostToDevice(device_, host.data, data_, bytes_);

@@ -11,10 +11,10 @@ absl::Status CheckGpuTensor(const std::string& label, const TensorView& view, in
         absl::StrCat(label, ": tensor is on the CPU; GPU collectives take CUDA tensors"));
   }
   if (view.device.index != device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        label, ": tensor is on CUDA device ", view.device.index,
-        " but this worker's GPU collectives use device ", device,
-        " (every GPU tensor of a worker must be on one device)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": tensor is on CUDA device ", view.device.index,
+                     " but this worker's GPU collectives use device ", device,
+                     " (every GPU tensor of a worker must be on one device)"));
   }
   return CheckTensorLayout(label, view);
 }

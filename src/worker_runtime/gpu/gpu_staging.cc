@@ -25,8 +25,8 @@ absl::StatusOr<Staged> Stage(const std::string& label, const TensorView& device)
     return valid;
   }
   Staged staged{Tensor(device.dtype, device.shape), &device};
-  HVDD_RETURN_IF_ERROR(CopyDeviceToHost(device.device.index, device.data, staged.host.data(),
-                                        staged.host.nbytes()));
+  HVDD_RETURN_IF_ERROR(
+      CopyDeviceToHost(device.device.index, device.data, staged.host.data(), staged.host.nbytes()));
   return staged;
 }
 

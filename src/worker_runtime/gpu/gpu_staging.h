@@ -17,7 +17,6 @@ namespace horovodd::internal {
 
 // `cpu` runs ops on the generation's CPU communicator, of `size` ranks
 // (this one `rank`). Its aborts and failures are the CPU communicator's.
-std::unique_ptr<GpuCommunicator> MakeStagedCommunicator(CommunicatorRunner cpu, int rank,
-                                                        int size);
+std::unique_ptr<GpuCommunicator> MakeStagedCommunicator(CommunicatorRunner cpu, int rank, int size);
 
 }  // namespace horovodd::internal

@@ -25,8 +25,7 @@ constexpr size_t kCrossingPieceBytes = size_t{4} << 20;
 constexpr int kMaxCrossingPieces = 4;
 
 int CrossingPieces(size_t bytes) {
-  return static_cast<int>(
-      std::clamp<size_t>(bytes / kCrossingPieceBytes, 1, kMaxCrossingPieces));
+  return static_cast<int>(std::clamp<size_t>(bytes / kCrossingPieceBytes, 1, kMaxCrossingPieces));
 }
 
 // One local rank's part of one piece, crossing hosts: pairwise among
@@ -42,8 +41,12 @@ class Crossing {
  public:
   Crossing(CollectiveScope& scope, const std::vector<int>& members, int me, void* part,
            int64_t count, DType dtype)
-      : scope_(scope), members_(members), me_(me), part_(static_cast<uint8_t*>(part)),
-        dtype_(dtype), counts_(EvenSplit(count, static_cast<int>(members.size()))) {}
+      : scope_(scope),
+        members_(members),
+        me_(me),
+        part_(static_cast<uint8_t*>(part)),
+        dtype_(dtype),
+        counts_(EvenSplit(count, static_cast<int>(members.size()))) {}
 
   absl::Status Start() {
     const int h = static_cast<int>(members_.size());
@@ -114,7 +117,9 @@ class Crossing {
 // Elements [offset, offset + count) of `tensor`, flat.
 TensorView Slice(const TensorView& tensor, int64_t offset, int64_t count) {
   return TensorView{static_cast<uint8_t*>(tensor.data) + offset * DTypeSize(tensor.dtype),
-                    tensor.dtype, {count}, tensor.device};
+                    tensor.dtype,
+                    {count},
+                    tensor.device};
 }
 
 }  // namespace
@@ -233,14 +238,13 @@ absl::Status HierarchicalCommunicator::AllreduceAcrossHosts(TensorView inout,
     return AfterLocal(shm::ShareOwnParts(group, slices[k], deadline));
   };
   for (int k = 0; k < pieces; ++k) {
-    HVDD_RETURN_IF_ERROR(
-        AfterLocal(shm::ReduceOwnPart(group, slices[k], options, deadline)));
+    HVDD_RETURN_IF_ERROR(AfterLocal(shm::ReduceOwnPart(group, slices[k], options, deadline)));
     const shm::PartRange part = shm::OwnPart(slices[k].numel(), group.size(), group.rank());
     if (part.count > 0) {
       crossings[k] = std::make_unique<Crossing>(
           scope, crossing_.cross_ranks, crossing_.cross_index,
-          static_cast<uint8_t*>(slices[k].data) + part.offset * DTypeSize(inout.dtype),
-          part.count, inout.dtype);
+          static_cast<uint8_t*>(slices[k].data) + part.offset * DTypeSize(inout.dtype), part.count,
+          inout.dtype);
       HVDD_RETURN_IF_ERROR(crossings[k]->Start());
     }
     if (k > 0) HVDD_RETURN_IF_ERROR(finish(k - 1));

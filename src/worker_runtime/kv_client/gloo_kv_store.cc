@@ -15,8 +15,7 @@ GlooKvStore::GlooKvStore(KvStore& store, absl::Duration timeout)
 void GlooKvStore::Throw(const absl::Status& status) {
   if (failure_.ok()) failure_ = status;
   if (status.code() == absl::StatusCode::kAborted) superseded_ = true;
-  const char* prefix =
-      status.code() == absl::StatusCode::kDeadlineExceeded ? "Wait timeout: " : "";
+  const char* prefix = status.code() == absl::StatusCode::kDeadlineExceeded ? "Wait timeout: " : "";
   throw gloo::IoException(absl::StrCat(prefix, status.ToString()));
 }
 
@@ -51,8 +50,7 @@ void GlooKvStore::wait(const std::vector<std::string>& keys,
   }
   if (missing.empty()) return;
   // Gloo passes kNoTimeout (zero) for "no timeout of its own".
-  Read(missing, timeout > std::chrono::milliseconds::zero() ? absl::FromChrono(timeout)
-                                                            : timeout_);
+  Read(missing, timeout > std::chrono::milliseconds::zero() ? absl::FromChrono(timeout) : timeout_);
 }
 
 }  // namespace horovodd::internal

@@ -31,15 +31,15 @@ absl::Status InMemoryKvStore::AwaitLocked(const std::vector<std::string>& keys,
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   if (!aborted_.ok()) return aborted_;
   if (!AllSetLocked(keys)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        keys.size(), " key(s) (first '", keys.empty() ? "" : keys.front(),
-        "') did not appear within ", absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat(keys.size(), " key(s) (first '", keys.empty() ? "" : keys.front(),
+                     "') did not appear within ", absl::FormatDuration(timeout)));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> InMemoryKvStore::Get(
-    const std::vector<std::string>& keys, absl::Duration timeout) {
+absl::StatusOr<std::vector<std::string>> InMemoryKvStore::Get(const std::vector<std::string>& keys,
+                                                              absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   HVDD_RETURN_IF_ERROR(AwaitLocked(keys, timeout));
   std::vector<std::string> values;
@@ -48,8 +48,7 @@ absl::StatusOr<std::vector<std::string>> InMemoryKvStore::Get(
   return values;
 }
 
-absl::Status InMemoryKvStore::Wait(const std::vector<std::string>& keys,
-                                   absl::Duration timeout) {
+absl::Status InMemoryKvStore::Wait(const std::vector<std::string>& keys, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   return AwaitLocked(keys, timeout);
 }

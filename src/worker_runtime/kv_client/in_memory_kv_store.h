@@ -33,8 +33,7 @@ class InMemoryKvStore final : public KvStore {
   int gets() const;  // Get and Wait calls
 
  private:
-  bool AllSetLocked(const std::vector<std::string>& keys) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AllSetLocked(const std::vector<std::string>& keys) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for `keys` (or the abort); the status the call returns.
   absl::Status AwaitLocked(const std::vector<std::string>& keys, absl::Duration timeout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

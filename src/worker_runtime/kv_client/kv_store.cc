@@ -7,8 +7,7 @@
 
 namespace horovodd::internal {
 
-absl::StatusOr<std::string> GetKey(KvStore& store, const std::string& key,
-                                   absl::Duration timeout) {
+absl::StatusOr<std::string> GetKey(KvStore& store, const std::string& key, absl::Duration timeout) {
   HVDD_ASSIGN_OR_RETURN(std::vector<std::string> values, store.Get({key}, timeout));
   if (values.size() != 1) {
     return absl::InternalError(

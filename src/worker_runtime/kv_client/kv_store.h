@@ -39,7 +39,6 @@ class KvStore {
 };
 
 // Get of one key.
-absl::StatusOr<std::string> GetKey(KvStore& store, const std::string& key,
-                                   absl::Duration timeout);
+absl::StatusOr<std::string> GetKey(KvStore& store, const std::string& key, absl::Duration timeout);
 
 }  // namespace horovodd::internal

@@ -8,18 +8,28 @@ namespace horovodd::internal {
 
 ncclDataType_t NcclDataType(DType dtype) {
   switch (dtype) {
-    case DType::kUInt8: return ncclUint8;
-    case DType::kInt32: return ncclInt32;
-    case DType::kInt64: return ncclInt64;
-    case DType::kFloat16: return ncclFloat16;
-    case DType::kFloat32: return ncclFloat32;
-    case DType::kFloat64: return ncclFloat64;
-    case DType::kInt8: return ncclInt8;
+    case DType::kUInt8:
+      return ncclUint8;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kInt64:
+      return ncclInt64;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kInt8:
+      return ncclInt8;
     // NCCL has no int16 and no bool: both move as elements of their size
     // (broadcast, allgather, alltoall); CheckNcclReducible refuses reducing them.
-    case DType::kInt16: return ncclFloat16;
-    case DType::kBool: return ncclUint8;
-    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kInt16:
+      return ncclFloat16;
+    case DType::kBool:
+      return ncclUint8;
+    case DType::kBFloat16:
+      return ncclBfloat16;
   }
   return ncclFloat32;  // unreachable: CheckGpuTensor rejects unknown dtypes
 }
@@ -28,19 +38,25 @@ absl::Status CheckNcclReducible(const std::string& label, DType dtype) {
   HVDD_RETURN_IF_ERROR(CheckReducible(label, dtype));
   if (dtype == DType::kInt16) {
     return absl::InvalidArgumentError(absl::StrCat(
-        label, ": NCCL cannot reduce int16 tensors (as in Horovod); use HOROVOD_GPU_OPERATIONS="
-               "gloo or another dtype"));
+        label,
+        ": NCCL cannot reduce int16 tensors (as in Horovod); use HOROVOD_GPU_OPERATIONS="
+        "gloo or another dtype"));
   }
   return absl::OkStatus();
 }
 
 ncclRedOp_t NcclReduceOp(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAverage: return ncclAvg;
-    case ReduceOp::kMin: return ncclMin;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kProduct: return ncclProd;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAverage:
+      return ncclAvg;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kProduct:
+      return ncclProd;
   }
   return ncclSum;
 }

@@ -46,8 +46,8 @@ absl::Status CheckOptions(const NcclCommOptions& options) {
                                                    " is out of range for size ", options.size));
   }
   if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        options.name, ": timeout must be positive, got ", absl::FormatDuration(options.timeout)));
+    return absl::InvalidArgumentError(absl::StrCat(options.name, ": timeout must be positive, got ",
+                                                   absl::FormatDuration(options.timeout)));
   }
   return CheckCudaDevice(options.device);
 }
@@ -74,14 +74,13 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Create(NcclCommOptions optio
   std::unique_ptr<NcclComm> comm(new NcclComm(std::move(options)));
   if (absl::Status created = comm->CreateStreamAndEvents(); !created.ok()) return created;
   ncclConfig_t config = NonBlockingConfig();
-  const ncclResult_t started = ncclCommInitRankConfig(&comm->comm_, comm->size(), id,
-                                                      comm->rank(), &config);
+  const ncclResult_t started =
+      ncclCommInitRankConfig(&comm->comm_, comm->size(), id, comm->rank(), &config);
   if (started != ncclSuccess && started != ncclInProgress) {
     return comm->Fail(NcclStatus(started, absl::StrCat(comm->name(), ": ncclCommInitRankConfig"),
                                  ncclGetLastError(comm->comm_)));
   }
-  if (absl::Status ready = comm->WaitReady(absl::StrCat("creating ", comm->name()));
-      !ready.ok()) {
+  if (absl::Status ready = comm->WaitReady(absl::StrCat("creating ", comm->name())); !ready.ok()) {
     return ready;
   }
   return comm;
@@ -152,8 +151,8 @@ absl::Status NcclComm::Poll(const std::string& label,
           absl::StrCat(label, ": aborted (", options_.name, " was superseded)")));
     }
     if (absl::Now() >= deadline) {
-      return Fail(absl::DeadlineExceededError(absl::StrCat(
-          label, ": not finished after ", absl::FormatDuration(options_.timeout))));
+      return Fail(absl::DeadlineExceededError(
+          absl::StrCat(label, ": not finished after ", absl::FormatDuration(options_.timeout))));
     }
     Backoff(polls);
   }
@@ -176,8 +175,7 @@ absl::Status NcclComm::CudaEnqueued(cudaError_t error, const std::string& call) 
   return CudaStatus(error, call);
 }
 
-absl::Status NcclComm::Group(const std::string& call,
-                             const std::function<absl::Status()>& calls) {
+absl::Status NcclComm::Group(const std::string& call, const std::function<absl::Status()>& calls) {
   const ncclResult_t started = ncclGroupStart();
   if (started != ncclSuccess) return NcclStatus(started, absl::StrCat(call, ": ncclGroupStart"));
   const absl::Status queued = calls();
@@ -258,14 +256,15 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Shrink(const std::vector<int
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] < 0 || ranks[i] >= size() || ranks[i] == rank() ||
         (i > 0 && ranks[i] == ranks[i - 1])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          label, ": cannot exclude rank ", ranks[i], " (size ", size(), ", our rank ", rank(),
-          "; each rank at most once, never our own)"));
+      return absl::InvalidArgumentError(absl::StrCat(label, ": cannot exclude rank ", ranks[i],
+                                                     " (size ", size(), ", our rank ", rank(),
+                                                     "; each rank at most once, never our own)"));
     }
   }
   NcclCommOptions child_options = options_;
-  child_options.rank = rank() - static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(),
-                                                                   rank()) - ranks.begin());
+  child_options.rank =
+      rank() -
+      static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), rank()) - ranks.begin());
   child_options.size = size() - static_cast<int>(ranks.size());
   child_options.should_abort = std::move(should_abort);
   child_options.name = std::move(name);
@@ -276,10 +275,9 @@ absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Shrink(const std::vector<int
   if (absl::Status created = child->CreateStreamAndEvents(); !created.ok()) return created;
   ncclConfig_t config = NonBlockingConfig();
   const ncclResult_t started =
-      ranks.empty()
-          ? ncclCommSplit(comm_, /*color=*/0, /*key=*/rank(), &child->comm_, &config)
-          : ncclCommShrink(comm_, ranks.data(), static_cast<int>(ranks.size()), &child->comm_,
-                           &config, NCCL_SHRINK_DEFAULT);
+      ranks.empty() ? ncclCommSplit(comm_, /*color=*/0, /*key=*/rank(), &child->comm_, &config)
+                    : ncclCommShrink(comm_, ranks.data(), static_cast<int>(ranks.size()),
+                                     &child->comm_, &config, NCCL_SHRINK_DEFAULT);
   if (started != ncclSuccess && started != ncclInProgress) {
     return child->Fail(NcclStatus(started, label, ncclGetLastError(comm_)));
   }

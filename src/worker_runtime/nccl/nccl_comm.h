@@ -66,8 +66,7 @@ class NcclComm {
   // ABORTED: should_abort() or the store said the generation is over;
   // DEADLINE_EXCEEDED: a wait ran out; UNAVAILABLE: a peer or the network
   // failed; INTERNAL: CUDA or NCCL failed otherwise.
-  static absl::StatusOr<std::unique_ptr<NcclComm>> Create(NcclCommOptions options,
-                                                          KvStore& store);
+  static absl::StatusOr<std::unique_ptr<NcclComm>> Create(NcclCommOptions options, KvStore& store);
   // Aborts the communicator (ncclCommAbort, never ncclCommDestroy: that may
   // wait for peers that are gone) and frees the stream and events.
   ~NcclComm();

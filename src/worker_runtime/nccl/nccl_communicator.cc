@@ -145,15 +145,14 @@ class NcclCommunicator final : public GpuCommunicator {
     AllreduceOptions min;
     min.op = ReduceOp::kMin;
     min.name = "agree on shrinking the NCCL communicator";
-    HVDD_RETURN_IF_ERROR(
-        options_.cpu([&](Communicator& cpu) { return cpu.Allreduce(flag, min); }));
+    HVDD_RETURN_IF_ERROR(options_.cpu([&](Communicator& cpu) { return cpu.Allreduce(flag, min); }));
     if (can_shrink == 0) return nullptr;
     absl::StatusOr<std::unique_ptr<NcclComm>> child =
         parent->comm->Shrink(options_.shrink.excluded_ranks, should_abort_, CommName());
     if (child.ok() && (*child)->rank() != options_.rank) {
-      return absl::InternalError(absl::StrCat(
-          "shrinking into ", CommName(), " gave rank ", (*child)->rank(), ", the daemon assigned ",
-          options_.rank));
+      return absl::InternalError(absl::StrCat("shrinking into ", CommName(), " gave rank ",
+                                              (*child)->rank(), ", the daemon assigned ",
+                                              options_.rank));
     }
     return child;
 #else
@@ -167,8 +166,8 @@ class NcclCommunicator final : public GpuCommunicator {
   // outlive this one as a seed.
   const std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
   const std::function<bool()> should_abort_;  // aborted_ or options_.should_abort()
-  std::unique_ptr<NcclComm> comm_;  // null until the first op
-  absl::Status failure_;            // why making comm_ failed
+  std::unique_ptr<NcclComm> comm_;            // null until the first op
+  absl::Status failure_;                      // why making comm_ failed
 };
 
 }  // namespace

@@ -34,8 +34,8 @@ absl::Status Allreduce(NcclComm& comm, TensorView inout, const AllreduceOptions&
   if (count == 0) return absl::OkStatus();
   return comm.Run(label, [&](NcclComm& c) -> absl::Status {
     if (options.prescale_factor != 1.0) {
-      if (absl::Status s = Scale(c, inout.dtype, inout.data, inout.data, count,
-                                 options.prescale_factor);
+      if (absl::Status s =
+              Scale(c, inout.dtype, inout.data, inout.data, count, options.prescale_factor);
           !s.ok()) {
         return s;
       }
@@ -60,8 +60,8 @@ absl::Status Broadcast(NcclComm& comm, TensorView inout, int root) {
   const size_t count = static_cast<size_t>(inout.numel());
   if (count == 0) return absl::OkStatus();
   return comm.Run(label, [&](NcclComm& c) {
-    return c.Enqueued(ncclBroadcast(inout.data, inout.data, count, NcclDataType(inout.dtype),
-                                    root, c.handle(), c.stream()),
+    return c.Enqueued(ncclBroadcast(inout.data, inout.data, count, NcclDataType(inout.dtype), root,
+                                    c.handle(), c.stream()),
                       absl::StrCat(label, ": ncclBroadcast"));
   });
 }

@@ -57,8 +57,8 @@ absl::Status ExchangeRows(NcclComm& comm, const std::string& label, const RowExc
       }
       if (x.recv_rows[peer] > 0) {
         const ncclResult_t received =
-            ncclRecv(to + x.recv_first[peer] * x.row_bytes, x.recv_rows[peer] * x.row_numel,
-                     x.type, peer, comm.handle(), comm.stream());
+            ncclRecv(to + x.recv_first[peer] * x.row_bytes, x.recv_rows[peer] * x.row_numel, x.type,
+                     peer, comm.handle(), comm.stream());
         if (received != ncclSuccess) {
           return NcclStatus(received, absl::StrCat(label, ": ncclRecv from rank ", peer),
                             ncclGetLastError(comm.handle()));
@@ -133,8 +133,7 @@ absl::StatusOr<DeviceTensor> Allgather(NcclComm& comm, const TensorView& input) 
       ExchangeHeaders(
           comm, label,
           std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok()))));
-  if (absl::Status agreed =
-          CheckAgreement(label, headers, own_error, ShapeRule::kSameTrailingDims);
+  if (absl::Status agreed = CheckAgreement(label, headers, own_error, ShapeRule::kSameTrailingDims);
       !agreed.ok()) {
     return agreed;
   }
@@ -196,8 +195,7 @@ absl::StatusOr<DeviceTensor> Alltoall(NcclComm& comm, const TensorView& input,
   for (int peer = 0; peer < n; ++peer) to_each[peer].extra = send_rows[peer];
   HVDD_ASSIGN_OR_RETURN(const std::vector<ArgumentHeader> headers,
                         ExchangeHeaders(comm, label, to_each));
-  if (absl::Status agreed =
-          CheckAgreement(label, headers, own_error, ShapeRule::kSameTrailingDims);
+  if (absl::Status agreed = CheckAgreement(label, headers, own_error, ShapeRule::kSameTrailingDims);
       !agreed.ok()) {
     return agreed;
   }

@@ -14,7 +14,7 @@ namespace horovodd::internal {
 
 // Enqueues output[i] = input[i] * factor for `count` elements on `stream`
 // (input == output scales in place). Returns the launch's error.
-cudaError_t LaunchScale(DType dtype, const void* input, void* output, size_t count,
-                        double factor, cudaStream_t stream);
+cudaError_t LaunchScale(DType dtype, const void* input, void* output, size_t count, double factor,
+                        cudaStream_t stream);
 
 }  // namespace horovodd::internal

@@ -73,20 +73,30 @@ cudaError_t Launch(const void* input, void* output, size_t count, double factor,
 
 }  // namespace
 
-cudaError_t LaunchScale(DType dtype, const void* input, void* output, size_t count,
-                        double factor, cudaStream_t stream) {
+cudaError_t LaunchScale(DType dtype, const void* input, void* output, size_t count, double factor,
+                        cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   switch (dtype) {
-    case DType::kUInt8: return Launch<uint8_t>(input, output, count, factor, stream);
-    case DType::kInt32: return Launch<int32_t>(input, output, count, factor, stream);
-    case DType::kInt64: return Launch<int64_t>(input, output, count, factor, stream);
-    case DType::kFloat16: return Launch<__half>(input, output, count, factor, stream);
-    case DType::kFloat32: return Launch<float>(input, output, count, factor, stream);
-    case DType::kFloat64: return Launch<double>(input, output, count, factor, stream);
-    case DType::kInt8: return Launch<int8_t>(input, output, count, factor, stream);
-    case DType::kInt16: return Launch<int16_t>(input, output, count, factor, stream);
-    case DType::kBFloat16: return Launch<__nv_bfloat16>(input, output, count, factor, stream);
-    case DType::kBool: return cudaErrorInvalidValue;  // never scaled: not reducible
+    case DType::kUInt8:
+      return Launch<uint8_t>(input, output, count, factor, stream);
+    case DType::kInt32:
+      return Launch<int32_t>(input, output, count, factor, stream);
+    case DType::kInt64:
+      return Launch<int64_t>(input, output, count, factor, stream);
+    case DType::kFloat16:
+      return Launch<__half>(input, output, count, factor, stream);
+    case DType::kFloat32:
+      return Launch<float>(input, output, count, factor, stream);
+    case DType::kFloat64:
+      return Launch<double>(input, output, count, factor, stream);
+    case DType::kInt8:
+      return Launch<int8_t>(input, output, count, factor, stream);
+    case DType::kInt16:
+      return Launch<int16_t>(input, output, count, factor, stream);
+    case DType::kBFloat16:
+      return Launch<__nv_bfloat16>(input, output, count, factor, stream);
+    case DType::kBool:
+      return cudaErrorInvalidValue;  // never scaled: not reducible
   }
   return cudaErrorInvalidValue;
 }

@@ -14,7 +14,6 @@ namespace horovodd::internal {
 // ncclInvalidUsage), INTERNAL for everything else (a CUDA error inside NCCL,
 // an NCCL bug, or ncclInProgress where a finished call was expected).
 // `detail` is usually ncclGetLastError(), which says which peer or argument.
-absl::Status NcclStatus(ncclResult_t result, absl::string_view what,
-                        absl::string_view detail = "");
+absl::Status NcclStatus(ncclResult_t result, absl::string_view what, absl::string_view detail = "");
 
 }  // namespace horovodd::internal

@@ -33,10 +33,7 @@ void BindAsync(py::module_& module) {
       .def_property_readonly("name", &Handle::name)
       .def("poll", &Handle::Poll, "True once the collective has completed (never blocks).")
       .def(
-          "wait",
-          [](const Handle& handle) {
-            ThrowIfError(WaitInterruptibly(handle));
-          },
+          "wait", [](const Handle& handle) { ThrowIfError(WaitInterruptibly(handle)); },
           "Waits (without the GIL) until the collective completes; raises its error. "
           "Signals interrupt the wait (the request goes on).")
       .def(
@@ -87,8 +84,7 @@ void BindAsync(py::module_& module) {
         return HandleOrThrow(BroadcastAsync(std::move(name), inout, root_rank, process_set_id));
       },
       py::arg("inout"), py::arg("root_rank"), py::arg("name"), py::kw_only(),
-      py::arg("process_set_id") = 0,
-      "Queues an in-place broadcast from root_rank under `name`.");
+      py::arg("process_set_id") = 0, "Queues an in-place broadcast from root_rank under `name`.");
   module.def(
       "allgather_async",
       [](const TensorView& input, std::string name, int process_set_id) {

@@ -14,12 +14,12 @@
 
 #include "absl/status/statusor.h"
 #include "horovodd/horovodd.h"
-#include "worker_runtime/runtime/engine_api.h"
-#include "worker_runtime/runtime/runtime.h"
 #include "worker_runtime/python/bindings.h"
 #include "worker_runtime/python/blocking_call.h"
 #include "worker_runtime/python/status_errors.h"
 #include "worker_runtime/python/tensor_args.h"
+#include "worker_runtime/runtime/engine_api.h"
+#include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd::python {
 namespace {
@@ -90,8 +90,7 @@ void BindCollectives(py::module_& module) {
         return AwaitOutput(internal::StartAllgather(runtime, input, process_set_id),
                            std::move(keep));
       },
-      py::arg("input"), py::kw_only(), py::arg("process_set_id") = 0,
-      py::arg("keep") = py::none(),
+      py::arg("input"), py::kw_only(), py::arg("process_set_id") = 0, py::arg("keep") = py::none(),
       (std::string("All ranks' tensors concatenated along the first dimension, in rank "
                    "order.") +
        kKeepDoc)
@@ -100,8 +99,7 @@ void BindCollectives(py::module_& module) {
       "broadcast_",
       [](const TensorView& inout, int root_rank, int process_set_id, py::object keep) {
         internal::Runtime& runtime = RuntimeOrThrow("broadcast");
-        Await(internal::StartBroadcast(runtime, inout, root_rank, process_set_id),
-              std::move(keep));
+        Await(internal::StartBroadcast(runtime, inout, root_rank, process_set_id), std::move(keep));
       },
       py::arg("inout"), py::arg("root_rank"), py::kw_only(), py::arg("process_set_id") = 0,
       py::arg("keep") = py::none(),

@@ -30,8 +30,7 @@ void DefField(py::module_& module, const char* name, Field field, const char* do
 
 void BindMembership(py::module_& module) {
   module.def(
-      "init",
-      [] { ThrowIfError(WithoutGil([] { return Init(); })); },
+      "init", [] { ThrowIfError(WithoutGil([] { return Init(); })); },
       "Joins the job that launched this process (horovodrun sets the environment) and "
       "builds the rings. Idempotent. Exits the process with status 0 when the daemon no "
       "longer wants this worker.");
@@ -42,7 +41,8 @@ void BindMembership(py::module_& module) {
         Shutdown();
       },
       "Leaves the rings and closes the daemon connection. Idempotent.");
-  module.def("is_initialized", &IsInitialized, "Whether init() has been called (and no shutdown()).");
+  module.def("is_initialized", &IsInitialized,
+             "Whether init() has been called (and no shutdown()).");
 
   DefField(module, "rank", &Rank, "This worker's rank in the current generation.");
   DefField(module, "size", &Size, "Workers in the current generation.");

@@ -20,8 +20,7 @@ PyObject* g_argument_error = nullptr;
 
 // `bases`: one exception type, or a tuple of them (a new reference is taken
 // by PyErr_NewExceptionWithDoc).
-PyObject* NewErrorType(py::module_& module, const char* name, const char* doc,
-                       PyObject* bases) {
+PyObject* NewErrorType(py::module_& module, const char* name, const char* doc, PyObject* bases) {
   const std::string qualified = absl::StrCat(PyModule_GetName(module.ptr()), ".", name);
   PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
   if (type == nullptr) throw py::error_already_set();
@@ -51,8 +50,8 @@ void RegisterErrors(py::module_& module) {
       PyExc_RuntimeError);
   // Both a ValueError (the arguments are wrong) and a RuntimeError (what
   // Horovod raises, on every rank, when ranks disagree on a collective).
-  py::tuple argument_bases = py::make_tuple(py::handle(PyExc_ValueError),
-                                            py::handle(PyExc_RuntimeError));
+  py::tuple argument_bases =
+      py::make_tuple(py::handle(PyExc_ValueError), py::handle(PyExc_RuntimeError));
   g_argument_error = NewErrorType(
       module, "CollectiveArgumentError",
       "A collective's arguments are invalid, or ranks passed different shapes, dtypes, ops "

@@ -16,10 +16,9 @@ namespace {
 
 namespace py = pybind11;
 
-constexpr DType kAllDTypes[] = {DType::kUInt8,   DType::kInt8,    DType::kInt16,
-                                DType::kInt32,   DType::kInt64,   DType::kFloat16,
-                                DType::kBFloat16, DType::kFloat32, DType::kFloat64,
-                                DType::kBool};
+constexpr DType kAllDTypes[] = {DType::kUInt8,   DType::kInt8,    DType::kInt16,    DType::kInt32,
+                                DType::kInt64,   DType::kFloat16, DType::kBFloat16, DType::kFloat32,
+                                DType::kFloat64, DType::kBool};
 
 DType ParseDType(const std::string& name) {
   std::vector<std::string> known;
@@ -39,22 +38,21 @@ Device ParseDevice(const std::string& name, int index) {
 }
 
 TensorView MakeTensorRef(std::uintptr_t data_ptr, const std::string& dtype,
-                         std::vector<int64_t> shape, const std::string& device,
-                         int device_index) {
+                         std::vector<int64_t> shape, const std::string& device, int device_index) {
   TensorView view;
   view.data = reinterpret_cast<void*>(data_ptr);
   view.dtype = ParseDType(dtype);
   for (int64_t dim : shape) {
     if (dim < 0) {
-      throw py::value_error(absl::StrCat("tensor shape [", absl::StrJoin(shape, ", "),
-                                         "] has a negative dimension"));
+      throw py::value_error(
+          absl::StrCat("tensor shape [", absl::StrJoin(shape, ", "), "] has a negative dimension"));
     }
   }
   view.shape = std::move(shape);
   view.device = ParseDevice(device, device_index);
   if (view.data == nullptr && view.numel() > 0) {
-    throw py::value_error(absl::StrCat("tensor of ", view.numel(),
-                                       " elements has a null data pointer"));
+    throw py::value_error(
+        absl::StrCat("tensor of ", view.numel(), " elements has a null data pointer"));
   }
   return view;
 }

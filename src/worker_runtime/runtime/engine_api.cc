@@ -52,9 +52,9 @@ absl::Status CheckTensors(const std::string& label, const std::vector<TensorView
   }
   for (const TensorView& t : tensors) {
     if (t.device.type != tensors.front().device.type || t.dtype != tensors.front().dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          label, ": a group's tensors must share one dtype and device; got ",
-          DTypeName(tensors.front().dtype), " and ", DTypeName(t.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": a group's tensors must share one dtype and device; got ",
+                       DTypeName(tensors.front().dtype), " and ", DTypeName(t.dtype)));
     }
     HVDD_RETURN_IF_ERROR(OnCuda(t) ? CheckTensorLayout(label, t) : CheckTensor(label, t));
   }
@@ -127,8 +127,8 @@ absl::StatusOr<Handle> EnqueueBroadcast(Runtime& runtime, std::string name, Tens
   // its place among the set's ranks.
   auto root_in_set = std::find(set.ranks.begin(), set.ranks.end(), root);
   if (root_in_set == set.ranks.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": root ", root,
-                                                   " is not a member of process set ", set.id));
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": root ", root, " is not a member of process set ", set.id));
   }
   Request request;
   request.name = std::move(name);
@@ -231,8 +231,8 @@ absl::Status CheckEngineOptions(const EngineOptions& options) {
         "the fusion threshold must not be negative, got ", options.fusion_threshold_bytes));
   }
   if (options.cycle_time <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the cycle time must be positive, got ", absl::FormatDuration(options.cycle_time)));
+    return absl::InvalidArgumentError(absl::StrCat("the cycle time must be positive, got ",
+                                                   absl::FormatDuration(options.cycle_time)));
   }
   return absl::OkStatus();
 }

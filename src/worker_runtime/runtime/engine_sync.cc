@@ -31,9 +31,8 @@ using AloneOp = std::function<AloneResult(Communicator&)>;
 // output. `op` owns what it uses. The request describes no tensor: these
 // ops exchange and check their arguments themselves (alltoall's ranks may
 // send different first dimensions).
-absl::StatusOr<Handle> StartAlone(Runtime& runtime, const char* operation,
-                                  const TensorView* tensor, int process_set_id,
-                                  bool produces_output, AloneOp op) {
+absl::StatusOr<Handle> StartAlone(Runtime& runtime, const char* operation, const TensorView* tensor,
+                                  int process_set_id, bool produces_output, AloneOp op) {
   const bool cuda = tensor != nullptr && tensor->device.type == DeviceType::kCUDA;
   if (cuda && process_set_id != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -51,9 +50,8 @@ absl::StatusOr<Handle> StartAlone(Runtime& runtime, const char* operation,
     if (on_gpu.has_value()) return runtime.gpu().Run(operation, *on_gpu, keep);
     return runtime.RunCollective(process_set_id, keep);
   };
-  return EnqueueOpaque(runtime, SyncName(operation, ""), operation, /*tensors=*/{},
-                       std::move(run), /*urgent=*/true, process_set_id,
-                       produces_output);
+  return EnqueueOpaque(runtime, SyncName(operation, ""), operation, /*tensors=*/{}, std::move(run),
+                       /*urgent=*/true, process_set_id, produces_output);
 }
 
 }  // namespace
@@ -61,16 +59,15 @@ absl::StatusOr<Handle> StartAlone(Runtime& runtime, const char* operation,
 absl::StatusOr<Runtime*> RuntimeFor(const char* operation) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(operation, " needs horovodd::Init() first"));
+    return absl::FailedPreconditionError(absl::StrCat(operation, " needs horovodd::Init() first"));
   }
   return runtime;
 }
 
 absl::StatusOr<Handle> StartAllreduce(Runtime& runtime, TensorView inout,
                                       const AllreduceOptions& options) {
-  return EnqueueAllreduce(runtime, SyncName("allreduce", options.name), {std::move(inout)},
-                          options, /*urgent=*/true);
+  return EnqueueAllreduce(runtime, SyncName("allreduce", options.name), {std::move(inout)}, options,
+                          /*urgent=*/true);
 }
 
 absl::StatusOr<Handle> StartAllgather(Runtime& runtime, TensorView input, int process_set_id) {
@@ -115,12 +112,11 @@ absl::StatusOr<Handle> StartBarrier(Runtime& runtime, int process_set_id) {
 
 absl::StatusOr<Handle> StartAdasum(Runtime& runtime, TensorView inout, double prescale_factor,
                                    double postscale_factor, int process_set_id) {
-  return StartAlone(
-      runtime, "adasum", &inout, process_set_id, /*produces_output=*/false,
-      [inout, prescale_factor, postscale_factor](Communicator& comm) -> AloneResult {
-        HVDD_RETURN_IF_ERROR(comm.Adasum(inout, prescale_factor, postscale_factor));
-        return std::nullopt;
-      });
+  return StartAlone(runtime, "adasum", &inout, process_set_id, /*produces_output=*/false,
+                    [inout, prescale_factor, postscale_factor](Communicator& comm) -> AloneResult {
+                      HVDD_RETURN_IF_ERROR(comm.Adasum(inout, prescale_factor, postscale_factor));
+                      return std::nullopt;
+                    });
 }
 
 }  // namespace horovodd::internal

@@ -40,8 +40,7 @@ std::unique_ptr<GpuCommunicator> GpuCollectives::MakeCommunicator(int64_t genera
   return MakeStagedCommunicator(options_.cpu, rank, size);
 }
 
-void GpuCollectives::EnterGeneration(int64_t generation, int rank, int size,
-                                     ShrinkPlan shrink,
+void GpuCollectives::EnterGeneration(int64_t generation, int rank, int size, ShrinkPlan shrink,
                                      std::unique_ptr<KvStore> store) {
   LeaveGeneration();
   generation_ = generation;
@@ -83,9 +82,8 @@ absl::StatusOr<GpuCommunicator*> GpuCollectives::Current(const char* operation,
 }
 
 absl::Status GpuCollectives::SupersededError(const absl::Status& cause) const {
-  std::string message = absl::StrCat("the daemon aborted generation ", generation_,
-                                     " (generation ", aborted_generation_.load(),
-                                     " replaces it)");
+  std::string message = absl::StrCat("the daemon aborted generation ", generation_, " (generation ",
+                                     aborted_generation_.load(), " replaces it)");
   if (!cause.ok()) absl::StrAppend(&message, " (", cause.message(), ")");
   return absl::AbortedError(message);
 }

@@ -71,8 +71,7 @@ class GpuCollectives {
                                                     ShrinkPlan shrink,
                                                     std::unique_ptr<KvStore> store);
   // The communicator for an op on `tensor`, or why there is none.
-  absl::StatusOr<GpuCommunicator*> Current(const char* operation,
-                                           const TensorView& tensor) const;
+  absl::StatusOr<GpuCommunicator*> Current(const char* operation, const TensorView& tensor) const;
   // What the caller sees of an op's failure (see the header comment).
   absl::Status Outcome(const absl::Status& status) const;
   // Worded like Runtime's: "the daemon aborted generation G (generation H

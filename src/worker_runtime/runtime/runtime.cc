@@ -70,7 +70,6 @@ std::string IncarnationScope(int incarnation) {
 
 }  // namespace
 
-
 // ---------------------------------------------------------------------------
 // Runtime
 // ---------------------------------------------------------------------------
@@ -80,8 +79,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   // every lock order in a global graph (gRPC locks absl::Mutex on each call),
   // costly on every collective and RPC. It is a debugging aid; off.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  std::unique_ptr<Runtime> runtime(
-      new Runtime(options.ring_timeout, options.local, options.stall));
+  std::unique_ptr<Runtime> runtime(new Runtime(options.ring_timeout, options.local, options.stall));
   // The daemon's address too: processes that host several daemons' workers in
   // turn (the in-process tests) count each daemon's rings apart.
   runtime->worker_key_ = absl::StrCat(options.daemon.address, "/", options.daemon.job_id, "/",
@@ -169,11 +167,11 @@ void Runtime::DetachEngine(const absl::Status& reason) {
 
 absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
   // Whatever is still pending belongs to the generation being left.
-  DetachEngine(absl::AbortedError(absl::StrCat(
-      "this worker is leaving generation ", assignment_.generation, " to rejoin the job")));
+  DetachEngine(absl::AbortedError(absl::StrCat("this worker is leaving generation ",
+                                               assignment_.generation, " to rejoin the job")));
   // After a reset only the global set exists, as in Horovod.
-  DropProcessSets(absl::AbortedError(absl::StrCat(
-      "this worker is leaving generation ", assignment_.generation, " to rejoin the job")));
+  DropProcessSets(absl::AbortedError(absl::StrCat("this worker is leaving generation ",
+                                                  assignment_.generation, " to rejoin the job")));
   SetCommunicator(nullptr, 0);  // a communicator is never reused across generations
   // nor an NCCL communicator, though the next generation may shrink it
   gpu_->LeaveGeneration();
@@ -189,12 +187,10 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
     ring_options.generation = next.generation;
     ring_options.rank = next.rank;
     ring_options.size = next.size;
-    ring_options.bind_address = response.bind_address().empty()
-                                    ? std::string("127.0.0.1")
-                                    : response.bind_address();
+    ring_options.bind_address =
+        response.bind_address().empty() ? std::string("127.0.0.1") : response.bind_address();
     // The Slurm launcher knows this node's address better than its name does (NodeAddr).
-    if (const std::string node_address = OptionalEnv("HOROVODD_NODE_ADDR");
-        !node_address.empty()) {
+    if (const std::string node_address = OptionalEnv("HOROVODD_NODE_ADDR"); !node_address.empty()) {
       ring_options.bind_address = node_address;
     }
     // --network-interface: bind to that interface's address on this host.
@@ -203,8 +199,7 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       HVDD_ASSIGN_OR_RETURN(ring_options.bind_address, InterfaceIPv4Address(interface));
     }
     ring_options.timeout = ring_timeout_;
-    ring_options.key_scope =
-        IncarnationScope(NextRingIncarnation(worker_key_, next.generation));
+    ring_options.key_scope = IncarnationScope(NextRingIncarnation(worker_key_, next.generation));
     RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
     std::vector<int> host_of_rank;
     std::shared_ptr<Communicator> comm;
@@ -252,9 +247,8 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
 }
 
 absl::Status Runtime::SupersededError(const absl::Status& cause) const {
-  std::string message =
-      absl::StrCat("the daemon aborted generation ", generation(), " (generation ",
-                   aborted_generation_.load(), " replaces it)");
+  std::string message = absl::StrCat("the daemon aborted generation ", generation(),
+                                     " (generation ", aborted_generation_.load(), " replaces it)");
   if (!cause.ok()) absl::StrAppend(&message, " (", cause.message(), ")");
   return absl::AbortedError(message);
 }
@@ -271,8 +265,7 @@ absl::Status Runtime::RunCollective(int process_set_id, CommunicatorOp op) {
     } else if (auto it = set_comms_.find(process_set_id); it != set_comms_.end()) {
       comm = it->second;
     } else {
-      return absl::AbortedError(
-          absl::StrCat("process set ", process_set_id, " was removed"));
+      return absl::AbortedError(absl::StrCat("process set ", process_set_id, " was removed"));
     }
     comm_generation = comm_generation_;
   }
@@ -308,12 +301,10 @@ void Runtime::StopTimeline() {
   timeline_.reset();
 }
 
-
 void Runtime::OnDaemonMessage(int64_t generation, bool abort) {
   if (!abort) return;
   int64_t aborted = aborted_generation_.load();
-  while (generation > aborted &&
-         !aborted_generation_.compare_exchange_weak(aborted, generation)) {
+  while (generation > aborted && !aborted_generation_.compare_exchange_weak(aborted, generation)) {
   }
   // Set before the communicators are looked at: a collective that starts
   // after this sees the abort in RunCollective, one already running is woken
@@ -326,9 +317,7 @@ void Runtime::OnDaemonMessage(int64_t generation, bool abort) {
   }
 }
 
-void Runtime::ReportCommit(int64_t commits) {
-  client_->ReportCommit(generation(), commits);
-}
+void Runtime::ReportCommit(int64_t commits) { client_->ReportCommit(generation(), commits); }
 
 void Runtime::ReportFailure(const absl::Status& failure) {
   if (newest_generation() > generation()) return;
@@ -350,9 +339,12 @@ thread_local Runtime* t_bound_runtime = nullptr;
 
 void ExportEnvironment(const Assignment& a) {
   const std::pair<const char*, int> values[] = {
-      {"HOROVOD_RANK", a.rank},           {"HOROVOD_SIZE", a.size},
-      {"HOROVOD_LOCAL_RANK", a.local_rank}, {"HOROVOD_LOCAL_SIZE", a.local_size},
-      {"HOROVOD_CROSS_RANK", a.cross_rank}, {"HOROVOD_CROSS_SIZE", a.cross_size},
+      {"HOROVOD_RANK", a.rank},
+      {"HOROVOD_SIZE", a.size},
+      {"HOROVOD_LOCAL_RANK", a.local_rank},
+      {"HOROVOD_LOCAL_SIZE", a.local_size},
+      {"HOROVOD_CROSS_RANK", a.cross_rank},
+      {"HOROVOD_CROSS_SIZE", a.cross_size},
   };
   for (const auto& [name, value] : values) {
     setenv(name, std::to_string(value).c_str(), /*overwrite=*/1);
@@ -465,8 +457,12 @@ absl::Status StopTimeline() {
   return absl::OkStatus();
 }
 
-int Rank() { return AssignmentField([](const internal::Assignment& a) { return a.rank; }, -1); }
-int Size() { return AssignmentField([](const internal::Assignment& a) { return a.size; }, 0); }
+int Rank() {
+  return AssignmentField([](const internal::Assignment& a) { return a.rank; }, -1);
+}
+int Size() {
+  return AssignmentField([](const internal::Assignment& a) { return a.size; }, 0);
+}
 int LocalRank() {
   return AssignmentField([](const internal::Assignment& a) { return a.local_rank; }, -1);
 }

@@ -31,8 +31,8 @@ namespace horovodd::internal {
 
 // Makes the runtime's connection to its daemon from `daemon` (whose
 // on_message the runtime sets before calling it).
-using DaemonConnector = std::function<absl::StatusOr<std::unique_ptr<DaemonConnection>>(
-    DaemonClientOptions daemon)>;
+using DaemonConnector =
+    std::function<absl::StatusOr<std::unique_ptr<DaemonConnection>>(DaemonClientOptions daemon)>;
 
 struct RuntimeOptions {
   DaemonClientOptions daemon;
@@ -155,8 +155,7 @@ class Runtime {
   void StopTimeline();
 
   // RunCollective on a set's communicator (0: the global one).
-  absl::Status RunCollective(int process_set_id, CommunicatorOp op)
-      ABSL_LOCKS_EXCLUDED(comm_mu_);
+  absl::Status RunCollective(int process_set_id, CommunicatorOp op) ABSL_LOCKS_EXCLUDED(comm_mu_);
 
   // Asynchronous; never block the training thread. A failure is not
   // reported when the daemon already announced a newer generation: then it

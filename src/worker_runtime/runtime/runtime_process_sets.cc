@@ -55,8 +55,8 @@ absl::StatusOr<ProcessSetView> Runtime::ProcessSetFor(int process_set_id) {
   }
   if (it->second.set_rank < 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("rank ", assignment_.rank, " is not a member of process set ",
-                     process_set_id, " (ranks ", RanksText(it->second.ranks), ")"));
+        absl::StrCat("rank ", assignment_.rank, " is not a member of process set ", process_set_id,
+                     " (ranks ", RanksText(it->second.ranks), ")"));
   }
   view.engine = it->second.engine.get();
   view.keep_alive = it->second.engine;
@@ -68,18 +68,18 @@ absl::StatusOr<ProcessSetView> Runtime::ProcessSetFor(int process_set_id) {
 absl::StatusOr<int> Runtime::AddProcessSet(std::vector<int> ranks, bool at_init) {
   const std::string label = absl::StrCat("add_process_set ", RanksText(ranks));
   if (!at_init && !DynamicProcessSetsEnabled()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        label, ": adding process sets at run time needs HOROVOD_DYNAMIC_PROCESS_SETS=1 "
-               "(as in Horovod), or pass them to init"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(label,
+                     ": adding process sets at run time needs HOROVOD_DYNAMIC_PROCESS_SETS=1 "
+                     "(as in Horovod), or pass them to init"));
   }
   if (ranks.empty()) return absl::InvalidArgumentError(absl::StrCat(label, ": no ranks"));
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i) {
     if (sorted[i] < 0 || sorted[i] >= assignment_.size) {
-      return absl::InvalidArgumentError(absl::StrCat(label, ": rank ", sorted[i],
-                                                     " is out of range for ", assignment_.size,
-                                                     " ranks"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          label, ": rank ", sorted[i], " is out of range for ", assignment_.size, " ranks"));
     }
     if (i > 0 && sorted[i] == sorted[i - 1]) {
       return absl::InvalidArgumentError(absl::StrCat(label, ": rank ", sorted[i], " is repeated"));
@@ -124,8 +124,8 @@ absl::StatusOr<int> Runtime::AddProcessSet(std::vector<int> ranks, bool at_init)
     ring_options.key_scope = absl::StrCat(key_scope_, ".ps", id);
     RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
     if (!result.ring.ok()) {
-      return absl::UnavailableError(absl::StrCat(label, ": its ring did not connect: ",
-                                                 result.ring.status().message()));
+      return absl::UnavailableError(
+          absl::StrCat(label, ": its ring did not connect: ", result.ring.status().message()));
     }
     // The set's ranks on each host share memory as the global ring's do
     // (every member sees the same host_of_rank_, so all or none run this).
@@ -166,8 +166,7 @@ absl::Status Runtime::RemoveProcessSet(int process_set_id) {
   {
     absl::MutexLock lock(&sets_mu_);
     if (sets_.count(process_set_id) == 0) {
-      return absl::NotFoundError(
-          absl::StrCat("process set ", process_set_id, " does not exist"));
+      return absl::NotFoundError(absl::StrCat("process set ", process_set_id, " does not exist"));
     }
   }
   HVDD_ASSIGN_OR_RETURN(
@@ -195,8 +194,7 @@ absl::Status Runtime::RemoveProcessSet(int process_set_id) {
   }
   if (set.engine != nullptr) {
     set.engine->Detach(
-        absl::AbortedError(absl::StrCat("process set ", process_set_id, " was removed")),
-        [comm] {
+        absl::AbortedError(absl::StrCat("process set ", process_set_id, " was removed")), [comm] {
           if (comm != nullptr) comm->Abort();
         });
   }

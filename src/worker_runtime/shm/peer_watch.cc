@@ -58,10 +58,7 @@ std::unique_ptr<PeerWatch> PeerWatch::Start(const std::vector<pid_t>& pids,
 }
 
 PeerWatch::PeerWatch(std::vector<Peer> peers, int stop_fd, std::function<void(int)> on_exit)
-    : owner_(getpid()),
-      peers_(std::move(peers)),
-      stop_fd_(stop_fd),
-      on_exit_(std::move(on_exit)) {}
+    : owner_(getpid()), peers_(std::move(peers)), stop_fd_(stop_fd), on_exit_(std::move(on_exit)) {}
 
 PeerWatch::~PeerWatch() {
   if (getpid() != owner_) {

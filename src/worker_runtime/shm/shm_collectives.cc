@@ -19,8 +19,8 @@ static_assert(ArgumentHeader::kWords <= kMetaWords);
 
 // LocalRounds' copy_in for one tensor.
 auto CopyFrom(const TensorView& input) {
-  return [data = Bytes(input.data), element = DTypeSize(input.dtype)](
-             int64_t offset, int64_t count, uint8_t* into) {
+  return [data = Bytes(input.data), element = DTypeSize(input.dtype)](int64_t offset, int64_t count,
+                                                                      uint8_t* into) {
     CopyBytes(into, data + offset * element, count * element);
   };
 }
@@ -229,8 +229,8 @@ absl::StatusOr<Tensor> AllgatherBody(ShmGroup& group, const TensorView& input,
       ExchangeHeaders(group,
                       std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok())),
                       deadline));
-  HVDD_RETURN_IF_ERROR(CheckAgreement(label, ToMe(headers, me), own_error,
-                                      ShapeRule::kSameTrailingDims));
+  HVDD_RETURN_IF_ERROR(
+      CheckAgreement(label, ToMe(headers, me), own_error, ShapeRule::kSameTrailingDims));
   const size_t row_bytes = static_cast<size_t>(input.row_numel()) * DTypeSize(input.dtype);
   std::vector<size_t> offset(n + 1, 0);
   int64_t total_rows = 0;
@@ -293,8 +293,8 @@ absl::StatusOr<Tensor> AlltoallBody(ShmGroup& group, const TensorView& input,
   const AlltoallPlan plan = PlanAlltoall(label, input, splits, n);
   const std::vector<int64_t>& send_rows = plan.send_rows;
   HVDD_ASSIGN_OR_RETURN(auto headers, ExchangeHeaders(group, plan.to_each, deadline));
-  HVDD_RETURN_IF_ERROR(CheckAgreement(label, ToMe(headers, me), plan.own_error,
-                                      ShapeRule::kSameTrailingDims));
+  HVDD_RETURN_IF_ERROR(
+      CheckAgreement(label, ToMe(headers, me), plan.own_error, ShapeRule::kSameTrailingDims));
   const size_t row_bytes = static_cast<size_t>(input.row_numel()) * DTypeSize(input.dtype);
   // Where our rows for each destination start, and where each source's land.
   std::vector<size_t> send_at(n + 1, 0);
@@ -315,7 +315,7 @@ absl::StatusOr<Tensor> AlltoallBody(ShmGroup& group, const TensorView& input,
   Tensor output(input.dtype, std::move(shape));
   if (recv_at[me + 1] > recv_at[me]) {
     CopyBytes(Bytes(output.data()) + recv_at[me], Bytes(input.data) + send_at[me],
-                recv_at[me + 1] - recv_at[me]);
+              recv_at[me + 1] - recv_at[me]);
   }
   // Each round, a slot holds one part per destination.
   const size_t part = std::max<size_t>(group.slot_bytes() / n, 1);
@@ -324,14 +324,14 @@ absl::StatusOr<Tensor> AlltoallBody(ShmGroup& group, const TensorView& input,
       const size_t bytes = send_at[d + 1] - send_at[d];
       if (d == me || at >= bytes) continue;
       CopyBytes(group.slot(me) + d * part, Bytes(input.data) + send_at[d] + at,
-                  std::min(part, bytes - at));
+                std::min(part, bytes - at));
     }
     HVDD_RETURN_IF_ERROR(group.Sync(deadline));
     for (int r = 0; r < n; ++r) {
       const size_t bytes = recv_at[r + 1] - recv_at[r];
       if (r == me || at >= bytes) continue;
       CopyBytes(Bytes(output.data()) + recv_at[r] + at, group.slot(r) + me * part,
-                  std::min(part, bytes - at));
+                std::min(part, bytes - at));
     }
     group.NextRound();
   }
@@ -340,11 +340,10 @@ absl::StatusOr<Tensor> AlltoallBody(ShmGroup& group, const TensorView& input,
 }
 
 absl::StatusOr<Tensor> ReducescatterBody(ShmGroup& group, const TensorView& input,
-                                         const ReducescatterOptions& scatter,
-                                         absl::Time deadline) {
+                                         const ReducescatterOptions& scatter, absl::Time deadline) {
   const std::string label = "reducescatter";
-  const absl::Status own_error = ReducescatterArgsError(label, input, scatter.prescale_factor,
-                                                        scatter.postscale_factor);
+  const absl::Status own_error =
+      ReducescatterArgsError(label, input, scatter.prescale_factor, scatter.postscale_factor);
   const int n = group.size();
   const int me = group.rank();
   HVDD_ASSIGN_OR_RETURN(
@@ -364,16 +363,16 @@ absl::StatusOr<Tensor> ReducescatterBody(ShmGroup& group, const TensorView& inpu
   options.op = scatter.op;
   options.prescale_factor = scatter.prescale_factor;
   options.postscale_factor = scatter.postscale_factor;
-  HVDD_RETURN_IF_ERROR(LocalRounds(
-      group, input.dtype, input.numel(), options, deadline, CopyFrom(input),
-      [&](int64_t offset, int64_t count, const uint8_t* reduced) {
-        const int64_t from = std::max(offset, begin);
-        const int64_t to = std::min(offset + count, end);
-        if (from < to) {
-          CopyBytes(Bytes(output.data()) + (from - begin) * element,
-                      reduced + (from - offset) * element, (to - from) * element);
-        }
-      }));
+  HVDD_RETURN_IF_ERROR(
+      LocalRounds(group, input.dtype, input.numel(), options, deadline, CopyFrom(input),
+                  [&](int64_t offset, int64_t count, const uint8_t* reduced) {
+                    const int64_t from = std::max(offset, begin);
+                    const int64_t to = std::min(offset + count, end);
+                    if (from < to) {
+                      CopyBytes(Bytes(output.data()) + (from - begin) * element,
+                                reduced + (from - offset) * element, (to - from) * element);
+                    }
+                  }));
   return output;
 }
 
@@ -384,8 +383,8 @@ absl::Status Allreduce(ShmGroup& group, TensorView inout, const AllreduceOptions
   const std::string label = OpLabel("allreduce", options.name);
   HVDD_RETURN_IF_ERROR(group.health());
   HVDD_RETURN_IF_ERROR(CheckAllreduceArgs(label, inout, options));
-  return Checked(group, SliceRounds(group, inout.dtype, inout.numel(), options, deadline,
-                                    nullptr, nullptr, OnePiece(inout)));
+  return Checked(group, SliceRounds(group, inout.dtype, inout.numel(), options, deadline, nullptr,
+                                    nullptr, OnePiece(inout)));
 }
 
 absl::Status AllreduceParts(ShmGroup& group, const std::vector<TensorView>& parts,
@@ -396,9 +395,9 @@ absl::Status AllreduceParts(ShmGroup& group, const std::vector<TensorView>& part
   for (const TensorView& part : parts) {
     HVDD_RETURN_IF_ERROR(CheckAllreduceArgs(label, part, options));
     if (part.dtype != parts.front().dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          label, ": fused tensors must share one dtype, got ", DTypeName(parts.front().dtype),
-          " and ", DTypeName(part.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": fused tensors must share one dtype, got ",
+                       DTypeName(parts.front().dtype), " and ", DTypeName(part.dtype)));
     }
   }
   const Parts whole(parts);
@@ -420,8 +419,7 @@ absl::StatusOr<bool> AllreduceIfAllReady(ShmGroup& group, TensorView tensor, boo
   if (tensor.numel() == 0) return false;
   bool all_ready = false;
   HVDD_RETURN_IF_ERROR(Checked(group, SliceRounds(group, tensor.dtype, tensor.numel(), options,
-                                                  deadline, &ready, &all_ready,
-                                                  OnePiece(tensor))));
+                                                  deadline, &ready, &all_ready, OnePiece(tensor))));
   return all_ready;
 }
 
@@ -457,4 +455,3 @@ absl::Status Barrier(ShmGroup& group, absl::Time deadline) {
 }
 
 }  // namespace horovodd::internal::shm
-

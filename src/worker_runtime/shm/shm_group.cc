@@ -5,9 +5,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <ctime>
-#include <algorithm>
 #include <new>
 #include <utility>
 
@@ -162,7 +162,7 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(const GroupOptions& o
 }
 
 absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Attach(const GroupOptions& options,
-                                                          pid_t leader, int leader_fd) {
+                                                           pid_t leader, int leader_fd) {
   HVDD_CHECK(options.size >= 1 && options.rank > 0 && options.rank < options.size &&
              options.pids.size() == static_cast<size_t>(options.size));
   HVDD_ASSIGN_OR_RETURN(
@@ -177,9 +177,7 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Attach(const GroupOptions& o
   return std::unique_ptr<ShmGroup>(new ShmGroup(options, std::move(segment)));
 }
 
-ShmGroup::Header& ShmGroup::header() const {
-  return *reinterpret_cast<Header*>(segment_->data());
-}
+ShmGroup::Header& ShmGroup::header() const { return *reinterpret_cast<Header*>(segment_->data()); }
 
 ShmGroup::RankControl& ShmGroup::control(int r) const {
   return *reinterpret_cast<RankControl*>(segment_->data() + sizeof(Header) +
@@ -342,8 +340,7 @@ absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline
     HVDD_RETURN_IF_ERROR(health());
     if (late) {
       Fail();
-      return absl::DeadlineExceededError(
-          "timed out waiting for the local ranks in shared memory");
+      return absl::DeadlineExceededError("timed out waiting for the local ranks in shared memory");
     }
   }
 }

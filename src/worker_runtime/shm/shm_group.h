@@ -78,8 +78,8 @@ class ShmGroup {
   // The leader (index 0) creates the segment; it publishes segment().fd().
   static absl::StatusOr<std::unique_ptr<ShmGroup>> Create(const GroupOptions& options);
   // Every other index maps the leader's.
-  static absl::StatusOr<std::unique_ptr<ShmGroup>> Attach(const GroupOptions& options,
-                                                         pid_t leader, int leader_fd);
+  static absl::StatusOr<std::unique_ptr<ShmGroup>> Attach(const GroupOptions& options, pid_t leader,
+                                                          int leader_fd);
   ~ShmGroup();
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;

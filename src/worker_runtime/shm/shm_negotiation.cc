@@ -28,8 +28,7 @@ NegotiationChannel::NegotiationChannel(ShmGroup& group)
 
 NegotiationChannel::RankControl& NegotiationChannel::control(int r) const {
   // A fresh memfd reads as zeros: every count starts at 0.
-  return *reinterpret_cast<RankControl*>(area_ + static_cast<size_t>(r) *
-                                                     kNegotiationBytesPerRank);
+  return *reinterpret_cast<RankControl*>(area_ + static_cast<size_t>(r) * kNegotiationBytesPerRank);
 }
 
 uint8_t* NegotiationChannel::part(int r, uint64_t round) const {

@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::Create(size_t byte
 }
 
 absl::StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::OpenPeer(pid_t owner, int fd,
-                                                                      size_t bytes) {
+                                                                       size_t bytes) {
   const std::string path = absl::StrCat("/proc/", owner, "/fd/", fd);
   const int own = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (own < 0) {
@@ -58,8 +58,8 @@ absl::StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::OpenPeer(pid_t own
   struct stat info {};
   if (fstat(own, &info) != 0 || static_cast<size_t>(info.st_size) != bytes) {
     close(own);
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " is not the ", bytes, "-byte segment the local leader announced"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is not the ", bytes, "-byte segment the local leader announced"));
   }
   absl::StatusOr<uint8_t*> data = Map(own, bytes);
   // The mapping keeps the memory; our descriptor is not needed.

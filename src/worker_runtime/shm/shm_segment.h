@@ -23,8 +23,7 @@ class SharedSegment {
   // Maps the segment that process `owner` holds open as descriptor `fd`.
   // FAILED_PRECONDITION when it cannot be opened (another machine, another
   // user, the owner gone) or is not `bytes` long.
-  static absl::StatusOr<std::unique_ptr<SharedSegment>> OpenPeer(pid_t owner, int fd,
-                                                                  size_t bytes);
+  static absl::StatusOr<std::unique_ptr<SharedSegment>> OpenPeer(pid_t owner, int fd, size_t bytes);
   ~SharedSegment();
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;

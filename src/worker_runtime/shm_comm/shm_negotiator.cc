@@ -10,8 +10,7 @@
 
 namespace horovodd::internal {
 
-ShmNegotiator::ShmNegotiator(ShmCommunicator& owner)
-    : owner_(owner), channel_(*owner.group_) {}
+ShmNegotiator::ShmNegotiator(ShmCommunicator& owner) : owner_(owner), channel_(*owner.group_) {}
 
 absl::StatusOr<Negotiator::PartBuffer> ShmNegotiator::StartRound(size_t header_bytes) {
   HVDD_RETURN_IF_ERROR(LabeledHealth(owner_.ring_->context(), "negotiation"));
@@ -29,12 +28,12 @@ absl::Status ShmNegotiator::Collect(absl::FunctionRef<void(int rank)> arrived) {
   return owner_.AfterLocal(channel_.Collect(deadline_, arrived));
 }
 
-absl::StatusOr<const uint8_t*> ShmNegotiator::ExchangeLater(
-    absl::Span<const size_t> bytes_by_rank, absl::string_view mine) {
+absl::StatusOr<const uint8_t*> ShmNegotiator::ExchangeLater(absl::Span<const size_t> bytes_by_rank,
+                                                            absl::string_view mine) {
   HVDD_CHECK_EQ(mine.size(), bytes_by_rank[rank()]);
   // Only read: the allgather copies it out.
-  const TensorView view{const_cast<char*>(mine.data()), DType::kUInt8,
-                        {static_cast<int64_t>(mine.size())}, Device{}};
+  const TensorView view{
+      const_cast<char*>(mine.data()), DType::kUInt8, {static_cast<int64_t>(mine.size())}, Device{}};
   HVDD_ASSIGN_OR_RETURN(later_,
                         owner_.AfterLocal(shm::Allgather(*owner_.group_, view, deadline_)));
   return static_cast<const uint8_t*>(later_.data());

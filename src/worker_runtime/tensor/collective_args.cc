@@ -60,17 +60,17 @@ absl::Status CheckTensorLayout(const std::string& label, const TensorView& view)
   }
   if (view.data == nullptr && view.numel() > 0) {
     return absl::InvalidArgumentError(absl::StrCat(label, ": tensor data is null but shape ",
-                                                   ShapeString(view.shape), " has ",
-                                                   view.numel(), " elements"));
+                                                   ShapeString(view.shape), " has ", view.numel(),
+                                                   " elements"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckReducible(const std::string& label, DType dtype) {
   if (DTypeReducible(dtype)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      label, ": ", DTypeName(dtype), " tensors cannot be reduced (as in Horovod, ",
-      DTypeName(dtype), " is supported by broadcast, allgather and alltoall only)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(label, ": ", DTypeName(dtype), " tensors cannot be reduced (as in Horovod, ",
+                   DTypeName(dtype), " is supported by broadcast, allgather and alltoall only)"));
 }
 
 absl::Status CheckScaleFactor(const std::string& label, const char* name, double factor) {
@@ -123,12 +123,12 @@ absl::Status CheckAgreement(const std::string& label, const std::vector<Argument
   }
   for (size_t rank = 1; rank < headers.size(); ++rank) {
     if (Agree(headers[0], headers[rank], rule)) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        label, ": rank ", rank, " passed a ", Summary(headers[rank]), " but rank 0 passed a ",
-        Summary(headers[0]),
-        rule == ShapeRule::kSameShape
-            ? "; every rank must pass the same dtype and shape"
-            : "; every rank must pass the same dtype and dimensions after the first"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": rank ", rank, " passed a ", Summary(headers[rank]),
+                     " but rank 0 passed a ", Summary(headers[0]),
+                     rule == ShapeRule::kSameShape
+                         ? "; every rank must pass the same dtype and shape"
+                         : "; every rank must pass the same dtype and dimensions after the first"));
   }
   return absl::OkStatus();
 }
@@ -141,8 +141,7 @@ absl::Status NeedsDimension(const std::string& label, const TensorView& view) {
 
 absl::StatusOr<std::vector<int64_t>> ResolveSplits(const std::string& label,
                                                    const TensorView& input,
-                                                   const std::vector<int64_t>& splits,
-                                                   int ranks) {
+                                                   const std::vector<int64_t>& splits, int ranks) {
   HVDD_RETURN_IF_ERROR(NeedsDimension(label, input));
   const int64_t rows = input.shape[0];
   if (splits.empty()) {
@@ -166,8 +165,8 @@ absl::StatusOr<std::vector<int64_t>> ResolveSplits(const std::string& label,
     sum += splits[i];
   }
   if (sum != rows) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": splits sum to ", sum,
-                                                   " but the first dimension is ", rows));
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": splits sum to ", sum, " but the first dimension is ", rows));
   }
   return splits;
 }

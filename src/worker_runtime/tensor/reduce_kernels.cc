@@ -91,9 +91,8 @@ void ReduceTyped(ReduceOp op, void* accumulator, const void* incoming, size_t co
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 void ReduceThroughFloat(ReduceOp op, void* accumulator, const void* incoming, size_t count) {
   auto through_float = [&](auto fn) {
-    Zip<uint16_t>(accumulator, incoming, count, [&](uint16_t a, uint16_t b) {
-      return FromFloat(fn(ToFloat(a), ToFloat(b)));
-    });
+    Zip<uint16_t>(accumulator, incoming, count,
+                  [&](uint16_t a, uint16_t b) { return FromFloat(fn(ToFloat(a), ToFloat(b))); });
   };
   switch (op) {
     case ReduceOp::kSum:
@@ -121,9 +120,8 @@ void ScaleThroughFloat(void* data, size_t count, double factor) {
 
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 void DivideThroughFloat(void* data, size_t count, int ranks) {
-  Map<uint16_t>(data, count, [ranks](uint16_t v) {
-    return FromFloat(ToFloat(v) / static_cast<float>(ranks));
-  });
+  Map<uint16_t>(data, count,
+                [ranks](uint16_t v) { return FromFloat(ToFloat(v) / static_cast<float>(ranks)); });
 }
 
 // bool is refused by every reduction before it gets here (DTypeReducible);
@@ -140,9 +138,8 @@ void DivideTyped(void* data, size_t count, int ranks) {
   if constexpr (std::is_integral_v<T>) {
     // Divide in int64: `ranks` need not fit in T (uint8 with 256 ranks).
     const int64_t divisor = ranks;
-    Map<T>(data, count, [divisor](T value) {
-      return static_cast<T>(static_cast<int64_t>(value) / divisor);
-    });
+    Map<T>(data, count,
+           [divisor](T value) { return static_cast<T>(static_cast<int64_t>(value) / divisor); });
   } else {
     const T divisor = static_cast<T>(ranks);
     Map<T>(data, count, [divisor](T value) { return value / divisor; });
@@ -167,22 +164,28 @@ void DivideTyped(void* data, size_t count, int ranks) {
 #endif
 
 HVDD_WIDEST_VECTORS
-void ReduceInto(DType dtype, ReduceOp op, void* accumulator, const void* incoming,
-                size_t count) {
+void ReduceInto(DType dtype, ReduceOp op, void* accumulator, const void* incoming, size_t count) {
   switch (dtype) {
-    case DType::kUInt8: return ReduceTyped<uint8_t>(op, accumulator, incoming, count);
-    case DType::kInt32: return ReduceTyped<int32_t>(op, accumulator, incoming, count);
-    case DType::kInt64: return ReduceTyped<int64_t>(op, accumulator, incoming, count);
+    case DType::kUInt8:
+      return ReduceTyped<uint8_t>(op, accumulator, incoming, count);
+    case DType::kInt32:
+      return ReduceTyped<int32_t>(op, accumulator, incoming, count);
+    case DType::kInt64:
+      return ReduceTyped<int64_t>(op, accumulator, incoming, count);
     case DType::kFloat16:
       return ReduceThroughFloat<HalfToFloat, FloatToHalf>(op, accumulator, incoming, count);
-    case DType::kFloat32: return ReduceTyped<float>(op, accumulator, incoming, count);
-    case DType::kFloat64: return ReduceTyped<double>(op, accumulator, incoming, count);
-    case DType::kInt8: return ReduceTyped<int8_t>(op, accumulator, incoming, count);
-    case DType::kInt16: return ReduceTyped<int16_t>(op, accumulator, incoming, count);
-    case DType::kBool: return ReduceBool(op, accumulator, incoming, count);
+    case DType::kFloat32:
+      return ReduceTyped<float>(op, accumulator, incoming, count);
+    case DType::kFloat64:
+      return ReduceTyped<double>(op, accumulator, incoming, count);
+    case DType::kInt8:
+      return ReduceTyped<int8_t>(op, accumulator, incoming, count);
+    case DType::kInt16:
+      return ReduceTyped<int16_t>(op, accumulator, incoming, count);
+    case DType::kBool:
+      return ReduceBool(op, accumulator, incoming, count);
     case DType::kBFloat16:
-      return ReduceThroughFloat<BFloat16ToFloat, FloatToBFloat16>(op, accumulator, incoming,
-                                                                  count);
+      return ReduceThroughFloat<BFloat16ToFloat, FloatToBFloat16>(op, accumulator, incoming, count);
   }
 }
 
@@ -217,15 +220,32 @@ void FinishReduction(DType dtype, ReduceOp op, void* data, size_t count, int ran
                      double postscale) {
   if (op == ReduceOp::kAverage) {
     switch (dtype) {
-      case DType::kUInt8: DivideTyped<uint8_t>(data, count, ranks); break;
-      case DType::kInt32: DivideTyped<int32_t>(data, count, ranks); break;
-      case DType::kInt64: DivideTyped<int64_t>(data, count, ranks); break;
-      case DType::kFloat16: DivideThroughFloat<HalfToFloat, FloatToHalf>(data, count, ranks); break;
-      case DType::kFloat32: DivideTyped<float>(data, count, ranks); break;
-      case DType::kFloat64: DivideTyped<double>(data, count, ranks); break;
-      case DType::kInt8: DivideTyped<int8_t>(data, count, ranks); break;
-      case DType::kInt16: DivideTyped<int16_t>(data, count, ranks); break;
-      case DType::kBool: break;
+      case DType::kUInt8:
+        DivideTyped<uint8_t>(data, count, ranks);
+        break;
+      case DType::kInt32:
+        DivideTyped<int32_t>(data, count, ranks);
+        break;
+      case DType::kInt64:
+        DivideTyped<int64_t>(data, count, ranks);
+        break;
+      case DType::kFloat16:
+        DivideThroughFloat<HalfToFloat, FloatToHalf>(data, count, ranks);
+        break;
+      case DType::kFloat32:
+        DivideTyped<float>(data, count, ranks);
+        break;
+      case DType::kFloat64:
+        DivideTyped<double>(data, count, ranks);
+        break;
+      case DType::kInt8:
+        DivideTyped<int8_t>(data, count, ranks);
+        break;
+      case DType::kInt16:
+        DivideTyped<int16_t>(data, count, ranks);
+        break;
+      case DType::kBool:
+        break;
       case DType::kBFloat16:
         DivideThroughFloat<BFloat16ToFloat, FloatToBFloat16>(data, count, ranks);
         break;

@@ -12,8 +12,7 @@
 namespace horovodd::internal {
 
 // accumulator[i] = op(accumulator[i], incoming[i]); kAverage accumulates a sum.
-void ReduceInto(DType dtype, ReduceOp op, void* accumulator, const void* incoming,
-                size_t count);
+void ReduceInto(DType dtype, ReduceOp op, void* accumulator, const void* incoming, size_t count);
 
 // data[i] *= factor.
 void ScaleInPlace(DType dtype, void* data, size_t count, double factor);

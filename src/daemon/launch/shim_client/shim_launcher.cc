@@ -54,8 +54,8 @@ std::string LastLine(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<ShimLauncher>> ShimLauncher::Create(ShimLauncherOptions options) {
   if (access(options.shim_binary.c_str(), X_OK) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot run the shim '", options.shim_binary,
-                                                   "': ", strerror(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot run the shim '", options.shim_binary, "': ", strerror(errno)));
   }
   std::error_code error;
   std::filesystem::create_directories(options.socket_dir, error);
@@ -83,8 +83,14 @@ absl::Status ShimLauncher::StartShim(const std::string& job_id) {
   const std::string log_path =
       (std::filesystem::path(options_.socket_dir) / (job_id + ".log")).string();
   LaunchSpec spec;
-  spec.argv = {options_.shim_binary, "--job", job_id, "--socket", SocketPath(job_id), "--log",
-               log_path, "--idle-timeout-s",
+  spec.argv = {options_.shim_binary,
+               "--job",
+               job_id,
+               "--socket",
+               SocketPath(job_id),
+               "--log",
+               log_path,
+               "--idle-timeout-s",
                absl::StrCat(absl::ToDoubleSeconds(options_.shim_idle_timeout))};
   if (options_.shim_buffered_lines > 0) {
     spec.argv.push_back("--buffered-lines");
@@ -101,15 +107,14 @@ absl::Status ShimLauncher::StartShim(const std::string& job_id) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::UnavailableError(absl::StrCat("horovodd-shim for job ", job_id,
-                                               " did not start: ", LastLine(log_path), " (log ",
-                                               log_path, ")"));
+    return absl::UnavailableError(absl::StrCat("horovodd-shim for job ", job_id, " did not start: ",
+                                               LastLine(log_path), " (log ", log_path, ")"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<ShimLauncher::Shim>> ShimLauncher::Connect(
-    const std::string& job_id, bool start) {
+absl::StatusOr<std::shared_ptr<ShimLauncher::Shim>> ShimLauncher::Connect(const std::string& job_id,
+                                                                          bool start) {
   const std::string path = SocketPath(job_id);
   absl::StatusOr<int> fd = horovodd::shim::ConnectUnix(path);
   if (!fd.ok() && start) {
@@ -134,9 +139,8 @@ absl::StatusOr<sv1::ShimEvent> ShimLauncher::Handshake(Shim& shim) {
   SetReceiveTimeout(shim.fd.get(), absl::ZeroDuration());
   const std::string& job_id = shim.key.first;
   if (event.has_refused()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the shim of job ", job_id, shim.where(), " refused: ",
-                     event.refused().message()));
+    return absl::FailedPreconditionError(absl::StrCat("the shim of job ", job_id, shim.where(),
+                                                      " refused: ", event.refused().message()));
   }
   if (!event.has_welcome()) {
     return absl::FailedPreconditionError(
@@ -252,9 +256,9 @@ absl::StatusOr<LaunchedProcess> ShimLauncher::Launch(const WorkerLaunch& launch,
   return LaunchedProcess{handle, pid};
 }
 
-absl::StatusOr<ShimContents> ShimLauncher::Reattach(
-    const std::string& job_id, const std::vector<RemoteShimHost>& remote_hosts,
-    const std::string& daemon_address) {
+absl::StatusOr<ShimContents> ShimLauncher::Reattach(const std::string& job_id,
+                                                    const std::vector<RemoteShimHost>& remote_hosts,
+                                                    const std::string& daemon_address) {
   absl::MutexLock start(&start_mu_);
   std::vector<absl::StatusOr<ShimContents>> found;
   found.push_back(ReattachOne({job_id, ""}, nullptr, daemon_address));
@@ -285,9 +289,8 @@ absl::StatusOr<ShimContents> ShimLauncher::ReattachOne(const ShimKey& key,
   const sv1::Welcome& welcome = event.welcome();
   if (welcome.protocol_version() < horovodd::shim::kOldestProtocolVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the shim of job ", job_id, shim->where(), " speaks protocol ",
-        welcome.protocol_version(), ", older than this daemon's oldest, ",
-        horovodd::shim::kOldestProtocolVersion));
+        "the shim of job ", job_id, shim->where(), " speaks protocol ", welcome.protocol_version(),
+        ", older than this daemon's oldest, ", horovodd::shim::kOldestProtocolVersion));
   }
   shim->pid = welcome.shim_pid();
   ShimContents contents;

@@ -54,7 +54,7 @@ struct ShimLauncher::Shim {
   absl::Mutex write_mu;                // one frame at a time
 
   absl::Mutex mu;
-  std::map<int64_t, Entry> workers ABSL_GUARDED_BY(mu);   // by worker id, until exited
+  std::map<int64_t, Entry> workers ABSL_GUARDED_BY(mu);    // by worker id, until exited
   std::map<int64_t, Pending> pending ABSL_GUARDED_BY(mu);  // launches waiting for Launched
   bool detaching ABSL_GUARDED_BY(mu) = false;
   bool gone ABSL_GUARDED_BY(mu) = false;  // the connection ended

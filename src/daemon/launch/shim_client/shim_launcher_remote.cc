@@ -92,9 +92,9 @@ absl::Status ShimLauncher::ReopenTunnel(Shim& shim, const std::string& workers_a
   if (!daemon || !on_host) return absl::OkStatus();  // the workers dial the daemon directly
   absl::StatusOr<std::string> opened = shim.link->OpenTunnel(*daemon, on_host->port);
   if (!opened.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "the workers of job ", shim.key.first, shim.where(), " cannot get back to the daemon: ",
-        opened.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("the workers of job ", shim.key.first, shim.where(),
+                     " cannot get back to the daemon: ", opened.status().message()));
   }
   shim.workers_daemon_address = *opened;
   return absl::OkStatus();

@@ -88,8 +88,8 @@ absl::StatusOr<LaunchedProcess> SlurmLauncher::Launch(const WorkerLaunch& launch
   absl::StatusOr<std::vector<discovery::SlurmNode>> nodes =
       discovery::ShowSlurmNodes(options_.run, launch.host);
   if (!nodes.ok()) {
-    return absl::UnavailableError(absl::StrCat("Slurm node ", launch.host, ": ",
-                                               nodes.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("Slurm node ", launch.host, ": ", nodes.status().message()));
   }
   if (nodes->size() != 1 || (*nodes)[0].name != launch.host) {
     return absl::UnavailableError(
@@ -97,8 +97,7 @@ absl::StatusOr<LaunchedProcess> SlurmLauncher::Launch(const WorkerLaunch& launch
   }
   const discovery::SlurmNode& node = nodes->front();
   if (!discovery::SlurmNodeUsable(node.state)) {
-    return absl::UnavailableError(
-        absl::StrCat("Slurm node ", launch.host, " is ", node.state));
+    return absl::UnavailableError(absl::StrCat("Slurm node ", launch.host, " is ", node.state));
   }
 
   int64_t handle;
@@ -143,8 +142,7 @@ absl::StatusOr<LaunchedProcess> SlurmLauncher::Launch(const WorkerLaunch& launch
   srun_launch.host = "localhost";
   srun_launch.route.kind = LaunchRoute::kLocal;  // srun runs here, whatever the node
   srun_launch.spec = std::move(spec);
-  absl::StatusOr<LaunchedProcess> started =
-      srun_launcher_->Launch(srun_launch, std::move(relay));
+  absl::StatusOr<LaunchedProcess> started = srun_launcher_->Launch(srun_launch, std::move(relay));
   absl::MutexLock lock(&mu_);
   if (!started.ok()) {
     steps_.erase(handle);

@@ -101,9 +101,9 @@ class SlurmLauncher final : public Launcher {
  private:
   struct Step {
     std::string job_id;
-    std::string name;  // --job-name, unique per daemon process
+    std::string name;         // --job-name, unique per daemon process
     int64_t srun_handle = 0;  // srun_launcher_'s; 0 until srun started
-    bool exited = false;  // srun is gone: no more signals
+    bool exited = false;      // srun is gone: no more signals
   };
 
   SlurmLauncher(Launcher* srun_launcher, SlurmLauncherOptions options);

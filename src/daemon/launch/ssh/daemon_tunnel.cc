@@ -75,16 +75,16 @@ struct DaemonTunnel::Connection {
   ssh_channel channel = nullptr;
   ssh_channel_callbacks_struct callbacks = {};  // lives as long as channel
   UniqueFd socket;
-  std::string to_socket;   // from the worker, for the daemon
-  std::string to_channel;  // from the daemon, for the worker
-  bool channel_eof = false;   // the worker's side will send no more
+  std::string to_socket;     // from the worker, for the daemon
+  std::string to_channel;    // from the daemon, for the worker
+  bool channel_eof = false;  // the worker's side will send no more
   bool channel_closed = false;
-  bool socket_eof = false;    // the daemon's side will send no more
-  bool socket_shut = false;   // the daemon was told the worker sends no more
-  bool eof_sent = false;      // the worker was told the daemon sends no more
-  bool reading = false;       // the socket is in the I/O thread's event
+  bool socket_eof = false;   // the daemon's side will send no more
+  bool socket_shut = false;  // the daemon was told the worker sends no more
+  bool eof_sent = false;     // the worker was told the daemon sends no more
+  bool reading = false;      // the socket is in the I/O thread's event
   bool broken = false;
-  int local_port = 0;         // registered as a tunnel peer (loopback.h) while open
+  int local_port = 0;  // registered as a tunnel peer (loopback.h) while open
 
   ~Connection() {
     if (channel != nullptr) {
@@ -102,8 +102,8 @@ struct DaemonTunnel::Connection {
   // Into the daemon's socket, without blocking.
   void SendToSocket() {
     while (!to_socket.empty() && !broken) {
-      const ssize_t n = send(socket.get(), to_socket.data(), to_socket.size(),
-                             MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t n =
+          send(socket.get(), to_socket.data(), to_socket.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         to_socket.erase(0, static_cast<size_t>(n));
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -144,10 +144,12 @@ absl::StatusOr<std::unique_ptr<DaemonTunnel>> DaemonTunnel::Open(ssh_session ses
   if (!listening || port <= 0) {
     const std::string which =
         port_on_host == 0 ? std::string("a port") : absl::StrCat("port ", port_on_host);
-    return absl::UnavailableError(absl::StrCat(
-        host_name, " refused to forward ", which, " back to the daemon, which listens on ",
-        daemon.host, " only (the host's sshd needs AllowTcpForwarding, and the port must be "
-        "free; or run horovodd on an address the hosts can reach): ", ssh_get_error(session)));
+    return absl::UnavailableError(
+        absl::StrCat(host_name, " refused to forward ", which,
+                     " back to the daemon, which listens on ", daemon.host,
+                     " only (the host's sshd needs AllowTcpForwarding, and the port must be "
+                     "free; or run horovodd on an address the hosts can reach): ",
+                     ssh_get_error(session)));
   }
   std::unique_ptr<DaemonTunnel> tunnel(new DaemonTunnel(session, std::move(daemon), port));
   // The host's forwarded connections arrive as channel-open messages,
@@ -185,8 +187,7 @@ void DaemonTunnel::Pump() {
   std::vector<int64_t> over;
   for (auto& [id, c] : connections_) {
     Flush(*c);
-    const bool want_reading =
-        !c->over() && !c->socket_eof && c->to_channel.size() < kMaxBuffered;
+    const bool want_reading = !c->over() && !c->socket_eof && c->to_channel.size() < kMaxBuffered;
     if (want_reading != c->reading) WatchSocket(*c, want_reading);
     if (c->over()) over.push_back(id);
   }

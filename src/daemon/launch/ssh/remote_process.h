@@ -34,13 +34,11 @@ class RemoteProcess {
   RemoteProcess& operator=(const RemoteProcess&) = delete;
 
   // Runs `command` (see RemoteLaunchCommand) in a new exec channel, with
-  // `input` then end-of-file as its stdin, and drives the session until the remote shell reported the
-  // pid, for at most `timeout`. Output meanwhile is held back, no callback
-  // runs. Errors name the host: UNAVAILABLE (no channel, the connection
-  // broke), FAILED_PRECONDITION (the shell ended first: its stderr is quoted),
-  // DEADLINE_EXCEEDED.
-  absl::Status Start(const std::string& command, const std::string& input,
-                     absl::Duration timeout);
+  // `input` then end-of-file as its stdin, and drives the session until the remote shell reported
+  // the pid, for at most `timeout`. Output meanwhile is held back, no callback runs. Errors name
+  // the host: UNAVAILABLE (no channel, the connection broke), FAILED_PRECONDITION (the shell ended
+  // first: its stderr is quoted), DEADLINE_EXCEEDED.
+  absl::Status Start(const std::string& command, const std::string& input, absl::Duration timeout);
 
   // Hands out the output held back so far through on_line, and from now on
   // output as it arrives: the calling thread drives the session from now on.

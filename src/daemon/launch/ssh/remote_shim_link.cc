@@ -90,9 +90,8 @@ absl::StatusOr<std::string> ShimDirOnHost(const SshSession& session, const Remot
   const std::string path(absl::StripAsciiWhitespace(made.out));
   if (made.exit_code != 0 || path.empty() || path[0] != '/') {
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot make the shim dir ~/.horovodd/", place.shim_namespace,
-                     "/shims on ", session.name(), ": ",
-                     absl::StripAsciiWhitespace(made.err)));
+        absl::StrCat("cannot make the shim dir ~/.horovodd/", place.shim_namespace, "/shims on ",
+                     session.name(), ": ", absl::StripAsciiWhitespace(made.err)));
   }
   return path;
 }
@@ -101,9 +100,12 @@ absl::Status StartShim(const SshSession& session, const RemoteShimPlace& place,
                        const std::string& dir) {
   const std::string socket = absl::StrCat(dir, "/", ShimFileStem(place), ".sock");
   const std::string log = absl::StrCat(dir, "/", ShimFileStem(place), ".log");
-  std::vector<std::string> words = {ShellQuote(place.shim_binary), "--job",
-                                    ShellQuote(place.job_id),      "--socket",
-                                    ShellQuote(socket),            "--log",
+  std::vector<std::string> words = {ShellQuote(place.shim_binary),
+                                    "--job",
+                                    ShellQuote(place.job_id),
+                                    "--socket",
+                                    ShellQuote(socket),
+                                    "--log",
                                     ShellQuote(log)};
   for (const std::string& flag : place.shim_flags) words.push_back(ShellQuote(flag));
   // The shim listens, forks and setsids; the process started here exits 0
@@ -114,9 +116,9 @@ absl::Status StartShim(const SshSession& session, const RemoteShimPlace& place,
                    ShellQuote(log), " >&2; exit 1; }");
   HVDD_ASSIGN_OR_RETURN(CommandResult started, RunCommand(session, command, place.timeout));
   if (started.exit_code != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "horovodd-shim for job ", place.job_id, " did not start on ", session.name(), ": ",
-        absl::StripAsciiWhitespace(started.err), " (", place.shim_binary, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("horovodd-shim for job ", place.job_id, " did not start on ", session.name(),
+                     ": ", absl::StripAsciiWhitespace(started.err), " (", place.shim_binary, ")"));
   }
   return absl::OkStatus();
 }
@@ -147,9 +149,8 @@ absl::StatusOr<std::unique_ptr<RemoteShimLink>> RemoteShimLink::Open(const Remot
     channel = OpenSocketChannel(*session, socket);
   }
   if (channel == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no shim of job ", place.job_id, " answers at ",
-                                            socket, " on ", session->name(), ": ",
-                                            session->LastError()));
+    return absl::NotFoundError(absl::StrCat("no shim of job ", place.job_id, " answers at ", socket,
+                                            " on ", session->name(), ": ", session->LastError()));
   }
   int ends[2];
   UniqueFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -185,7 +186,7 @@ RemoteShimLink::~RemoteShimLink() {
   }
   Wake();
   if (thread_.joinable()) thread_.join();
-  tunnel_.reset();  // before the session
+  tunnel_.reset();            // before the session
   if (channel_ != nullptr) {  // the thread frees it as it ends
     ssh_channel_close(channel_);
     ssh_channel_free(channel_);
@@ -201,8 +202,8 @@ absl::StatusOr<std::string> RemoteShimLink::OpenTunnel(const LoopbackAddress& da
                                                        int port_on_host) {
   absl::Mutex done_mu;
   bool done = false;
-  absl::StatusOr<std::string> result = absl::UnavailableError(
-      absl::StrCat("the SSH connection to ", host_, " is gone"));
+  absl::StatusOr<std::string> result =
+      absl::UnavailableError(absl::StrCat("the SSH connection to ", host_, " is gone"));
   {
     absl::MutexLock lock(&mu_);
     if (ended_) return result;

@@ -46,8 +46,8 @@ struct RemoteShimPlace {
   // Names this daemon (its state dir) among the daemons that share the
   // host's user: the shims' dir on the host is ~/.horovodd/<namespace>/shims.
   std::string shim_namespace;
-  std::string shim_binary;     // the horovodd-shim on that host
-  std::vector<std::string> shim_flags;  // --idle-timeout-s N, --buffered-lines N
+  std::string shim_binary;                     // the horovodd-shim on that host
+  std::vector<std::string> shim_flags;         // --idle-timeout-s N, --buffered-lines N
   absl::Duration timeout = absl::Seconds(20);  // per step: connect, start, open
 };
 

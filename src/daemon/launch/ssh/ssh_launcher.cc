@@ -120,8 +120,8 @@ absl::StatusOr<LaunchedProcess> SshLauncher::Launch(const WorkerLaunch& launch,
     }
   }
   auto process = std::make_unique<Process>();
-  process->remote = std::make_unique<RemoteProcess>(std::move(*session), std::move(callbacks),
-                                                    std::move(tunnel));
+  process->remote =
+      std::make_unique<RemoteProcess>(std::move(*session), std::move(callbacks), std::move(tunnel));
   if (absl::Status started =
           process->remote->Start(*command, RemoteLaunchStdin(spec), options_.start_timeout);
       !started.ok()) {

@@ -10,9 +10,9 @@ namespace horovodd::daemon {
 
 struct SshOptions final : RouteOptions {
   int port = 22;
-  std::string user;               // empty: the daemon's user
-  std::string identity_file;      // empty: libssh's defaults (~/.ssh/id_*)
-  std::string known_hosts_file;   // empty: ~/.ssh/known_hosts
+  std::string user;              // empty: the daemon's user
+  std::string identity_file;     // empty: libssh's defaults (~/.ssh/id_*)
+  std::string known_hosts_file;  // empty: ~/.ssh/known_hosts
   enum class HostKeyChecking { kStrict, kAcceptNew, kOff };
   HostKeyChecking host_key_checking = HostKeyChecking::kAcceptNew;
 };

@@ -96,8 +96,7 @@ absl::StatusOr<Handle> BroadcastAsync(std::string name, TensorView inout, int ro
 // Like Allgather (ranks may contribute different first dimensions); the
 // result comes from handle.TakeOutput(). The input must stay alive until the
 // handle completes.
-absl::StatusOr<Handle> AllgatherAsync(std::string name, TensorView input,
-                                      int process_set_id = 0);
+absl::StatusOr<Handle> AllgatherAsync(std::string name, TensorView input, int process_set_id = 0);
 
 // Horovod's names: Synchronize waits without a deadline, Poll never blocks.
 absl::Status Synchronize(const Handle& handle);

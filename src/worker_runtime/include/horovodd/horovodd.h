@@ -31,9 +31,9 @@ bool IsInitialized();
 // This worker's place in the current generation.
 int Rank();
 int Size();
-int LocalRank();   // among the workers on this host
+int LocalRank();  // among the workers on this host
 int LocalSize();
-int CrossRank();   // index of this host among hosts that have this local rank
+int CrossRank();  // index of this host among hosts that have this local rank
 int CrossSize();
 int64_t Generation();
 
@@ -53,14 +53,13 @@ absl::Status Broadcast(TensorView inout, int root, int process_set_id = 0);
 // splits[i] first-dimension rows go to rank i (empty: equal split). The
 // result holds the rows received, from rank 0 up; received_splits (optional)
 // says how many came from each rank.
-absl::StatusOr<Tensor> Alltoall(const TensorView& input,
-                                const std::vector<int64_t>& splits = {},
+absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64_t>& splits = {},
                                 std::vector<int64_t>* received_splits = nullptr,
                                 int process_set_id = 0);
 // Reduces across ranks, then rank r keeps its share of the first dimension
 // (as even as possible; the first rows % size ranks get one more row).
-absl::StatusOr<Tensor> Reducescatter(const TensorView& input,
-                                     ReduceOp op = ReduceOp::kAverage, int process_set_id = 0);
+absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op = ReduceOp::kAverage,
+                                     int process_set_id = 0);
 absl::Status Barrier(int process_set_id = 0);
 
 // Horovod's join: this rank is out of data. Until every rank has called it,

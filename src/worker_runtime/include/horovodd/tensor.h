@@ -15,8 +15,16 @@ namespace horovodd {
 // kBool is one byte per element (0 or 1); kBFloat16 holds raw bfloat16 bit
 // patterns (the upper half of a float32), reduced through float32.
 enum class DType : uint8_t {
-  kUInt8, kInt32, kInt64, kFloat16, kFloat32, kFloat64,
-  kInt8, kInt16, kBool, kBFloat16,
+  kUInt8,
+  kInt32,
+  kInt64,
+  kFloat16,
+  kFloat32,
+  kFloat64,
+  kInt8,
+  kInt16,
+  kBool,
+  kBFloat16,
 };
 
 // Whether allreduce, reducescatter and the like may combine this dtype.
@@ -59,8 +67,12 @@ class Tensor {
   size_t nbytes() const { return storage_.size(); }
   void* data() { return storage_.data(); }
   const void* data() const { return storage_.data(); }
-  template <typename T> T* data_as() { return reinterpret_cast<T*>(storage_.data()); }
-  template <typename T> const T* data_as() const {
+  template <typename T>
+  T* data_as() {
+    return reinterpret_cast<T*>(storage_.data());
+  }
+  template <typename T>
+  const T* data_as() const {
     return reinterpret_cast<const T*>(storage_.data());
   }
   TensorView view();
@@ -72,21 +84,46 @@ class Tensor {
 };
 
 // Maps C++ element types to DType.
-template <typename T> struct DTypeOf;
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
-template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kInt8; };
-template <> struct DTypeOf<int16_t> { static constexpr DType value = DType::kInt16; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kUInt8;
+};
+template <>
+struct DTypeOf<int8_t> {
+  static constexpr DType value = DType::kInt8;
+};
+template <>
+struct DTypeOf<int16_t> {
+  static constexpr DType value = DType::kInt16;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::kBool;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kInt32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;
+};
 
 // A 1-D view of a vector (shape {size}).
 template <typename T>
 TensorView ViewOf(std::vector<T>& values) {
-  return TensorView{values.data(), DTypeOf<T>::value,
-                    {static_cast<int64_t>(values.size())}, Device{}};
+  return TensorView{
+      values.data(), DTypeOf<T>::value, {static_cast<int64_t>(values.size())}, Device{}};
 }
 
 enum class ReduceOp : uint8_t { kSum, kAverage, kMin, kMax, kProduct };
