@@ -51,6 +51,7 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
       lifecycle_(events_, clock_, [this] { checkpointer_.Changed(); }),
       // A fixed-size job is -np workers, whatever its hosts offer.
       generations_(spec_.elastic() ? spec_.max_np() : spec_.num_proc()),
+      recorder_(events_, generations_, [this] { checkpointer_.Changed(); }),
       liveness_(spec_),
       hosts_(CooldownPolicyOf(spec_)),
       kv_(context_.kv_limits, loop_),
@@ -73,11 +74,12 @@ JobDriver::~JobDriver() {
 void JobDriver::Start() {
   loop_.Post([this] {
     lifecycle_.MarkStarted();
-    Event(v1::JobEvent::INFO,
-          absl::StrCat("job ", context_.job_id, " submitted: ", absl::StrJoin(spec_.argv(), " "),
-                       " (np ", spec_.num_proc(), ", min ", spec_.min_np(), ", max ",
-                       spec_.max_np() > 0 ? std::to_string(spec_.max_np()) : "unlimited",
-                       spec_.elastic() ? ", elastic)" : ", fixed size)"));
+    recorder_.Record(
+        v1::JobEvent::INFO,
+        absl::StrCat("job ", context_.job_id, " submitted: ", absl::StrJoin(spec_.argv(), " "),
+                     " (np ", spec_.num_proc(), ", min ", spec_.min_np(), ", max ",
+                     spec_.max_np() > 0 ? std::to_string(spec_.max_np()) : "unlimited",
+                     spec_.elastic() ? ", elastic)" : ", fixed size)"));
     // Until enough hosts show up the job is below min np.
     ArmBelowMinTimer(0, spec_.num_proc());
     StartDiscovery();
@@ -94,12 +96,13 @@ void JobDriver::SetDrained(const std::string& host, bool drained) {
     if (lifecycle_.Terminal()) return;
     if (drained) {
       hosts_.Drain(host);
-      Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " drained by the operator"));
+      recorder_.Record(v1::JobEvent::INFO, absl::StrCat("host ", host, " drained by the operator"));
       resets_.Detected(clock_.Now());
       Replan(absl::StrCat("host ", host, " drained"), ReplanTrigger::kMembershipChange);
     } else {
       hosts_.Undrain(host);
-      Event(v1::JobEvent::INFO, absl::StrCat("host ", host, " undrained by the operator"));
+      recorder_.Record(v1::JobEvent::INFO,
+                       absl::StrCat("host ", host, " undrained by the operator"));
       Replan(absl::StrCat("host ", host, " undrained"), ReplanTrigger::kMembershipChange);
     }
   });
@@ -214,9 +217,10 @@ void JobDriver::ReportFailure(const v1::FailureReport& report) {
       return;
     }
     w->reported_failure_generation = report.generation();
-    Event(v1::JobEvent::WARNING,
-          absl::StrCat(generations_.Describe(*w), " reported a failed collective in generation ",
-                       report.generation(), ": ", report.message()));
+    recorder_.Record(
+        v1::JobEvent::WARNING,
+        absl::StrCat(generations_.Describe(*w), " reported a failed collective in generation ",
+                     report.generation(), ": ", report.message()));
   });
 }
 
@@ -281,7 +285,8 @@ void JobDriver::Finish(v1::JobState state, const std::string& reason) {
   below_min_timer_ = cooldown_timer_ = liveness_timer_ = 0;
   kv_.AdvanceTo(std::numeric_limits<int64_t>::max());
   // horovodrun prints the outcome from JOB_ENDED; this is for --verbose logs.
-  Event(v1::JobEvent::INFO, absl::StrCat("job ", v1::JobState_Name(state), ": ", reason));
+  recorder_.Record(v1::JobEvent::INFO,
+                   absl::StrCat("job ", v1::JobState_Name(state), ": ", reason));
   for (auto& [id, w] : workers_) {
     w.Refuse(absl::AbortedError(absl::StrCat("job ended: ", reason)));
     if (w.handle != 0) context_.launcher->Signal(w.handle, SIGTERM).IgnoreError();
@@ -298,17 +303,6 @@ void JobDriver::MaybeCloseLog() {
     context_.observer->OnJobFinalStatus(context_.job_id, StatusNow());
   }
   lifecycle_.Close(generations_.ready_generation());
-}
-
-void JobDriver::Event(v1::JobEvent::Kind kind, const std::string& message,
-                      const std::string& code) {
-  v1::JobEvent e;
-  e.set_kind(kind);
-  e.set_message(message);
-  e.set_code(code);
-  e.set_generation(generations_.generation());
-  events_.Append(std::move(e));
-  checkpointer_.Changed();
 }
 
 }  // namespace horovodd::daemon

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/job/event_log.h"
+#include "daemon/job/event_recorder.h"
 #include "daemon/job/generation_planner.h"
 #include "daemon/job/job_checkpointer.h"
 #include "daemon/job/job_context.h"
@@ -158,9 +159,6 @@ class JobDriver {
   void Finish(v1::JobState state, const std::string& reason);
   void MaybeCloseLog();
 
-  // An event of the job, stamped with the newest generation; a checkpoint is due.
-  void Event(v1::JobEvent::Kind kind, const std::string& message, const std::string& code = "");
-
   const JobContext context_;
   const v1::JobSpec spec_;
   const Clock& clock_;
@@ -170,6 +168,7 @@ class JobDriver {
   // ---- the parts, each keeping its own books ----
   WorkerTable workers_;
   GenerationPlanner generations_;
+  EventRecorder recorder_;
   LivenessMonitor liveness_;
   ResetHistory resets_;
   discovery::HostManager hosts_;

@@ -35,8 +35,8 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
     return;
   }
   WorkerTable::Started(w, **launched);
-  Event(v1::JobEvent::INFO,
-        absl::StrCat("started worker ", id, " on ", host, " (pid ", w.pid, ")"));
+  recorder_.Record(v1::JobEvent::INFO,
+                   absl::StrCat("started worker ", id, " on ", host, " (pid ", w.pid, ")"));
   generations_.AddMember(id);
 }
 
@@ -45,9 +45,9 @@ void JobDriver::OnHostLaunchFailure(const std::string& host, const absl::Status&
   // and the job goes on with the others.
   const std::string why(status.message());
   hosts_.ReportFailure(host, why, clock_.Now());
-  Event(v1::JobEvent::WARNING,
-        absl::StrCat("cannot start a worker on ", host, ": ", why, "; host in cooldown"),
-        "launch_failed");
+  recorder_.Record(v1::JobEvent::WARNING,
+                   absl::StrCat("cannot start a worker on ", host, ": ", why, "; host in cooldown"),
+                   "launch_failed");
   ScheduleCooldownWakeup();
   loop_.Post([this] { Replan("a worker could not be started", ReplanTrigger::kMembershipChange); });
 }
@@ -85,8 +85,8 @@ void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProces
     return;
   }
   WorkerTable::Started(*w, *launched);
-  Event(v1::JobEvent::INFO,
-        absl::StrCat("started worker ", id, " on ", w->host, " (pid ", w->pid, ")"));
+  recorder_.Record(v1::JobEvent::INFO,
+                   absl::StrCat("started worker ", id, " on ", w->host, " (pid ", w->pid, ")"));
   // What happened to it while it was starting, the others already had.
   if (lifecycle_.Terminal() || !w->lost_reason.empty()) {
     context_.launcher->Signal(w->handle, SIGKILL).IgnoreError();

@@ -30,15 +30,16 @@ void JobDriver::OnHosts(absl::StatusOr<discovery::HostSet> hosts) {
   if (!hosts.ok()) {
     std::string message(hosts.status().message());
     if (message != last_discovery_error_) {
-      Event(v1::JobEvent::WARNING,
-            absl::StrCat("host discovery failed, keeping the last good hosts: ", message),
-            "discovery_failed");
+      recorder_.Record(
+          v1::JobEvent::WARNING,
+          absl::StrCat("host discovery failed, keeping the last good hosts: ", message),
+          "discovery_failed");
       last_discovery_error_ = message;
     }
     return;
   }
   if (!last_discovery_error_.empty()) {
-    Event(v1::JobEvent::INFO, "host discovery works again");
+    recorder_.Record(v1::JobEvent::INFO, "host discovery works again");
     last_discovery_error_.clear();
   }
   discovery::HostDiff diff = hosts_.UpdateDiscovered(*hosts);
@@ -53,8 +54,8 @@ void JobDriver::OnHosts(absl::StatusOr<discovery::HostSet> hosts) {
   for (const auto& h : *hosts) parts.push_back(absl::StrCat(h.host, ":", h.slots));
   std::string summary =
       absl::StrCat("hosts ", parts.empty() ? "(none)" : absl::StrJoin(parts, ","));
-  Event(v1::JobEvent::INFO, first ? absl::StrCat("discovered ", summary)
-                                  : absl::StrCat("hosts changed, now ", summary));
+  recorder_.Record(v1::JobEvent::INFO, first ? absl::StrCat("discovered ", summary)
+                                             : absl::StrCat("hosts changed, now ", summary));
   if (!first) resets_.Detected(clock_.Now());
   Replan(first ? "job start" : "hosts changed", ReplanTrigger::kMembershipChange);
 }
@@ -106,25 +107,27 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
     resets_.Began(generations_.generation() + 1, cause, now);
   }
   if (plan.kept_on_blacklisted) {
-    Event(v1::JobEvent::WARNING,
-          "the workers on blacklisted hosts stay: removing them would leave no surviving "
-          "worker (Horovod would stop here: \"No hosts from previous set remaining, unable to "
-          "broadcast state\")",
-          "blacklisted_kept");
+    recorder_.Record(
+        v1::JobEvent::WARNING,
+        "the workers on blacklisted hosts stay: removing them would leave no surviving "
+        "worker (Horovod would stop here: \"No hosts from previous set remaining, unable to "
+        "broadcast state\")",
+        "blacklisted_kept");
   }
   generations_.Begin(plan, now);
   starter_.PlanRanks(plan);
   for (int64_t id : plan.removed) {
     Worker& w = workers_.at(id);
-    Event(v1::JobEvent::INFO, absl::StrCat(generations_.Describe(w),
-                                           " leaves: ", WhyLeaving(plan, w, hosts_, clock_.Now())));
+    recorder_.Record(v1::JobEvent::INFO, absl::StrCat(generations_.Describe(w), " leaves: ",
+                                                      WhyLeaving(plan, w, hosts_, clock_.Now())));
     w.state = v1::WORKER_REMOVED;
     if (w.waiting) w.Answer(generations_.RemovedAnswer());
   }
-  Event(v1::JobEvent::INFO,
-        absl::StrCat("generation ", generations_.generation(), " planned: size ", plan.size(), " (",
-                     plan.survivors.size(), " kept, ", plan.new_hosts.size(), " new, ",
-                     plan.removed.size(), " leaving); cause: ", cause));
+  recorder_.Record(
+      v1::JobEvent::INFO,
+      absl::StrCat("generation ", generations_.generation(), " planned: size ", plan.size(), " (",
+                   plan.survivors.size(), " kept, ", plan.new_hosts.size(), " new, ",
+                   plan.removed.size(), " leaving); cause: ", cause));
   kv_.AdvanceTo(generations_.generation());
   // Growing a running job: its members train on while the new workers start
   // (a process, maybe an interpreter importing a framework: seconds), and
@@ -151,9 +154,9 @@ void JobDriver::NotifyOnceJoinersWait() {
   if (lifecycle_.Terminal()) return;
   // The elastic timeout for joining counts from now for the members told now.
   if (!generations_.JoinersWait(workers_, clock_.Now())) return;
-  Event(v1::JobEvent::INFO,
-        absl::StrCat("the new workers of generation ", generations_.generation(),
-                     " are ready; the others join it now"));
+  recorder_.Record(v1::JobEvent::INFO,
+                   absl::StrCat("the new workers of generation ", generations_.generation(),
+                                " are ready; the others join it now"));
   workers_.SendToAttached(generations_.Announcement(/*abort_collectives=*/false));
 }
 
@@ -162,10 +165,10 @@ void JobDriver::ArmBelowMinTimer(int available, int needed) {
   const char* flag = needed == spec_.min_np() ? "--min-np" : "-np";
   // Before the first hosts nothing was planned: nothing to warn about.
   if (lifecycle_.MayPlan()) {
-    Event(v1::JobEvent::WARNING,
-          absl::StrCat("only ", available, " worker(s) possible, below ", flag, " ", needed,
-                       "; waiting up to --elastic-timeout ", spec_.elastic_timeout_seconds(),
-                       "s for more slots"));
+    recorder_.Record(v1::JobEvent::WARNING,
+                     absl::StrCat("only ", available, " worker(s) possible, below ", flag, " ",
+                                  needed, "; waiting up to --elastic-timeout ",
+                                  spec_.elastic_timeout_seconds(), "s for more slots"));
   }
   below_min_timer_ =
       loop_.PostAfter(absl::Seconds(spec_.elastic_timeout_seconds()), [this, flag, needed] {
@@ -222,8 +225,8 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
     return;
   }
   if (w->state == v1::WORKER_REMOVED) {
-    Event(v1::JobEvent::INFO,
-          absl::StrCat(generations_.Describe(*w), " left the job (", exit.Describe(), ")"));
+    recorder_.Record(v1::JobEvent::INFO, absl::StrCat(generations_.Describe(*w), " left the job (",
+                                                      exit.Describe(), ")"));
     // The job may have been waiting for it to go before it can end, or to
     // see that nothing is left to run on (Replan).
     if (lifecycle_.Finishing()) {
@@ -244,8 +247,8 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
   if (exit.success() && w->lost_reason.empty() && (in_ready || plain)) {
     w->state = v1::WORKER_SUCCEEDED;
     if (lifecycle_.StartFinishing()) {
-      Event(v1::JobEvent::INFO,
-            absl::StrCat(generations_.Describe(*w), " finished; the job is ending"));
+      recorder_.Record(v1::JobEvent::INFO,
+                       absl::StrCat(generations_.Describe(*w), " finished; the job is ending"));
       // Workers started for a generation that never formed are not needed.
       for (int64_t m : generations_.members()) {
         Worker& other = workers_.at(m);
@@ -315,8 +318,8 @@ void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
           ? absl::StrCat("host ", w.host, " is blacklisted for the rest of the job")
           : absl::StrCat("host ", w.host, " is blacklisted for ", Millis(cooldown), " (cooldown ",
                          times, ")");
-  Event(v1::JobEvent::WARNING, absl::StrCat(description, "; ", blacklisted),
-        w.lost_reason.empty() ? "worker_failed" : "worker_lost");
+  recorder_.Record(v1::JobEvent::WARNING, absl::StrCat(description, "; ", blacklisted),
+                   w.lost_reason.empty() ? "worker_failed" : "worker_lost");
   ScheduleCooldownWakeup();
   resets_.Detected(now);
   Replan(description, ReplanTrigger::kWorkerFailure);
@@ -329,8 +332,8 @@ void JobDriver::CheckLiveness() {
     Worker& w = workers_.at(lost.worker_id);
     if (!w.lost_reason.empty() || w.handle == 0) continue;
     w.lost_reason = lost.reason;
-    Event(v1::JobEvent::WARNING,
-          absl::StrCat(generations_.Describe(w), " lost: ", lost.reason, "; killing it"));
+    recorder_.Record(v1::JobEvent::WARNING, absl::StrCat(generations_.Describe(w),
+                                                         " lost: ", lost.reason, "; killing it"));
     resets_.Detected(clock_.Now());
     // Its sockets close when it dies, so peers blocked on it fail at once;
     // its exit (OnWorkerExit) then counts as a failure.

@@ -117,9 +117,10 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
                          ? v1::RUNNING
                          : (was.state() == v1::JOB_STATE_UNSPECIFIED ? v1::PENDING : was.state()),
                      started, generations_.generation());
-  Event(v1::JobEvent::INFO, absl::StrCat("taken back after a horovodd restart: generation ",
-                                         was.generation(), ", ", held.size(), " worker(s) found, ",
-                                         lost.size(), " lost, last commit ", was.last_commit()));
+  recorder_.Record(v1::JobEvent::INFO,
+                   absl::StrCat("taken back after a horovodd restart: generation ",
+                                was.generation(), ", ", held.size(), " worker(s) found, ",
+                                lost.size(), " lost, last commit ", was.last_commit()));
   // A worker's grace counts from its last contact, which is at most a
   // heartbeat interval (a quarter of the grace) before the daemon went.
   if (running == 0 && !a_member_finished && !held.empty() && daemon_away >= worker_grace * 3 / 4) {

@@ -1,0 +1,22 @@
+#include "daemon/job/event_recorder.h"
+
+#include <utility>
+
+namespace horovodd::daemon {
+
+EventRecorder::EventRecorder(EventLog& log, const GenerationPlanner& generations,
+                             std::function<void()> changed)
+    : log_(log), generations_(generations), changed_(std::move(changed)) {}
+
+void EventRecorder::Record(v1::JobEvent::Kind kind, const std::string& message,
+                           const std::string& code) {
+  v1::JobEvent e;
+  e.set_kind(kind);
+  e.set_message(message);
+  e.set_code(code);
+  e.set_generation(generations_.generation());
+  log_.Append(std::move(e));
+  changed_();
+}
+
+}  // namespace horovodd::daemon

@@ -1,0 +1,34 @@
+// What a job's parts record in its events about what they did and decided
+// (not the workers' output, which the launcher's I/O threads append to the
+// log themselves): each event is stamped with the newest planned
+// generation, and each makes a checkpoint due, since a restart must not lose
+// it. The lifecycle records its STATE and JOB_ENDED events on its own
+// (job_lifecycle.h).
+//
+// Threading: owned by one JobDriver and used only on its loop thread.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "daemon/job/event_log.h"
+#include "daemon/job/generation_planner.h"
+#include "horovodd.pb.h"
+
+namespace horovodd::daemon {
+
+class EventRecorder {
+ public:
+  // `log` and `generations` outlive the recorder; `changed` runs after each
+  // event (a checkpoint is due).
+  EventRecorder(EventLog& log, const GenerationPlanner& generations, std::function<void()> changed);
+
+  void Record(v1::JobEvent::Kind kind, const std::string& message, const std::string& code = "");
+
+ private:
+  EventLog& log_;
+  const GenerationPlanner& generations_;
+  const std::function<void()> changed_;
+};
+
+}  // namespace horovodd::daemon
