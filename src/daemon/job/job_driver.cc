@@ -82,8 +82,11 @@ void JobDriver::Start() {
                      spec_.elastic() ? ", elastic)" : ", fixed size)"));
     // Until enough hosts show up the job is below min np.
     ArmBelowMinTimer(0, spec_.num_proc());
-    StartDiscovery();
-    CheckLiveness();
+    StartDiscovery();  // a listed host set plans at once
+    if (lifecycle_.Terminal()) return;
+    liveness_.Watch(loop_, workers_, [this](const LivenessMonitor::Lost& lost) {
+      OnWorkerLost(lost.worker_id, lost.reason);
+    });
   });
 }
 
@@ -279,10 +282,11 @@ v1::JobStatus JobDriver::StatusNow() {
 
 void JobDriver::Finish(v1::JobState state, const std::string& reason) {
   if (!lifecycle_.End(state, reason, generations_.generation())) return;
-  for (auto timer : {below_min_timer_, cooldown_timer_, liveness_timer_}) {
+  for (auto timer : {below_min_timer_, cooldown_timer_}) {
     if (timer != 0) loop_.Cancel(timer);
   }
-  below_min_timer_ = cooldown_timer_ = liveness_timer_ = 0;
+  below_min_timer_ = cooldown_timer_ = 0;
+  liveness_.Stop();
   kv_.AdvanceTo(std::numeric_limits<int64_t>::max());
   // horovodrun prints the outcome from JOB_ENDED; this is for --verbose logs.
   recorder_.Record(v1::JobEvent::INFO,

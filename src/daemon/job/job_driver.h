@@ -136,7 +136,9 @@ class JobDriver {
   // `needed`: the slots the job waits for (-np at its start, --min-np later).
   void ArmBelowMinTimer(int available, int needed);
   void ScheduleCooldownWakeup();
-  void CheckLiveness();
+  // The liveness monitor found `worker_id` lost: it is killed, and its exit
+  // counts as a failure.
+  void OnWorkerLost(int64_t worker_id, const std::string& reason);
   void OnWorkerExit(int64_t worker_id, const ExitInfo& exit);
   void OnWorkerFailed(Worker& w, const std::string& what);
   // Ends the job SUCCEEDED once every one of `finishers` has finished or is
@@ -185,7 +187,6 @@ class JobDriver {
   std::string first_failure_;
   EventLoop::TimerId below_min_timer_ = 0;
   EventLoop::TimerId cooldown_timer_ = 0;
-  EventLoop::TimerId liveness_timer_ = 0;
   std::unique_ptr<DiscoveryPoller> poller_;
   EventLoop loop_;  // last: destroyed (joined) first
 };

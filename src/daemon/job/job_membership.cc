@@ -325,21 +325,16 @@ void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
   Replan(description, ReplanTrigger::kWorkerFailure);
 }
 
-void JobDriver::CheckLiveness() {
-  liveness_timer_ = 0;
-  if (lifecycle_.Terminal()) return;
-  for (const LivenessMonitor::Lost& lost : liveness_.Check(clock_.Now(), workers_)) {
-    Worker& w = workers_.at(lost.worker_id);
-    if (!w.lost_reason.empty() || w.handle == 0) continue;
-    w.lost_reason = lost.reason;
-    recorder_.Record(v1::JobEvent::WARNING, absl::StrCat(generations_.Describe(w),
-                                                         " lost: ", lost.reason, "; killing it"));
-    resets_.Detected(clock_.Now());
-    // Its sockets close when it dies, so peers blocked on it fail at once;
-    // its exit (OnWorkerExit) then counts as a failure.
-    context_.launcher->Signal(w.handle, SIGKILL).IgnoreError();
-  }
-  liveness_timer_ = loop_.PostAfter(liveness_.period(), [this] { CheckLiveness(); });
+void JobDriver::OnWorkerLost(int64_t worker_id, const std::string& reason) {
+  Worker& w = workers_.at(worker_id);
+  if (!w.lost_reason.empty() || w.handle == 0) return;
+  w.lost_reason = reason;
+  recorder_.Record(v1::JobEvent::WARNING,
+                   absl::StrCat(generations_.Describe(w), " lost: ", reason, "; killing it"));
+  resets_.Detected(clock_.Now());
+  // Its sockets close when it dies, so peers blocked on it fail at once;
+  // its exit (OnWorkerExit) then counts as a failure.
+  context_.launcher->Signal(w.handle, SIGKILL).IgnoreError();
 }
 
 void JobDriver::ScheduleCooldownWakeup() {

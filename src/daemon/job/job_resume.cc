@@ -144,7 +144,10 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
     if (lifecycle_.Terminal()) return;
   }
   StartDiscovery();
-  CheckLiveness();
+  if (lifecycle_.Terminal()) return;
+  liveness_.Watch(loop_, workers_, [this](const LivenessMonitor::Lost& lost) {
+    OnWorkerLost(lost.worker_id, lost.reason);
+  });
 }
 
 }  // namespace horovodd::daemon

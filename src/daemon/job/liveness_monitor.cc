@@ -1,6 +1,7 @@
 #include "daemon/job/liveness_monitor.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -79,6 +80,26 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
     }
   }
   return lost;
+}
+
+void LivenessMonitor::Watch(EventLoop& loop, const WorkerTable& workers, LostHandler on_lost) {
+  loop_ = &loop;
+  workers_ = &workers;
+  on_lost_ = std::move(on_lost);
+  CheckNow();
+}
+
+void LivenessMonitor::Stop() {
+  if (timer_ != 0) loop_->Cancel(timer_);
+  timer_ = 0;
+  loop_ = nullptr;
+}
+
+void LivenessMonitor::CheckNow() {
+  timer_ = 0;
+  for (const Lost& lost : Check(loop_->clock().Now(), *workers_)) on_lost_(lost);
+  if (loop_ == nullptr) return;  // stopped by a handler
+  timer_ = loop_->PostAfter(period(), [this] { CheckNow(); });
 }
 
 absl::Duration LivenessMonitor::period() const {

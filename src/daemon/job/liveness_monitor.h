@@ -3,19 +3,21 @@
 // not reach their first rendezvous within --start-timeout of their launch (as
 // Horovod bounds a new worker's start), or went silent past
 // --liveness-timeout. --elastic-timeout is not theirs: it bounds only the
-// wait for --min-np slots (JobDriver). It only decides; JobDriver kills the
-// lost ones.
+// wait for --min-np slots (JobDriver). It decides, and while it watches a
+// job it wakes itself to check; the driver kills the lost ones.
 //
 // Threading: owned by one JobDriver and used only on its loop thread.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "daemon/job/worker_table.h"
+#include "daemon/loop/event_loop.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {
@@ -50,6 +52,13 @@ class LivenessMonitor {
   // How often Check is worth running.
   absl::Duration period() const;
 
+  using LostHandler = std::function<void(const Lost&)>;
+  // Checks `workers` now and every period() after on `loop`'s clock, until
+  // Stop: `on_lost` gets each lost worker, on the loop, at every check until
+  // its process is gone. `loop` and `workers` outlive the watch.
+  void Watch(EventLoop& loop, const WorkerTable& workers, LostHandler on_lost);
+  void Stop();
+
  private:
   struct Heard {
     absl::Time launched_at;
@@ -59,9 +68,16 @@ class LivenessMonitor {
     bool reattached = false;  // by a restarted daemon, not heard from since
   };
 
+  void CheckNow();
+
   const double start_timeout_s_;
   const double liveness_timeout_s_;
   std::map<int64_t, Heard> heard_;
+  // While it watches (Watch until Stop).
+  EventLoop* loop_ = nullptr;
+  const WorkerTable* workers_ = nullptr;
+  LostHandler on_lost_;
+  EventLoop::TimerId timer_ = 0;
 };
 
 }  // namespace horovodd::daemon
