@@ -1,37 +1,17 @@
-// JobDriver: construction, the entry points (operator and worker RPCs),
-// status and the job's end. Membership changes (planning, exits, liveness)
-// are in job_membership.cc, what comes of a launch in job_launch.cc.
+// JobDriver: construction (the parts, and who calls back whom) and the entry
+// points (operator and worker RPCs, status). Membership changes (planning,
+// exits, losses) are in job_membership.cc.
 #include "daemon/job/job_driver.h"
 
 #include <algorithm>
-#include <csignal>
 #include <future>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/job/discovery_poller.h"
 #include "daemon/validation/request_validation.h"
 
 namespace horovodd::daemon {
-namespace {
-
-double UnixSeconds(absl::Time t) {
-  if (t == absl::InfinitePast() || t == absl::Time()) return 0;
-  return absl::ToDoubleSeconds(t - absl::UnixEpoch());
-}
-
-}  // namespace
-
-discovery::CooldownPolicy CooldownPolicyOf(const v1::JobSpec& spec) {
-  // No range (0 0): Horovod's default, a failing host is blacklisted for the
-  // rest of the job.
-  if (spec.blacklist_cooldown_max_seconds() <= 0) {
-    return {absl::InfiniteDuration(), absl::InfiniteDuration()};
-  }
-  return {absl::Seconds(spec.blacklist_cooldown_min_seconds()),
-          absl::Seconds(spec.blacklist_cooldown_max_seconds())};
-}
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   // The checks live with those of every other request (request_validation.h).
@@ -53,20 +33,42 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
       generations_(spec_.elastic() ? spec_.max_np() : spec_.num_proc()),
       recorder_(events_, generations_, [this] { checkpointer_.Changed(); }),
       liveness_(spec_),
-      hosts_(CooldownPolicyOf(spec_)),
+      hosts_(
+          spec_, loop_, lifecycle_, recorder_,
+          [this](const std::string& cause, bool detected) {
+            if (detected) resets_.Detected(clock_.Now());
+            Replan(cause, ReplanTrigger::kMembershipChange);
+          },
+          [this](const std::string& why) { end_.Finish(v1::FAILED, why); }),
       kv_(context_.kv_limits, loop_),
-      checkpointer_(context_, loop_, lifecycle_, generations_, hosts_,
-                    [this] { return StatusNow(); }),
+      status_(context_.job_id, spec_, clock_, lifecycle_, workers_, generations_, hosts_.manager(),
+              resets_, events_),
+      checkpointer_(context_, loop_, lifecycle_, generations_, hosts_.manager(),
+                    [this] { return status_.Now(); }),
+      end_(
+          context_, loop_, lifecycle_, workers_, generations_, recorder_,
+          [this] {
+            hosts_.StopTimers();
+            liveness_.Stop();
+            kv_.AdvanceTo(std::numeric_limits<int64_t>::max());
+          },
+          [this] { return status_.Now(); }),
       starter_(
           context_, spec_, loop_, events_,
           [this](int64_t id, const ExitInfo& exit) { OnWorkerExit(id, exit); },
           [this](int64_t id, const absl::StatusOr<LaunchedProcess>& launched) {
-            OnRemoteLaunched(id, launched);
+            launches_.Launched(id, launched);
           }),
+      launches_(context_, lifecycle_, workers_, generations_, liveness_, hosts_, recorder_,
+                starter_, end_,
+                [this] {
+                  NotifyOnceJoinersWait();
+                  TryCompleteRendezvous();
+                }),
       loop_(&clock_) {}
 
 JobDriver::~JobDriver() {
-  poller_.reset();
+  hosts_.StopDiscovery();
   loop_.Stop();
   starter_.Shutdown();  // a launch finishing now finds the loop stopped
 }
@@ -81,8 +83,8 @@ void JobDriver::Start() {
                      spec_.max_np() > 0 ? std::to_string(spec_.max_np()) : "unlimited",
                      spec_.elastic() ? ", elastic)" : ", fixed size)"));
     // Until enough hosts show up the job is below min np.
-    ArmBelowMinTimer(0, spec_.num_proc());
-    StartDiscovery();  // a listed host set plans at once
+    hosts_.ArmBelowMinTimer(0, spec_.num_proc());
+    hosts_.StartDiscovery();  // a listed host set plans at once
     if (lifecycle_.Terminal()) return;
     liveness_.Watch(loop_, workers_, [this](const LivenessMonitor::Lost& lost) {
       OnWorkerLost(lost.worker_id, lost.reason);
@@ -91,24 +93,11 @@ void JobDriver::Start() {
 }
 
 void JobDriver::Cancel(const std::string& reason) {
-  loop_.Post([this, reason] { Finish(v1::CANCELLED, reason); });
+  loop_.Post([this, reason] { end_.Finish(v1::CANCELLED, reason); });
 }
 
 void JobDriver::SetDrained(const std::string& host, bool drained) {
-  loop_.Post([this, host, drained] {
-    if (lifecycle_.Terminal()) return;
-    if (drained) {
-      hosts_.Drain(host);
-      recorder_.Record(v1::JobEvent::INFO, absl::StrCat("host ", host, " drained by the operator"));
-      resets_.Detected(clock_.Now());
-      Replan(absl::StrCat("host ", host, " drained"), ReplanTrigger::kMembershipChange);
-    } else {
-      hosts_.Undrain(host);
-      recorder_.Record(v1::JobEvent::INFO,
-                       absl::StrCat("host ", host, " undrained by the operator"));
-      Replan(absl::StrCat("host ", host, " undrained"), ReplanTrigger::kMembershipChange);
-    }
-  });
+  loop_.Post([this, host, drained] { hosts_.SetDrained(host, drained); });
 }
 
 void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply reply) {
@@ -230,7 +219,7 @@ void JobDriver::ReportFailure(const v1::FailureReport& report) {
 v1::JobStatus JobDriver::Status() {
   auto promise = std::make_shared<std::promise<v1::JobStatus>>();
   auto future = promise->get_future();
-  loop_.Post([this, promise] { promise->set_value(StatusNow()); });
+  loop_.Post([this, promise] { promise->set_value(status_.Now()); });
   if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     v1::JobStatus s;
     s.set_job_id(context_.job_id);
@@ -238,75 +227,6 @@ v1::JobStatus JobDriver::Status() {
     return s;
   }
   return future.get();
-}
-
-v1::JobStatus JobDriver::StatusNow() {
-  v1::JobStatus s;
-  s.set_job_id(context_.job_id);
-  *s.mutable_spec() = spec_;
-  s.set_state(lifecycle_.state());
-  s.set_reason(lifecycle_.reason());
-  s.set_generation(generations_.ready_generation());
-  s.set_size(static_cast<int>(generations_.ready_members().size()));
-  for (const auto& [id, w] : workers_) {
-    auto* ws = s.add_workers();
-    ws->set_worker_id(id);
-    ws->set_rank(generations_.RankOf(id));
-    ws->set_host(w.host);
-    ws->set_pid(w.pid);
-    ws->set_state(w.state);
-    ws->set_exit_code(w.exit_code);
-    ws->set_last_commit(w.last_commit);
-    ws->set_resets(std::max(0, w.generations_joined - 1));
-  }
-  for (const auto& h : hosts_.Hosts(clock_.Now())) {
-    auto* hs = s.add_hosts();
-    hs->set_host(h.host);
-    hs->set_slots(h.slots);
-    hs->set_state(discovery::HostStateName(h.state));
-    // -1: blacklisted for the rest of the job (no --blacklist-cooldown-range).
-    hs->set_cooldown_seconds_left(
-        h.cooldown_left == absl::InfiniteDuration() ? -1 : absl::ToDoubleSeconds(h.cooldown_left));
-  }
-  s.set_resets(resets_.resets());
-  s.set_last_commit(resets_.last_commit());
-  s.set_created_unix(UnixSeconds(lifecycle_.created()));
-  s.set_started_unix(UnixSeconds(lifecycle_.started()));
-  s.set_ended_unix(UnixSeconds(lifecycle_.ended_at()));
-  s.set_min_np(spec_.min_np());
-  s.set_max_np(spec_.max_np());
-  for (const auto& record : resets_.records()) *s.add_reset_history() = record;
-  for (auto& event : events_.RecentNonOutput(20)) *s.add_recent_events() = std::move(event);
-  return s;
-}
-
-void JobDriver::Finish(v1::JobState state, const std::string& reason) {
-  if (!lifecycle_.End(state, reason, generations_.generation())) return;
-  for (auto timer : {below_min_timer_, cooldown_timer_}) {
-    if (timer != 0) loop_.Cancel(timer);
-  }
-  below_min_timer_ = cooldown_timer_ = 0;
-  liveness_.Stop();
-  kv_.AdvanceTo(std::numeric_limits<int64_t>::max());
-  // horovodrun prints the outcome from JOB_ENDED; this is for --verbose logs.
-  recorder_.Record(v1::JobEvent::INFO,
-                   absl::StrCat("job ", v1::JobState_Name(state), ": ", reason));
-  for (auto& [id, w] : workers_) {
-    w.Refuse(absl::AbortedError(absl::StrCat("job ended: ", reason)));
-    if (w.handle != 0) context_.launcher->Signal(w.handle, SIGTERM).IgnoreError();
-  }
-  // Whoever ignores SIGTERM gets SIGKILL after a grace period.
-  loop_.PostAfter(absl::Seconds(5), [this] { workers_.SignalAll(context_.launcher, SIGKILL); });
-  MaybeCloseLog();
-}
-
-void JobDriver::MaybeCloseLog() {
-  if (lifecycle_.phase() != JobLifecycle::Phase::kStopping) return;
-  if (!workers_.AllGone()) return;  // still being stopped (or started)
-  if (context_.observer != nullptr) {
-    context_.observer->OnJobFinalStatus(context_.job_id, StatusNow());
-  }
-  lifecycle_.Close(generations_.ready_generation());
 }
 
 }  // namespace horovodd::daemon

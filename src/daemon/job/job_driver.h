@@ -2,15 +2,19 @@
 // and workers fail, answers its workers' rendezvous, and decides when the job
 // has ended and why (docs/architecture/job-lifecycle.md draws its states).
 // It coordinates parts that each keep their own books and say so in their
-// headers: the job's lifecycle (state, phase, the end), the worker table
-// (processes, streams, pending calls), the generation planner (members,
-// ranks, rendezvous), the liveness monitor, the reset history, the hosts
-// (discovery::HostManager), the key-value namespace, the worker starter
-// (environment, rank plan, launches) and the checkpointer. The driver
-// decides what happens next and says so in the job's events. Its methods
-// are spread over job_driver.cc (entry points, status, the end),
-// job_membership.cc (generations, exits, liveness), job_launch.cc (what
-// comes of a launch) and job_resume.cc (taking a job back after a restart).
+// headers: the lifecycle (state, phase), the worker table (processes,
+// streams, pending calls), the generation planner (members, ranks,
+// rendezvous), the liveness monitor (who is lost; it checks on its own
+// timer), the reset history, the hosts (JobHosts: discovery, cooldowns,
+// drains, the wait for --min-np slots), the key-value namespace, the status
+// view, the checkpointer, the end (JobEnd: success, stopping the workers,
+// closing), the worker starter (environment, rank plan, the launch) and the
+// launches (WorkerLaunches: what comes of one). The driver decides what
+// happens next: which generation to plan, what a worker's exit or loss
+// means, when the job fails; and says so in the job's events. Its methods
+// are spread over job_driver.cc (construction, entry points),
+// job_membership.cc (generations, exits, losses) and job_resume.cc (taking
+// a job back after a restart).
 //
 // Threading: every field below, the parts included, is owned by `loop_`'s
 // thread; time comes from JobContext::clock. Public methods may be called
@@ -33,24 +37,24 @@
 #include "daemon/job/generation_planner.h"
 #include "daemon/job/job_checkpointer.h"
 #include "daemon/job/job_context.h"
+#include "daemon/job/job_end.h"
+#include "daemon/job/job_hosts.h"
 #include "daemon/job/job_kv.h"
 #include "daemon/job/job_lifecycle.h"
 #include "daemon/job/job_observer.h"
+#include "daemon/job/job_status_view.h"
 #include "daemon/job/liveness_monitor.h"
 #include "daemon/job/reset_history.h"
 #include "daemon/job/worker_channel.h"
+#include "daemon/job/worker_launches.h"
 #include "daemon/job/worker_starter.h"
 #include "daemon/job/worker_table.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/loop/clock.h"
 #include "daemon/loop/event_loop.h"
-#include "discovery/host_manager.h"
-#include "discovery/host_source.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {
-
-class DiscoveryPoller;
 
 class JobDriver {
  public:
@@ -116,50 +120,23 @@ class JobDriver {
     // generation even if the plan is the same, and peers abort.
     kBrokenRing,
   };
-  // Whose finishing ends the job SUCCEEDED.
-  enum class Finishers {
-    kPlannedMembers,  // a command that never joined a generation (horovodrun -np 2 hostname)
-    kReadyMembers,    // the members of the ready generation
-  };
-
-  // Status(), on the loop thread.
-  v1::JobStatus StatusNow();
 
   // Membership (job_membership.cc).
-  void StartDiscovery();
-  void OnHosts(absl::StatusOr<discovery::HostSet> hosts);
   void Replan(const std::string& cause, ReplanTrigger trigger);
   void TryCompleteRendezvous();
   // Tells the members of a grown job about the new generation once every
   // joiner waits for it; nothing while one is still starting.
   void NotifyOnceJoinersWait();
-  // `needed`: the slots the job waits for (-np at its start, --min-np later).
-  void ArmBelowMinTimer(int available, int needed);
-  void ScheduleCooldownWakeup();
   // The liveness monitor found `worker_id` lost: it is killed, and its exit
   // counts as a failure.
   void OnWorkerLost(int64_t worker_id, const std::string& reason);
   void OnWorkerExit(int64_t worker_id, const ExitInfo& exit);
   void OnWorkerFailed(Worker& w, const std::string& what);
-  // Ends the job SUCCEEDED once every one of `finishers` has finished or is
-  // gone for good (see the .cc).
-  void MaybeFinishSucceeded(Finishers finishers);
-
-  // Launching (job_launch.cc; the launches themselves are starter_'s).
-  void LaunchWorker(const std::string& host, int planned_rank);
-  void OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched);
-  // A launch failed because of its host: cooldown, and a new plan.
-  void OnHostLaunchFailure(const std::string& host, const absl::Status& status);
 
   // Resume, on the loop thread (job_resume.cc).
   void ResumeNow(const JobCheckpoint& checkpoint, const std::vector<ReattachedWorker>& found,
                  absl::Duration daemon_away, absl::Duration worker_grace,
                  std::map<int64_t, ProcessCallbacks>& callbacks);
-
-  // The end: the lifecycle ends the job and its workers are stopped; once
-  // they are all gone the lifecycle closes it.
-  void Finish(v1::JobState state, const std::string& reason);
-  void MaybeCloseLog();
 
   const JobContext context_;
   const v1::JobSpec spec_;
@@ -173,27 +150,24 @@ class JobDriver {
   EventRecorder recorder_;
   LivenessMonitor liveness_;
   ResetHistory resets_;
-  discovery::HostManager hosts_;
+  // Its poller posts discovery's answers to loop_: the destructor stops it
+  // before loop_.
+  JobHosts hosts_;
   JobKv kv_;
+  JobStatusView status_;
   JobCheckpointer checkpointer_;
+  JobEnd end_;
   // Its launches in flight post their outcome to loop_: the destructor shuts
   // them down (waits for them) after stopping loop_, before loop_ goes.
   WorkerStarter starter_;
+  WorkerLaunches launches_;
 
   // ---- what coordinating them needs ----
-  std::string last_discovery_error_;
   // The first worker that failed and how ("worker 3 (rank 1, a, pid 9): exited
   // with status 1"), for the job's end when nothing is left.
   std::string first_failure_;
-  EventLoop::TimerId below_min_timer_ = 0;
-  EventLoop::TimerId cooldown_timer_ = 0;
-  std::unique_ptr<DiscoveryPoller> poller_;
   EventLoop loop_;  // last: destroyed (joined) first
 };
-
-// The blacklist cooldown of `spec` (--blacklist-cooldown-range LO HI); with no
-// range (HI 0), Horovod's default: blacklisted for the rest of the job.
-discovery::CooldownPolicy CooldownPolicyOf(const v1::JobSpec& spec);
 
 // What a job ends with when no worker is left and nothing can run (Horovod's
 // launcher message, then the first worker that failed and how).

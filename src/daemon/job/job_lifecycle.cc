@@ -14,14 +14,15 @@ struct Move {
   T to;
 };
 
-// The states a job reports, and what moves it (JobDriver, the method named).
+// The states a job reports, and what moves it (the method named, JobDriver's
+// unless its class is named).
 // A job taken back after a restart starts in the state its checkpoint had
 // (Restore); that is not a move.
 constexpr Move<v1::JobState> kStateMoves[] = {
     {v1::PENDING, v1::RUNNING},    // the first generation formed (TryCompleteRendezvous)
     {v1::RUNNING, v1::RESETTING},  // a new generation replaces the running one (Replan)
     {v1::RESETTING, v1::RUNNING},  // the new generation formed (TryCompleteRendezvous)
-    // The end (Finish), from every state a job runs in.
+    // The end (JobEnd::Finish), from every state a job runs in.
     {v1::PENDING, v1::SUCCEEDED},
     {v1::PENDING, v1::FAILED},
     {v1::PENDING, v1::CANCELLED},
@@ -35,17 +36,18 @@ constexpr Move<v1::JobState> kStateMoves[] = {
 
 // The phases, which only move forward, and what moves them.
 constexpr Move<Phase> kPhaseMoves[] = {
-    // Discovery's first answer (OnHosts), or a job taken back with its hosts (ResumeNow).
+    // Discovery's first answer (JobHosts::OnHosts), or a job taken back with its
+    // hosts (ResumeNow).
     {Phase::kAwaitingHosts, Phase::kPlanning},
     // A member finished (OnWorkerExit; ResumeNow for one that had). Before the
     // hosts are known only in a job taken back after a restart.
     {Phase::kAwaitingHosts, Phase::kFinishing},
     {Phase::kPlanning, Phase::kFinishing},
-    // The job ended (Finish): cancelled, failed or succeeded.
+    // The job ended (JobEnd::Finish): cancelled, failed or succeeded.
     {Phase::kAwaitingHosts, Phase::kStopping},
     {Phase::kPlanning, Phase::kStopping},
     {Phase::kFinishing, Phase::kStopping},
-    // Its last worker is gone (MaybeCloseLog).
+    // Its last worker is gone (JobEnd::MaybeCloseLog).
     {Phase::kStopping, Phase::kEnded},
 };
 

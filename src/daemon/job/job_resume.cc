@@ -9,7 +9,6 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/job/discovery_poller.h"
 #include "daemon/job/job_checkpointer.h"
 #include "daemon/job/job_driver.h"
 
@@ -27,7 +26,7 @@ bool Alive(v1::WorkerState state) {
 }  // namespace
 
 void JobDriver::Abandon() {
-  poller_.reset();
+  hosts_.StopDiscovery();
   // Stopped from inside the loop: whatever it was deciding is done, and
   // nothing after this is.
   auto stopped = std::make_shared<std::promise<void>>();
@@ -125,25 +124,25 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
   // heartbeat interval (a quarter of the grace) before the daemon went.
   if (running == 0 && !a_member_finished && !held.empty() && daemon_away >= worker_grace * 3 / 4) {
     // They gave up waiting for a daemon (DaemonClient's grace period).
-    Finish(v1::FAILED,
-           absl::StrCat("horovodd was away for ",
-                        absl::FormatDuration(absl::Trunc(daemon_away, absl::Seconds(1))),
-                        ", longer than the workers' grace period (worker.daemon_grace = ",
-                        absl::FormatDuration(worker_grace), "): they ended"));
+    end_.Finish(v1::FAILED,
+                absl::StrCat("horovodd was away for ",
+                             absl::FormatDuration(absl::Trunc(daemon_away, absl::Seconds(1))),
+                             ", longer than the workers' grace period (worker.daemon_grace = ",
+                             absl::FormatDuration(worker_grace), "): they ended"));
     return;
   }
   // The hosts as they were, until discovery says otherwise.
-  if (JobCheckpointer::RestoreHosts(checkpoint, hosts_)) lifecycle_.HostsFound();
+  if (JobCheckpointer::RestoreHosts(checkpoint, hosts_.manager())) lifecycle_.HostsFound();
   // No new generation once a member finished.
   if (a_member_finished && !lifecycle_.Terminal()) lifecycle_.StartFinishing();
-  ScheduleCooldownWakeup();
+  hosts_.ScheduleCooldownWakeup();
   for (int64_t id : lost) {
     Worker& w = workers_.at(id);
     w.lost_reason = "its shim was not found after horovodd restarted";
     OnWorkerFailed(w, w.lost_reason);
     if (lifecycle_.Terminal()) return;
   }
-  StartDiscovery();
+  hosts_.StartDiscovery();
   if (lifecycle_.Terminal()) return;
   liveness_.Watch(loop_, workers_, [this](const LivenessMonitor::Lost& lost) {
     OnWorkerLost(lost.worker_id, lost.reason);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -83,6 +84,7 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
 }
 
 void LivenessMonitor::Watch(EventLoop& loop, const WorkerTable& workers, LostHandler on_lost) {
+  HVDD_CHECK(loop_ == nullptr && timer_ == 0) << "liveness already watched";
   loop_ = &loop;
   workers_ = &workers;
   on_lost_ = std::move(on_lost);

@@ -3,7 +3,7 @@
 // not reach their first rendezvous within --start-timeout of their launch (as
 // Horovod bounds a new worker's start), or went silent past
 // --liveness-timeout. --elastic-timeout is not theirs: it bounds only the
-// wait for --min-np slots (JobDriver). It decides, and while it watches a
+// wait for --min-np slots (JobHosts). It decides, and while it watches a
 // job it wakes itself to check; the driver kills the lost ones.
 //
 // Threading: owned by one JobDriver and used only on its loop thread.

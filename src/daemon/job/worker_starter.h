@@ -4,9 +4,9 @@
 // where it runs: a worker on this machine starts at once, on the loop; one on
 // another host (SSH) or in a Slurm step starts on the job's launch pool,
 // since it waits on other machines (sshd, slurmctld), and its outcome comes
-// back to the loop. The driver decides which workers to start and what a
-// failed start means for the job; this is the only place that builds a
-// WorkerLaunch.
+// back to the loop. The driver decides which workers to start, and
+// WorkerLaunches (worker_launches.h) what comes of each start; this is the
+// only place that builds a WorkerLaunch.
 //
 // Threading: owned by one JobDriver and used on its loop thread; a remote
 // launch runs on a pool thread with a copy of what it needs, and posts its

@@ -1,16 +1,33 @@
-// JobDriver: what comes of starting a worker. The launch itself (its
-// environment, on this machine or on the job's launch pool) is the
-// starter's (worker_starter.h); here the worker joins the books, and a
-// failed start costs its host a cooldown or, when no worker can start
-// anywhere, ends the job.
+#include "daemon/job/worker_launches.h"
+
 #include <csignal>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/job/job_driver.h"
+#include "common/check.h"
 
 namespace horovodd::daemon {
 
-void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
+WorkerLaunches::WorkerLaunches(const JobContext& context, const JobLifecycle& lifecycle,
+                               WorkerTable& workers, GenerationPlanner& generations,
+                               LivenessMonitor& liveness, JobHosts& hosts, EventRecorder& recorder,
+                               WorkerStarter& starter, JobEnd& end, DroppedHandler on_dropped)
+    : context_(context),
+      clock_(*context.clock),
+      lifecycle_(lifecycle),
+      workers_(workers),
+      generations_(generations),
+      liveness_(liveness),
+      hosts_(hosts),
+      recorder_(recorder),
+      starter_(starter),
+      end_(end),
+      on_dropped_(std::move(on_dropped)) {}
+
+void WorkerLaunches::Launch(const std::string& host, int planned_rank) {
+  HVDD_CHECK(lifecycle_.MayPlan())
+      << "a worker launched while the job is " << JobLifecycle::PhaseName(lifecycle_.phase());
   Worker& w = workers_.Add(host, planned_rank);
   const int64_t id = w.id;
   liveness_.Launched(id, clock_.Now());
@@ -18,7 +35,7 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
   if (!launched.has_value()) {
     // Starting on another host: a member from now on, as a local worker
     // would be; the generation waits for it as for any member that has not
-    // joined yet (OnRemoteLaunched).
+    // joined yet (Launched).
     w.launching = true;
     generations_.AddMember(id);
     return;
@@ -28,10 +45,10 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
     liveness_.Forget(id);
     workers_.Erase(id);
     if (starter_.FailsEverywhere(launched->status(), /*on_loop=*/true)) {
-      Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched->status().message()));
+      end_.Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched->status().message()));
       return;
     }
-    OnHostLaunchFailure(host, launched->status());
+    hosts_.LaunchFailed(host, launched->status());
     return;
   }
   WorkerTable::Started(w, **launched);
@@ -40,19 +57,7 @@ void JobDriver::LaunchWorker(const std::string& host, int planned_rank) {
   generations_.AddMember(id);
 }
 
-void JobDriver::OnHostLaunchFailure(const std::string& host, const absl::Status& status) {
-  // The host is the problem (unreachable, refused): it sits out a cooldown
-  // and the job goes on with the others.
-  const std::string why(status.message());
-  hosts_.ReportFailure(host, why, clock_.Now());
-  recorder_.Record(v1::JobEvent::WARNING,
-                   absl::StrCat("cannot start a worker on ", host, ": ", why, "; host in cooldown"),
-                   "launch_failed");
-  ScheduleCooldownWakeup();
-  loop_.Post([this] { Replan("a worker could not be started", ReplanTrigger::kMembershipChange); });
-}
-
-void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched) {
+void WorkerLaunches::Launched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched) {
   Worker* w = workers_.Find(id);
   if (w == nullptr) return;
   if (!w->launching) {
@@ -68,20 +73,20 @@ void JobDriver::OnRemoteLaunched(int64_t id, const absl::StatusOr<LaunchedProces
     liveness_.Forget(id);
     workers_.Erase(id);
     if (lifecycle_.Terminal()) {
-      MaybeCloseLog();
+      end_.MaybeCloseLog();
       return;
     }
     if (starter_.FailsEverywhere(launched.status(), /*on_loop=*/false)) {
-      Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched.status().message()));
+      end_.Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched.status().message()));
       return;
     }
-    OnHostLaunchFailure(host, launched.status());
+    hosts_.LaunchFailed(host, launched.status());
     if (lifecycle_.Finishing()) {
-      MaybeFinishSucceeded(generations_.ready_generation() == 0 ? Finishers::kPlannedMembers
-                                                                : Finishers::kReadyMembers);
+      end_.MaybeFinishSucceeded(generations_.ready_generation() == 0
+                                    ? JobEnd::Finishers::kPlannedMembers
+                                    : JobEnd::Finishers::kReadyMembers);
     }
-    NotifyOnceJoinersWait();
-    TryCompleteRendezvous();
+    on_dropped_();
     return;
   }
   WorkerTable::Started(*w, *launched);

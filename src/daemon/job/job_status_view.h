@@ -1,0 +1,45 @@
+// What one job's status says (v1::JobStatus: horovodctl status, the final
+// status the observers get, the checkpoint), read from the parts that keep
+// it: the spec, the lifecycle, the generations, the workers, the hosts, the
+// resets and the recent events. It keeps nothing of its own.
+//
+// Threading: owned by one JobDriver and used on its loop thread.
+#pragma once
+
+#include <string>
+
+#include "daemon/job/event_log.h"
+#include "daemon/job/generation_planner.h"
+#include "daemon/job/job_lifecycle.h"
+#include "daemon/job/reset_history.h"
+#include "daemon/job/worker_table.h"
+#include "daemon/loop/clock.h"
+#include "discovery/host_manager.h"
+#include "horovodd.pb.h"
+
+namespace horovodd::daemon {
+
+class JobStatusView {
+ public:
+  // Everything given outlives the view.
+  JobStatusView(const std::string& job_id, const v1::JobSpec& spec, const Clock& clock,
+                const JobLifecycle& lifecycle, const WorkerTable& workers,
+                const GenerationPlanner& generations, const discovery::HostManager& hosts,
+                const ResetHistory& resets, const EventLog& events);
+
+  // The job's status now.
+  v1::JobStatus Now() const;
+
+ private:
+  const std::string& job_id_;
+  const v1::JobSpec& spec_;
+  const Clock& clock_;
+  const JobLifecycle& lifecycle_;
+  const WorkerTable& workers_;
+  const GenerationPlanner& generations_;
+  const discovery::HostManager& hosts_;
+  const ResetHistory& resets_;
+  const EventLog& events_;
+};
+
+}  // namespace horovodd::daemon
