@@ -199,6 +199,33 @@ TEST_CASE("reduce kernels combine element-wise per dtype", "[collectives][kernel
     internal::FinishReduction(DType::kFloat32, ReduceOp::kAverage, floats.data(), 1, 2, 3.0);
     CHECK(floats[0] == 10.5f);  // postscale after the division
   }
+  SECTION("scaling is Horovod's: the factor in the element's type") {
+    // 0.1 is not a float: scaling in double and rounding once gives other
+    // bits than float(0.1) * x, which is what Horovod computes.
+    std::vector<float> floats = {3.0f, 7.0f, 1e-3f};
+    internal::ScaleInPlace(DType::kFloat32, floats.data(), floats.size(), 0.1);
+    for (size_t i = 0; i < floats.size(); ++i) {
+      const float base = std::vector<float>{3.0f, 7.0f, 1e-3f}[i];
+      CHECK(floats[i] == 0.1f * base);
+    }
+    std::vector<double> doubles = {3.0, 7.0};
+    internal::ScaleInPlace(DType::kFloat64, doubles.data(), doubles.size(), 0.1);
+    CHECK(doubles == std::vector<double>{0.1 * 3.0, 0.1 * 7.0});
+    // float16: float(factor) times the element widened to float, rounded once.
+    std::vector<uint16_t> halves = {FloatToHalf(3.0f), FloatToHalf(-7.5f)};
+    internal::ScaleInPlace(DType::kFloat16, halves.data(), halves.size(), 0.1);
+    CHECK(halves[0] == FloatToHalf(0.1f * 3.0f));
+    CHECK(halves[1] == FloatToHalf(0.1f * -7.5f));
+    // An average is the sum times postscale / ranks, in that same way.
+    std::vector<float> sums = {10.0f, 1.0f};
+    internal::FinishReduction(DType::kFloat32, ReduceOp::kAverage, sums.data(), 2, 3, 1.0);
+    CHECK(sums[0] == static_cast<float>(1.0 / 3) * 10.0f);
+    CHECK(sums[1] == static_cast<float>(1.0 / 3));
+    // Integers in double, truncated toward zero.
+    std::vector<int32_t> ints = {7, -7, 5};
+    internal::FinishReduction(DType::kInt32, ReduceOp::kAverage, ints.data(), 3, 2, 0.7);
+    CHECK(ints == std::vector<int32_t>{2, -2, 1});  // 7 * 0.35 = 2.45, 5 * 0.35 = 1.75
+  }
   SECTION("scaling integers truncates and saturates") {
     std::vector<int32_t> values = {7, -7, 2000000000};
     internal::ScaleInPlace(DType::kInt32, values.data(), values.size(), 1.5);
@@ -291,8 +318,9 @@ TEST_CASE("vectorized kernels give each element the scalar operation's bits",
         }
         CHECK(mismatches == 0);
       }
-      // Average then postscale, and a prescale: the division and the
-      // products in double, rounded once.
+      // Average with a postscale, and a prescale, as Horovod scales: the
+      // factor (postscale / ranks for the average) cast to float, the
+      // product taken in float.
       std::vector<float> finished(acc);
       internal::FinishReduction(DType::kFloat32, ReduceOp::kAverage, finished.data() + skew, count,
                                 3, 1.7);
@@ -300,9 +328,8 @@ TEST_CASE("vectorized kernels give each element the scalar operation's bits",
       internal::ScaleInPlace(DType::kFloat32, scaled.data() + skew, count, 0.3);
       int mismatches = 0;
       for (int64_t i = skew; i < count + skew; ++i) {
-        const float divided = acc[i] / 3.0f;
-        const float want_finished = static_cast<float>(static_cast<double>(divided) * 1.7);
-        const float want_scaled = static_cast<float>(static_cast<double>(acc[i]) * 0.3);
+        const float want_finished = static_cast<float>(1.7 / 3) * acc[i];
+        const float want_scaled = static_cast<float>(0.3) * acc[i];
         mismatches += std::memcmp(&finished[i], &want_finished, sizeof(float)) != 0;
         mismatches += std::memcmp(&scaled[i], &want_scaled, sizeof(float)) != 0;
       }

@@ -1,6 +1,6 @@
-// The engine's join (joined ranks answer with zeros, an average divides by
-// the ranks that contributed, join returns the last rank to join), its stall
-// check, and its timeline, over in-process rings.
+// The engine's join (joined ranks answer with zeros, an average still
+// divides by every rank, as in Horovod; join returns the last rank to join),
+// its stall check, and its timeline, over in-process rings.
 #include <unistd.h>
 
 #include <cstdint>
@@ -83,14 +83,15 @@ std::vector<JoinOutcome> RunUntilJoined(EngineGroup& group, const std::vector<in
       if (absl::Status s = Allreduce(engine, "metric", ViewOf(mean), ReduceOp::kAverage); !s.ok()) {
         return {s.ToString()};
       }
-      if (mean[0] != sum / contributors) {
-        return {absl::StrCat("step ", step, ": average ", mean[0], ", want ", sum / contributors)};
+      // Horovod averages through the postscale: the sum times 1 / size.
+      if (mean[0] != sum * (1.0 / size)) {
+        return {absl::StrCat("step ", step, ": average ", mean[0], ", want ", sum / size)};
       }
       std::vector<int32_t> count = {rank + 1};
       if (absl::Status s = Allreduce(engine, "count", ViewOf(count), ReduceOp::kAverage); !s.ok()) {
         return {s.ToString()};
       }
-      if (count[0] != static_cast<int32_t>(sum) / contributors) {
+      if (count[0] != static_cast<int32_t>(sum * (1.0 / size))) {
         return {absl::StrCat("step ", step, ": int average ", count[0])};
       }
     }
@@ -106,7 +107,7 @@ std::vector<JoinOutcome> RunUntilJoined(EngineGroup& group, const std::vector<in
   });
 }
 
-TEST_CASE("join: ranks that joined contribute zeros and are left out of averages",
+TEST_CASE("join: ranks that joined contribute zeros, averages divide by every rank",
           "[engine][join]") {
   SECTION("2 ranks, rank 0 joins three steps early") {
     EngineGroup group(2);

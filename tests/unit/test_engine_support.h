@@ -64,6 +64,19 @@ inline internal::Request AllgatherRequest(const std::string& name, TensorView vi
   return r;
 }
 
+inline internal::Request ReducescatterRequest(const std::string& name, TensorView view,
+                                              AllreduceOptions options = {}) {
+  internal::Request r;
+  r.name = name;
+  r.kind = internal::RequestKind::kReducescatter;
+  r.tensors = {view};
+  r.options = options;
+  r.produces_output = true;
+  r.error_prefix = "'" + name + "': ";
+  r.descriptor = internal::Describe(r).Encode();
+  return r;
+}
+
 // `size` engines, each attached to its rank's communicator of one ring.
 class EngineGroup {
  public:

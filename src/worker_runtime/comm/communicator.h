@@ -68,8 +68,8 @@ class Communicator {
   virtual int size() const = 0;
 
   // In place: every rank ends with op over all ranks' (prescaled) inout,
-  // then postscaled. Average divides the sum by the size (by
-  // options.contributors when set; integers truncate) before the postscale.
+  // then postscaled; Average is the sum postscaled by postscale / size.
+  // Scaling is Horovod's (tensor/reduce_kernels.h ScaleInPlace).
   virtual absl::Status Allreduce(TensorView inout, const AllreduceOptions& options) = 0;
 
   // Allreduce of parts of one dtype as of one tensor laid end to end, read

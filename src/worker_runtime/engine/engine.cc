@@ -136,9 +136,13 @@ absl::StatusOr<Handle> Engine::Enqueue(Request request, bool urgent) {
   absl::ReleasableMutexLock lock(&mu());
   if (!refusal_.ok()) return ForRequest(request, refusal_);
   if (!pending_names_.insert(request.name).second) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a collective named '", request.name,
-                     "' is already pending on this rank: synchronize it before reusing the name"));
+    // Horovod's words (its duplicate-name error), then ours.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Requested a collective on a tensor with the same name as another tensor that is "
+        "currently being processed: a collective named '",
+        request.name,
+        "' is already pending on this rank; synchronize it before reusing the name, or use a "
+        "different tensor name"));
   }
   std::weak_ptr<Signals> signals = signals_;
   request.handle = std::make_shared<HandleState>(
@@ -412,9 +416,6 @@ absl::Status Engine::RunReady(const NegotiationResult& round, const Communicator
       request = &stand_ins.back().request;
     }
     if (request == nullptr) continue;
-    if (with_joined && request->kind == RequestKind::kAllreduce) {
-      request->options.contributors = round.ready_contributors[k];
-    }
     if (request->kind == RequestKind::kJoin) {
       // Every rank has joined: the joins complete with the last to join.
       Tensor last(DType::kInt32, {});

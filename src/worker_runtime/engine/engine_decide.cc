@@ -240,7 +240,6 @@ NegotiationResult Decide(const RoundData& data, ResponseCache& cache) {
     result.ready.emplace_back(name);
     if (!result.joined.empty()) {
       result.ready_descriptors.push_back(*first);
-      result.ready_contributors.push_back(contributors);
     }
     if (entry.announced) to_cache.emplace_back(std::string(name), *first);
   }

@@ -72,10 +72,9 @@ struct NegotiationResult {
   // kinds are conflicts then, as in Horovod).
   std::vector<int> joined;
   // Only while some rank has joined, parallel to `ready`: the descriptor
-  // every rank that has the request agreed on, and how many ranks have it
-  // (what an average divides by).
+  // every rank that has the request agreed on (a joined rank runs it on
+  // zeros from it; an average still divides by every rank, as in Horovod).
   std::vector<std::string> ready_descriptors;
-  std::vector<int> ready_contributors;
   // Names pending on some ranks but not ready, with the ranks that do not
   // have them (joined ranks count as having everything): the stall check's.
   std::map<std::string, std::vector<int>> waiting;

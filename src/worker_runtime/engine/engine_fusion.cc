@@ -1,5 +1,6 @@
 #include "worker_runtime/engine/engine_fusion.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -14,24 +15,23 @@ namespace horovodd::internal {
 namespace {
 
 // What requests must share to be fused into one collective.
-// The last int is the root of a broadcast, or how many ranks contributed to
-// an allreduce (while ranks have joined: what an average divides by).
+// The last int is the root of a broadcast.
 using FusionKey = std::tuple<RequestKind, DType, ReduceOp, double, double, int>;
 
 std::optional<FusionKey> KeyOf(const Request& r) {
-  if (r.kind == RequestKind::kAllreduce) {
+  if (r.kind == RequestKind::kAllreduce || r.kind == RequestKind::kReducescatter) {
     return FusionKey{r.kind,
                      r.tensors.front().dtype,
                      r.options.op,
                      r.options.prescale_factor,
                      r.options.postscale_factor,
-                     r.options.contributors};
+                     0};
   }
   // Broadcast moves bytes: any dtypes fuse, only the root must match.
   if (r.kind == RequestKind::kBroadcast) {
     return FusionKey{r.kind, DType::kUInt8, ReduceOp::kSum, 1.0, 1.0, r.root};
   }
-  return std::nullopt;  // allgather and opaque requests run alone
+  return std::nullopt;  // allgather, join and opaque requests run alone
 }
 
 // "a", or "a + 4 fused": the name of a fused collective in errors.
@@ -139,6 +139,80 @@ absl::Status RunBroadcast(const Batch& batch, Communicator& comm, FusionBuffer& 
                     [&](TensorView t) { return comm.Broadcast(std::move(t), root); });
 }
 
+// Rows rank `rank` of `ranks` gets of `rows` (Horovod's split: the first
+// rows % ranks ranks one more), and the first of them.
+int64_t ShareRows(int64_t rows, int ranks, int rank) {
+  return rows / ranks + (rank < rows % ranks ? 1 : 0);
+}
+int64_t ShareStart(int64_t rows, int ranks, int rank) {
+  return rank * (rows / ranks) + std::min<int64_t>(rank, rows % ranks);
+}
+
+// One reducescatter, or several fused: the communicator's reducescatter
+// gives each rank one row of a [ranks, width] fusion buffer whose row r
+// holds every tensor's rank-r share back to back, zero-padded to the
+// widest share (at most one row per tensor more than its own), so that
+// ranks with a row fewer of a tensor still line up.
+absl::Status RunReducescatter(const Batch& batch, Communicator& comm, FusionBuffer& fusion,
+                              const ActivityObserver& activity,
+                              std::vector<std::optional<Tensor>>* outputs) {
+  const Request& first = *batch.requests.front();
+  ReducescatterOptions options;
+  options.op = first.options.op;
+  options.prescale_factor = first.options.prescale_factor;
+  options.postscale_factor = first.options.postscale_factor;
+  outputs->resize(batch.requests.size());
+  if (batch.requests.size() == 1) {
+    Announce(activity, CollectiveActivity(batch));
+    HVDD_ASSIGN_OR_RETURN(Tensor result, comm.Reducescatter(first.tensors.front(), options));
+    outputs->front() = std::move(result);
+    return absl::OkStatus();
+  }
+  const int ranks = comm.size();
+  const int me = comm.rank();
+  const DType dtype = first.tensors.front().dtype;
+  const size_t element = DTypeSize(dtype);
+  int64_t width = 0;  // elements in a row of the fusion buffer
+  for (int r = 0; r < ranks; ++r) {
+    int64_t row = 0;
+    for (const Request* request : batch.requests) {
+      const TensorView& t = request->tensors.front();
+      row += ShareRows(t.shape.front(), ranks, r) * t.row_numel();
+    }
+    width = std::max(width, row);
+  }
+  const size_t row_bytes = static_cast<size_t>(width) * element;
+  Announce(activity, "MEMCPY_IN_FUSION_BUFFER");
+  uint8_t* buffer = fusion.Reserve(row_bytes * ranks);
+  if (row_bytes * ranks > 0) std::memset(buffer, 0, row_bytes * ranks);
+  for (int r = 0; r < ranks; ++r) {
+    uint8_t* at = buffer + r * row_bytes;
+    for (const Request* request : batch.requests) {
+      const TensorView& t = request->tensors.front();
+      const int64_t rows = t.shape.front();
+      const size_t bytes = static_cast<size_t>(ShareRows(rows, ranks, r) * t.row_numel()) * element;
+      const size_t from = static_cast<size_t>(ShareStart(rows, ranks, r) * t.row_numel()) * element;
+      if (bytes > 0) CopyBytes(at, static_cast<const uint8_t*>(t.data) + from, bytes);
+      at += bytes;
+    }
+  }
+  TensorView fused{buffer, dtype, {ranks, width}, Device{}};
+  Announce(activity, CollectiveActivity(batch));
+  HVDD_ASSIGN_OR_RETURN(const Tensor mine, comm.Reducescatter(fused, options));
+  Announce(activity, "MEMCPY_OUT_FUSION_BUFFER");
+  const uint8_t* at = static_cast<const uint8_t*>(mine.data());
+  for (size_t i = 0; i < batch.requests.size(); ++i) {
+    const TensorView& t = batch.requests[i]->tensors.front();
+    std::vector<int64_t> shape = t.shape;
+    shape.front() = ShareRows(shape.front(), ranks, me);
+    Tensor result(dtype, std::move(shape));
+    if (result.nbytes() > 0) CopyBytes(result.data(), at, result.nbytes());
+    at += result.nbytes();
+    (*outputs)[i] = std::move(result);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 uint8_t* FusionBuffer::Reserve(size_t bytes) {
@@ -190,6 +264,9 @@ absl::Status RunBatch(const Batch& batch, const CommunicatorRunner& comm, Fusion
       outputs->resize(1);
       Announce(activity, CollectiveActivity(batch));
       return batch.requests.front()->run(&outputs->front());
+    case RequestKind::kReducescatter:
+      return comm(
+          [&](Communicator& c) { return RunReducescatter(batch, c, fusion, activity, outputs); });
     case RequestKind::kJoin:
       break;  // the engine completes joins itself (Engine::RunReady)
   }

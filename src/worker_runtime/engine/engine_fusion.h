@@ -1,7 +1,8 @@
 // Turns the requests a negotiation found ready into collectives: ready
-// allreduces of the same dtype, op and scale factors (and broadcasts of the
-// same root) are packed into one fusion buffer up to the fusion threshold,
-// reduced (or broadcast) with one collective and unpacked. Every rank plans
+// allreduces (and reducescatters) of the same dtype, op and scale factors,
+// and broadcasts of the same root, are packed into one fusion buffer up to
+// the fusion threshold, reduced (or broadcast) with one collective and
+// unpacked. Every rank plans
 // from the same ready list and threshold, so all run the same collectives.
 #pragma once
 
@@ -44,8 +45,8 @@ class FusionBuffer {
 using ActivityObserver = std::function<void(const std::string& activity)>;
 
 // Runs `batch` on the communicator `comm` reaches; the status applies to
-// every request in it. For allgather, (*outputs)[i] receives request i's
-// result. `activity` (may be empty) hears each activity as it starts: the
+// every request in it. For allgather and reducescatter, (*outputs)[i]
+// receives request i's result. `activity` (may be empty) hears each activity as it starts: the
 // collective's, and around it the copies into and out of the fusion buffer
 // when the batch has several tensors (none where the communicator reduces
 // the parts where they lie).

@@ -114,7 +114,7 @@ std::string RequestDescriptor::ToString() const {
       absl::StrCat(operation, " of ", DTypeName(dtype), " ", absl::StrJoin(shape_texts, ", "));
   if (kind == RequestKind::kAllgather) absl::StrAppend(&text, " (rows after the first)");
   if (device == DeviceType::kCUDA) absl::StrAppend(&text, " on GPU");
-  if (kind == RequestKind::kAllreduce) {
+  if (kind == RequestKind::kAllreduce || kind == RequestKind::kReducescatter) {
     absl::StrAppend(&text, " (", ReduceOpName(op));
     if (prescale_factor != 1.0) absl::StrAppend(&text, ", prescale ", prescale_factor);
     if (postscale_factor != 1.0) absl::StrAppend(&text, ", postscale ", postscale_factor);
@@ -157,12 +157,15 @@ RequestDescriptor Describe(const Request& request) {
     case RequestKind::kJoin:
       d.operation = "join";
       break;
+    case RequestKind::kReducescatter:
+      d.operation = "reducescatter";
+      break;
   }
   if (!request.tensors.empty()) {
     d.device = request.tensors.front().device.type;
     d.dtype = request.tensors.front().dtype;
   }
-  if (request.kind == RequestKind::kAllreduce) {
+  if (request.kind == RequestKind::kAllreduce || request.kind == RequestKind::kReducescatter) {
     d.op = request.options.op;
     d.prescale_factor = request.options.prescale_factor;
     d.postscale_factor = request.options.postscale_factor;

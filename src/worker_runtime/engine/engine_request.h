@@ -26,6 +26,10 @@ enum class RequestKind : uint8_t {
   // pending, the others' allreduces run with this rank contributing zeros;
   // once all have, it completes with the last rank to join (an int32).
   kJoin,
+  // One tensor reduced (options: op and scale factors), each rank's share
+  // of its first dimension in the handle's output; fusable with others of
+  // the same dtype, op and scales.
+  kReducescatter,
 };
 
 // The name every rank's join request has.
@@ -60,7 +64,7 @@ struct Request {
   std::string name;
   RequestKind kind = RequestKind::kAllreduce;
   std::vector<TensorView> tensors;  // the caller's memory
-  AllreduceOptions options;         // allreduce
+  AllreduceOptions options;         // allreduce, reducescatter
   int root = 0;                     // broadcast
   // kOpaque: the collective, run on the engine thread (which owns the ring);
   // it may leave a result in *output.

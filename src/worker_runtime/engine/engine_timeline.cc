@@ -24,6 +24,8 @@ std::string TimelineOperationOf(const Request& request) {
       return "ALLGATHER";
     case RequestKind::kJoin:
       return "JOIN";
+    case RequestKind::kReducescatter:
+      return "REDUCESCATTER";
     case RequestKind::kOpaque:
       break;
   }

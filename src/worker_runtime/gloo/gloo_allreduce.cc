@@ -91,7 +91,7 @@ absl::Status DirectAllreduce(CollectiveScope& scope, const void* input, TensorVi
   for (int p = 1; p < n; ++p) {
     ReduceInto(result.dtype, options.op, result.data, all.data + p * bytes, result.numel());
   }
-  FinishReduction(result.dtype, options.op, result.data, result.numel(), AverageDivisor(options, n),
+  FinishReduction(result.dtype, options.op, result.data, result.numel(), n,
                   options.postscale_factor);
   return absl::OkStatus();
 }
@@ -190,8 +190,7 @@ absl::Status FinishReduceScatter(CollectiveScope& scope, const PostedReduceScatt
       HVDD_RETURN_IF_ERROR(scope.WaitRecv(*posted.slots[p]));
       ReduceInto(input.dtype, options.op, result, posted.parts + p * own_bytes, own_count);
     }
-    FinishReduction(input.dtype, options.op, result, own_count, AverageDivisor(options, n),
-                    options.postscale_factor);
+    FinishReduction(input.dtype, options.op, result, own_count, n, options.postscale_factor);
   } else if (own_bytes > 0) {
     const uint8_t* own_part = Bytes(input.data) + posted.chunks[rank].offset;
     if (own_part == result && rank != 0) {
@@ -210,8 +209,7 @@ absl::Status FinishReduceScatter(CollectiveScope& scope, const PostedReduceScatt
         ReduceInto(input.dtype, options.op, result, part, own_count);
       }
     }
-    FinishReduction(input.dtype, options.op, result, own_count, AverageDivisor(options, n),
-                    options.postscale_factor);
+    FinishReduction(input.dtype, options.op, result, own_count, n, options.postscale_factor);
   }
   for (int i = 0; i < posted.sends; ++i) HVDD_RETURN_IF_ERROR(scope.WaitSend(*posted.input));
   return absl::OkStatus();
@@ -272,7 +270,7 @@ absl::Status RingAllreduce(CollectiveScope& scope, TensorView inout,
   // bits and the division runs once per element, not once per rank.
   const ElementRange mine = layout.chunk(scope.rank());
   FinishReduction(inout.dtype, options.op, Bytes(inout.data) + mine.offset * layout.element_size(),
-                  mine.count, AverageDivisor(options, scope.size()), options.postscale_factor);
+                  mine.count, scope.size(), options.postscale_factor);
   return RingAllgather(scope, *buffer, layout);
 }
 

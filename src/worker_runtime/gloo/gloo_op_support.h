@@ -10,12 +10,6 @@
 
 namespace horovodd::internal {
 
-// What kAverage divides by on a ring of `ranks`: the ranks that
-// contributed, fewer than all of them while some have joined (engine join).
-inline int AverageDivisor(const AllreduceOptions& options, int ranks) {
-  return options.contributors > 0 ? options.contributors : ranks;
-}
-
 inline uint8_t* Bytes(void* data) { return static_cast<uint8_t*>(data); }
 inline const uint8_t* Bytes(const void* data) { return static_cast<const uint8_t*>(data); }
 

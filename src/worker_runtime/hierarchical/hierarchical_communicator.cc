@@ -32,7 +32,7 @@ int CrossingPieces(size_t bytes) {
 // `members` (ring ranks, one per host; we are members[me]), in place on
 // `part` (`count` elements). Each member owns a piece of it, gets every
 // member's copy of its piece, folds them into its own, finishes the
-// reduction (kAverage divides by `total_ranks`, then the postscale) and
+// reduction (the postscale; kAverage: postscale / `total_ranks`) and
 // sends the result to every member. Start posts every receive and then our
 // copies; Fold waits for the others' copies, folds and sends the result;
 // Finish waits for every result. Crossings of one scope match in the order
@@ -213,9 +213,8 @@ absl::Status HierarchicalCommunicator::AllreduceAcrossHosts(TensorView inout,
   HVDD_RETURN_IF_ERROR(scope.CheckHealth());
   shm::ShmGroup& group = *group_;
   const absl::Time deadline = CollectiveDeadline(context);
-  // What kAverage divides by: every rank of every host, or only those that
-  // contributed while others have joined.
-  const int total_ranks = options.contributors > 0 ? options.contributors : context.size;
+  // What kAverage divides by: every rank of every host.
+  const int total_ranks = context.size;
   const std::vector<int64_t> piece_counts =
       EvenSplit(inout.numel(), CrossingPieces(inout.nbytes()));
   const int pieces = static_cast<int>(piece_counts.size());

@@ -1,7 +1,8 @@
 // The NCCL backend's only kernel: pre- and post-scaling of GPU tensors, with
-// the CPU path's rules (reduce_kernels.h ScaleInPlace): float16 is scaled
-// through float, integers truncate toward zero and saturate at the type's
-// limits. Compiled by nvcc (nccl_scale_kernel.cu).
+// the CPU path's rules (reduce_kernels.h ScaleInPlace, Horovod's): the
+// factor cast to the element's type and multiplied there, float16 and
+// bfloat16 through float32, integers in double, truncated toward zero and
+// saturating at the type's limits. Compiled by nvcc (nccl_scale_kernel.cu).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -29,20 +29,19 @@ __device__ T ScaleOne(T value, double factor, Limits<T> limits) {
     if (scaled >= static_cast<double>(limits.highest)) return limits.highest;
     return static_cast<T>(scaled);
   } else {
-    return static_cast<T>(static_cast<double>(value) * factor);
+    return static_cast<T>(factor) * value;  // the factor in the element's type
   }
 }
 
 template <>
 __device__ __half ScaleOne<__half>(__half value, double factor, Limits<__half>) {
-  return __float2half_rn(static_cast<float>(static_cast<double>(__half2float(value)) * factor));
+  return __float2half_rn(static_cast<float>(factor) * __half2float(value));
 }
 
 template <>
 __device__ __nv_bfloat16 ScaleOne<__nv_bfloat16>(__nv_bfloat16 value, double factor,
                                                  Limits<__nv_bfloat16>) {
-  return __float2bfloat16_rn(
-      static_cast<float>(static_cast<double>(__bfloat162float(value)) * factor));
+  return __float2bfloat16_rn(static_cast<float>(factor) * __bfloat162float(value));
 }
 
 template <typename T>

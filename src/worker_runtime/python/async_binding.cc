@@ -93,6 +93,23 @@ void BindAsync(py::module_& module) {
       },
       py::arg("input"), py::arg("name"), py::kw_only(), py::arg("process_set_id") = 0,
       "Queues an allgather under `name`; the result comes from take_output().");
+  module.def(
+      "reducescatter_async",
+      [](const TensorView& input, ReduceOp op, double prescale_factor, double postscale_factor,
+         std::string name, int process_set_id) {
+        RequireInit("reducescatter_async");
+        AllreduceOptions options;
+        options.op = op;
+        options.prescale_factor = prescale_factor;
+        options.postscale_factor = postscale_factor;
+        options.process_set_id = process_set_id;
+        return HandleOrThrow(ReducescatterAsync(std::move(name), input, options));
+      },
+      py::arg("input"), py::arg("op"), py::arg("prescale_factor") = 1.0,
+      py::arg("postscale_factor") = 1.0, py::arg("name"), py::kw_only(),
+      py::arg("process_set_id") = 0,
+      "Queues a reducescatter under `name` (fused with others ready with it); this rank's "
+      "share comes from take_output().");
 }
 
 }  // namespace horovodd::python

@@ -127,15 +127,23 @@ void BindCollectives(py::module_& module) {
           .c_str());
   module.def(
       "reducescatter",
-      [](const TensorView& input, ReduceOp op, int process_set_id, py::object keep) {
+      [](const TensorView& input, ReduceOp op, double prescale_factor, double postscale_factor,
+         std::string name, int process_set_id, py::object keep) {
         internal::Runtime& runtime = RuntimeOrThrow("reducescatter");
-        return AwaitOutput(internal::StartReducescatter(runtime, input, op, process_set_id),
-                           std::move(keep));
+        AllreduceOptions options;
+        options.op = op;
+        options.prescale_factor = prescale_factor;
+        options.postscale_factor = postscale_factor;
+        options.name = std::move(name);
+        options.process_set_id = process_set_id;
+        return AwaitOutput(internal::StartReducescatter(runtime, input, options), std::move(keep));
       },
-      py::arg("input"), py::arg("op"), py::kw_only(), py::arg("process_set_id") = 0,
-      py::arg("keep") = py::none(),
-      (std::string("Reduces across ranks; this rank keeps its share of the first dimension "
-                   "(the first rows % size ranks get one row more).") +
+      py::arg("input"), py::arg("op"), py::arg("prescale_factor") = 1.0,
+      py::arg("postscale_factor") = 1.0, py::arg("name") = "", py::kw_only(),
+      py::arg("process_set_id") = 0, py::arg("keep") = py::none(),
+      (std::string("Reduces across ranks (each tensor multiplied by prescale_factor first, the "
+                   "result by postscale_factor); this rank keeps its share of the first "
+                   "dimension (the first rows % size ranks get one row more).") +
        kKeepDoc)
           .c_str());
   module.def(

@@ -90,7 +90,6 @@ absl::StatusOr<Handle> EnqueueAllreduce(Runtime& runtime, std::string name,
   request.name = std::move(name);
   request.tensors = std::move(inouts);
   request.options = options;
-  request.options.contributors = 0;  // the engine's to set
   // Errors name the tensor: the request's name, or a synchronous call's own.
   if (!IsSyncName(request.name)) request.options.name = request.name;
   if (!OnCuda(request.tensors.front())) {
@@ -165,6 +164,47 @@ absl::StatusOr<Handle> EnqueueAllgather(Runtime& runtime, std::string name, Tens
     request.run = [&runtime, input](std::optional<Tensor>* output) {
       return runtime.gpu().Run("allgather", input, [&](Communicator& gpu) -> absl::Status {
         HVDD_ASSIGN_OR_RETURN(Tensor result, gpu.Allgather(input));
+        *output = std::move(result);
+        return absl::OkStatus();
+      });
+    };
+  }
+  return Submit(set, std::move(request), urgent);
+}
+
+absl::StatusOr<Handle> EnqueueReducescatter(Runtime& runtime, std::string name, TensorView input,
+                                            const AllreduceOptions& options, bool urgent) {
+  const std::string label = absl::StrCat("reducescatter '", name, "'");
+  if (absl::Status s = CheckName("reducescatter", name); !s.ok()) return s;
+  if (absl::Status s = CheckTensors(label, {input}); !s.ok()) return s;
+  if (absl::Status s = CheckReducible(label, input.dtype); !s.ok()) return s;
+  if (absl::Status s = NeedsDimension(label, input); !s.ok()) return s;
+  if (absl::Status s = CheckScaleFactor(label, "prescale_factor", options.prescale_factor);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckScaleFactor(label, "postscale_factor", options.postscale_factor);
+      !s.ok()) {
+    return s;
+  }
+  HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(options.process_set_id));
+  if (absl::Status s = CheckGpuSet(label, input, set.id); !s.ok()) return s;
+  Request request;
+  request.name = std::move(name);
+  request.tensors = {input};
+  request.options = options;
+  request.kind = RequestKind::kReducescatter;
+  request.produces_output = true;
+  if (OnCuda(input)) {
+    request.kind = RequestKind::kOpaque;
+    request.opaque_operation = "reducescatter";
+    ReducescatterOptions scatter;
+    scatter.op = options.op;
+    scatter.prescale_factor = options.prescale_factor;
+    scatter.postscale_factor = options.postscale_factor;
+    request.run = [&runtime, input, scatter](std::optional<Tensor>* output) {
+      return runtime.gpu().Run("reducescatter", input, [&](Communicator& gpu) -> absl::Status {
+        HVDD_ASSIGN_OR_RETURN(Tensor result, gpu.Reducescatter(input, scatter));
         *output = std::move(result);
         return absl::OkStatus();
       });
@@ -297,6 +337,14 @@ absl::StatusOr<Handle> AllgatherAsync(std::string name, TensorView input, int pr
   if (runtime == nullptr) return NotInitialized("AllgatherAsync");
   return internal::EnqueueAllgather(*runtime, std::move(name), std::move(input),
                                     /*urgent=*/false, process_set_id);
+}
+
+absl::StatusOr<Handle> ReducescatterAsync(std::string name, TensorView input,
+                                          const AllreduceOptions& options) {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) return NotInitialized("ReducescatterAsync");
+  return internal::EnqueueReducescatter(*runtime, std::move(name), std::move(input), options,
+                                        /*urgent=*/false);
 }
 
 absl::StatusOr<int> AddProcessSet(std::vector<int> ranks, bool at_init) {

@@ -37,6 +37,10 @@ absl::StatusOr<Handle> EnqueueBroadcast(Runtime& runtime, std::string name, Tens
                                         int root, bool urgent, int process_set_id = 0);
 absl::StatusOr<Handle> EnqueueAllgather(Runtime& runtime, std::string name, TensorView input,
                                         bool urgent, int process_set_id = 0);
+// options: op, scale factors and process set (name is ignored); the
+// handle's output is this rank's share.
+absl::StatusOr<Handle> EnqueueReducescatter(Runtime& runtime, std::string name, TensorView input,
+                                            const AllreduceOptions& options, bool urgent);
 // A collective the engine runs alone, as it is (alltoall, reducescatter,
 // barrier): `operation` names it, `tensors` are what ranks must agree on.
 // `run` runs on the set's engine thread (use Runtime::RunCollective(id, op)).
@@ -71,8 +75,8 @@ absl::StatusOr<Handle> StartAlltoall(Runtime& runtime, TensorView input,
                                      std::vector<int64_t> splits,
                                      std::shared_ptr<std::vector<int64_t>> received_splits,
                                      int process_set_id);
-absl::StatusOr<Handle> StartReducescatter(Runtime& runtime, TensorView input, ReduceOp op,
-                                          int process_set_id);
+absl::StatusOr<Handle> StartReducescatter(Runtime& runtime, TensorView input,
+                                          const AllreduceOptions& options);
 absl::StatusOr<Handle> StartBarrier(Runtime& runtime, int process_set_id);
 // In place: the Adasum of every rank's CPU `inout` (gloo/gloo_adasum.h: a
 // float dtype, a power-of-two set).

@@ -92,14 +92,10 @@ absl::StatusOr<Handle> StartAlltoall(Runtime& runtime, TensorView input,
                     });
 }
 
-absl::StatusOr<Handle> StartReducescatter(Runtime& runtime, TensorView input, ReduceOp op,
-                                          int process_set_id) {
-  return StartAlone(runtime, "reducescatter", &input, process_set_id, /*produces_output=*/true,
-                    [input, op](Communicator& comm) -> AloneResult {
-                      ReducescatterOptions options;
-                      options.op = op;
-                      return comm.Reducescatter(input, options);
-                    });
+absl::StatusOr<Handle> StartReducescatter(Runtime& runtime, TensorView input,
+                                          const AllreduceOptions& options) {
+  return EnqueueReducescatter(runtime, SyncName("reducescatter", options.name), std::move(input),
+                              options, /*urgent=*/true);
 }
 
 absl::StatusOr<Handle> StartBarrier(Runtime& runtime, int process_set_id) {
@@ -167,7 +163,10 @@ absl::StatusOr<Tensor> Alltoall(const TensorView& input, const std::vector<int64
 
 absl::StatusOr<Tensor> Reducescatter(const TensorView& input, ReduceOp op, int process_set_id) {
   HVDD_ASSIGN_OR_RETURN(Runtime * runtime, RuntimeFor("Reducescatter"));
-  return OutputOf(internal::StartReducescatter(*runtime, input, op, process_set_id));
+  AllreduceOptions options;
+  options.op = op;
+  options.process_set_id = process_set_id;
+  return OutputOf(internal::StartReducescatter(*runtime, input, options));
 }
 
 absl::Status Barrier(int process_set_id) {

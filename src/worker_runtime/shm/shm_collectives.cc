@@ -126,9 +126,6 @@ absl::Status SliceRounds(ShmGroup& group, DType dtype, int64_t count,
   const size_t element = DTypeSize(dtype);
   const int n = group.size();
   const int me = group.rank();
-  // What kAverage divides by: every rank, or only the ranks that contributed
-  // while others have joined (engine join; as AverageDivisor).
-  const int total_ranks = options.contributors > 0 ? options.contributors : n;
   const int64_t per_round = static_cast<int64_t>(group.slot_bytes() / element);
   // Where rank s's slice of the round at `offset` starts within the round
   // (and within every slot), and its elements.
@@ -171,7 +168,7 @@ absl::Status SliceRounds(ShmGroup& group, DType dtype, int64_t count,
       for (int p = 0; p < n; ++p) {
         if (p != me) ReduceInto(dtype, options.op, piece, group.slot(p) + within, k);
       }
-      FinishReduction(dtype, options.op, piece, k, total_ranks, options.postscale_factor);
+      FinishReduction(dtype, options.op, piece, k, n, options.postscale_factor);
       CopyBytes(published + within, piece, k * element);
     });
     if (offset + per_round < count) fill(offset + per_round, group.next_slot(me));

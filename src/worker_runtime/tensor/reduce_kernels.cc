@@ -48,6 +48,10 @@ T Multiply(T a, T b) {
   }
 }
 
+// Horovod's scaling: the factor is cast to the element's type and the
+// product taken there (float32 in float, float64 in double); an integer is
+// multiplied in double and truncated toward zero (saturating at the type's
+// limits, where Horovod's conversion would be undefined).
 template <typename T>
 T Scale(T value, double factor) {
   if constexpr (std::is_integral_v<T>) {
@@ -63,7 +67,7 @@ T Scale(T value, double factor) {
     }
     return static_cast<T>(scaled);
   } else {
-    return static_cast<T>(static_cast<double>(value) * factor);
+    return static_cast<T>(factor) * value;
   }
 }
 
@@ -111,17 +115,12 @@ void ReduceThroughFloat(ReduceOp op, void* accumulator, const void* incoming, si
   }
 }
 
+// float16 and bfloat16 scale as Horovod's CPU kernels do: the factor as a
+// float32, times the element widened to float32, rounded once.
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 void ScaleThroughFloat(void* data, size_t count, double factor) {
-  Map<uint16_t>(data, count, [factor](uint16_t v) {
-    return FromFloat(static_cast<float>(ToFloat(v) * factor));
-  });
-}
-
-template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
-void DivideThroughFloat(void* data, size_t count, int ranks) {
-  Map<uint16_t>(data, count,
-                [ranks](uint16_t v) { return FromFloat(ToFloat(v) / static_cast<float>(ranks)); });
+  const float f = static_cast<float>(factor);
+  Map<uint16_t>(data, count, [f](uint16_t v) { return FromFloat(f * ToFloat(v)); });
 }
 
 // bool is refused by every reduction before it gets here (DTypeReducible);
@@ -131,19 +130,6 @@ void ReduceBool(ReduceOp op, void* accumulator, const void* incoming, size_t cou
   Zip<uint8_t>(accumulator, incoming, count, [conjunction](uint8_t a, uint8_t b) {
     return static_cast<uint8_t>(conjunction ? (a != 0 && b != 0) : (a != 0 || b != 0));
   });
-}
-
-template <typename T>
-void DivideTyped(void* data, size_t count, int ranks) {
-  if constexpr (std::is_integral_v<T>) {
-    // Divide in int64: `ranks` need not fit in T (uint8 with 256 ranks).
-    const int64_t divisor = ranks;
-    Map<T>(data, count,
-           [divisor](T value) { return static_cast<T>(static_cast<int64_t>(value) / divisor); });
-  } else {
-    const T divisor = static_cast<T>(ranks);
-    Map<T>(data, count, [divisor](T value) { return value / divisor; });
-  }
 }
 
 }  // namespace
@@ -218,40 +204,9 @@ void ScaleInPlace(DType dtype, void* data, size_t count, double factor) {
 HVDD_WIDEST_VECTORS
 void FinishReduction(DType dtype, ReduceOp op, void* data, size_t count, int ranks,
                      double postscale) {
-  if (op == ReduceOp::kAverage) {
-    switch (dtype) {
-      case DType::kUInt8:
-        DivideTyped<uint8_t>(data, count, ranks);
-        break;
-      case DType::kInt32:
-        DivideTyped<int32_t>(data, count, ranks);
-        break;
-      case DType::kInt64:
-        DivideTyped<int64_t>(data, count, ranks);
-        break;
-      case DType::kFloat16:
-        DivideThroughFloat<HalfToFloat, FloatToHalf>(data, count, ranks);
-        break;
-      case DType::kFloat32:
-        DivideTyped<float>(data, count, ranks);
-        break;
-      case DType::kFloat64:
-        DivideTyped<double>(data, count, ranks);
-        break;
-      case DType::kInt8:
-        DivideTyped<int8_t>(data, count, ranks);
-        break;
-      case DType::kInt16:
-        DivideTyped<int16_t>(data, count, ranks);
-        break;
-      case DType::kBool:
-        break;
-      case DType::kBFloat16:
-        DivideThroughFloat<BFloat16ToFloat, FloatToBFloat16>(data, count, ranks);
-        break;
-    }
-  }
-  if (postscale != 1.0) ScaleInPlace(dtype, data, count, postscale);
+  // Horovod averages through the postscale: the sum times postscale / ranks.
+  const double factor = op == ReduceOp::kAverage ? postscale / ranks : postscale;
+  if (factor != 1.0) ScaleInPlace(dtype, data, count, factor);
 }
 
 }  // namespace horovodd::internal

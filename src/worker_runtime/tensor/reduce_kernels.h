@@ -1,8 +1,10 @@
 // Element-wise kernels the collectives run on raw buffers of one dtype.
 // float16 and bfloat16 go through float32 (each step widens both sides,
 // combines them and rounds once); integer sums and products wrap around (two's
-// complement) instead of overflowing; scaling an integer truncates toward
-// zero and saturates at the type's limits.
+// complement) instead of overflowing. Scaling is Horovod's, bit for bit: the
+// factor cast to the element type and multiplied there (float32 for float16
+// and bfloat16; float64 for integers, truncated toward zero and saturating at
+// the type's limits).
 #pragma once
 
 #include <cstddef>
@@ -17,9 +19,9 @@ void ReduceInto(DType dtype, ReduceOp op, void* accumulator, const void* incomin
 // data[i] *= factor.
 void ScaleInPlace(DType dtype, void* data, size_t count, double factor);
 
-// Turns a finished reduction over `ranks` contributions into the result:
-// kAverage divides by `ranks` (integers truncate), then everything is
-// multiplied by `postscale` (skipped when it is 1).
+// Turns a finished reduction over a set of `ranks` into the result, as
+// Horovod does: multiplied by `postscale`, or for kAverage (a sum so far) by
+// postscale / ranks, with ScaleInPlace's rules (skipped when it is 1).
 void FinishReduction(DType dtype, ReduceOp op, void* data, size_t count, int ranks,
                      double postscale);
 

@@ -98,6 +98,13 @@ absl::StatusOr<Handle> BroadcastAsync(std::string name, TensorView inout, int ro
 // handle completes.
 absl::StatusOr<Handle> AllgatherAsync(std::string name, TensorView input, int process_set_id = 0);
 
+// Like Reducescatter (horovodd.h), with options' op, scale factors and
+// process set (options.name is ignored); the result (this rank's share)
+// comes from handle.TakeOutput(). Ready reducescatters of the same dtype,
+// op and scale factors are fused, as allreduces are.
+absl::StatusOr<Handle> ReducescatterAsync(std::string name, TensorView input,
+                                          const AllreduceOptions& options = {});
+
 // Horovod's names: Synchronize waits without a deadline, Poll never blocks.
 absl::Status Synchronize(const Handle& handle);
 bool Poll(const Handle& handle);

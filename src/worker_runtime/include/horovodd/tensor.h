@@ -137,11 +137,9 @@ struct AllreduceOptions {
   // Identifies the tensor in errors and (later) in the fusion engine.
   std::string name;
   // The process set (process_sets.h) whose ranks reduce; 0 is every rank.
+  // kAverage divides by its size, also while some of its ranks have joined
+  // (horovodd::Join) and contribute zeros, as in Horovod.
   int process_set_id = 0;
-  // Set by the engine, not by callers: while some ranks have joined
-  // (horovodd::Join) they contribute zeros, and kAverage divides by this
-  // many ranks, those that contributed (0: every rank).
-  int contributors = 0;
 };
 
 }  // namespace horovodd

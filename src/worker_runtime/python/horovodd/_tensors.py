@@ -153,36 +153,6 @@ def dtype_key(tensor):
     return (is_torch(tensor), str(tensor.dtype))
 
 
-def is_integer(tensor):
-    """Integer dtypes (not bool)."""
-    if is_torch(tensor):
-        torch = _torch()
-        return not tensor.is_floating_point() and not tensor.is_complex() \
-            and tensor.dtype != torch.bool
-    return np.issubdtype(tensor.dtype, np.integer)
-
-
-def is_half(tensor):
-    return dtype_name(tensor) in ("float16", "bfloat16")
-
-
-def scale_(tensor, factor):
-    """tensor *= factor as Horovod scales: integers in float64 and half
-    floats in float32, each element cast back to the dtype (integers
-    truncated toward zero). In place; `tensor` must be contiguous."""
-    if factor == 1.0:
-        return tensor
-    if is_torch(tensor):
-        torch = _torch()
-        wide = torch.float32 if is_half(tensor) else torch.float64
-        target = tensor.detach()
-        target.copy_((target.to(wide) * factor).to(tensor.dtype))
-    else:
-        wide = "float32" if is_half(tensor) else "float64"
-        tensor[...] = (tensor.astype(wide) * factor).astype(tensor.dtype)
-    return tensor
-
-
 def as_float64(tensor):
     """A float64 numpy copy of `tensor`'s values."""
     if is_torch(tensor):

@@ -14,15 +14,18 @@ Asynchronous forms (*_async) queue the collective on the runtime's engine
 thread and return a handle at once; synchronize(handle) waits for it and
 returns the result or raises its error, poll(handle) says whether it is done,
 as Horovod's do. Ranks match queued requests by name (unnamed ones by the
-order they were made in) and ready allreduces are fused into one collective.
-The tensor must not be modified until synchronize. alltoall_async and
-reducescatter_async still run at once. These functions do not record
-autograd; horovodd.torch's do (horovodd/torch/mpi_ops.py).
+order they were made in) and ready allreduces (and reducescatters) are
+fused into one collective. The tensor must not be modified until
+synchronize. alltoall_async still runs at once. These functions do not
+record autograd; horovodd.torch's do (horovodd/torch/mpi_ops.py).
 
 Every collective takes process_set= (default: global_process_set, every
-rank); only the set's ranks call it. prescale_factor/postscale_factor
-scale integer tensors in float64 and half ones in float32, casting each
-element back, as Horovod does. op=Adasum combines tensors with Adasum
+rank); only the set's ranks call it. prescale_factor/postscale_factor scale
+as Horovod does, bit for bit (the runtime's reduce kernels): the factor cast
+to the tensor's dtype and multiplied there (float64 for integer tensors,
+float32 for float16 and bfloat16, each element cast back), before the sum
+for the prescale, after it for the postscale; Average is the sum times
+postscale_factor / the set's size. op=Adasum combines tensors with Adasum
 (horovodd/adasum.py).
 """
 
@@ -58,35 +61,6 @@ def _reduce_op(average, op):
 def _set_size(process_set):
     return _horovodd.size() if process_set is None or process_set is global_process_set \
         else process_set.size()
-
-
-class _Scaling:
-    """How one allreduce scales: either the runtime does it (floats with no
-    special handling), or Python does it around a plain reduction, as Horovod
-    does for integer and half tensors (and Average folds into the postscale:
-    the result is the sum times postscale/size, cast back per element)."""
-
-    def __init__(self, tensor, op, prescale_factor, postscale_factor, process_set):
-        prescale_factor, postscale_factor = float(prescale_factor), float(postscale_factor)
-        self.in_python = op is not Adasum and (prescale_factor != 1.0 or
-                                               postscale_factor != 1.0) and \
-            (_tensors.is_integer(tensor) or _tensors.is_half(tensor))
-        if self.in_python:
-            self.op = Sum if op == Average else op
-            self.pre, self.post = prescale_factor, postscale_factor
-            if op == Average:
-                self.post /= _set_size(process_set)
-            self.runtime_pre = self.runtime_post = 1.0
-        else:
-            self.op = op
-            self.pre = self.post = 1.0
-            self.runtime_pre, self.runtime_post = prescale_factor, postscale_factor
-
-    def before(self, contiguous):
-        _tensors.scale_(contiguous, self.pre)
-
-    def after(self, contiguous):
-        _tensors.scale_(contiguous, self.post)
 
 
 # ---------------------------------------------------------------------------
@@ -126,21 +100,18 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """In place: `tensor` becomes op (Average by default) over every rank's
     tensor, each multiplied by prescale_factor first, the result multiplied by
-    postscale_factor. Average divides the sum by size() (integers truncate).
-    Returns `tensor`."""
+    postscale_factor. Average is the sum times 1 / size() (integers in
+    float64, truncated). Returns `tensor`."""
     reduce_op = _reduce_op(average, op)
     if reduce_op is Adasum:
         _tensors.check(tensor, "allreduce_")
         _adasum_([tensor], name, process_set, prescale_factor, postscale_factor)
         return tensor
-    scaling = _Scaling(tensor, reduce_op, prescale_factor, postscale_factor, process_set)
     kwargs = process_set_kwargs(process_set)
 
     def run(ref, contiguous):
-        scaling.before(contiguous)
-        _horovodd.allreduce_(ref, scaling.op, scaling.runtime_pre, scaling.runtime_post,
+        _horovodd.allreduce_(ref, reduce_op, float(prescale_factor), float(postscale_factor),
                              name or "", keep=contiguous, **kwargs)
-        scaling.after(contiguous)
     return _tensors.in_place(tensor, run, "allreduce_")
 
 
@@ -254,48 +225,34 @@ def check_reducescatter_op(op):
         f"Reducescatter currently only supports SUM and AVERAGE, got op={name}.")
 
 
-def _reducescatter_scaled(tensor, op, prescale_factor, postscale_factor, process_set):
-    """(the input to send, the op to send it with, the factor for the
-    result): reducescatter scales in Python, as Horovod does for allreduce."""
-    prescale_factor, postscale_factor = float(prescale_factor), float(postscale_factor)
-    if prescale_factor == 1.0 and postscale_factor == 1.0:
-        return tensor, op, 1.0
-    sent = _tensors.clone(tensor)
-    if _tensors.is_integer(tensor) or _tensors.is_half(tensor):
-        _tensors.scale_(sent, prescale_factor)
-        if op == Average:
-            return sent, Sum, postscale_factor / _set_size(process_set)
-        return sent, op, postscale_factor
-    _tensors.scale_(sent, prescale_factor)
-    return sent, op, postscale_factor
-
-
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
-    """op (Average or Sum) over every rank's tensor; this rank gets its share
-    of the first dimension (the first rows % size() ranks get one row
-    more). Other ops raise HorovodInternalError, as in Horovod."""
+    """op (Average or Sum) over every rank's tensor, scaled as allreduce
+    scales; this rank gets its share of the first dimension (the first
+    rows % size() ranks get one row more). Other ops raise
+    HorovodInternalError, as in Horovod."""
     check_reducescatter_op(op)
     _tensors.check(tensor, "reducescatter")
     compressed, context = compression.compress(tensor)
-    sent, sent_op, factor = _reducescatter_scaled(compressed, op, prescale_factor,
-                                                  postscale_factor, process_set)
-    ref, owner = _tensors.readable_ref(sent, "reducescatter")
-    result = _tensors.like(_horovodd.reducescatter(ref, sent_op, keep=owner,
-                                                   **process_set_kwargs(process_set)), tensor)
-    if factor != 1.0:
-        result = _tensors.scale_(_tensors.writable_contiguous(result), factor)
-    return compression.decompress(result, context)
+    ref, owner = _tensors.readable_ref(compressed, "reducescatter")
+    result = _horovodd.reducescatter(ref, op, float(prescale_factor), float(postscale_factor),
+                                     name or "", keep=owner, **process_set_kwargs(process_set))
+    return compression.decompress(_tensors.like(result, compressed), context)
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
-    """reducescatter of each tensor in `tensors`; a list of results."""
+    """reducescatter of each tensor in `tensors`, negotiated together and
+    fused; a list of results, in order."""
     check_reducescatter_op(op)
-    return [reducescatter(t, None if name is None else f"{name}.{i}", compression, op,
-                          process_set, prescale_factor, postscale_factor)
-            for i, t in enumerate(tensors)]
+    tensors = list(tensors)
+    for tensor in tensors:
+        _tensors.check(tensor, "grouped_reducescatter")
+    compressed = [compression.compress(t) for t in tensors]
+    results = synchronize(grouped_reducescatter_async(
+        [c for c, _ in compressed], name, op, process_set, prescale_factor, postscale_factor))
+    return [compression.decompress(r, context) for r, (_, context) in zip(results, compressed)]
 
 
 def barrier(process_set=global_process_set):
@@ -388,8 +345,8 @@ def _writable_target(tensor, what):
 
 def _run_now(collective, *args, **kwargs):
     """A handle for a collective the engine does not queue (alltoall,
-    reducescatter, Adasum): it runs now; synchronize returns its result or
-    raises its error."""
+    Adasum): it runs now; synchronize returns its result or raises its
+    error."""
     try:
         result, error = collective(*args, **kwargs), None
     except Exception as caught:  # kept for synchronize(), as an async error would be
@@ -443,14 +400,11 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
         return _run_now(allreduce_, tensor, None, name, Adasum, prescale_factor,
                         postscale_factor, process_set)
     target, write_back = _writable_target(tensor, "allreduce_async_")
-    scaling = _Scaling(tensor, reduce_op, prescale_factor, postscale_factor, process_set)
-    scaling.before(target)
-    handle = _horovodd.allreduce_async_(_tensors.ref(target), scaling.op, scaling.runtime_pre,
-                                        scaling.runtime_post, _request_name(name, "allreduce"),
+    handle = _horovodd.allreduce_async_(_tensors.ref(target), reduce_op, float(prescale_factor),
+                                        float(postscale_factor), _request_name(name, "allreduce"),
                                         **process_set_kwargs(process_set))
 
     def finish():
-        scaling.after(target)
         write_back()
         return tensor
     return _track([handle], (tensor, target), finish)
@@ -475,22 +429,16 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                         postscale_factor, process_set)
     base = _request_name(name, "grouped_allreduce")
     targets = [_writable_target(t, "grouped_allreduce_async_") for t in tensors]
-    scalings = [_Scaling(t, reduce_op, prescale_factor, postscale_factor, process_set)
-                for t in tensors]
     kwargs = process_set_kwargs(process_set)
     handles = []
     for group_number, indices in enumerate(_dtype_groups(tensors)):
-        for i in indices:
-            scalings[i].before(targets[i][0])
-        scaling = scalings[indices[0]]
         refs = [_tensors.ref(targets[i][0]) for i in indices]
         handles.append(_horovodd.grouped_allreduce_async_(
-            refs, scaling.op, scaling.runtime_pre, scaling.runtime_post,
+            refs, reduce_op, float(prescale_factor), float(postscale_factor),
             f"{base}.{group_number}", **kwargs))
 
     def finish():
-        for (target, write_back), scaling in zip(targets, scalings):
-            scaling.after(target)
+        for _, write_back in targets:
             write_back()
         return tensors
     return _track(handles, (tensors, targets), finish)
@@ -549,20 +497,35 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0):
-    """reducescatter, returning a handle (it runs at once; see synchronize).
-    An op other than Sum or Average raises here, as Horovod's enqueue does."""
+    """Queues reducescatter on the engine and returns a handle at once;
+    synchronize returns this rank's share. Ranks match requests by name
+    (unnamed ones by their order); ready ones of one dtype, op and scale
+    factors are fused. An op other than Sum or Average raises here, as
+    Horovod's enqueue does."""
     check_reducescatter_op(op)
-    return _run_now(reducescatter, tensor, name, Compression.none, op, process_set,
-                    prescale_factor, postscale_factor)
+    ref, owner = _tensors.readable_ref(tensor, "reducescatter_async")
+    handle = _horovodd.reducescatter_async(ref, op, float(prescale_factor),
+                                           float(postscale_factor),
+                                           _request_name(name, "reducescatter"),
+                                           **process_set_kwargs(process_set))
+    return _track([handle], (tensor, owner),
+                  lambda: _tensors.like(handle.take_output(), tensor))
 
 
 def grouped_reducescatter_async(tensors, name=None, op=Average,
                                 process_set=global_process_set, prescale_factor=1.0,
                                 postscale_factor=1.0):
-    """grouped_reducescatter, returning a handle (it runs at once)."""
+    """Queues reducescatter of each tensor in `tensors` (negotiated together,
+    fused when ready together); synchronize returns the list of shares, in
+    order."""
     check_reducescatter_op(op)
-    return _run_now(grouped_reducescatter, tensors, name, Compression.none, op, process_set,
-                    prescale_factor, postscale_factor)
+    tensors = list(tensors)
+    for tensor in tensors:
+        _tensors.check(tensor, "grouped_reducescatter_async")
+    base = _request_name(name, "grouped_reducescatter")
+    parts = [reducescatter_async(t, f"{base}.{i}", op, process_set, prescale_factor,
+                                 postscale_factor) for i, t in enumerate(tensors)]
+    return _combine(parts, lambda results: results)
 
 
 # ---------------------------------------------------------------------------
