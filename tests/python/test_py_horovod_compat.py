@@ -93,3 +93,27 @@ def test_build_info_says_what_horovod_says(python_job):
     run_sections(python_job, 2, ["build_info"],
                  env={"EXPECTED_NCCL_VERSION_CODE": str(nccl),
                       "EXPECTED_CUDA_BUILT": "1" if cuda else "0"})
+
+
+@pytest.mark.parametrize("shm", ["1", "0"])
+@pytest.mark.parametrize("np_", [2, 3])
+def test_scale_factors_bit_for_bit(python_job, np_, shm):
+    run_sections(python_job, np_, ["scaling"], env={"HOROVODD_SHM": shm})
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_reducescatter_async_is_asynchronous_and_names_are_unique(python_job, np_):
+    run_sections(python_job, np_, ["reducescatter_async"])
+
+
+@pytest.mark.parametrize("shm", ["1", "0"])
+@pytest.mark.parametrize("np_", [2, 3])
+def test_reducescatters_fuse(python_job, tmp_path, np_, shm):
+    run_sections(python_job, np_, ["reducescatter_fusion"],
+                 env={"TIMELINE_PATH": str(tmp_path / "timeline.json"),
+                      "HOROVOD_CYCLE_TIME": "100", "HOROVODD_SHM": shm})
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_join_while_others_allreduce(python_job, np_):
+    run_sections(python_job, np_, ["join"])
