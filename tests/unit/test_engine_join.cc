@@ -3,16 +3,19 @@
 // its stall check, and its timeline, over in-process rings.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "child_stderr.h"
 #include "test_collectives_harness.h"
 #include "test_engine_support.h"
 #include "worker_runtime/engine/engine_stall.h"
@@ -222,6 +225,52 @@ TEST_CASE("stall check: the engine fails a tensor a peer never submits, with the
     std::shared_ptr<internal::Communicator> comm = comms[r];
     engines[r]->Detach(absl::AbortedError("test over"), [comm] { comm->Abort(); });
   }
+}
+
+// Rank 0 waits for a tensor rank 1 never sends, long enough for the stall
+// check to warn; then the ring fails (a peer is lost, as in a reset) and rank
+// 0 waits on for the next generation. Writes "ring failed" between the two.
+void StallThenRingFailure() {
+  internal::StallOptions stall;
+  stall.check_time = absl::Milliseconds(200);
+  gloo::rendezvous::HashStore store;
+  testing::RankGroup ring(store, "stall-reset", 2);
+  std::vector<std::unique_ptr<internal::Engine>> engines;
+  std::vector<std::shared_ptr<internal::Communicator>> comms;
+  for (int r = 0; r < 2; ++r) {
+    engines.push_back(std::make_unique<internal::Engine>(EngineOptions{}, stall));
+    auto comm = std::make_shared<internal::GlooCommunicator>(ring.shared(r));
+    comms.push_back(comm);
+    engines[r]->Attach(
+        1, [comm](internal::CommunicatorOp op) { return op(*comm); }, [comm] { comm->Abort(); });
+  }
+  std::vector<float> value = {1.0f};
+  AllreduceOptions options;
+  options.op = ReduceOp::kSum;
+  absl::StatusOr<Handle> late = engines[0]->Enqueue(
+      testing::AllreduceRequest("late.tensor", {ViewOf(value)}, options), false);
+  if (!late.ok()) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  comms[1]->Abort();
+  engines[1]->Detach(absl::AbortedError("lost"), [] {});
+  (void)late->Wait(absl::Seconds(30));  // fails with the ring
+  std::fprintf(stderr, "ring failed\n");
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // waiting to rejoin
+  std::shared_ptr<internal::Communicator> comm = comms[0];
+  engines[0]->Detach(absl::AbortedError("test over"), [comm] { comm->Abort(); });
+}
+
+TEST_CASE("stall check: nothing is stalled once the ring failed", "[engine][stall]") {
+  const auto [signal, err] = hvdd_test::RunInChild(StallThenRingFailure);
+  CHECK(signal == 0);
+  const size_t failed = err.find("ring failed\n");
+  REQUIRE(failed != std::string::npos);
+  // Before: the warning, naming the rank and the tensor.
+  CHECK_THAT(err.substr(0, failed),
+             Catch::Contains("stall check") && Catch::Contains("Missing ranks:\n1: [late.tensor]"));
+  // After: silence, though the worker waits on (as it does for a rendezvous).
+  CHECK(err.find("stall check", failed) == std::string::npos);
 }
 
 TEST_CASE("stall options come from Horovod's variables", "[engine][stall]") {

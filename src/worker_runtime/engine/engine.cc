@@ -514,6 +514,9 @@ absl::Status Engine::RingFailure(const absl::Status& cause) const {
 }
 
 void Engine::FailEverything(const absl::Status& reason, std::vector<Completion>& done) {
+  // Nothing of this ring waits any more: a worker on its way to the next
+  // generation (or waiting for it to form) has nothing stalled to report.
+  stall_.Reset();
   {
     absl::MutexLock lock(&mu());
     if (refusal_.ok()) refusal_ = reason;

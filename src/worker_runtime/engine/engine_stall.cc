@@ -121,11 +121,12 @@ StallInspector::Verdict StallInspector::Check(absl::Time now) {
       add(name, first == first_pending_.end() ? *round_since_ : first->second, round_missing_);
     }
   }
-  if (missing_by_rank.empty()) return verdict;
   std::string missing;
   for (const auto& [rank, names] : missing_by_rank) {
+    if (names.empty()) continue;
     absl::StrAppend(&missing, "\n", rank, ": [", absl::StrJoin(names, ", "), "]");
   }
+  if (missing.empty()) return verdict;  // never a warning that names nobody
   const double seconds = absl::ToDoubleSeconds(options_.check_time);
   if (now - last_warning_ >= options_.check_time) {
     last_warning_ = now;
