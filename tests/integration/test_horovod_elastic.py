@@ -244,3 +244,28 @@ def test_a_stopped_worker_is_found_by_its_silence(horovodrun, tmp_path):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_every_host_blacklisted_at_once_keeps_every_survivor(horovodrun, tmp_path):
+    # Issue #33 §6: one worker on each of the two hosts raises at the same step, so both
+    # hosts are blacklisted. Removing the survivors would leave none, so they all stay: the
+    # job goes on at size 2 with one worker on each host, rather than dropping one of them
+    # and waiting --elastic-timeout below --min-np. No survivor is left in a collective of
+    # the ended generation, and no stall warning names nobody.
+    run = start(horovodrun, tmp_path, "-np", 4, "--min-np", 2, "-H", f"{A}:2,{B}:2",
+                "--elastic-timeout", 600,
+                probe_args=("--epochs", 3, "--fail", f"@{A}:1:1:raise",
+                            "--fail", f"@{B}:1:1:raise"))
+    assert run.wait(timeout=120) == 0, run.output()
+    for host in (A, B):
+        assert run.count(rf"host {re.escape(host)} is blacklisted for the rest of the job") \
+            == 1, run.output()
+    sizes = readies(run)
+    assert sizes[0][1:] == (4, [A, A, B, B]), sizes
+    assert sizes[-1][1] == 2 and sorted(sizes[-1][2]) == sorted([A, B]), sizes
+    assert "the workers on blacklisted hosts stay" in run.output()
+    assert "below --min-np" not in run.output(), run.output()
+    assert "Missing ranks" not in run.output(), run.output()
+    final = epochs(run)[-1]
+    assert (final["epoch"], final["size"]) == (2, 2), run.output()
+    assert_no_false_loss(run)

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -287,6 +288,115 @@ TEST_CASE("simulated time: a silent worker is found in under 3 s with the defaul
   CHECK(job.launcher.signals() == std::vector<int>{SIGKILL});
   CHECK_THAT(EndedStatus(*job.driver).reason(),
              Catch::Contains("silent for 2900 ms (--liveness-timeout 2s)"));
+}
+
+// A worker's pending rendezvous call: its answer once the driver gives one.
+struct PendingAnswer {
+  std::mutex mu;
+  std::optional<absl::StatusOr<v1::RendezvousResponse>> answer;
+
+  bool answered() {
+    std::lock_guard<std::mutex> lock(mu);
+    return answer.has_value();
+  }
+  absl::StatusOr<v1::RendezvousResponse> Get() {
+    REQUIRE(WaitUntil([&] { return answered(); }));
+    std::lock_guard<std::mutex> lock(mu);
+    return *answer;
+  }
+};
+
+// Worker `id` asks for the first generation after `after`.
+std::shared_ptr<PendingAnswer> Ask(JobDriver& driver, int64_t id, int64_t after) {
+  auto pending = std::make_shared<PendingAnswer>();
+  v1::RendezvousRequest request;
+  request.mutable_who()->set_job_id("job-sim");
+  request.mutable_who()->set_worker_id(id);
+  request.set_after_generation(after);
+  driver.Rendezvous(request, [pending](absl::StatusOr<v1::RendezvousResponse> r) {
+    std::lock_guard<std::mutex> lock(pending->mu);
+    pending->answer = std::move(r);
+  });
+  return pending;
+}
+
+// Four workers, two on localhost and two on 127.0.0.1, blacklisted for good
+// on a failure, in a formed generation 1; launch n (from 0) is worker n + 1.
+struct TwoHostJob {
+  static v1::JobSpec Spec() {
+    v1::JobSpec spec = testing::LocalJobSpec({"train"}, 4, 2, 4);
+    spec.set_elastic(true);
+    spec.set_elastic_timeout_seconds(600);
+    spec.set_blacklist_cooldown_min_seconds(0);
+    spec.set_blacklist_cooldown_max_seconds(0);
+    spec.mutable_discovery()->clear_hosts();
+    for (const char* host : {"localhost", "127.0.0.1"}) {
+      auto* h = spec.mutable_discovery()->add_hosts();
+      h->set_host(host);
+      h->set_slots(2);
+    }
+    return spec;
+  }
+  TwoHostJob() : job(Spec()) {
+    REQUIRE(WaitUntil([&] { return job.launcher.worker_ids().size() == 4; }));
+    REQUIRE(job.launcher.hosts() ==
+            std::vector<std::string>{"localhost", "localhost", "127.0.0.1", "127.0.0.1"});
+    std::vector<std::shared_ptr<PendingAnswer>> first;
+    for (int64_t id = 1; id <= 4; ++id) first.push_back(Ask(*job.driver, id, 0));
+    for (auto& answer : first) REQUIRE(answer->Get().ok());
+  }
+  SimulatedJob job;
+};
+
+TEST_CASE("simulated time: when every host is blacklisted at once, every survivor stays",
+          "[job_driver]") {
+  TwoHostJob two;
+  JobDriver& driver = *two.job.driver;
+  // One worker on each host fails in the same step. Worker 1 (localhost)
+  // saw its ring break first and waits for the next generation.
+  auto held = Ask(driver, 1, 1);
+  two.job.launcher.Exit(1, 1);  // worker 2, localhost: blacklisted
+  driver.Status();              // barrier
+  // Worker 1 would leave (its host is blacklisted and 127.0.0.1 has
+  // survivors), but it is not told before the plan forms.
+  CHECK_FALSE(held->answered());
+  two.job.launcher.Exit(2, 1);  // worker 3, 127.0.0.1: blacklisted too
+  // Now every survivor is on a blacklisted host: both stay, at size 2.
+  auto other = Ask(driver, 4, 1);
+  absl::StatusOr<v1::RendezvousResponse> first = held->Get();
+  absl::StatusOr<v1::RendezvousResponse> second = other->Get();
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  CHECK_FALSE(first->removed());
+  CHECK(first->size() == 2);
+  CHECK(first->rank() == 0);  // the survivors keep their order
+  CHECK(second->rank() == 1);
+  CHECK(first->generation() == second->generation());
+  v1::JobStatus status = driver.Status();
+  CHECK(status.state() == v1::RUNNING);
+  CHECK_FALSE(driver.Ended());
+}
+
+TEST_CASE("simulated time: a worker leaving a blacklisted host hears it once the plan forms",
+          "[job_driver]") {
+  TwoHostJob two;
+  JobDriver& driver = *two.job.driver;
+  auto leaving = Ask(driver, 1, 1);
+  two.job.launcher.Exit(1, 1);  // worker 2, localhost: blacklisted
+  driver.Status();
+  CHECK_FALSE(leaving->answered());
+  auto third = Ask(driver, 3, 1);
+  auto fourth = Ask(driver, 4, 1);
+  absl::StatusOr<v1::RendezvousResponse> kept = third->Get();
+  REQUIRE(kept.ok());
+  CHECK(kept->size() == 2);
+  absl::StatusOr<v1::RendezvousResponse> gone = leaving->Get();
+  REQUIRE(gone.ok());
+  CHECK(gone->removed());
+  // Asking again gets the same answer at once.
+  absl::StatusOr<v1::RendezvousResponse> again = Ask(driver, 1, 1)->Get();
+  REQUIRE(again.ok());
+  CHECK(again->removed());
 }
 
 }  // namespace

@@ -184,6 +184,71 @@ TEST_CASE("generation planner: a blacklisted host's workers leave when others su
   CHECK(next.new_hosts.empty());
 }
 
+TEST_CASE("generation planner: workers held from leaving count again in the next plan",
+          "[job_parts]") {
+  GenerationPlanner planner(/*max_np=*/0);
+  WorkerTable table;
+  AddWaiting(table, 2, "a");
+  AddWaiting(table, 2, "b");
+  discovery::HostManager hosts = Hosts({{"a", 2}, {"b", 2}});
+  planner.Begin(planner.Next(table, hosts, kT0), kT0);
+  for (const auto& [id, w] : table) planner.AddMember(id);
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+
+  // A worker on a fails: a is blacklisted, its other worker is held.
+  WorkerTable::Exited(table.at(2), ExitInfo{1, 0});
+  table.at(2).state = v1::WORKER_FAILED;
+  hosts.ReportFailure("a", "exited with status 1", kT0);
+  Plan without_a = planner.Next(table, hosts, kT0);
+  CHECK(Ids(without_a.survivors) == std::vector<int64_t>{3, 4});
+  planner.Begin(without_a, kT0);
+  CHECK(planner.Holds(1));
+  CHECK_FALSE(planner.IsMember(1));
+  table.at(1).state = v1::WORKER_REMOVED;
+  // Planning again with nothing new leaves the held worker out again: the
+  // same generation, not a new one.
+  Plan again = planner.Next(table, hosts, kT0);
+  CHECK(again.removed == std::vector<int64_t>{1});
+  CHECK(planner.Unchanged(again));
+
+  // Before that plan forms a worker on b fails too: every survivor is on a
+  // blacklisted host, and the held one counts among them, in its old order.
+  WorkerTable::Exited(table.at(3), ExitInfo{1, 0});
+  table.at(3).state = v1::WORKER_FAILED;
+  hosts.ReportFailure("b", "exited with status 1", kT0);
+  Plan both = planner.Next(table, hosts, kT0);
+  CHECK(Ids(both.survivors) == std::vector<int64_t>{1, 4});
+  CHECK(both.kept_on_blacklisted);
+  CHECK(both.removed.empty());
+  CHECK_FALSE(planner.Unchanged(both));  // as many members as before, not the same ones
+  planner.Begin(both, kT0);
+  CHECK_FALSE(planner.Holds(1));
+  CHECK(planner.TakeHeld().empty());
+}
+
+TEST_CASE("generation planner: held workers are let go once the plan forms", "[job_parts]") {
+  GenerationPlanner planner(/*max_np=*/0);
+  WorkerTable table;
+  AddWaiting(table, 2, "a");
+  AddWaiting(table, 2, "b");
+  discovery::HostManager hosts = Hosts({{"a", 2}, {"b", 2}});
+  planner.Begin(planner.Next(table, hosts, kT0), kT0);
+  for (const auto& [id, w] : table) planner.AddMember(id);
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+  WorkerTable::Exited(table.at(1), ExitInfo{1, 0});
+  table.at(1).state = v1::WORKER_FAILED;
+  hosts.ReportFailure("a", "exited with status 1", kT0);
+  planner.Begin(planner.Next(table, hosts, kT0), kT0);
+  CHECK(planner.Holds(2));
+  for (int64_t id : {3, 4}) table.at(id).after_generation = 1;
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+  CHECK(planner.TakeHeld() == std::vector<int64_t>{2});
+  CHECK_FALSE(planner.Holds(2));
+}
+
 TEST_CASE("generation planner: forms a generation once every member waits, then answers ranks",
           "[job_parts]") {
   GenerationPlanner planner(2);

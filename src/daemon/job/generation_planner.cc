@@ -31,6 +31,16 @@ bool GenerationPlanner::IsMember(int64_t id) const {
   return std::find(members_.begin(), members_.end(), id) != members_.end();
 }
 
+bool GenerationPlanner::Holds(int64_t id) const {
+  return std::find(held_.begin(), held_.end(), id) != held_.end();
+}
+
+std::vector<int64_t> GenerationPlanner::TakeHeld() {
+  std::vector<int64_t> held;
+  held.swap(held_);
+  return held;
+}
+
 int GenerationPlanner::RankOf(int64_t id) const {
   auto it = std::find(ready_members_.begin(), ready_members_.end(), id);
   return it == ready_members_.end() ? -1 : static_cast<int>(it - ready_members_.begin());
@@ -43,7 +53,22 @@ bool GenerationPlanner::Told(int64_t id) const {
 Plan GenerationPlanner::Next(const WorkerTable& workers, const discovery::HostManager& hosts,
                              absl::Time now) const {
   PlanInput input;
-  for (int64_t id : members_) {
+  std::vector<int64_t> current = members_;
+  if (!held_.empty()) {
+    // The held workers back among the members, in the ready generation's
+    // rank order; workers started since come after them.
+    current.clear();
+    for (int64_t id : ready_members_) {
+      if (IsMember(id) || Holds(id)) current.push_back(id);
+    }
+    for (int64_t id : members_) {
+      if (std::find(current.begin(), current.end(), id) == current.end()) current.push_back(id);
+    }
+    for (int64_t id : held_) {
+      if (std::find(current.begin(), current.end(), id) == current.end()) current.push_back(id);
+    }
+  }
+  for (int64_t id : current) {
     const Worker& w = workers.at(id);
     input.current.push_back({id, w.host});
     if (w.state == v1::WORKER_FAILED || w.gone()) input.lost.insert(id);
@@ -61,12 +86,22 @@ Plan GenerationPlanner::Next(const WorkerTable& workers, const discovery::HostMa
   return PlanGeneration(input);
 }
 
+bool GenerationPlanner::Unchanged(const Plan& plan) const {
+  if (!plan.new_hosts.empty() || plan.survivors.size() != members_.size()) return false;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    if (plan.survivors[i].worker_id != members_[i]) return false;
+  }
+  return std::all_of(plan.removed.begin(), plan.removed.end(),
+                     [this](int64_t id) { return Holds(id); });
+}
+
 void GenerationPlanner::Begin(const Plan& plan, absl::Time now) {
   generation_ = std::max(generation_, generation_floor_) + 1;
   planned_at_ = now;
   members_.clear();
   rendezvous_scan_ = 0;
   for (const auto& m : plan.survivors) members_.push_back(m.worker_id);
+  held_ = plan.left_blacklisted;
 }
 
 void GenerationPlanner::Restore(int64_t ready, std::vector<int64_t> ready_members, int64_t planned,

@@ -36,15 +36,29 @@ class GenerationPlanner {
   absl::Time planned_at() const { return planned_at_; }
 
   bool IsMember(int64_t id) const;
+  // Whether `id` is held: a worker of the ready generation that generation()
+  // leaves out because its host is blacklisted. It hears that it leaves only
+  // once generation() forms (TakeHeld): until then every plan counts it among
+  // the survivors again, so that hosts blacklisted one failure after another
+  // while one reset forms are judged together, and when every survivor is on
+  // a blacklisted host they all stay (PlanGeneration), not only the last.
+  bool Holds(int64_t id) const;
+  // The held workers, once generation() formed: they leave now. Clears them.
+  std::vector<int64_t> TakeHeld();
   // Rank in the ready generation; -1 when not in it.
   int RankOf(int64_t id) const;
   // Whether member `id` knows of generation() (or will at once: a joiner).
   bool Told(int64_t id) const;
 
-  // The next generation for `workers` on `hosts` as they are at `now`.
+  // The next generation for `workers` on `hosts` as they are at `now`, from
+  // the members of generation() and the held workers, in rank order.
   Plan Next(const WorkerTable& workers, const discovery::HostManager& hosts, absl::Time now) const;
+  // Whether `plan` (from Next) is generation() again: the same members in
+  // the same order, no new worker, and only held workers left out.
+  bool Unchanged(const Plan& plan) const;
   // `plan` is generation() + 1 from `now` on: its survivors are the members
-  // (workers it starts join with AddMember).
+  // (workers it starts join with AddMember); the workers it removes from
+  // blacklisted hosts are held (Holds).
   void Begin(const Plan& plan, absl::Time now);
   void AddMember(int64_t id) { members_.push_back(id); }
   // A planned member that never started leaves the plan.
@@ -94,6 +108,7 @@ class GenerationPlanner {
   size_t rendezvous_scan_ = 0;
   std::vector<int64_t> joiners_;
   bool joiners_pending_ = false;
+  std::vector<int64_t> held_;  // see Holds
   std::vector<int64_t> ready_members_;
   std::vector<RankInfo> rank_infos_;  // of ready_members_
   // ready_generation_ is generation shrinks_generation_ without the workers

@@ -118,6 +118,8 @@ void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply
     w->waiting = true;
     w->after_generation = request.after_generation();
     w->reply = std::move(reply);
+    // Held (leaving a blacklisted host): its answer waits for the plan to form.
+    if (generations_.Holds(w->id)) return;
     if (w->state == v1::WORKER_REMOVED || !generations_.IsMember(w->id)) {
       w->state = v1::WORKER_REMOVED;
       w->Answer(generations_.RemovedAnswer());

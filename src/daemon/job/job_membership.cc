@@ -43,7 +43,7 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
     hosts_.ArmBelowMinTimer(plan.size(), needed);
     return;
   }
-  if (trigger != ReplanTrigger::kBrokenRing && plan.unchanged(generations_.members().size())) {
+  if (trigger != ReplanTrigger::kBrokenRing && generations_.Unchanged(plan)) {
     return;
   }
   hosts_.CancelBelowMinTimer();
@@ -74,11 +74,18 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
   starter_.PlanRanks(plan);
   for (int64_t id : plan.removed) {
     Worker& w = workers_.at(id);
-    recorder_.Record(v1::JobEvent::INFO,
-                     absl::StrCat(generations_.Describe(w), " leaves: ",
-                                  WhyLeaving(plan, w, hosts_.manager(), clock_.Now())));
-    w.state = v1::WORKER_REMOVED;
-    if (w.waiting) w.Answer(generations_.RemovedAnswer());
+    if (w.state != v1::WORKER_REMOVED) {  // else held since an earlier plan: said already
+      recorder_.Record(v1::JobEvent::INFO,
+                       absl::StrCat(generations_.Describe(w), " leaves: ",
+                                    WhyLeaving(plan, w, hosts_.manager(), clock_.Now())));
+      w.state = v1::WORKER_REMOVED;
+    }
+    // A held worker hears it once the plan forms (TryCompleteRendezvous).
+    if (w.waiting && !generations_.Holds(id)) w.Answer(generations_.RemovedAnswer());
+  }
+  for (const Member& m : plan.survivors) {
+    Worker& w = workers_.at(m.worker_id);
+    if (w.state == v1::WORKER_REMOVED) w.state = v1::WORKER_RUNNING;  // held, and kept after all
   }
   recorder_.Record(
       v1::JobEvent::INFO,
@@ -122,6 +129,10 @@ void JobDriver::TryCompleteRendezvous() {
   if (static_cast<int>(generations_.members().size()) < spec_.min_np()) return;
   if (!generations_.AllWaiting(workers_)) return;
   generations_.MarkReady(workers_);
+  for (int64_t id : generations_.TakeHeld()) {
+    Worker& w = workers_.at(id);
+    if (w.waiting) w.Answer(generations_.RemovedAnswer());
+  }
   const std::vector<int64_t>& members = generations_.members();
   for (size_t rank = 0; rank < members.size(); ++rank) {
     Worker& w = workers_.at(members[rank]);
@@ -190,6 +201,11 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
           other.state = v1::WORKER_REMOVED;
           context_.launcher->Signal(other.handle, SIGTERM).IgnoreError();
         }
+      }
+      // Nor are the workers held back from leaving (generation_planner.h).
+      for (int64_t held : generations_.TakeHeld()) {
+        Worker& other = workers_.at(held);
+        if (other.waiting) other.Answer(generations_.RemovedAnswer());
       }
     }
     end_.MaybeFinishSucceeded(plain ? JobEnd::Finishers::kPlannedMembers
