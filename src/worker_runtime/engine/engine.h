@@ -22,7 +22,8 @@
 // returns once the engine thread no longer touches the communicator. A
 // collective that fails (lost peer, daemon abort) fails its own handles with
 // its error and every other pending one with ABORTED; requests are refused
-// with ABORTED until the next Attach.
+// with ABORTED until the next Attach. Either way the stall check forgets what
+// waited: nothing of an ended ring is reported as stalled.
 #pragma once
 
 #include <atomic>
