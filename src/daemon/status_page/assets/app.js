@@ -390,13 +390,26 @@ function hostActions(td, h) {
   td.appendChild(button);
 }
 
+// The answer comes from the buttons' own handlers, set afresh for each
+// question, not from the dialog's 'close' event: that event is queued, so one
+// from the last question could still arrive after the next was asked and
+// answer it (a lost or a doubled action).
 function confirmAction(question, yes) {
   return new Promise(resolve => {
     const dialog = $('confirm');
+    const yesButton = $('confirm-yes');
+    const noButton = $('confirm-no');
     $('confirm-text').textContent = question;
-    $('confirm-yes').textContent = yes;
-    dialog.returnValue = '';
-    dialog.addEventListener('close', () => resolve(dialog.returnValue === 'yes'), {once: true});
+    yesButton.textContent = yes;
+    const answer = value => event => {
+      event.preventDefault();  // no form submission: this handler closes the dialog
+      yesButton.onclick = noButton.onclick = dialog.oncancel = null;
+      dialog.close();
+      resolve(value);
+    };
+    yesButton.onclick = answer(true);
+    noButton.onclick = answer(false);
+    dialog.oncancel = answer(false);  // Escape
     dialog.showModal();
   });
 }
