@@ -22,6 +22,7 @@
 #include "worker_runtime/comm/communicator.h"
 #include "worker_runtime/comm_factory/comm_factory.h"
 #include "worker_runtime/engine/engine.h"
+#include "worker_runtime/engine/engine_activity.h"
 #include "worker_runtime/engine/engine_request.h"
 #include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/gloo/gloo_context.h"
@@ -81,7 +82,11 @@ inline internal::Request ReducescatterRequest(const std::string& name, TensorVie
 class EngineGroup {
  public:
   EngineGroup(int size, EngineOptions options = {}) : size_(size) {
-    for (int r = 0; r < size; ++r) engines_.push_back(std::make_unique<internal::Engine>(options));
+    for (int r = 0; r < size; ++r) {
+      activities_.push_back(std::make_shared<internal::ActivityTracker>());
+      engines_.push_back(std::make_unique<internal::Engine>(
+          options, internal::StallOptions{}, internal::ActivitySink{activities_.back(), 0}));
+    }
     Connect();
   }
   ~EngineGroup() {
@@ -90,6 +95,8 @@ class EngineGroup {
 
   int size() const { return size_; }
   internal::Engine& engine(int rank) { return *engines_[rank]; }
+  // What rank's engine reports doing (engine_activity.h).
+  internal::ActivityTracker& activity(int rank) { return *activities_[rank]; }
   internal::GlooContext& context(int rank) { return ring_->context(rank); }
   internal::Communicator& communicator(int rank) { return *comms_[rank]; }
   // Every rank of the ring shares this host's memory (not in test_engine_tcp).
@@ -135,7 +142,8 @@ class EngineGroup {
   gloo::rendezvous::HashStore store_;
   int rings_ = 0;
   std::unique_ptr<RankGroup> ring_;
-  std::vector<std::shared_ptr<internal::Communicator>> comms_;  // by rank, of ring_
+  std::vector<std::shared_ptr<internal::Communicator>> comms_;          // by rank, of ring_
+  std::vector<std::shared_ptr<internal::ActivityTracker>> activities_;  // by rank
   std::vector<std::unique_ptr<internal::Engine>> engines_;
 };
 

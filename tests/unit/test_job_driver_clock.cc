@@ -401,3 +401,69 @@ TEST_CASE("simulated time: a worker leaving a blacklisted host hears it once the
 
 }  // namespace
 }  // namespace horovodd::daemon
+
+namespace horovodd::daemon {
+namespace {
+
+v1::WorkerActivity WaitingIn(const std::string& name, double waited_seconds, int64_t completed) {
+  v1::WorkerActivity activity;
+  activity.mutable_waiting()->set_name(name);
+  activity.mutable_waiting()->set_operation("allreduce");
+  activity.mutable_waiting()->set_waited_seconds(waited_seconds);
+  activity.set_completed(completed);
+  return activity;
+}
+
+const v1::WorkerStatus& WorkerOf(const v1::JobStatus& status, int64_t worker_id) {
+  for (const auto& w : status.workers()) {
+    if (w.worker_id() == worker_id) return w;
+  }
+  FAIL("no worker " << worker_id);
+  return status.workers(0);
+}
+
+TEST_CASE("simulated time: the daemon keeps each worker's latest activity report", "[job_driver]") {
+  SimulatedJob job(testing::LocalJobSpec({"train"}, 2, 2, 2));
+  REQUIRE(WaitUntil([&] { return job.launcher.worker_ids().size() == 2; }));
+  const int64_t a = job.launcher.worker_ids()[0];
+  const int64_t b = job.launcher.worker_ids()[1];
+  job.driver->Attach(a, std::make_shared<NullChannel>());
+  job.driver->Attach(b, std::make_shared<NullChannel>());
+
+  // No report yet: no activity.
+  v1::JobStatus status = job.driver->Status();
+  CHECK_FALSE(WorkerOf(status, a).has_activity());
+  job.driver->Heartbeat(a);  // a heartbeat without a report changes nothing
+  CHECK_FALSE(WorkerOf(job.driver->Status(), a).has_activity());
+
+  job.driver->Heartbeat(a, WaitingIn("grad.old", 1, 3));
+  job.driver->Heartbeat(a, WaitingIn("grad.new", 2, 4));  // replaces the one before
+  v1::WorkerActivity b_idle;
+  b_idle.set_completed(4);
+  job.driver->Heartbeat(b, b_idle);
+  job.driver->Status();  // barrier: the reports arrived before time moves on
+  const absl::Time reported = job.clock.Now();
+  job.clock.Advance(absl::Seconds(5));
+
+  status = job.driver->Status();
+  const v1::WorkerStatus& wa = WorkerOf(status, a);
+  REQUIRE(wa.has_activity());
+  CHECK(wa.activity().waiting().name() == "grad.new");
+  CHECK(wa.activity().completed() == 4);
+  CHECK(wa.activity_unix() == absl::ToDoubleSeconds(reported - absl::UnixEpoch()));
+  // Submitted 2 s before the report, which was 5 s ago: waiting 7 s now.
+  CHECK(wa.activity().waiting().waited_seconds() == 7);
+  CHECK(wa.activity().waiting().since_unix() ==
+        absl::ToDoubleSeconds(reported - absl::Seconds(2) - absl::UnixEpoch()));
+  const v1::WorkerStatus& wb = WorkerOf(status, b);
+  REQUIRE(wb.has_activity());
+  CHECK_FALSE(wb.activity().has_waiting());
+  CHECK(wb.activity().completed() == 4);
+
+  // A worker that exits keeps no report.
+  job.launcher.Exit(0, 0);
+  REQUIRE(WaitUntil([&] { return !WorkerOf(job.driver->Status(), a).has_activity(); }));
+}
+
+}  // namespace
+}  // namespace horovodd::daemon

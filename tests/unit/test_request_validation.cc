@@ -288,3 +288,69 @@ TEST_CASE("Attach messages, commit and failure reports") {
   failure.set_message(std::string(100 * 1024, 'm'));
   CHECK_REFUSED(ValidateRequest(failure, kLimits), kInvalidArgument, "message is 102400 bytes");
 }
+
+TEST_CASE("a heartbeat's activity report: bounded names, counts and finite seconds") {
+  using daemon::ValidateWorkerActivity;
+  v1::WorkerActivity activity;
+  CHECK(ValidateWorkerActivity(activity).ok());  // waits in nothing, no commit yet
+  activity.mutable_waiting()->set_name("grad.w1");
+  activity.mutable_waiting()->set_operation("allreduce");
+  activity.mutable_waiting()->set_waited_seconds(3.5);
+  activity.set_pending(2);
+  activity.set_completed(41);
+  activity.set_last_commit(7);
+  activity.set_step_seconds(0.25);
+  activity.set_steps_per_second(4);
+  activity.set_since_commit_seconds(-1);
+  CHECK(ValidateWorkerActivity(activity).ok());
+  activity.set_since_commit_seconds(0.5);
+  CHECK(ValidateWorkerActivity(activity).ok());
+
+  auto refused = [](const v1::WorkerActivity& bad, const std::string& field) {
+    const absl::Status st = ValidateWorkerActivity(bad);
+    CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(st.message()), Catch::Contains(field));
+  };
+  v1::WorkerActivity bad = activity;
+  bad.mutable_waiting()->set_name(std::string(4096, 'n'));
+  refused(bad, "waiting.name is 4096 bytes");
+  bad = activity;
+  bad.mutable_waiting()->set_name(std::string("a\0b", 3));
+  refused(bad, "waiting.name holds a NUL byte");
+  bad = activity;
+  bad.mutable_waiting()->set_operation(std::string(100, 'o'));
+  refused(bad, "waiting.operation");
+  bad = activity;
+  bad.mutable_waiting()->set_process_set(-1);
+  refused(bad, "waiting.process_set");
+  bad = activity;
+  bad.mutable_waiting()->set_waited_seconds(std::nan(""));
+  refused(bad, "waiting.waited_seconds");
+  bad = activity;
+  bad.mutable_waiting()->set_waited_seconds(-2);
+  refused(bad, "waiting.waited_seconds");
+  bad = activity;
+  bad.set_pending(-1);
+  refused(bad, "pending");
+  bad = activity;
+  bad.set_completed(-5);
+  refused(bad, "completed");
+  bad = activity;
+  bad.set_last_commit(-1);
+  refused(bad, "last_commit");
+  bad = activity;
+  bad.set_step_seconds(std::numeric_limits<double>::infinity());
+  refused(bad, "step_seconds");
+  bad = activity;
+  bad.set_steps_per_second(-1);
+  refused(bad, "steps_per_second");
+  bad = activity;
+  bad.set_since_commit_seconds(-3);
+  refused(bad, "since_commit_seconds");
+
+  // The heartbeat itself passes whatever its report holds: the report alone is dropped.
+  v1::WorkerMessage message;
+  message.mutable_heartbeat()->set_generation(1);
+  message.mutable_heartbeat()->mutable_activity()->set_pending(-1);
+  CHECK(ValidateRequest(message, kLimits).ok());
+}

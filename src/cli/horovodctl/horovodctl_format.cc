@@ -78,6 +78,24 @@ std::string KindName(v1::JobEvent::Kind kind) {
   }
 }
 
+// What a worker waits in: "allreduce grad.w1 (12s)", "-" when in nothing,
+// "" when it reported nothing (an older worker, or one that exited).
+std::string WaitsIn(const v1::WorkerStatus& w) {
+  if (!w.has_activity()) return "";
+  if (!w.activity().has_waiting()) return "-";
+  const v1::CollectiveWait& wait = w.activity().waiting();
+  std::string text = absl::StrCat(wait.operation(), " ", Truncated(wait.name(), 40));
+  if (wait.process_set() != 0) absl::StrAppend(&text, " [set ", wait.process_set(), "]");
+  absl::StrAppend(&text, " (", HumanDuration(absl::Seconds(wait.waited_seconds())), ")");
+  return text;
+}
+
+// The worker's step time (the mean interval between its recent commits).
+std::string StepTime(const v1::WorkerStatus& w) {
+  if (!w.has_activity() || w.activity().step_seconds() <= 0) return "-";
+  return absl::StrFormat("%.3gs", w.activity().step_seconds());
+}
+
 std::string WorkersTable(const v1::JobStatus& job) {
   std::vector<const v1::WorkerStatus*> workers;
   for (const auto& w : job.workers()) workers.push_back(&w);
@@ -87,14 +105,17 @@ std::string WorkersTable(const v1::JobStatus& job) {
     if (a_member != b_member) return a_member;
     return a_member ? a->rank() < b->rank() : a->worker_id() < b->worker_id();
   });
-  TextTable table({"RANK", "WORKER", "HOST", "PID", "STATE", "EXIT", "RESETS", "LAST COMMIT"});
+  TextTable table({"RANK", "WORKER", "HOST", "PID", "STATE", "EXIT", "RESETS", "LAST COMMIT",
+                   "DONE", "STEP", "WAITS IN"});
   for (const auto* w : workers) {
     const bool exited = w->state() == v1::WORKER_SUCCEEDED || w->state() == v1::WORKER_FAILED ||
                         w->state() == v1::WORKER_REMOVED;
     table.AddRow({w->rank() >= 0 ? std::to_string(w->rank()) : "-", std::to_string(w->worker_id()),
                   w->host(), w->pid() > 0 ? std::to_string(w->pid()) : "-",
                   WorkerStateName(w->state()), exited ? std::to_string(w->exit_code()) : "-",
-                  std::to_string(w->resets()), std::to_string(w->last_commit())});
+                  std::to_string(w->resets()), std::to_string(w->last_commit()),
+                  w->has_activity() ? std::to_string(w->activity().completed()) : "-", StepTime(*w),
+                  WaitsIn(*w)});
   }
   return table.Render();
 }

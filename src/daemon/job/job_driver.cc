@@ -177,9 +177,13 @@ void JobDriver::Attach(int64_t worker_id, std::shared_ptr<WorkerChannel> channel
   });
 }
 
-void JobDriver::Heartbeat(int64_t worker_id) {
-  loop_.Post([this, worker_id] {
-    if (workers_.Find(worker_id) != nullptr) liveness_.Seen(worker_id, clock_.Now());
+void JobDriver::Heartbeat(int64_t worker_id, std::optional<v1::WorkerActivity> activity) {
+  loop_.Post([this, worker_id, activity = std::move(activity)]() mutable {
+    Worker* w = workers_.Find(worker_id);
+    if (w == nullptr) return;
+    const absl::Time now = clock_.Now();
+    liveness_.Seen(worker_id, now);
+    if (activity.has_value() && !w->gone()) WorkerTable::Reported(*w, *std::move(activity), now);
   });
 }
 

@@ -26,6 +26,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,7 +94,8 @@ class JobDriver {
   void KvSet(const v1::KvSetRequest& request, std::function<void(absl::Status)> reply);
   void KvGet(const v1::KvGetRequest& request, KvGetReply reply);
   void Attach(int64_t worker_id, std::shared_ptr<WorkerChannel> channel);
-  void Heartbeat(int64_t worker_id);
+  // `activity`: what the worker reported doing, if it did (checked).
+  void Heartbeat(int64_t worker_id, std::optional<v1::WorkerActivity> activity = std::nullopt);
   void Detach(int64_t worker_id, const WorkerChannel* channel);
   void ReportCommit(const v1::CommitReport& report);
   void ReportFailure(const v1::FailureReport& report);

@@ -38,6 +38,7 @@ v1::JobStatus JobStatusView::Now() const {
   s.set_reason(lifecycle_.reason());
   s.set_generation(generations_.ready_generation());
   s.set_size(static_cast<int>(generations_.ready_members().size()));
+  const absl::Time now = clock_.Now();
   for (const auto& [id, w] : workers_) {
     auto* ws = s.add_workers();
     ws->set_worker_id(id);
@@ -48,8 +49,21 @@ v1::JobStatus JobStatusView::Now() const {
     ws->set_exit_code(w.exit_code);
     ws->set_last_commit(w.last_commit);
     ws->set_resets(std::max(0, w.generations_joined - 1));
+    if (w.activity.has_value()) {
+      // Waits are measured on the worker's clock and placed on the daemon's:
+      // a wait still going on has grown since the report by the report's age.
+      v1::WorkerActivity* activity = ws->mutable_activity();
+      *activity = *w.activity;
+      ws->set_activity_unix(UnixSeconds(w.activity_at));
+      if (activity->has_waiting()) {
+        v1::CollectiveWait* wait = activity->mutable_waiting();
+        const absl::Duration waited = absl::Seconds(wait->waited_seconds());
+        wait->set_since_unix(UnixSeconds(w.activity_at - waited));
+        wait->set_waited_seconds(absl::ToDoubleSeconds(now - w.activity_at + waited));
+      }
+    }
   }
-  for (const auto& h : hosts_.Hosts(clock_.Now())) {
+  for (const auto& h : hosts_.Hosts(now)) {
     auto* hs = s.add_hosts();
     hs->set_host(h.host);
     hs->set_slots(h.slots);

@@ -75,6 +75,12 @@ void WorkerTable::Exited(Worker& w, const ExitInfo& exit) {
   w.exit_code = exit.signal != 0 ? 128 + exit.signal : exit.exit_code;
   w.Refuse(absl::AbortedError("worker exited"));
   w.channel.reset();
+  w.activity.reset();
+}
+
+void WorkerTable::Reported(Worker& w, v1::WorkerActivity activity, absl::Time now) {
+  w.activity = std::move(activity);
+  w.activity_at = now;
 }
 
 bool WorkerTable::AllGone() const {

@@ -13,9 +13,11 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "daemon/job/event_log.h"
 #include "daemon/job/worker_channel.h"
 #include "daemon/launch/launcher.h"
@@ -45,6 +47,10 @@ struct Worker {
   int64_t after_generation = 0;
   RendezvousReply reply;
   std::shared_ptr<std::atomic<int>> rank;  // read by the launcher's I/O thread
+  // What it last reported doing (its heartbeats), and when that arrived
+  // (the daemon's clock); none once it has exited.
+  std::optional<v1::WorkerActivity> activity;
+  absl::Time activity_at;
 
   // No process, and none on its way.
   bool gone() const { return handle == 0 && !launching; }
@@ -74,8 +80,12 @@ class WorkerTable {
 
   // The launcher started `w`.
   static void Started(Worker& w, const LaunchedProcess& process);
-  // `w`'s process ended: no handle, no stream, its pending call refused.
+  // `w`'s process ended: no handle, no stream, its pending call refused,
+  // no activity.
   static void Exited(Worker& w, const ExitInfo& exit);
+  // `w` reported `activity` (checked: ValidateWorkerActivity) at `now`: it
+  // replaces the one before.
+  static void Reported(Worker& w, v1::WorkerActivity activity, absl::Time now);
 
   // Whether no worker has a process or one on its way.
   bool AllGone() const;

@@ -144,4 +144,46 @@ std::string Metrics::Render() const {
   return out;
 }
 
+std::string Metrics::RenderRanks(const std::vector<v1::JobStatus>& jobs) {
+  struct Rank {
+    std::string labels;  // job="...",rank="..."
+    const v1::WorkerActivity* activity;
+  };
+  std::vector<Rank> ranks;
+  for (const v1::JobStatus& job : jobs) {
+    if (Terminal(job.state())) continue;
+    for (const v1::WorkerStatus& w : job.workers()) {
+      if (w.rank() < 0 || !w.has_activity()) continue;
+      ranks.push_back(
+          {absl::StrCat("job=\"", LabelValue(job.job_id()), "\",rank=\"", w.rank(), "\""),
+           &w.activity()});
+    }
+  }
+  std::string out;
+  Header(out, "horovodd_rank_wait_seconds", "gauge",
+         "How long each rank has waited in its oldest pending collective (0: in none).");
+  for (const Rank& r : ranks) {
+    const double waited = r.activity->has_waiting() ? r.activity->waiting().waited_seconds() : 0;
+    absl::StrAppend(&out, "horovodd_rank_wait_seconds{", r.labels, "} ", Number(waited), "\n");
+  }
+  Header(out, "horovodd_rank_step_seconds", "gauge",
+         "Each rank's step time: the mean interval between its recent commits (0: unknown).");
+  for (const Rank& r : ranks) {
+    absl::StrAppend(&out, "horovodd_rank_step_seconds{", r.labels, "} ",
+                    Number(r.activity->step_seconds()), "\n");
+  }
+  Header(out, "horovodd_rank_collectives_completed", "gauge",
+         "Collectives each rank completed in its current generation.");
+  for (const Rank& r : ranks) {
+    absl::StrAppend(&out, "horovodd_rank_collectives_completed{", r.labels, "} ",
+                    r.activity->completed(), "\n");
+  }
+  Header(out, "horovodd_rank_last_commit", "gauge", "Commits each rank's state has seen.");
+  for (const Rank& r : ranks) {
+    absl::StrAppend(&out, "horovodd_rank_last_commit{", r.labels, "} ", r.activity->last_commit(),
+                    "\n");
+  }
+  return out;
+}
+
 }  // namespace horovodd::daemon

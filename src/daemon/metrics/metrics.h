@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "daemon/job/job_observer.h"
@@ -34,6 +35,12 @@ class Metrics final : public JobObserver {
 
   // Every metric, in the Prometheus text exposition format (version 0.0.4).
   std::string Render() const;
+  // Per rank of each job in `jobs` that has not ended, from what its
+  // workers last reported (WorkerStatus.activity): how long it has waited
+  // in its current collective, its step time, the collectives it completed
+  // in this generation and its last commit. Same format; the caller takes
+  // the statuses (Render is fed by events, these by each job's driver).
+  static std::string RenderRanks(const std::vector<v1::JobStatus>& jobs);
 
  private:
   struct Job {

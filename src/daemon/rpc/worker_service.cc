@@ -72,7 +72,13 @@ class AttachStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
       }
       driver_->Attach(worker_id_, channel_);
     } else if (in_.has_heartbeat() && driver_) {
-      driver_->Heartbeat(worker_id_);
+      // A report that does not pass is dropped; the heartbeat still counts.
+      std::optional<v1::WorkerActivity> activity;
+      if (in_.heartbeat().has_activity() &&
+          ValidateWorkerActivity(in_.heartbeat().activity()).ok()) {
+        activity = std::move(*in_.mutable_heartbeat()->mutable_activity());
+      }
+      driver_->Heartbeat(worker_id_, std::move(activity));
       EchoHeartbeat();
     } else if (in_.has_rendezvous()) {
       if (!driver_) {

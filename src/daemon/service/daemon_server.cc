@@ -286,8 +286,13 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
   jobs_->set_worker_address(address_);
 
   if (!options.metrics_listen.empty()) {
-    auto http = ServeMetrics(options.metrics_listen,
-                             [this] { return metrics_.Render() + access_->RenderMetrics(); });
+    auto http = ServeMetrics(options.metrics_listen, [this] {
+      std::vector<v1::JobStatus> live;
+      for (const auto& driver : jobs_->List()) {
+        live.push_back(driver->Status());
+      }
+      return metrics_.Render() + Metrics::RenderRanks(live) + access_->RenderMetrics();
+    });
     if (!http.ok()) return http.status();
     metrics_http_ = std::move(*http);
     metrics_address_ = metrics_http_->address();

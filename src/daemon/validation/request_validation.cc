@@ -22,6 +22,9 @@ constexpr size_t kMaxPathBytes = 4096;  // PATH_MAX
 constexpr size_t kMaxInterfaceBytes = 64;
 constexpr size_t kMaxReasonBytes = 4096;  // CancelJob
 constexpr size_t kMaxFailureMessageBytes = 64 * 1024;
+// A reported collective: workers cut longer tensor names to fit.
+constexpr size_t kMaxCollectiveNameBytes = 1024;
+constexpr size_t kMaxOperationBytes = 64;
 // Ten years: "never" for any job, and far from absl::Duration's overflow.
 constexpr double kMaxSeconds = 10.0 * 365 * 24 * 3600;
 
@@ -427,6 +430,28 @@ absl::Status ValidateRequest(const v1::WorkerMessage& request, const DaemonLimit
       return absl::InvalidArgumentError(
           "an Attach message must be a hello, a heartbeat or a rendezvous (body is not set)");
   }
+}
+
+absl::Status ValidateWorkerActivity(const v1::WorkerActivity& activity) {
+  if (activity.has_waiting()) {
+    const v1::CollectiveWait& wait = activity.waiting();
+    HVDD_RETURN_IF_ERROR(CheckText("waiting.name", wait.name(), kMaxCollectiveNameBytes));
+    HVDD_RETURN_IF_ERROR(CheckText("waiting.operation", wait.operation(), kMaxOperationBytes));
+    HVDD_RETURN_IF_ERROR(CheckNotNegative("waiting.process_set", wait.process_set()));
+    HVDD_RETURN_IF_ERROR(CheckSeconds("waiting.waited_seconds", wait.waited_seconds(), false));
+    HVDD_RETURN_IF_ERROR(CheckSeconds("waiting.since_unix", wait.since_unix(), false));
+  }
+  HVDD_RETURN_IF_ERROR(CheckNotNegative("pending", activity.pending()));
+  HVDD_RETURN_IF_ERROR(CheckNotNegative("completed", activity.completed()));
+  HVDD_RETURN_IF_ERROR(CheckNotNegative("last_commit", activity.last_commit()));
+  HVDD_RETURN_IF_ERROR(CheckSeconds("step_seconds", activity.step_seconds(), false));
+  // A rate, bounded as seconds are: finite and not negative.
+  HVDD_RETURN_IF_ERROR(CheckSeconds("steps_per_second", activity.steps_per_second(), false));
+  if (activity.since_commit_seconds() != -1) {  // -1: no commit yet
+    HVDD_RETURN_IF_ERROR(
+        CheckSeconds("since_commit_seconds", activity.since_commit_seconds(), false));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateRequest(const v1::CommitReport& request, const DaemonLimits&) {

@@ -35,7 +35,12 @@ absl::Status ValidateRequest(const v1::StopDaemonRequest& request, const DaemonL
 absl::Status ValidateRequest(const v1::KvSetRequest& request, const DaemonLimits& limits);
 absl::Status ValidateRequest(const v1::KvGetRequest& request, const DaemonLimits& limits);
 // One message of an Attach stream (a hello, a heartbeat or a rendezvous).
+// A heartbeat's activity is not checked here: see ValidateWorkerActivity.
 absl::Status ValidateRequest(const v1::WorkerMessage& request, const DaemonLimits& limits);
+// What a worker reports doing (Heartbeat.activity): bounded names, counts
+// >= 0, finite seconds. A report that fails is dropped, not the heartbeat
+// that carried it.
+absl::Status ValidateWorkerActivity(const v1::WorkerActivity& activity);
 absl::Status ValidateRequest(const v1::CommitReport& request, const DaemonLimits& limits);
 absl::Status ValidateRequest(const v1::FailureReport& request, const DaemonLimits& limits);
 

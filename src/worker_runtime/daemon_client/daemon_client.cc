@@ -497,13 +497,12 @@ void DaemonClient::HeartbeatLoop() {
   while (SleepUntilNextHeartbeat(last)) {
     last = absl::Now();
     bool sent = false;
+    v1::WorkerMessage message;
+    message.mutable_heartbeat()->set_generation(current_generation_.load());
+    if (options_.activity) *message.mutable_heartbeat()->mutable_activity() = options_.activity();
     {
       absl::MutexLock lock(&write_mu_);
-      if (stream_ != nullptr) {
-        v1::WorkerMessage message;
-        message.mutable_heartbeat()->set_generation(current_generation_.load());
-        sent = stream_->Write(message);
-      }
+      if (stream_ != nullptr) sent = stream_->Write(message);
     }
     // A Write only reaches the transport's buffers; a READY channel is what
     // says the daemon's end is still there.

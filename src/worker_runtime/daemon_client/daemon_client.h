@@ -56,6 +56,10 @@ struct DaemonClientOptions {
   // Runs on the attach thread for every DaemonMessage (after the newest
   // generation was recorded). Must not block.
   std::function<void(int64_t generation, bool abort)> on_message;
+  // Runs on the heartbeat thread before each heartbeat: what the worker is
+  // doing, carried in it (Heartbeat.activity). Must be quick and not block.
+  // Unset: heartbeats carry none.
+  std::function<v1::WorkerActivity()> activity;
   // Runs once on the heartbeat thread when the daemon was out of reach for
   // daemon_grace. Unset: print "lost the daemon at ADDR for 30s, exiting" and
   // ExitProcess(ExitReason::kDaemonLost) (process_exit.h: _exit(1) unless a

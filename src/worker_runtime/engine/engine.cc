@@ -28,8 +28,11 @@ absl::Status ForRequest(const Request& request, const absl::Status& status) {
 
 }  // namespace
 
-Engine::Engine(EngineOptions options, StallOptions stall)
-    : options_(std::move(options)), refusal_(NotAMember()), stall_(stall) {
+Engine::Engine(EngineOptions options, StallOptions stall, ActivitySink activity)
+    : options_(std::move(options)),
+      refusal_(NotAMember()),
+      stall_(stall),
+      activity_(std::move(activity)) {
   {
     absl::MutexLock lock(&mu());
     signals_->engine = this;
@@ -161,6 +164,10 @@ absl::StatusOr<Handle> Engine::Enqueue(Request request, bool urgent) {
       });
   Handle handle = HandleState::MakeHandle(request.handle);
   if (timeline_ != nullptr) timeline_->NegotiateStart(request.name, TimelineOperationOf(request));
+  if (activity_.tracker != nullptr) {
+    activity_.tracker->Submitted(activity_.process_set, request.name, ActivityOperationOf(request),
+                                 absl::Now());
+  }
   const bool first = incoming_.empty();
   if (first) first_incoming_ = absl::Now();
   incoming_.push_back(std::move(request));
@@ -533,7 +540,12 @@ void Engine::Finish(std::vector<Completion>& done) {
   std::shared_ptr<Timeline> timeline;
   {
     absl::MutexLock lock(&mu());
-    for (const Completion& c : done) pending_names_.erase(c.handle->name());
+    for (const Completion& c : done) {
+      pending_names_.erase(c.handle->name());
+      if (activity_.tracker != nullptr) {
+        activity_.tracker->Completed(activity_.process_set, c.handle->name(), c.status.ok());
+      }
+    }
     timeline = timeline_;
   }
   if (timeline != nullptr) {

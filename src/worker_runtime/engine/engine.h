@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "horovodd/async.h"
+#include "worker_runtime/engine/engine_activity.h"
 #include "worker_runtime/engine/engine_fusion.h"
 #include "worker_runtime/engine/engine_negotiation.h"
 #include "worker_runtime/engine/engine_request.h"
@@ -50,11 +51,19 @@
 
 namespace horovodd::internal {
 
+// Where an engine reports the collectives it has pending (engine_activity.h);
+// a null tracker: nowhere.
+struct ActivitySink {
+  std::shared_ptr<ActivityTracker> tracker;
+  int process_set = 0;  // the engine's set: 0, the global one
+};
+
 class Engine {
  public:
   // `stall`: Horovod's stall check (engine_stall.h), on a thread of its own
-  // when enabled.
-  explicit Engine(EngineOptions options, StallOptions stall = StallOptions{});
+  // when enabled. `activity`: told of every request queued and completed.
+  explicit Engine(EngineOptions options, StallOptions stall = StallOptions{},
+                  ActivitySink activity = ActivitySink{});
   // Fails whatever is still pending (ABORTED) and joins the thread. Call
   // Detach first when a communicator is attached, so a collective in flight
   // can be aborted rather than waited out.
@@ -188,6 +197,7 @@ class Engine {
   bool last_round_progressed_ = false;  // something completed in it
 
   StallInspector stall_;
+  const ActivitySink activity_;
   absl::Mutex stall_mu_;
   bool stall_stop_ ABSL_GUARDED_BY(stall_mu_) = false;
 

@@ -1,5 +1,6 @@
 #include "worker_runtime/runtime/runtime.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <utility>
@@ -68,6 +69,42 @@ std::string IncarnationScope(int incarnation) {
   return incarnation <= 1 ? std::string() : absl::StrCat(".i", incarnation);
 }
 
+// A reported collective's name is cut to this (the daemon takes up to 1 KiB).
+constexpr size_t kMaxReportedNameBytes = 512;
+
+// `text` cut to at most `max_bytes`, never inside a UTF-8 character.
+std::string CutUtf8(const std::string& text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+// The heartbeat's report of what `tracker` saw, at `now`.
+v1::WorkerActivity ActivityReport(const ActivityTracker& tracker, absl::Time now) {
+  const ActivitySnapshot snapshot = tracker.Snapshot();
+  v1::WorkerActivity report;
+  if (snapshot.waiting.has_value()) {
+    v1::CollectiveWait* wait = report.mutable_waiting();
+    wait->set_name(CutUtf8(snapshot.waiting->name, kMaxReportedNameBytes));
+    wait->set_operation(snapshot.waiting->operation);
+    wait->set_process_set(snapshot.waiting->process_set);
+    wait->set_waited_seconds(std::max(0.0, absl::ToDoubleSeconds(now - snapshot.waiting->since)));
+  }
+  report.set_pending(snapshot.pending);
+  report.set_completed(snapshot.completed);
+  report.set_last_commit(snapshot.last_commit);
+  if (snapshot.step > absl::ZeroDuration()) {
+    report.set_step_seconds(absl::ToDoubleSeconds(snapshot.step));
+    report.set_steps_per_second(1.0 / absl::ToDoubleSeconds(snapshot.step));
+  }
+  report.set_since_commit_seconds(
+      snapshot.last_commit_at.has_value()
+          ? std::max(0.0, absl::ToDoubleSeconds(now - *snapshot.last_commit_at))
+          : -1);
+  return report;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -94,12 +131,16 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   daemon.on_message = [self](int64_t generation, bool abort) {
     self->OnDaemonMessage(generation, abort);
   };
+  daemon.activity = [tracker = runtime->activity_] {
+    return ActivityReport(*tracker, absl::Now());
+  };
   if (options.connect_daemon) {
     HVDD_ASSIGN_OR_RETURN(runtime->client_, options.connect_daemon(std::move(daemon)));
   } else {
     HVDD_ASSIGN_OR_RETURN(runtime->client_, DaemonClient::Create(std::move(daemon)));
   }
-  runtime->engine_ = std::make_unique<Engine>(options.engine, options.stall);
+  runtime->engine_ =
+      std::make_unique<Engine>(options.engine, options.stall, ActivitySink{runtime->activity_, 0});
   runtime->client_->StartAttach();
   return runtime;
 }
@@ -227,6 +268,7 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       bind_address_ = ring_options.bind_address;
       host_of_rank_ = std::move(host_of_rank);
       SetCommunicator(std::move(comm), assignment_.generation);
+      activity_->NewGeneration();
       // The NCCL unique id too: a re-init must not read the last one's.
       gpu_->EnterGeneration(
           assignment_.generation, assignment_.rank, assignment_.size, assignment_.shrink,
@@ -317,7 +359,10 @@ void Runtime::OnDaemonMessage(int64_t generation, bool abort) {
   }
 }
 
-void Runtime::ReportCommit(int64_t commits) { client_->ReportCommit(generation(), commits); }
+void Runtime::ReportCommit(int64_t commits) {
+  activity_->Committed(commits, absl::Now());
+  client_->ReportCommit(generation(), commits);
+}
 
 void Runtime::ReportFailure(const absl::Status& failure) {
   if (newest_generation() > generation()) return;

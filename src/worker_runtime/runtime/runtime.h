@@ -193,6 +193,10 @@ class Runtime {
   const absl::Duration ring_timeout_;
   const LocalOptions local_;  // its places filled in per generation
   const StallOptions stall_;
+  // What this rank is doing (engine_activity.h): its engines record into
+  // it, its heartbeats report it; shared with the daemon connection's
+  // heartbeat thread, which may outlive the engines.
+  const std::shared_ptr<ActivityTracker> activity_ = std::make_shared<ActivityTracker>();
   // "<daemon address>/<job>/<worker id>": whose rings NextRingIncarnation counts.
   std::string worker_key_;
   // The current generation's RingOptions::key_scope (training thread).

@@ -146,7 +146,7 @@ absl::StatusOr<int> Runtime::AddProcessSet(std::vector<int> ranks, bool at_init)
       absl::MutexLock lock(&comm_mu_);
       set_comms_[id] = std::move(comm);
     }
-    set.engine = std::make_shared<Engine>(engine_->options(), stall_);
+    set.engine = std::make_shared<Engine>(engine_->options(), stall_, ActivitySink{activity_, id});
     set.engine->Attach(
         assignment_.generation, [this, id](CommunicatorOp op) { return RunCollective(id, op); },
         [this, id] {

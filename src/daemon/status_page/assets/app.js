@@ -55,9 +55,10 @@ const HOST_COLUMNS = [
   {key: 'actions', title: '', cell: (h, td) => hostActions(td, h)},
 ];
 
-// Per worker. Issue #34 adds what each rank waits in and its step rate,
-// issue #35 the spares: each is one more entry here (and workerRowClass
-// below is where the culprits of a stall get highlighted).
+// Per worker: what each rank waits in and its step time come from its
+// heartbeats' reports (activity; activity_unix 0: none yet). Issue #35 adds
+// the spares: each is one more entry here (and workerRowClass below is where
+// the culprits of a stall get highlighted).
 const WORKER_COLUMNS = [
   {key: 'rank', title: 'Rank', value: w => (w.rank >= 0 ? w.rank : '-')},
   {key: 'worker', title: 'Worker', value: w => w.worker_id},
@@ -67,6 +68,10 @@ const WORKER_COLUMNS = [
   {key: 'exit', title: 'Exit', value: w => (isGone(w) ? w.exit_code : '')},
   {key: 'last_commit', title: 'Last commit', value: w => w.last_commit},
   {key: 'resets', title: 'Resets', value: w => w.resets},
+  {key: 'completed', title: 'Collectives', value: w => (reported(w) ? w.activity.completed : ''),
+   when: w => 'activity' in w},
+  {key: 'step', title: 'Step time', value: w => stepTime(w), when: w => 'activity' in w},
+  {key: 'waits_in', title: 'Waits in', value: w => waitsIn(w), when: w => 'activity' in w},
 ];
 
 const EVENT_COLUMNS = [
@@ -112,6 +117,25 @@ function duration(seconds) {
   if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
   if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
   return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+
+// Whether the worker's heartbeats have reported what it does.
+function reported(w) {
+  return w.activity && w.activity_unix > 0;
+}
+
+function stepTime(w) {
+  if (!reported(w) || !(w.activity.step_seconds > 0)) return '';
+  return `${w.activity.step_seconds.toPrecision(3)}s`;
+}
+
+// "allreduce grad.w1 (12s)"; '-' when it waits in nothing.
+function waitsIn(w) {
+  if (!reported(w)) return '';
+  const wait = w.activity.waiting;
+  if (!wait || !wait.operation) return '-';
+  const set = wait.process_set ? ` [set ${wait.process_set}]` : '';
+  return `${wait.operation} ${wait.name}${set} (${duration(wait.waited_seconds)})`;
 }
 
 function clock(unix) {
