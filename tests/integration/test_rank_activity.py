@@ -9,11 +9,35 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from harness import BUILD, EVENT_DEADLINE, HOROVODRUN, wait_for
+import pytest
+
+from harness import BUILD, EVENT_DEADLINE, HOROVODRUN, kill_shims, wait_for
 from test_horovodctl import CLI_DEADLINE, ctl, ctl_json, members, wait_status
+from test_security import OwnDaemon
 
 PYTHON = "/usr/bin/python3"
 LATE_RANK = Path(__file__).resolve().parent / "late_rank.py"
+
+
+class MetricsDaemon(OwnDaemon):
+    """A horovodd with its /metrics on a free port (conftest's turns it off)."""
+
+    def __init__(self, tmp_path):
+        self.state_dir = tmp_path / "horovodd-state"
+        super().__init__(tmp_path, "horovodd", "--listen", "127.0.0.1:0",
+                         "--metrics-listen", "127.0.0.1:0")
+
+    def client_args(self):
+        return ["--daemon", self.address, "--token-file", str(self.state_dir / "admin.token")]
+
+
+@pytest.fixture
+def metrics_daemon(tmp_path):
+    daemon = MetricsDaemon(tmp_path)
+    yield daemon
+    daemon.stop()
+    # SIGTERM leaves a running job to the next daemon, under its shims.
+    kill_shims(tmp_path)
 
 
 def submit(daemon, *args, cwd):
@@ -26,8 +50,8 @@ def submit(daemon, *args, cwd):
 
 
 def metrics_page(daemon):
-    address = re.search(r"metrics on http://(\S+)/metrics", daemon.log()).group(1)
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=EVENT_DEADLINE) as reply:
+    with urllib.request.urlopen(f"http://{daemon.metrics}/metrics",
+                                timeout=EVENT_DEADLINE) as reply:
         return reply.read().decode()
 
 
@@ -44,8 +68,8 @@ def waiting(worker):
     return wait if wait["operation"] else None
 
 
-def test_status_shows_the_rank_that_waits_and_the_one_it_waits_for(horovodd, tmp_path):
-    daemon = horovodd("--metrics-listen", "127.0.0.1:0")
+def test_status_shows_the_rank_that_waits_and_the_one_it_waits_for(metrics_daemon, tmp_path):
+    daemon = metrics_daemon
     release, done = tmp_path / "release", tmp_path / "done"
     job = submit(daemon, "-np", 2, "-H", "localhost:2", "--start-timeout", 120,
                  "--env", f"PYTHONPATH={BUILD / 'python'}",
