@@ -117,7 +117,10 @@ def job_view(tab):
         workers: rows('#workers-table').map(tr => ({state: tr.dataset.state,
                                                     host: cell(tr, 'host'),
                                                     pid: cell(tr, 'pid'),
-                                                    rank: cell(tr, 'rank')})),
+                                                    rank: cell(tr, 'rank'),
+                                                    completed: cell(tr, 'completed'),
+                                                    step: cell(tr, 'step'),
+                                                    waits_in: cell(tr, 'waits_in')})),
         events: rows('#events-table').map(tr => tr.dataset.kind + ' ' + cell(tr, 'message')),
       };
     })()""")
@@ -174,6 +177,12 @@ def test_a_job_that_grows_loses_a_worker_and_finishes_as_the_page_shows_it(
                       and len(running(v)) == 2, "the job to run at size 2")
     assert {h["host"]: h["state"] for h in first["hosts"]} == {"127.0.0.1": "usable"}
     assert first["steps"] >= 1
+    # What each rank reports doing: collectives completed, its step time, what it waits in.
+    reporting = wait_view(
+        tab, lambda v: len(running(v)) == 2 and all(
+            w["completed"].isdigit() and int(w["completed"]) > 0 and w["step"].endswith("s")
+            for w in running(v)), "each rank's collectives and step time on the page")
+    assert all(w["waits_in"] for w in running(reporting)), reporting
 
     # The viewer sees no buttons, and the daemon refuses what they would do.
     assert not tab.visible("#cancel-job")
