@@ -232,3 +232,24 @@ TEST_CASE("watch prints membership with its reset latency and hides what it was 
   CHECK(*cli::FormatWatchLine(output, all, kUtc) == "[2]<stderr>:loss 0.5");
   CHECK(absl::EndsWith(*cli::FormatWatchLine(info, all, kUtc), "info        started worker 4"));
 }
+
+TEST_CASE("status shows what each rank reports doing once some rank reports it") {
+  v1::JobStatus job = RunningJob();
+  std::string text = cli::FormatJobDetails(job, absl::FromUnixSeconds(kCreated + 60), kUtc);
+  CHECK_FALSE(absl::StrContains(text, "WAITS IN"));  // no reports: the table as before
+  v1::WorkerActivity* waits = job.mutable_workers(0)->mutable_activity();
+  waits->mutable_waiting()->set_name("grad.late");
+  waits->mutable_waiting()->set_operation("allreduce");
+  waits->mutable_waiting()->set_waited_seconds(7);
+  waits->set_completed(12);
+  waits->set_step_seconds(0.25);
+  job.mutable_workers(1)->mutable_activity()->set_completed(13);
+  text = cli::FormatJobDetails(job, absl::FromUnixSeconds(kCreated + 60), kUtc);
+  CHECK(absl::StrContains(text, "DONE"));
+  CHECK(absl::StrContains(text, "WAITS IN"));
+  const std::string waiting = LinesWith(text, std::to_string(job.workers(0).pid())).front();
+  CHECK_THAT(waiting, Catch::Contains("12  "));
+  CHECK_THAT(waiting, Catch::Contains("0.25s"));
+  CHECK_THAT(waiting, Catch::Contains("allreduce grad.late ("));
+  CHECK_THAT(LinesWith(text, std::to_string(job.workers(1).pid())).front(), Catch::EndsWith("-"));
+}

@@ -105,17 +105,29 @@ std::string WorkersTable(const v1::JobStatus& job) {
     if (a_member != b_member) return a_member;
     return a_member ? a->rank() < b->rank() : a->worker_id() < b->worker_id();
   });
-  TextTable table({"RANK", "WORKER", "HOST", "PID", "STATE", "EXIT", "RESETS", "LAST COMMIT",
-                   "DONE", "STEP", "WAITS IN"});
+  // What the workers report doing, once some worker has reported it.
+  const bool reported =
+      std::any_of(workers.begin(), workers.end(), [](const auto* w) { return w->has_activity(); });
+  std::vector<std::string> headers = {"RANK",  "WORKER", "HOST",   "PID",
+                                      "STATE", "EXIT",   "RESETS", "LAST COMMIT"};
+  if (reported) headers.insert(headers.end(), {"DONE", "STEP", "WAITS IN"});
+  TextTable table(std::move(headers));
   for (const auto* w : workers) {
     const bool exited = w->state() == v1::WORKER_SUCCEEDED || w->state() == v1::WORKER_FAILED ||
                         w->state() == v1::WORKER_REMOVED;
-    table.AddRow({w->rank() >= 0 ? std::to_string(w->rank()) : "-", std::to_string(w->worker_id()),
-                  w->host(), w->pid() > 0 ? std::to_string(w->pid()) : "-",
-                  WorkerStateName(w->state()), exited ? std::to_string(w->exit_code()) : "-",
-                  std::to_string(w->resets()), std::to_string(w->last_commit()),
-                  w->has_activity() ? std::to_string(w->activity().completed()) : "-", StepTime(*w),
-                  WaitsIn(*w)});
+    std::vector<std::string> row = {w->rank() >= 0 ? std::to_string(w->rank()) : "-",
+                                    std::to_string(w->worker_id()),
+                                    w->host(),
+                                    w->pid() > 0 ? std::to_string(w->pid()) : "-",
+                                    WorkerStateName(w->state()),
+                                    exited ? std::to_string(w->exit_code()) : "-",
+                                    std::to_string(w->resets()),
+                                    std::to_string(w->last_commit())};
+    if (reported) {
+      row.insert(row.end(), {w->has_activity() ? std::to_string(w->activity().completed()) : "-",
+                             StepTime(*w), WaitsIn(*w)});
+    }
+    table.AddRow(std::move(row));
   }
   return table.Render();
 }
