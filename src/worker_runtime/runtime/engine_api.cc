@@ -61,6 +61,12 @@ absl::Status CheckTensors(const std::string& label, const std::vector<TensorView
   return absl::OkStatus();
 }
 
+// The allreduce's and the reducescatter's pre- and postscale factors.
+absl::Status CheckScaleFactors(const std::string& label, const AllreduceOptions& options) {
+  HVDD_RETURN_IF_ERROR(CheckScaleFactor(label, "prescale_factor", options.prescale_factor));
+  return CheckScaleFactor(label, "postscale_factor", options.postscale_factor);
+}
+
 }  // namespace
 
 std::string SyncName(const char* operation, const std::string& user_name) {
@@ -76,14 +82,7 @@ absl::StatusOr<Handle> EnqueueAllreduce(Runtime& runtime, std::string name,
   if (absl::Status s = CheckName("allreduce", name); !s.ok()) return s;
   if (absl::Status s = CheckTensors(label, inouts); !s.ok()) return s;
   if (absl::Status s = CheckReducible(label, inouts.front().dtype); !s.ok()) return s;
-  if (absl::Status s = CheckScaleFactor(label, "prescale_factor", options.prescale_factor);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckScaleFactor(label, "postscale_factor", options.postscale_factor);
-      !s.ok()) {
-    return s;
-  }
+  HVDD_RETURN_IF_ERROR(CheckScaleFactors(label, options));
   HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(options.process_set_id));
   if (absl::Status s = CheckGpuSet(label, inouts.front(), set.id); !s.ok()) return s;
   Request request;
@@ -179,14 +178,7 @@ absl::StatusOr<Handle> EnqueueReducescatter(Runtime& runtime, std::string name, 
   if (absl::Status s = CheckTensors(label, {input}); !s.ok()) return s;
   if (absl::Status s = CheckReducible(label, input.dtype); !s.ok()) return s;
   if (absl::Status s = NeedsDimension(label, input); !s.ok()) return s;
-  if (absl::Status s = CheckScaleFactor(label, "prescale_factor", options.prescale_factor);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckScaleFactor(label, "postscale_factor", options.postscale_factor);
-      !s.ok()) {
-    return s;
-  }
+  HVDD_RETURN_IF_ERROR(CheckScaleFactors(label, options));
   HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(options.process_set_id));
   if (absl::Status s = CheckGpuSet(label, input, set.id); !s.ok()) return s;
   Request request;
