@@ -42,6 +42,14 @@ if [[ -z "$clang" || -z "$clangxx" ]]; then
   echo "no clang found (scripts/install_deps.sh installs clang)" >&2
   exit 1
 fi
+# CMake keeps the compiler a tree was first configured with: a build/ that
+# scripts/build.sh configured with the system's compiler is configured afresh
+# (ccache keeps its rebuild short).
+if [[ -f "$BUILD_DIR/CMakeCache.txt" ]] &&
+  ! grep -q "^CMAKE_CXX_COMPILER:[A-Z]*=$clangxx\$" "$BUILD_DIR/CMakeCache.txt"; then
+  echo "$BUILD_DIR was configured with another compiler: configuring it afresh with $clangxx"
+  rm -rf "$BUILD_DIR/CMakeCache.txt" "$BUILD_DIR/CMakeFiles"
+fi
 CMAKE_ARGS="-DCMAKE_C_COMPILER=$clang -DCMAKE_CXX_COMPILER=$clangxx -DHVDD_THREAD_SAFETY=ON \
   ${CMAKE_ARGS:-}" "$repo_root/scripts/build.sh"
 stage_took "build"
