@@ -41,7 +41,7 @@
 #include "daemon/auth/auth_policy.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/job/job_manager.h"
-#include "daemon/job/job_observer.h"
+#include "daemon/job_events/job_observer.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/rpc/worker_service.h"
 #include "daemon/service/daemon_server.h"

@@ -14,7 +14,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/time/time.h"
-#include "daemon/job/job_observer.h"
+#include "daemon/job_events/job_observer.h"
 #include "daemon/rpc/worker_service.h"
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"

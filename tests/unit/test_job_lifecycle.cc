@@ -9,8 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include "absl/time/time.h"
-#include "daemon/job/event_log.h"
-#include "daemon/job/job_lifecycle.h"
+#include "daemon/job_events/event_log.h"
+#include "daemon/job_lifecycle/job_lifecycle.h"
 #include "daemon/loop/clock.h"
 
 namespace horovodd::daemon {

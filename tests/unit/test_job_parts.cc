@@ -9,10 +9,10 @@
 #include <catch2/catch.hpp>
 
 #include "absl/time/time.h"
-#include "daemon/job/generation_planner.h"
-#include "daemon/job/liveness_monitor.h"
-#include "daemon/job/reset_history.h"
-#include "daemon/job/worker_table.h"
+#include "daemon/membership/generation_planner.h"
+#include "daemon/workers/liveness_monitor.h"
+#include "daemon/job_events/reset_history.h"
+#include "daemon/workers/worker_table.h"
 #include "discovery/host_manager.h"
 #include "job_spec_support.h"
 

@@ -1,7 +1,7 @@
 // Rank assignment and generation planning: the rules a reset must follow.
 #include <catch2/catch.hpp>
 
-#include "daemon/job/membership.h"
+#include "daemon/membership/membership.h"
 
 using horovodd::daemon::AssignRanks;
 using horovodd::daemon::Member;

@@ -18,10 +18,10 @@
 #include <functional>
 
 #include "absl/time/time.h"
-#include "daemon/job/generation_planner.h"
+#include "daemon/membership/generation_planner.h"
 #include "daemon/job/job_context.h"
-#include "daemon/job/job_lifecycle.h"
-#include "daemon/job/job_observer.h"
+#include "daemon/job_lifecycle/job_lifecycle.h"
+#include "daemon/job_events/job_observer.h"
 #include "daemon/loop/event_loop.h"
 #include "discovery/host_manager.h"
 #include "horovodd.pb.h"

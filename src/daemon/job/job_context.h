@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "daemon/job/job_observer.h"
+#include "daemon/job_events/job_observer.h"
 #include "daemon/kv_namespace/kv_namespace.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/loop/clock.h"

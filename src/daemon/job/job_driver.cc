@@ -31,7 +31,9 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
       lifecycle_(events_, clock_, [this] { checkpointer_.Changed(); }),
       // A fixed-size job is -np workers, whatever its hosts offer.
       generations_(spec_.elastic() ? spec_.max_np() : spec_.num_proc()),
-      recorder_(events_, generations_, [this] { checkpointer_.Changed(); }),
+      recorder_(
+          events_, [this] { return generations_.generation(); },
+          [this] { checkpointer_.Changed(); }),
       liveness_(spec_),
       hosts_(
           spec_, loop_, lifecycle_, recorder_,

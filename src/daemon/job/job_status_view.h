@@ -8,11 +8,11 @@
 
 #include <string>
 
-#include "daemon/job/event_log.h"
-#include "daemon/job/generation_planner.h"
-#include "daemon/job/job_lifecycle.h"
-#include "daemon/job/reset_history.h"
-#include "daemon/job/worker_table.h"
+#include "daemon/job_events/event_log.h"
+#include "daemon/membership/generation_planner.h"
+#include "daemon/job_lifecycle/job_lifecycle.h"
+#include "daemon/job_events/reset_history.h"
+#include "daemon/workers/worker_table.h"
 #include "daemon/loop/clock.h"
 #include "discovery/host_manager.h"
 #include "horovodd.pb.h"

@@ -17,15 +17,15 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "daemon/job/event_recorder.h"
-#include "daemon/job/generation_planner.h"
+#include "daemon/job_events/event_recorder.h"
+#include "daemon/membership/generation_planner.h"
 #include "daemon/job/job_context.h"
 #include "daemon/job/job_end.h"
-#include "daemon/job/job_hosts.h"
-#include "daemon/job/job_lifecycle.h"
-#include "daemon/job/liveness_monitor.h"
+#include "daemon/job_hosts/job_hosts.h"
+#include "daemon/job_lifecycle/job_lifecycle.h"
+#include "daemon/workers/liveness_monitor.h"
 #include "daemon/job/worker_starter.h"
-#include "daemon/job/worker_table.h"
+#include "daemon/workers/worker_table.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/loop/clock.h"
 

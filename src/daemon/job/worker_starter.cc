@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
-#include "daemon/job/generation_planner.h"
+#include "daemon/membership/generation_planner.h"
 #include "daemon/job/launch_options.h"
 
 extern char** environ;

@@ -23,10 +23,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/job/event_log.h"
+#include "daemon/job_events/event_log.h"
 #include "daemon/job/job_context.h"
-#include "daemon/job/membership.h"
-#include "daemon/job/worker_table.h"
+#include "daemon/membership/membership.h"
+#include "daemon/workers/worker_table.h"
 #include "daemon/launch/launch_pool.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/loop/event_loop.h"

@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/job/job_observer.h"
+#include "daemon/job_events/job_observer.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {

@@ -15,7 +15,7 @@
 #include "daemon/auth/auth_policy.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/job/job_manager.h"
-#include "daemon/job/job_observer.h"
+#include "daemon/job_events/job_observer.h"
 #include "daemon/rpc/client_stream_limiter.h"
 #include "horovodd.grpc.pb.h"
 

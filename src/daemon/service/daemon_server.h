@@ -17,7 +17,7 @@
 #include "daemon/config/auth_settings.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/job/job_manager.h"
-#include "daemon/job/job_observer.h"
+#include "daemon/job_events/job_observer.h"
 #include "daemon/journal/journal.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/metrics/metrics.h"

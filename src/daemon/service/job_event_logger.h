@@ -4,7 +4,7 @@
 // event log (horovodctl logs), so a chatty job cannot flood the journal.
 #pragma once
 
-#include "daemon/job/job_observer.h"
+#include "daemon/job_events/job_observer.h"
 
 namespace horovodd::daemon {
 

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/job/event_log.h"
+#include "daemon/job_events/event_log.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {

@@ -1,4 +1,4 @@
-#include "daemon/job/job_hosts.h"
+#include "daemon/job_hosts/job_hosts.h"
 
 #include <utility>
 #include <vector>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/check.h"
-#include "daemon/job/discovery_poller.h"
+#include "daemon/job_hosts/discovery_poller.h"
 
 namespace horovodd::daemon {
 

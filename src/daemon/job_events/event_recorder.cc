@@ -1,12 +1,12 @@
-#include "daemon/job/event_recorder.h"
+#include "daemon/job_events/event_recorder.h"
 
 #include <utility>
 
 namespace horovodd::daemon {
 
-EventRecorder::EventRecorder(EventLog& log, const GenerationPlanner& generations,
+EventRecorder::EventRecorder(EventLog& log, std::function<int64_t()> generation,
                              std::function<void()> changed)
-    : log_(log), generations_(generations), changed_(std::move(changed)) {}
+    : log_(log), generation_(std::move(generation)), changed_(std::move(changed)) {}
 
 void EventRecorder::Record(v1::JobEvent::Kind kind, const std::string& message,
                            const std::string& code) {
@@ -14,7 +14,7 @@ void EventRecorder::Record(v1::JobEvent::Kind kind, const std::string& message,
   e.set_kind(kind);
   e.set_message(message);
   e.set_code(code);
-  e.set_generation(generations_.generation());
+  e.set_generation(generation_());
   log_.Append(std::move(e));
   changed_();
 }

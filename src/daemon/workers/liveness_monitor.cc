@@ -1,4 +1,4 @@
-#include "daemon/job/liveness_monitor.h"
+#include "daemon/workers/liveness_monitor.h"
 
 #include <algorithm>
 #include <utility>

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "daemon/job/worker_table.h"
+#include "daemon/workers/worker_table.h"
 #include "daemon/loop/event_loop.h"
 #include "horovodd.pb.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/job/membership.h"
+#include "daemon/membership/membership.h"
 
 namespace horovodd::daemon {
 

@@ -1,4 +1,4 @@
-#include "daemon/job/generation_planner.h"
+#include "daemon/membership/generation_planner.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -1,4 +1,4 @@
-#include "daemon/job/discovery_poller.h"
+#include "daemon/job_hosts/discovery_poller.h"
 
 #include <algorithm>
 #include <chrono>

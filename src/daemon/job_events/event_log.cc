@@ -1,4 +1,4 @@
-#include "daemon/job/event_log.h"
+#include "daemon/job_events/event_log.h"
 
 namespace horovodd::daemon {
 

@@ -1,4 +1,4 @@
-#include "daemon/job/reset_history.h"
+#include "daemon/job_events/reset_history.h"
 
 #include <algorithm>
 

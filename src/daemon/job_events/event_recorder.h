@@ -8,26 +8,27 @@
 // Threading: owned by one JobDriver and used only on its loop thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
-#include "daemon/job/event_log.h"
-#include "daemon/job/generation_planner.h"
+#include "daemon/job_events/event_log.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {
 
 class EventRecorder {
  public:
-  // `log` and `generations` outlive the recorder; `changed` runs after each
-  // event (a checkpoint is due).
-  EventRecorder(EventLog& log, const GenerationPlanner& generations, std::function<void()> changed);
+  // `log` outlives the recorder; `generation` names the newest planned
+  // generation (the planner's); `changed` runs after each event (a
+  // checkpoint is due).
+  EventRecorder(EventLog& log, std::function<int64_t()> generation, std::function<void()> changed);
 
   void Record(v1::JobEvent::Kind kind, const std::string& message, const std::string& code = "");
 
  private:
   EventLog& log_;
-  const GenerationPlanner& generations_;
+  const std::function<int64_t()> generation_;
   const std::function<void()> changed_;
 };
 

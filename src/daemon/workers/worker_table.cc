@@ -1,4 +1,4 @@
-#include "daemon/job/worker_table.h"
+#include "daemon/workers/worker_table.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "daemon/job/job_lifecycle.h"
+#include "daemon/job_lifecycle/job_lifecycle.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"

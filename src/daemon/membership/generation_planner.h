@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "daemon/job/membership.h"
-#include "daemon/job/worker_table.h"
+#include "daemon/membership/membership.h"
+#include "daemon/workers/worker_table.h"
 #include "discovery/host_manager.h"
 #include "horovodd.pb.h"
 

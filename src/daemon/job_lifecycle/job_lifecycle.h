@@ -22,7 +22,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "daemon/job/event_log.h"
+#include "daemon/job_events/event_log.h"
 #include "daemon/loop/clock.h"
 #include "horovodd.pb.h"
 
