@@ -9,9 +9,9 @@
 #include <catch2/catch.hpp>
 
 #include "absl/time/time.h"
+#include "daemon/job_events/reset_history.h"
 #include "daemon/membership/generation_planner.h"
 #include "daemon/workers/liveness_monitor.h"
-#include "daemon/job_events/reset_history.h"
 #include "daemon/workers/worker_table.h"
 #include "discovery/host_manager.h"
 #include "job_spec_support.h"

@@ -18,11 +18,11 @@
 #include <functional>
 
 #include "absl/time/time.h"
-#include "daemon/membership/generation_planner.h"
 #include "daemon/job/job_context.h"
-#include "daemon/job_lifecycle/job_lifecycle.h"
 #include "daemon/job_events/job_observer.h"
+#include "daemon/job_lifecycle/job_lifecycle.h"
 #include "daemon/loop/event_loop.h"
+#include "daemon/membership/generation_planner.h"
 #include "discovery/host_manager.h"
 #include "horovodd.pb.h"
 

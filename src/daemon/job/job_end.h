@@ -12,12 +12,12 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "daemon/job_events/event_recorder.h"
-#include "daemon/membership/generation_planner.h"
 #include "daemon/job/job_context.h"
+#include "daemon/job_events/event_recorder.h"
 #include "daemon/job_lifecycle/job_lifecycle.h"
-#include "daemon/workers/worker_table.h"
 #include "daemon/loop/event_loop.h"
+#include "daemon/membership/generation_planner.h"
+#include "daemon/workers/worker_table.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {

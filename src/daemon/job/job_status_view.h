@@ -9,11 +9,11 @@
 #include <string>
 
 #include "daemon/job_events/event_log.h"
-#include "daemon/membership/generation_planner.h"
-#include "daemon/job_lifecycle/job_lifecycle.h"
 #include "daemon/job_events/reset_history.h"
-#include "daemon/workers/worker_table.h"
+#include "daemon/job_lifecycle/job_lifecycle.h"
 #include "daemon/loop/clock.h"
+#include "daemon/membership/generation_planner.h"
+#include "daemon/workers/worker_table.h"
 #include "discovery/host_manager.h"
 #include "horovodd.pb.h"
 

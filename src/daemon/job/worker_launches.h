@@ -17,17 +17,17 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "daemon/job_events/event_recorder.h"
-#include "daemon/membership/generation_planner.h"
 #include "daemon/job/job_context.h"
 #include "daemon/job/job_end.h"
+#include "daemon/job/worker_starter.h"
+#include "daemon/job_events/event_recorder.h"
 #include "daemon/job_hosts/job_hosts.h"
 #include "daemon/job_lifecycle/job_lifecycle.h"
-#include "daemon/workers/liveness_monitor.h"
-#include "daemon/job/worker_starter.h"
-#include "daemon/workers/worker_table.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/loop/clock.h"
+#include "daemon/membership/generation_planner.h"
+#include "daemon/workers/liveness_monitor.h"
+#include "daemon/workers/worker_table.h"
 
 namespace horovodd::daemon {
 

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
-#include "daemon/membership/generation_planner.h"
 #include "daemon/job/launch_options.h"
+#include "daemon/membership/generation_planner.h"
 
 extern char** environ;
 

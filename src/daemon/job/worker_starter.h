@@ -23,13 +23,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/job_events/event_log.h"
 #include "daemon/job/job_context.h"
-#include "daemon/membership/membership.h"
-#include "daemon/workers/worker_table.h"
+#include "daemon/job_events/event_log.h"
 #include "daemon/launch/launch_pool.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/loop/event_loop.h"
+#include "daemon/membership/membership.h"
+#include "daemon/workers/worker_table.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {

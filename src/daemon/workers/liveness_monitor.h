@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "daemon/workers/worker_table.h"
 #include "daemon/loop/event_loop.h"
+#include "daemon/workers/worker_table.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {

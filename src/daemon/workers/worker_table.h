@@ -19,8 +19,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/job_events/event_log.h"
-#include "daemon/workers/worker_channel.h"
 #include "daemon/launch/launcher.h"
+#include "daemon/workers/worker_channel.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {
