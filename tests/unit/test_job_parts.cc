@@ -153,6 +153,23 @@ discovery::HostManager Hosts(const discovery::HostSet& hosts) {
   return manager;
 }
 
+// Plans and forms the first generation of the workers waiting in `table`.
+void FormFirstGeneration(GenerationPlanner& planner, WorkerTable& table,
+                         const discovery::HostManager& hosts) {
+  planner.Begin(planner.Next(table, hosts, kT0), kT0);
+  for (const auto& [id, w] : table) planner.AddMember(id);
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+}
+
+// Worker `id` on `host` exits with status 1: failed, and its host blacklisted.
+void FailWorker(WorkerTable& table, discovery::HostManager& hosts, int64_t id,
+                const std::string& host) {
+  WorkerTable::Exited(table.at(id), ExitInfo{1, 0});
+  table.at(id).state = v1::WORKER_FAILED;
+  hosts.ReportFailure(host, "exited with status 1", kT0);
+}
+
 TEST_CASE("generation planner: the first generation uses every usable slot up to --max-np",
           "[job_parts]") {
   // Hosts in the order discovery listed them: rank 0 on the first one.
@@ -175,9 +192,7 @@ TEST_CASE("generation planner: a blacklisted host's workers leave when others su
   Plan first = planner.Next(table, hosts, kT0);
   planner.Begin(first, kT0);
   for (const auto& [id, w] : table) planner.AddMember(id);
-  WorkerTable::Exited(table.at(1), ExitInfo{1, 0});
-  table.at(1).state = v1::WORKER_FAILED;
-  hosts.ReportFailure("a", "exited with status 1", kT0);
+  FailWorker(table, hosts, 1, "a");
   Plan next = planner.Next(table, hosts, kT0);
   CHECK(Ids(next.survivors) == std::vector<int64_t>{3, 4});
   CHECK(next.left_blacklisted == std::vector<int64_t>{2});
@@ -191,15 +206,10 @@ TEST_CASE("generation planner: workers held from leaving count again in the next
   AddWaiting(table, 2, "a");
   AddWaiting(table, 2, "b");
   discovery::HostManager hosts = Hosts({{"a", 2}, {"b", 2}});
-  planner.Begin(planner.Next(table, hosts, kT0), kT0);
-  for (const auto& [id, w] : table) planner.AddMember(id);
-  REQUIRE(planner.AllWaiting(table));
-  planner.MarkReady(table);
+  FormFirstGeneration(planner, table, hosts);
 
   // A worker on a fails: a is blacklisted, its other worker is held.
-  WorkerTable::Exited(table.at(2), ExitInfo{1, 0});
-  table.at(2).state = v1::WORKER_FAILED;
-  hosts.ReportFailure("a", "exited with status 1", kT0);
+  FailWorker(table, hosts, 2, "a");
   Plan without_a = planner.Next(table, hosts, kT0);
   CHECK(Ids(without_a.survivors) == std::vector<int64_t>{3, 4});
   planner.Begin(without_a, kT0);
@@ -214,9 +224,7 @@ TEST_CASE("generation planner: workers held from leaving count again in the next
 
   // Before that plan forms a worker on b fails too: every survivor is on a
   // blacklisted host, and the held one counts among them, in its old order.
-  WorkerTable::Exited(table.at(3), ExitInfo{1, 0});
-  table.at(3).state = v1::WORKER_FAILED;
-  hosts.ReportFailure("b", "exited with status 1", kT0);
+  FailWorker(table, hosts, 3, "b");
   Plan both = planner.Next(table, hosts, kT0);
   CHECK(Ids(both.survivors) == std::vector<int64_t>{1, 4});
   CHECK(both.kept_on_blacklisted);
@@ -233,13 +241,8 @@ TEST_CASE("generation planner: held workers are let go once the plan forms", "[j
   AddWaiting(table, 2, "a");
   AddWaiting(table, 2, "b");
   discovery::HostManager hosts = Hosts({{"a", 2}, {"b", 2}});
-  planner.Begin(planner.Next(table, hosts, kT0), kT0);
-  for (const auto& [id, w] : table) planner.AddMember(id);
-  REQUIRE(planner.AllWaiting(table));
-  planner.MarkReady(table);
-  WorkerTable::Exited(table.at(1), ExitInfo{1, 0});
-  table.at(1).state = v1::WORKER_FAILED;
-  hosts.ReportFailure("a", "exited with status 1", kT0);
+  FormFirstGeneration(planner, table, hosts);
+  FailWorker(table, hosts, 1, "a");
   planner.Begin(planner.Next(table, hosts, kT0), kT0);
   CHECK(planner.Holds(2));
   for (int64_t id : {3, 4}) table.at(id).after_generation = 1;

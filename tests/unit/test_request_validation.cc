@@ -3,8 +3,10 @@
 // it sends too big with RESOURCE_EXHAUSTED naming the limit's config key.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "daemon/validation/request_validation.h"
 #include "job_spec_support.h"
@@ -306,47 +308,38 @@ TEST_CASE("a heartbeat's activity report: bounded names, counts and finite secon
   activity.set_since_commit_seconds(0.5);
   CHECK(ValidateWorkerActivity(activity).ok());
 
-  auto refused = [](const v1::WorkerActivity& bad, const std::string& field) {
-    const absl::Status st = ValidateWorkerActivity(bad);
-    CHECK(st.code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(st.message()), Catch::Contains(field));
+  // Each bad report differs from the good one in one field, which the error names.
+  struct Bad {
+    std::function<void(v1::WorkerActivity&)> spoil;
+    std::string error;
   };
-  v1::WorkerActivity bad = activity;
-  bad.mutable_waiting()->set_name(std::string(4096, 'n'));
-  refused(bad, "waiting.name is 4096 bytes");
-  bad = activity;
-  bad.mutable_waiting()->set_name(std::string("a\0b", 3));
-  refused(bad, "waiting.name holds a NUL byte");
-  bad = activity;
-  bad.mutable_waiting()->set_operation(std::string(100, 'o'));
-  refused(bad, "waiting.operation");
-  bad = activity;
-  bad.mutable_waiting()->set_process_set(-1);
-  refused(bad, "waiting.process_set");
-  bad = activity;
-  bad.mutable_waiting()->set_waited_seconds(std::nan(""));
-  refused(bad, "waiting.waited_seconds");
-  bad = activity;
-  bad.mutable_waiting()->set_waited_seconds(-2);
-  refused(bad, "waiting.waited_seconds");
-  bad = activity;
-  bad.set_pending(-1);
-  refused(bad, "pending");
-  bad = activity;
-  bad.set_completed(-5);
-  refused(bad, "completed");
-  bad = activity;
-  bad.set_last_commit(-1);
-  refused(bad, "last_commit");
-  bad = activity;
-  bad.set_step_seconds(std::numeric_limits<double>::infinity());
-  refused(bad, "step_seconds");
-  bad = activity;
-  bad.set_steps_per_second(-1);
-  refused(bad, "steps_per_second");
-  bad = activity;
-  bad.set_since_commit_seconds(-3);
-  refused(bad, "since_commit_seconds");
+  const std::vector<Bad> cases = {
+      {[](auto& a) { a.mutable_waiting()->set_name(std::string(4096, 'n')); },
+       "waiting.name is 4096 bytes"},
+      {[](auto& a) { a.mutable_waiting()->set_name(std::string("a\0b", 3)); },
+       "waiting.name holds a NUL byte"},
+      {[](auto& a) { a.mutable_waiting()->set_operation(std::string(100, 'o')); },
+       "waiting.operation"},
+      {[](auto& a) { a.mutable_waiting()->set_process_set(-1); }, "waiting.process_set"},
+      {[](auto& a) { a.mutable_waiting()->set_waited_seconds(std::nan("")); },
+       "waiting.waited_seconds"},
+      {[](auto& a) { a.mutable_waiting()->set_waited_seconds(-2); }, "waiting.waited_seconds"},
+      {[](auto& a) { a.set_pending(-1); }, "pending"},
+      {[](auto& a) { a.set_completed(-5); }, "completed"},
+      {[](auto& a) { a.set_last_commit(-1); }, "last_commit"},
+      {[](auto& a) { a.set_step_seconds(std::numeric_limits<double>::infinity()); },
+       "step_seconds"},
+      {[](auto& a) { a.set_steps_per_second(-1); }, "steps_per_second"},
+      {[](auto& a) { a.set_since_commit_seconds(-3); }, "since_commit_seconds"},
+  };
+  for (const Bad& c : cases) {
+    v1::WorkerActivity bad = activity;
+    c.spoil(bad);
+    const absl::Status st = ValidateWorkerActivity(bad);
+    INFO(c.error);
+    CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(st.message()), Catch::Contains(c.error));
+  }
 
   // The heartbeat itself passes whatever its report holds: the report alone is dropped.
   v1::WorkerMessage message;

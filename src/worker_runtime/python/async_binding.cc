@@ -50,11 +50,8 @@ void BindAsync(py::module_& module) {
       [](const TensorView& inout, ReduceOp op, double prescale_factor, double postscale_factor,
          std::string name, int process_set_id) {
         RequireInit("allreduce_async_");
-        AllreduceOptions options;
-        options.op = op;
-        options.prescale_factor = prescale_factor;
-        options.postscale_factor = postscale_factor;
-        options.process_set_id = process_set_id;
+        const AllreduceOptions options =
+            ReductionOptions(op, prescale_factor, postscale_factor, "", process_set_id);
         return HandleOrThrow(AllreduceAsync(std::move(name), inout, options));
       },
       py::arg("inout"), py::arg("op"), py::arg("prescale_factor") = 1.0,
@@ -66,11 +63,8 @@ void BindAsync(py::module_& module) {
       [](const std::vector<TensorView>& inouts, ReduceOp op, double prescale_factor,
          double postscale_factor, std::string name, int process_set_id) {
         RequireInit("grouped_allreduce_async_");
-        AllreduceOptions options;
-        options.op = op;
-        options.prescale_factor = prescale_factor;
-        options.postscale_factor = postscale_factor;
-        options.process_set_id = process_set_id;
+        const AllreduceOptions options =
+            ReductionOptions(op, prescale_factor, postscale_factor, "", process_set_id);
         return HandleOrThrow(GroupedAllreduceAsync(std::move(name), inouts, options));
       },
       py::arg("inouts"), py::arg("op"), py::arg("prescale_factor") = 1.0,
@@ -98,11 +92,8 @@ void BindAsync(py::module_& module) {
       [](const TensorView& input, ReduceOp op, double prescale_factor, double postscale_factor,
          std::string name, int process_set_id) {
         RequireInit("reducescatter_async");
-        AllreduceOptions options;
-        options.op = op;
-        options.prescale_factor = prescale_factor;
-        options.postscale_factor = postscale_factor;
-        options.process_set_id = process_set_id;
+        const AllreduceOptions options =
+            ReductionOptions(op, prescale_factor, postscale_factor, "", process_set_id);
         return HandleOrThrow(ReducescatterAsync(std::move(name), input, options));
       },
       py::arg("input"), py::arg("op"), py::arg("prescale_factor") = 1.0,

@@ -67,12 +67,8 @@ void BindCollectives(py::module_& module) {
       [](const TensorView& inout, ReduceOp op, double prescale_factor, double postscale_factor,
          std::string name, int process_set_id, py::object keep) {
         internal::Runtime& runtime = RuntimeOrThrow("allreduce");
-        AllreduceOptions options;
-        options.op = op;
-        options.prescale_factor = prescale_factor;
-        options.postscale_factor = postscale_factor;
-        options.name = std::move(name);
-        options.process_set_id = process_set_id;
+        const AllreduceOptions options = ReductionOptions(op, prescale_factor, postscale_factor,
+                                                          std::move(name), process_set_id);
         Await(internal::StartAllreduce(runtime, inout, options), std::move(keep));
       },
       py::arg("inout"), py::arg("op"), py::arg("prescale_factor") = 1.0,
@@ -130,12 +126,8 @@ void BindCollectives(py::module_& module) {
       [](const TensorView& input, ReduceOp op, double prescale_factor, double postscale_factor,
          std::string name, int process_set_id, py::object keep) {
         internal::Runtime& runtime = RuntimeOrThrow("reducescatter");
-        AllreduceOptions options;
-        options.op = op;
-        options.prescale_factor = prescale_factor;
-        options.postscale_factor = postscale_factor;
-        options.name = std::move(name);
-        options.process_set_id = process_set_id;
+        const AllreduceOptions options = ReductionOptions(op, prescale_factor, postscale_factor,
+                                                          std::move(name), process_set_id);
         return AwaitOutput(internal::StartReducescatter(runtime, input, options), std::move(keep));
       },
       py::arg("input"), py::arg("op"), py::arg("prescale_factor") = 1.0,

@@ -83,4 +83,15 @@ py::array ToNumpy(Tensor tensor) {
   return py::array(dtype, shape, data, owner);
 }
 
+AllreduceOptions ReductionOptions(ReduceOp op, double prescale_factor, double postscale_factor,
+                                  std::string name, int process_set_id) {
+  AllreduceOptions options;
+  options.op = op;
+  options.prescale_factor = prescale_factor;
+  options.postscale_factor = postscale_factor;
+  options.name = std::move(name);
+  options.process_set_id = process_set_id;
+  return options;
+}
+
 }  // namespace horovodd::python

@@ -13,6 +13,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <string>
+
 #include "horovodd/tensor.h"
 
 namespace horovodd::python {
@@ -27,5 +29,10 @@ void BindTensorRef(pybind11::module_& module);
 // numpy has no bfloat16, so a bfloat16 result comes back as an int16 array
 // of the same bits: torch.from_numpy(a).view(torch.bfloat16) is the tensor.
 pybind11::array ToNumpy(Tensor tensor);
+
+// The options of a reduction (allreduce, grouped allreduce, reducescatter) as
+// every binding takes them from Python's keyword arguments.
+AllreduceOptions ReductionOptions(ReduceOp op, double prescale_factor, double postscale_factor,
+                                  std::string name, int process_set_id);
 
 }  // namespace horovodd::python

@@ -79,12 +79,12 @@ absl::StatusOr<Handle> EnqueueAllreduce(Runtime& runtime, std::string name,
                                         std::vector<TensorView> inouts,
                                         const AllreduceOptions& options, bool urgent) {
   const std::string label = absl::StrCat("allreduce '", name, "'");
-  if (absl::Status s = CheckName("allreduce", name); !s.ok()) return s;
-  if (absl::Status s = CheckTensors(label, inouts); !s.ok()) return s;
-  if (absl::Status s = CheckReducible(label, inouts.front().dtype); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckName("allreduce", name));
+  HVDD_RETURN_IF_ERROR(CheckTensors(label, inouts));
+  HVDD_RETURN_IF_ERROR(CheckReducible(label, inouts.front().dtype));
   HVDD_RETURN_IF_ERROR(CheckScaleFactors(label, options));
   HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(options.process_set_id));
-  if (absl::Status s = CheckGpuSet(label, inouts.front(), set.id); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckGpuSet(label, inouts.front(), set.id));
   Request request;
   request.name = std::move(name);
   request.tensors = std::move(inouts);
@@ -112,15 +112,15 @@ absl::StatusOr<Handle> EnqueueAllreduce(Runtime& runtime, std::string name,
 absl::StatusOr<Handle> EnqueueBroadcast(Runtime& runtime, std::string name, TensorView inout,
                                         int root, bool urgent, int process_set_id) {
   const std::string label = absl::StrCat("broadcast '", name, "'");
-  if (absl::Status s = CheckName("broadcast", name); !s.ok()) return s;
-  if (absl::Status s = CheckTensors(label, {inout}); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckName("broadcast", name));
+  HVDD_RETURN_IF_ERROR(CheckTensors(label, {inout}));
   const int size = runtime.assignment().size;
   if (root < 0 || (size > 0 && root >= size)) {
     return absl::InvalidArgumentError(
         absl::StrCat(label, ": root ", root, " is out of range for ", size, " ranks"));
   }
   HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(process_set_id));
-  if (absl::Status s = CheckGpuSet(label, inout, set.id); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckGpuSet(label, inout, set.id));
   // The root is a rank of the job (as in Horovod); on the set's ring it is
   // its place among the set's ranks.
   auto root_in_set = std::find(set.ranks.begin(), set.ranks.end(), root);
@@ -147,11 +147,11 @@ absl::StatusOr<Handle> EnqueueBroadcast(Runtime& runtime, std::string name, Tens
 absl::StatusOr<Handle> EnqueueAllgather(Runtime& runtime, std::string name, TensorView input,
                                         bool urgent, int process_set_id) {
   const std::string label = absl::StrCat("allgather '", name, "'");
-  if (absl::Status s = CheckName("allgather", name); !s.ok()) return s;
-  if (absl::Status s = CheckTensors(label, {input}); !s.ok()) return s;
-  if (absl::Status s = NeedsDimension(label, input); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckName("allgather", name));
+  HVDD_RETURN_IF_ERROR(CheckTensors(label, {input}));
+  HVDD_RETURN_IF_ERROR(NeedsDimension(label, input));
   HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(process_set_id));
-  if (absl::Status s = CheckGpuSet(label, input, set.id); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckGpuSet(label, input, set.id));
   Request request;
   request.name = std::move(name);
   request.tensors = {input};
@@ -174,13 +174,13 @@ absl::StatusOr<Handle> EnqueueAllgather(Runtime& runtime, std::string name, Tens
 absl::StatusOr<Handle> EnqueueReducescatter(Runtime& runtime, std::string name, TensorView input,
                                             const AllreduceOptions& options, bool urgent) {
   const std::string label = absl::StrCat("reducescatter '", name, "'");
-  if (absl::Status s = CheckName("reducescatter", name); !s.ok()) return s;
-  if (absl::Status s = CheckTensors(label, {input}); !s.ok()) return s;
-  if (absl::Status s = CheckReducible(label, input.dtype); !s.ok()) return s;
-  if (absl::Status s = NeedsDimension(label, input); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckName("reducescatter", name));
+  HVDD_RETURN_IF_ERROR(CheckTensors(label, {input}));
+  HVDD_RETURN_IF_ERROR(CheckReducible(label, input.dtype));
+  HVDD_RETURN_IF_ERROR(NeedsDimension(label, input));
   HVDD_RETURN_IF_ERROR(CheckScaleFactors(label, options));
   HVDD_ASSIGN_OR_RETURN(const ProcessSetView set, runtime.ProcessSetFor(options.process_set_id));
-  if (absl::Status s = CheckGpuSet(label, input, set.id); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckGpuSet(label, input, set.id));
   Request request;
   request.name = std::move(name);
   request.tensors = {input};
@@ -290,7 +290,7 @@ absl::StatusOr<EngineOptions> EngineOptions::FromEnvironment() {
 absl::Status ConfigureEngine(const EngineOptions& options) {
   Runtime* runtime = CurrentRuntime();
   if (runtime == nullptr) return NotInitialized("ConfigureEngine");
-  if (absl::Status s = CheckEngineOptions(options); !s.ok()) return s;
+  HVDD_RETURN_IF_ERROR(CheckEngineOptions(options));
   runtime->engine().set_options(options);
   return absl::OkStatus();
 }
