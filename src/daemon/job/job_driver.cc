@@ -44,7 +44,7 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
           [this](const std::string& why) { end_.Finish(v1::FAILED, why); }),
       kv_(context_.kv_limits, loop_),
       status_(context_.job_id, spec_, clock_, lifecycle_, workers_, generations_, hosts_.manager(),
-              resets_, events_),
+              resets_, goodput_, events_),
       checkpointer_(context_, loop_, lifecycle_, generations_, hosts_.manager(),
                     [this] { return status_.Now(); }),
       end_(
@@ -53,11 +53,14 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
             hosts_.StopTimers();
             liveness_.Stop();
             kv_.AdvanceTo(std::numeric_limits<int64_t>::max());
+            goodput_.End(lifecycle_.ended_at());
           },
           [this] { return status_.Now(); }),
       starter_(
           context_, spec_, loop_, events_,
-          [this](int64_t id, const ExitInfo& exit) { OnWorkerExit(id, exit); },
+          [this](int64_t id, const ExitInfo& exit, absl::Time exited_at) {
+            OnWorkerExit(id, exit, exited_at);
+          },
           [this](int64_t id, const absl::StatusOr<LaunchedProcess>& launched) {
             launches_.Launched(id, launched);
           }),
@@ -78,6 +81,7 @@ JobDriver::~JobDriver() {
 void JobDriver::Start() {
   loop_.Post([this] {
     lifecycle_.MarkStarted();
+    goodput_.Start(lifecycle_.started());
     recorder_.Record(
         v1::JobEvent::INFO,
         absl::StrCat("job ", context_.job_id, " submitted: ", absl::StrJoin(spec_.argv(), " "),
@@ -89,7 +93,7 @@ void JobDriver::Start() {
     hosts_.StartDiscovery();  // a listed host set plans at once
     if (lifecycle_.Terminal()) return;
     liveness_.Watch(loop_, workers_, [this](const LivenessMonitor::Lost& lost) {
-      OnWorkerLost(lost.worker_id, lost.reason);
+      OnWorkerLost(lost.worker_id, lost.reason, lost.last_seen);
     });
   });
 }
@@ -137,6 +141,7 @@ void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply
       // not seen the cause (yet), so start a new generation now rather than
       // leave the worker waiting.
       resets_.Detected(clock_.Now());
+      goodput_.FailureNoticed(clock_.Now(), clock_.Now());
       Replan(absl::StrCat(generations_.Describe(*w), " lost its ring in generation ",
                           generations_.generation()),
              ReplanTrigger::kBrokenRing);
@@ -185,7 +190,9 @@ void JobDriver::Heartbeat(int64_t worker_id, std::optional<v1::WorkerActivity> a
     if (w == nullptr) return;
     const absl::Time now = clock_.Now();
     liveness_.Seen(worker_id, now);
-    if (activity.has_value() && !w->gone()) WorkerTable::Reported(*w, *std::move(activity), now);
+    if (!activity.has_value() || w->gone()) return;
+    goodput_.Activity(w->joined_generation, *activity, now);
+    WorkerTable::Reported(*w, *std::move(activity), now);
   });
 }
 
@@ -203,6 +210,7 @@ void JobDriver::ReportCommit(const v1::CommitReport& report) {
     if (Worker* w = workers_.Find(report.who().worker_id())) {
       w->last_commit = std::max(w->last_commit, report.commit());
       resets_.Committed(report.generation(), report.commit(), clock_.Now());
+      goodput_.Committed(report.generation(), clock_.Now());
       checkpointer_.Committed();
     }
   });
@@ -217,6 +225,7 @@ void JobDriver::ReportFailure(const v1::FailureReport& report) {
       return;
     }
     w->reported_failure_generation = report.generation();
+    goodput_.FailureSeen(clock_.Now());
     recorder_.Record(
         v1::JobEvent::WARNING,
         absl::StrCat(generations_.Describe(*w), " reported a failed collective in generation ",

@@ -5,11 +5,12 @@
 // headers: the lifecycle (state, phase), the worker table (processes,
 // streams, pending calls), the generation planner (members, ranks,
 // rendezvous), the liveness monitor (who is lost; it checks on its own
-// timer), the reset history, the hosts (JobHosts: discovery, cooldowns,
-// drains, the wait for --min-np slots), the key-value namespace, the status
-// view, the checkpointer, the end (JobEnd: success, stopping the workers,
-// closing), the worker starter (environment, rank plan, the launch) and the
-// launches (WorkerLaunches: what comes of one). The driver decides what
+// timer), the reset history, the goodput ledger (where the job's time goes),
+// the hosts (JobHosts: discovery, cooldowns, drains, the wait for --min-np
+// slots), the key-value namespace, the status view, the checkpointer, the
+// end (JobEnd: success, stopping the workers, closing), the worker starter
+// (environment, rank plan, the launch) and the launches (WorkerLaunches:
+// what comes of one). The driver decides what
 // happens next: which generation to plan, what a worker's exit or loss
 // means, when the job fails; and says so in the job's events. Its methods
 // are spread over job_driver.cc (construction, entry points),
@@ -33,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/goodput/goodput_ledger.h"
 #include "daemon/job/job_checkpointer.h"
 #include "daemon/job/job_context.h"
 #include "daemon/job/job_end.h"
@@ -129,10 +131,10 @@ class JobDriver {
   // Tells the members of a grown job about the new generation once every
   // joiner waits for it; nothing while one is still starting.
   void NotifyOnceJoinersWait();
-  // The liveness monitor found `worker_id` lost: it is killed, and its exit
-  // counts as a failure.
-  void OnWorkerLost(int64_t worker_id, const std::string& reason);
-  void OnWorkerExit(int64_t worker_id, const ExitInfo& exit);
+  // The liveness monitor found `worker_id` lost (heard from last at
+  // `last_seen`): it is killed, and its exit counts as a failure.
+  void OnWorkerLost(int64_t worker_id, const std::string& reason, absl::Time last_seen);
+  void OnWorkerExit(int64_t worker_id, const ExitInfo& exit, absl::Time exited_at);
   void OnWorkerFailed(Worker& w, const std::string& what);
 
   // Resume, on the loop thread (job_resume.cc).
@@ -152,6 +154,7 @@ class JobDriver {
   EventRecorder recorder_;
   LivenessMonitor liveness_;
   ResetHistory resets_;
+  GoodputLedger goodput_;
   // Its poller posts discovery's answers to loop_: the destructor stops it
   // before loop_.
   JobHosts hosts_;

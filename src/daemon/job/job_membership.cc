@@ -41,12 +41,14 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
     // Also when nothing changed: a job whose hosts all refuse workers must
     // still end at --elastic-timeout.
     hosts_.ArmBelowMinTimer(plan.size(), needed);
+    goodput_.BelowMinNp(now);
     return;
   }
   if (trigger != ReplanTrigger::kBrokenRing && generations_.Unchanged(plan)) {
     return;
   }
   hosts_.CancelBelowMinTimer();
+  goodput_.EnoughSlots(now);
   if (generations_.generation() > 0 && generations_.rendezvous_open()) {
     // The generation planned last never formed: this plan is part of the
     // reset (or the start) that planned it.
@@ -101,6 +103,7 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
   if (!grow_only) {
     generations_.ForgetJoiners();
     workers_.SendToAttached(generations_.Announcement(/*abort_collectives=*/failure));
+    goodput_.Interrupted(now);
   }
   const size_t first_new = generations_.members().size();
   for (const auto& host : plan.new_hosts) {
@@ -122,6 +125,7 @@ void JobDriver::NotifyOnceJoinersWait() {
                    absl::StrCat("the new workers of generation ", generations_.generation(),
                                 " are ready; the others join it now"));
   workers_.SendToAttached(generations_.Announcement(/*abort_collectives=*/false));
+  goodput_.Interrupted(clock_.Now());
 }
 
 void JobDriver::TryCompleteRendezvous() {
@@ -140,6 +144,7 @@ void JobDriver::TryCompleteRendezvous() {
   }
   lifecycle_.MoveTo(v1::RUNNING, generations_.generation());
   const absl::Time now = clock_.Now();
+  goodput_.GenerationReady(generations_.generation(), now);
   std::string took;
   v1::JobEvent e;
   if (std::optional<absl::Duration> reset = resets_.Ready(generations_.generation(), now)) {
@@ -157,10 +162,11 @@ void JobDriver::TryCompleteRendezvous() {
   events_.Append(std::move(e));
 }
 
-void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit) {
+void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit, absl::Time exited_at) {
   Worker* w = workers_.Find(id);
   if (w == nullptr) return;
   WorkerTable::Exited(*w, exit);
+  w->exited_at = exited_at;
   if (lifecycle_.Terminal()) {
     if (w->state == v1::WORKER_RUNNING || w->state == v1::WORKER_STARTING) {
       w->state = exit.success() ? v1::WORKER_SUCCEEDED : v1::WORKER_FAILED;
@@ -237,16 +243,19 @@ void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
   recorder_.Record(v1::JobEvent::WARNING, absl::StrCat(description, "; ", blacklisted),
                    w.lost_reason.empty() ? "worker_failed" : "worker_lost");
   resets_.Detected(now);
+  // It failed when its process ended, as near as the daemon can tell.
+  goodput_.FailureNoticed(w.exited_at == absl::InfinitePast() ? now : w.exited_at, now);
   Replan(description, ReplanTrigger::kWorkerFailure);
 }
 
-void JobDriver::OnWorkerLost(int64_t worker_id, const std::string& reason) {
+void JobDriver::OnWorkerLost(int64_t worker_id, const std::string& reason, absl::Time last_seen) {
   Worker& w = workers_.at(worker_id);
   if (!w.lost_reason.empty() || w.handle == 0) return;
   w.lost_reason = reason;
   recorder_.Record(v1::JobEvent::WARNING,
                    absl::StrCat(generations_.Describe(w), " lost: ", reason, "; killing it"));
   resets_.Detected(clock_.Now());
+  goodput_.FailureNoticed(last_seen, clock_.Now());  // it failed after it was last heard
   // Its sockets close when it dies, so peers blocked on it fail at once;
   // its exit (OnWorkerExit) then counts as a failure.
   context_.launcher->Signal(w.handle, SIGKILL).IgnoreError();

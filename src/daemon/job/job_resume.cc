@@ -116,6 +116,7 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
                          ? v1::RUNNING
                          : (was.state() == v1::JOB_STATE_UNSPECIFIED ? v1::PENDING : was.state()),
                      started, generations_.generation());
+  goodput_.Restore(was.goodput(), started, !members.empty(), clock_.Now());
   recorder_.Record(v1::JobEvent::INFO,
                    absl::StrCat("taken back after a horovodd restart: generation ",
                                 was.generation(), ", ", held.size(), " worker(s) found, ",
@@ -145,7 +146,7 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
   hosts_.StartDiscovery();
   if (lifecycle_.Terminal()) return;
   liveness_.Watch(loop_, workers_, [this](const LivenessMonitor::Lost& lost) {
-    OnWorkerLost(lost.worker_id, lost.reason);
+    OnWorkerLost(lost.worker_id, lost.reason, lost.last_seen);
   });
 }
 

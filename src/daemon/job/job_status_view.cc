@@ -19,7 +19,7 @@ JobStatusView::JobStatusView(const std::string& job_id, const v1::JobSpec& spec,
                              const JobLifecycle& lifecycle, const WorkerTable& workers,
                              const GenerationPlanner& generations,
                              const discovery::HostManager& hosts, const ResetHistory& resets,
-                             const EventLog& events)
+                             const GoodputLedger& goodput, const EventLog& events)
     : job_id_(job_id),
       spec_(spec),
       clock_(clock),
@@ -28,6 +28,7 @@ JobStatusView::JobStatusView(const std::string& job_id, const v1::JobSpec& spec,
       generations_(generations),
       hosts_(hosts),
       resets_(resets),
+      goodput_(goodput),
       events_(events) {}
 
 v1::JobStatus JobStatusView::Now() const {
@@ -80,6 +81,7 @@ v1::JobStatus JobStatusView::Now() const {
   s.set_min_np(spec_.min_np());
   s.set_max_np(spec_.max_np());
   for (const auto& record : resets_.records()) *s.add_reset_history() = record;
+  *s.mutable_goodput() = goodput_.Report(now);
   for (auto& event : events_.RecentNonOutput(20)) *s.add_recent_events() = std::move(event);
   return s;
 }

@@ -1,13 +1,15 @@
 // What one job's status says (v1::JobStatus: horovodctl status, the final
 // status the observers get, the checkpoint), read from the parts that keep
 // it: the spec, the lifecycle, the generations, the workers, the hosts, the
-// resets and the recent events. It keeps nothing of its own.
+// resets, the goodput ledger and the recent events. It keeps nothing of its
+// own.
 //
 // Threading: owned by one JobDriver and used on its loop thread.
 #pragma once
 
 #include <string>
 
+#include "daemon/goodput/goodput_ledger.h"
 #include "daemon/job_events/event_log.h"
 #include "daemon/job_events/reset_history.h"
 #include "daemon/job_lifecycle/job_lifecycle.h"
@@ -25,7 +27,7 @@ class JobStatusView {
   JobStatusView(const std::string& job_id, const v1::JobSpec& spec, const Clock& clock,
                 const JobLifecycle& lifecycle, const WorkerTable& workers,
                 const GenerationPlanner& generations, const discovery::HostManager& hosts,
-                const ResetHistory& resets, const EventLog& events);
+                const ResetHistory& resets, const GoodputLedger& goodput, const EventLog& events);
 
   // The job's status now.
   v1::JobStatus Now() const;
@@ -39,6 +41,7 @@ class JobStatusView {
   const GenerationPlanner& generations_;
   const discovery::HostManager& hosts_;
   const ResetHistory& resets_;
+  const GoodputLedger& goodput_;
   const EventLog& events_;
 };
 

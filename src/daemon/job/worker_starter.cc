@@ -124,7 +124,7 @@ ProcessCallbacks WorkerStarter::CallbacksFor(const Worker& w) {
   ProcessCallbacks callbacks;
   callbacks.on_line = WorkerTable::OutputSink(w, &events_);
   callbacks.on_exit = [this, id = w.id](const ExitInfo& exit) {
-    loop_.Post([this, id, exit] { on_exit_(id, exit); });
+    loop_.Post([this, id, exit, at = loop_.clock().Now()] { on_exit_(id, exit, at); });
   };
   return callbacks;
 }

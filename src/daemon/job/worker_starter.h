@@ -40,8 +40,9 @@ class WorkerStarter {
   // its SSH connect, login and start).
   static constexpr size_t kMaxConcurrentLaunches = 8;
 
-  // A worker's process exited.
-  using ExitHandler = std::function<void(int64_t worker_id, const ExitInfo& exit)>;
+  // A worker's process exited; `exited_at`: when the launcher said so.
+  using ExitHandler =
+      std::function<void(int64_t worker_id, const ExitInfo& exit, absl::Time exited_at)>;
   // What came of a launch on the pool.
   using LaunchedHandler =
       std::function<void(int64_t worker_id, const absl::StatusOr<LaunchedProcess>& launched)>;

@@ -54,8 +54,10 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
       // about a second (DaemonClient waits for the channel), so it has the
       // liveness timeout to reconnect, as any attached worker has to speak.
       if (now - heard.launched_at > silent_limit) {
-        lost.push_back({id, absl::StrCat("did not reconnect within --liveness-timeout ",
-                                         liveness_timeout_s_, "s after horovodd restarted")});
+        lost.push_back({id,
+                        absl::StrCat("did not reconnect within --liveness-timeout ",
+                                     liveness_timeout_s_, "s after horovodd restarted"),
+                        heard.last_seen});
       }
       continue;
     }
@@ -64,8 +66,10 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
       // Attached or not: a worker that never asked for a generation is still
       // starting, however alive it sounds.
       lost.push_back(
-          {id, absl::StrCat(heard.heard_from ? "did not ask for a rendezvous" : "did not connect",
-                            " within --start-timeout ", start_timeout_s_, "s")});
+          {id,
+           absl::StrCat(heard.heard_from ? "did not ask for a rendezvous" : "did not connect",
+                        " within --start-timeout ", start_timeout_s_, "s"),
+           heard.last_seen});
       continue;
     }
     if (!heard.heard_from) continue;  // not connected yet: only its start is bounded
@@ -75,9 +79,11 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
     // after which a worker cut off from its daemon ends itself.
     const absl::Duration limit = w.attached ? silent_limit : std::max(silent_limit, kDetachedGrace);
     if (now - heard.last_seen > limit) {
-      lost.push_back({id, absl::StrCat("silent for ", Millis(now - heard.last_seen),
-                                       w.attached ? "" : " after closing its stream",
-                                       " (--liveness-timeout ", liveness_timeout_s_, "s)")});
+      lost.push_back({id,
+                      absl::StrCat("silent for ", Millis(now - heard.last_seen),
+                                   w.attached ? "" : " after closing its stream",
+                                   " (--liveness-timeout ", liveness_timeout_s_, "s)"),
+                      heard.last_seen});
     }
   }
   return lost;

@@ -46,6 +46,7 @@ class LivenessMonitor {
   struct Lost {
     int64_t worker_id;
     std::string reason;  // for its event, e.g. "silent for 6000 ms (--liveness-timeout 5s)"
+    absl::Time last_seen = absl::InfinitePast();  // heard from last (or launched)
   };
   // The workers with a process that are lost at `now`, in id order.
   std::vector<Lost> Check(absl::Time now, const WorkerTable& workers) const;

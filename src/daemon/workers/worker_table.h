@@ -34,8 +34,9 @@ struct Worker {
   int pid = 0;         // on its host, for people
   v1::WorkerState state = v1::WORKER_STARTING;
   int exit_code = 0;
-  std::string lost_reason;        // set when the driver killed it
-  int64_t joined_generation = 0;  // last ready generation it was part of
+  std::string lost_reason;                      // set when the driver killed it
+  absl::Time exited_at = absl::InfinitePast();  // when the launcher saw it exit
+  int64_t joined_generation = 0;                // last ready generation it was part of
   int64_t last_commit = 0;
   int64_t reported_failure_generation = 0;
   int generations_joined = 0;
