@@ -253,3 +253,27 @@ TEST_CASE("status shows what each rank reports doing once some rank reports it")
   CHECK_THAT(waiting, Catch::Contains("allreduce grad.late ("));
   CHECK_THAT(LinesWith(text, std::to_string(job.workers(1).pid())).front(), Catch::EndsWith("-"));
 }
+
+TEST_CASE("list and status show the goodput and its parts once the daemon reports them") {
+  v1::JobStatus job = RunningJob();
+  const absl::Time now = absl::FromUnixSeconds(kCreated + 60);
+  CHECK_FALSE(absl::StrContains(cli::FormatJobTable({job}, now), "GOODPUT"));
+  CHECK_FALSE(absl::StrContains(cli::FormatJobDetails(job, now, kUtc), "Goodput"));
+  v1::JobGoodput* g = job.mutable_goodput();
+  g->set_wall_seconds(200);
+  g->set_training_seconds(190);
+  g->set_goodput(0.95);
+  g->set_starting_seconds(4);
+  g->set_detection_seconds(0.5);
+  g->set_reset_seconds(3);
+  g->set_replay_seconds(3);
+  const std::string table = cli::FormatJobTable({job}, now);
+  CHECK(absl::StrContains(table, "AGE    GOODPUT  COMMAND"));
+  CHECK(absl::StrContains(table, "1m00s  95.0%    /opt/train"));
+  const std::string text = cli::FormatJobDetails(job, now, kUtc);
+  CHECK(absl::StrContains(text, "Goodput:      95.0% (training 3m10s of 3m20s)\n"));
+  CHECK(absl::StrContains(text, "\nTime:\nPART       SECONDS  SHARE\n"));
+  CHECK(LinesWith(text, "training ").back() == "training   190.000  95.0%");
+  CHECK(LinesWith(text, "replay").front() == "replay     3.000    1.5%");
+  CHECK(LinesWith(text, "stall").front() == "stall      0.000    0.0%");
+}

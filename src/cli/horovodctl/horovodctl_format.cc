@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -156,6 +157,30 @@ std::string ResetsTable(const v1::JobStatus& job, absl::TimeZone zone) {
   return table.Render();
 }
 
+// The parts of a job's wall time, in the order they are shown (the names
+// /metrics gives them as its `part` label).
+std::vector<std::pair<const char*, double>> GoodputParts(const v1::JobGoodput& g) {
+  return {{"training", g.training_seconds()}, {"starting", g.starting_seconds()},
+          {"waiting", g.waiting_seconds()},   {"detection", g.detection_seconds()},
+          {"reset", g.reset_seconds()},       {"replay", g.replay_seconds()},
+          {"stall", g.stall_seconds()}};
+}
+
+bool HasGoodput(const v1::JobStatus& job) {
+  return job.has_goodput() && job.goodput().wall_seconds() > 0;
+}
+
+std::string Percent(double ratio) { return absl::StrFormat("%.1f%%", 100 * ratio); }
+
+// Where the job's wall time went: each part, its seconds and its share.
+std::string GoodputTable(const v1::JobGoodput& g) {
+  TextTable table({"PART", "SECONDS", "SHARE"});
+  for (const auto& [name, seconds] : GoodputParts(g)) {
+    table.AddRow({name, absl::StrFormat("%.3f", seconds), Percent(seconds / g.wall_seconds())});
+  }
+  return table.Render();
+}
+
 }  // namespace
 
 std::string HumanDuration(absl::Duration d) {
@@ -177,15 +202,26 @@ bool IsTerminal(v1::JobState state) {
 
 std::string FormatJobTable(const std::vector<v1::JobStatus>& jobs, absl::Time now) {
   if (jobs.empty()) return "No jobs.\n";
-  TextTable table({"ID", "STATE", "GENERATION", "SIZE", "MIN/MAX", "RESETS", "AGE", "COMMAND"});
+  // GOODPUT only once a daemon that accounts for it answers.
+  const bool goodput = std::any_of(jobs.begin(), jobs.end(), HasGoodput);
+  std::vector<std::string> header = {"ID",      "STATE",  "GENERATION", "SIZE",
+                                     "MIN/MAX", "RESETS", "AGE"};
+  if (goodput) header.push_back("GOODPUT");
+  header.push_back("COMMAND");
+  TextTable table(header);
   for (const auto& job : jobs) {
-    table.AddRow({job.job_id(), StateName(job.state()), std::to_string(job.generation()),
-                  std::to_string(job.size()),
-                  absl::StrCat(job.min_np(), "/",
-                               job.max_np() > 0 ? std::to_string(job.max_np()) : std::string("-")),
-                  std::to_string(job.resets()),
-                  job.created_unix() > 0 ? HumanDuration(now - FromUnix(job.created_unix())) : "-",
-                  Truncated(CommandLine(job.spec()), kListCommandWidth)});
+    std::vector<std::string> row = {
+        job.job_id(),
+        StateName(job.state()),
+        std::to_string(job.generation()),
+        std::to_string(job.size()),
+        absl::StrCat(job.min_np(), "/",
+                     job.max_np() > 0 ? std::to_string(job.max_np()) : std::string("-")),
+        std::to_string(job.resets()),
+        job.created_unix() > 0 ? HumanDuration(now - FromUnix(job.created_unix())) : "-"};
+    if (goodput) row.push_back(HasGoodput(job) ? Percent(job.goodput().goodput()) : "-");
+    row.push_back(Truncated(CommandLine(job.spec()), kListCommandWidth));
+    table.AddRow(row);
   }
   return table.Render();
 }
@@ -209,11 +245,18 @@ std::string FormatJobDetails(const v1::JobStatus& job, absl::Time now, absl::Tim
   field("Created", DateTime(job.created_unix(), now, zone));
   field("Started", DateTime(job.started_unix(), now, zone));
   if (job.ended_unix() > 0) field("Ended", DateTime(job.ended_unix(), now, zone));
+  if (HasGoodput(job)) {
+    field("Goodput",
+          absl::StrCat(Percent(job.goodput().goodput()), " (training ",
+                       HumanDuration(absl::Seconds(job.goodput().training_seconds())), " of ",
+                       HumanDuration(absl::Seconds(job.goodput().wall_seconds())), ")"));
+  }
 
   absl::StrAppend(&out, "\nWorkers:\n", job.workers().empty() ? "  none\n" : WorkersTable(job));
   absl::StrAppend(&out, "\nHosts:\n", job.hosts().empty() ? "  none known yet\n" : HostsTable(job));
   absl::StrAppend(&out, "\nResets:\n",
                   job.reset_history().empty() ? "  none\n" : ResetsTable(job, zone));
+  if (HasGoodput(job)) absl::StrAppend(&out, "\nTime:\n", GoodputTable(job.goodput()));
   absl::StrAppend(&out, "\nRecent events:\n");
   if (job.recent_events().empty()) absl::StrAppend(&out, "  none\n");
   for (const auto& e : job.recent_events()) {

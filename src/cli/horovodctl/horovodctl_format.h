@@ -19,10 +19,12 @@ std::string HumanDuration(absl::Duration d);
 std::string Latency(double seconds);
 bool IsTerminal(v1::JobState state);
 
-// `list`: one row per job (id, state, generation, size, min/max, resets, age, command).
+// `list`: one row per job (id, state, generation, size, min/max, resets, age,
+// goodput when the daemon reports it, command).
 std::string FormatJobTable(const std::vector<v1::JobStatus>& jobs, absl::Time now);
 
-// `status`: a header, then the workers, hosts, resets and recent events.
+// `status`: a header (with the goodput), then the workers, hosts, resets,
+// where the time went (each part of the goodput) and recent events.
 std::string FormatJobDetails(const v1::JobStatus& job, absl::Time now, absl::TimeZone zone);
 
 // `hosts`: the hosts of every job that has not ended.
