@@ -167,6 +167,34 @@ TEST_CASE("RPCs are counted by method, with a bounded number of labels") {
                "horovodd_rpc_requests_total{method=\"horovodd.v1.JobService/SubmitJob\"}") == 3);
 }
 
+TEST_CASE("each running job's goodput and the seconds of each part are gauges") {
+  CHECK(Metrics::RenderGoodput({}) ==
+        "# HELP horovodd_job_seconds " +
+            std::string(
+                "Where each job's wall time went, by part: training (on work that was kept), "
+                "starting, waiting (for --min-np slots), detection, reset, replay (work a failure "
+                "lost) and stall; the parts add up to its wall time.\n") +
+            "# TYPE horovodd_job_seconds gauge\n"
+            "# HELP horovodd_job_goodput Each job's share of its wall time spent training on "
+            "work that was kept.\n# TYPE horovodd_job_goodput gauge\n");
+  v1::JobStatus running;
+  running.set_job_id("job-\"1");
+  running.set_state(v1::RUNNING);
+  running.mutable_goodput()->set_wall_seconds(100);
+  running.mutable_goodput()->set_training_seconds(96);
+  running.mutable_goodput()->set_replay_seconds(4);
+  running.mutable_goodput()->set_goodput(0.96);
+  v1::JobStatus ended = running;
+  ended.set_job_id("job-2");
+  ended.set_state(v1::SUCCEEDED);
+  const std::string page = Metrics::RenderGoodput({running, ended});
+  CHECK(Sample(page, "horovodd_job_seconds{job=\"job-\\\"1\",part=\"training\"}") == 96);
+  CHECK(Sample(page, "horovodd_job_seconds{job=\"job-\\\"1\",part=\"replay\"}") == 4);
+  CHECK(Sample(page, "horovodd_job_seconds{job=\"job-\\\"1\",part=\"stall\"}") == 0);
+  CHECK(Sample(page, "horovodd_job_goodput{job=\"job-\\\"1\"}") == 0.96);
+  CHECK_FALSE(absl::StrContains(page, "job-2"));  // ended: no longer exported
+}
+
 TEST_CASE("the HTTP server answers GET /metrics with the rendered page") {
   int renders = 0;
   auto server = ServeMetrics("127.0.0.1:0", [&renders] {

@@ -1,5 +1,7 @@
 #include "daemon/metrics/metrics.h"
 
+#include <utility>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -184,6 +186,34 @@ std::string Metrics::RenderRanks(const std::vector<v1::JobStatus>& jobs) {
                     "\n");
   }
   return out;
+}
+
+std::string Metrics::RenderGoodput(const std::vector<v1::JobStatus>& jobs) {
+  std::string seconds;
+  std::string ratio;
+  Header(seconds, "horovodd_job_seconds", "gauge",
+         "Where each job's wall time went, by part: training (on work that was kept), starting, "
+         "waiting (for --min-np slots), detection, reset, replay (work a failure lost) and "
+         "stall; the parts add up to its wall time.");
+  Header(ratio, "horovodd_job_goodput", "gauge",
+         "Each job's share of its wall time spent training on work that was kept.");
+  for (const v1::JobStatus& job : jobs) {
+    if (Terminal(job.state()) || !job.has_goodput()) continue;
+    const v1::JobGoodput& g = job.goodput();
+    const std::string id = LabelValue(job.job_id());
+    for (const auto& [part, value] : {std::pair{"training", g.training_seconds()},
+                                      {"starting", g.starting_seconds()},
+                                      {"waiting", g.waiting_seconds()},
+                                      {"detection", g.detection_seconds()},
+                                      {"reset", g.reset_seconds()},
+                                      {"replay", g.replay_seconds()},
+                                      {"stall", g.stall_seconds()}}) {
+      absl::StrAppend(&seconds, "horovodd_job_seconds{job=\"", id, "\",part=\"", part, "\"} ",
+                      Number(value), "\n");
+    }
+    absl::StrAppend(&ratio, "horovodd_job_goodput{job=\"", id, "\"} ", Number(g.goodput()), "\n");
+  }
+  return seconds + ratio;
 }
 
 }  // namespace horovodd::daemon

@@ -41,6 +41,9 @@ class Metrics final : public JobObserver {
   // in this generation and its last commit. Same format; the caller takes
   // the statuses (Render is fed by events, these by each job's driver).
   static std::string RenderRanks(const std::vector<v1::JobStatus>& jobs);
+  // Per job in `jobs` that has not ended, where its wall time went
+  // (JobStatus.goodput): the seconds of each part, and its goodput ratio.
+  static std::string RenderGoodput(const std::vector<v1::JobStatus>& jobs);
 
  private:
   struct Job {

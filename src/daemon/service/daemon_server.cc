@@ -291,7 +291,8 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
       for (const auto& driver : jobs_->List()) {
         live.push_back(driver->Status());
       }
-      return metrics_.Render() + Metrics::RenderRanks(live) + access_->RenderMetrics();
+      return metrics_.Render() + Metrics::RenderRanks(live) + Metrics::RenderGoodput(live) +
+             access_->RenderMetrics();
     });
     if (!http.ok()) return http.status();
     metrics_http_ = std::move(*http);
