@@ -122,6 +122,11 @@ def job_view(tab):
                                                     step: cell(tr, 'step'),
                                                     waits_in: cell(tr, 'waits_in')})),
         events: rows('#events-table').map(tr => tr.dataset.kind + ' ' + cell(tr, 'message')),
+        goodput: (document.querySelector('#job-summary dd[data-col="goodput"]') || {}).innerText,
+        time_shown: !document.getElementById('goodput').hidden,
+        wall: document.getElementById('goodput-wall').innerText,
+        parts: Object.fromEntries(rows('#goodput-table').map(
+            tr => [cell(tr, 'part'), parseFloat(cell(tr, 'seconds'))])),
       };
     })()""")
 
@@ -215,6 +220,16 @@ def test_a_job_that_grows_loses_a_worker_and_finishes_as_the_page_shows_it(
     assert any(w["pid"] == victim["pid"] and w["state"] == "WORKER_FAILED"
                for w in after["workers"]), after["workers"]
     assert any(e.startswith("MEMBERSHIP") for e in after["events"]), after["events"]
+    # Where its time went: the reset is a part of it, and training the most of it.
+    timed = wait_view(tab, lambda v: v["time_shown"] and v["parts"].get("reset", 0) > 0,
+                      "the reset's time on the page")
+    assert set(timed["parts"]) == {"training", "starting", "waiting", "detection", "reset",
+                                   "replay", "stall"}, timed["parts"]
+    assert re.fullmatch(r"\d+\.\d%", timed["goodput"]), timed["goodput"]
+    assert timed["goodput"] in timed["wall"], timed
+    listed = tab.evaluate(f"document.querySelector('#jobs-table tr[data-job=\"{job}\"] "
+                          f"td[data-col=\"goodput\"]').innerText")
+    assert re.fullmatch(r"\d+\.\d%", listed), listed
     # The countdown goes on between the daemon's updates.
     tab.wait_for(f"(document.querySelector('#hosts-table tr[data-host=\"localhost\"] "
                  f"td[data-col=\"cooldown\"]') || {{}}).innerText !== {json.dumps(cooldown)}",
@@ -231,6 +246,10 @@ def test_a_job_that_grows_loses_a_worker_and_finishes_as_the_page_shows_it(
     ended = wait_view(tab, lambda v: v["state"] == "SUCCEEDED", "the job to succeed",
                       timeout=JOB_DEADLINE)
     assert ended["size"] in ("2", "0")
+    # The parts add up to the job's wall time, training the biggest of them.
+    wall = float(re.search(r"of ([\d.]+) s", ended["wall"]).group(1))
+    assert sum(ended["parts"].values()) == pytest.approx(wall, rel=0.01, abs=0.1), ended
+    assert max(ended["parts"], key=ended["parts"].get) == "training", ended["parts"]
     assert not tab.visible("#cancel-job")
     assert tab.evaluate(f"document.querySelector('#jobs-table tr[data-job=\"{job}\"]')"
                         ".dataset.state") == "SUCCEEDED"

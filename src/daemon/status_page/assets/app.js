@@ -28,8 +28,8 @@ const JOB_COLUMNS = [
   {key: 'minmax', title: 'Min / max', value: j => `${j.min_np} / ${j.max_np || '-'}`},
   {key: 'generation', title: 'Generation', value: j => j.generation},
   {key: 'resets', title: 'Resets', value: j => j.resets},
-  // The part of the job's time spent training, once JobStatus has it (issue #34).
-  {key: 'goodput', title: 'Goodput', value: j => percent(j.goodput), when: j => 'goodput' in j},
+  // The share of the job's time spent training on kept work (JobStatus.goodput).
+  {key: 'goodput', title: 'Goodput', value: j => goodput(j), when: hasGoodput},
   {key: 'age', title: 'Age', cell: (j, td) => since(td, j.created_unix, j.ended_unix)},
 ];
 
@@ -39,7 +39,7 @@ const SUMMARY_FIELDS = [
   {key: 'generation', title: 'Generation', value: j => j.generation},
   {key: 'resets', title: 'Resets', value: j => j.resets},
   {key: 'last_commit', title: 'Last commit', value: j => j.last_commit},
-  {key: 'goodput', title: 'Goodput', value: j => percent(j.goodput), when: j => 'goodput' in j},
+  {key: 'goodput', title: 'Goodput', value: j => goodput(j), when: hasGoodput},
   {key: 'age', title: 'Age', cell: (j, dd) => since(dd, j.created_unix, j.ended_unix)},
   {key: 'started', title: 'Started', value: j => clock(j.started_unix)},
   {key: 'ended', title: 'Ended', value: j => clock(j.ended_unix)},
@@ -72,6 +72,16 @@ const WORKER_COLUMNS = [
    when: w => 'activity' in w},
   {key: 'step', title: 'Step time', value: w => stepTime(w), when: w => 'activity' in w},
   {key: 'waits_in', title: 'Waits in', value: w => waitsIn(w), when: w => 'activity' in w},
+];
+
+// Where the job's time went: JobGoodput's parts, in the order shown, as
+// horovodctl status and /metrics (its `part` label) name them.
+const GOODPUT_PARTS = ['training', 'starting', 'waiting', 'detection', 'reset', 'replay', 'stall'];
+const GOODPUT_COLUMNS = [
+  {key: 'part', title: 'Part', value: p => p.part},
+  {key: 'seconds', title: 'Seconds', value: p => p.seconds.toFixed(3)},
+  {key: 'share', title: 'Share', value: p => percent(p.share)},
+  {key: 'bar', title: '', cell: (p, td) => shareBar(td, p)},
 ];
 
 const EVENT_COLUMNS = [
@@ -117,6 +127,29 @@ function duration(seconds) {
   if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
   if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
   return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+
+function hasGoodput(j) {
+  return !!j.goodput && j.goodput.wall_seconds > 0;
+}
+
+function goodput(j) {
+  return hasGoodput(j) ? percent(j.goodput.goodput) : '';
+}
+
+// Each part of the job's time, its seconds and share of the wall time.
+function goodputParts(j) {
+  const g = j.goodput;
+  return GOODPUT_PARTS.map(part => ({part, seconds: g[`${part}_seconds`] || 0,
+                                     share: (g[`${part}_seconds`] || 0) / g.wall_seconds}));
+}
+
+function shareBar(td, p) {
+  const bar = document.createElement('span');
+  bar.className = `share-bar part-${p.part}`;
+  bar.style.width = `${Math.min(100, p.share * 100).toFixed(1)}%`;
+  td.className = 'share';
+  td.appendChild(bar);
 }
 
 // Whether the worker's heartbeats have reported what it does.
@@ -317,6 +350,19 @@ function renderJob() {
       if (extra) tr.classList.add(extra);
     },
   });
+  const timed = hasGoodput(job);
+  $('goodput').hidden = !timed;
+  if (timed) {
+    $('goodput-wall').textContent =
+        `${goodput(job)} of ${job.goodput.wall_seconds.toFixed(1)} s spent training on kept work`;
+    $('goodput-wall').dataset.wall = job.goodput.wall_seconds;
+    renderTable($('goodput-table'), GOODPUT_COLUMNS, goodputParts(job), {
+      decorate: (tr, p) => {
+        tr.dataset.part = p.part;
+        tr.dataset.seconds = p.seconds;
+      },
+    });
+  }
   renderEvents();
   drawChart();
 }
