@@ -465,5 +465,69 @@ TEST_CASE("simulated time: the daemon keeps each worker's latest activity report
   REQUIRE(WaitUntil([&] { return !WorkerOf(job.driver->Status(), a).has_activity(); }));
 }
 
+// Worker `id` committed its `commit`-th step in `generation`.
+void Commit(JobDriver& driver, int64_t id, int64_t generation, int64_t commit) {
+  v1::CommitReport report;
+  report.mutable_who()->set_job_id("job-sim");
+  report.mutable_who()->set_worker_id(id);
+  report.set_generation(generation);
+  report.set_commit(commit);
+  driver.ReportCommit(report);
+}
+
+double Sum(const v1::JobGoodput& g) {
+  return g.training_seconds() + g.starting_seconds() + g.waiting_seconds() + g.detection_seconds() +
+         g.reset_seconds() + g.replay_seconds() + g.stall_seconds();
+}
+
+TEST_CASE("simulated time: a failed worker's job accounts its time as training, replay, reset",
+          "[job_driver]") {
+  TwoHostJob two;
+  JobDriver& driver = *two.job.driver;
+  SimulatedClock& clock = two.job.clock;
+  // Ten steps of a second, each committed by every worker.
+  for (int step = 1; step <= 10; ++step) {
+    clock.Advance(absl::Seconds(1));
+    for (int64_t id = 1; id <= 4; ++id) Commit(driver, id, 1, step);
+    driver.Status();  // barrier: the commits counted at this moment
+  }
+  v1::JobGoodput g = driver.Status().goodput();
+  CHECK(g.wall_seconds() == 10);
+  CHECK(g.training_seconds() == 10);
+  CHECK(g.goodput() == 1);
+
+  // 300 ms into the next step worker 2 (localhost) dies; its host goes,
+  // and the two on 127.0.0.1 form generation 2.
+  clock.Advance(absl::Milliseconds(300));
+  two.job.launcher.Exit(1, 1);
+  auto third = Ask(driver, 3, 1);
+  auto fourth = Ask(driver, 4, 1);
+  REQUIRE(third->Get().ok());
+  REQUIRE(fourth->Get().ok());
+  REQUIRE(driver.Status().generation() == 2);
+  clock.Advance(absl::Seconds(1));
+  Commit(driver, 3, 2, 11);  // the first step of generation 2
+  driver.Status();
+  clock.Advance(absl::Seconds(5));
+
+  g = driver.Status().goodput();
+  CHECK(g.wall_seconds() == Approx(16.3));
+  CHECK(Sum(g) == Approx(g.wall_seconds()));
+  CHECK(g.replay_seconds() == Approx(0.3));  // the step the failure cut short
+  CHECK(g.reset_seconds() == Approx(1));     // no step time reported: resumed at the commit
+  CHECK(g.training_seconds() == Approx(15));
+  CHECK(g.goodput() == Approx(15 / 16.3));
+
+  // Nothing counts after the end.
+  driver.Cancel("done");
+  REQUIRE(WaitUntil([&] { return driver.Status().state() == v1::CANCELLED; }));
+  const v1::JobStatus ended = driver.Status();
+  clock.Advance(absl::Seconds(30));
+  g = driver.Status().goodput();
+  CHECK(g.wall_seconds() == Approx(ended.ended_unix() - ended.started_unix()));
+  CHECK(g.wall_seconds() == Approx(16.3));
+  CHECK(Sum(g) == Approx(g.wall_seconds()));
+}
+
 }  // namespace
 }  // namespace horovodd::daemon
