@@ -443,5 +443,41 @@ TEST_CASE("liveness: a member that heartbeats is never lost for not joining a ge
   CHECK(monitor.Check(kT0 + absl::Seconds(120), c.table).empty());
 }
 
+TEST_CASE("generation planner: a ready spare takes a failed member's place", "[job_parts][spares]") {
+  GenerationPlanner planner(/*max_np=*/0, /*hot_spares=*/2, /*first_size=*/2);
+  WorkerTable table;
+  discovery::HostManager hosts = Hosts({{"a", 2}, {"b", 1}, {"c", 1}});
+  Plan first = planner.Next(table, hosts, kT0);
+  CHECK(first.new_hosts == std::vector<std::string>{"a", "a"});
+  CHECK(first.spare_hosts == std::vector<std::string>{"b", "c"});
+  planner.Begin(first, kT0);
+  AddWaiting(table, 2, "a");
+  for (const auto& [id, w] : table) planner.AddMember(id);
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+  // Two spares: 3 on b still starting, 4 on c waiting (ready).
+  table.Add("b", -1).state = v1::WORKER_SPARE_STARTING;
+  WorkerTable::Started(table.at(3), LaunchedProcess{3, 3});
+  AddWaiting(table, 1, "c");
+  table.at(4).state = v1::WORKER_SPARE_READY;
+  CHECK(IsSpare(table.at(3)));
+  CHECK(planner.Unchanged(planner.Next(table, hosts, kT0)));
+
+  WorkerTable::Exited(table.at(1), ExitInfo{1, 0});
+  table.at(1).state = v1::WORKER_FAILED;
+  hosts.ReportFailure("a", "exited with status 1", kT0);
+  Plan next = planner.Next(table, hosts, kT0);
+  // a is blacklisted, but worker 2 is the only survivor and stays; the ready spare takes the
+  // lost place, the one still starting stays a spare.
+  CHECK(Ids(next.survivors) == std::vector<int64_t>{2});
+  CHECK(next.kept_on_blacklisted);
+  CHECK(Ids(next.promoted) == std::vector<int64_t>{4});
+  CHECK(next.spares == 1);
+  CHECK(next.spare_hosts.empty());
+  CHECK_FALSE(planner.Unchanged(next));
+  planner.Begin(next, kT0);
+  CHECK(planner.members() == std::vector<int64_t>{2, 4});
+}
+
 }  // namespace
 }  // namespace horovodd::daemon

@@ -188,3 +188,119 @@ TEST_CASE("An unknown membership never shrinks", "[membership][shrink]") {
   CHECK_FALSE(RemovedRanks({10, 11}, {}).has_value());
   CHECK_FALSE(RemovedRanks({}, {10}).has_value());
 }
+
+// ---- hot spares (PlanInput::hot_spares)
+
+TEST_CASE("hot spares: the first plan sets slots aside, off the job's hosts first", "[spares]") {
+  PlanInput in;
+  in.usable = {{"a", 2}, {"b", 2}, {"c", 1}};
+  in.discovered = {{"a", 2}, {"b", 2}, {"c", 1}};
+  in.hot_spares = 1;
+  in.keep_size = 2;  // -np 2, no --max-np: the job takes what the spare leaves
+  auto plan = PlanGeneration(in);
+  CHECK(plan.new_hosts == std::vector<std::string>{"a", "a", "b", "b"});
+  CHECK(plan.spare_hosts == std::vector<std::string>{"c"});
+  CHECK(plan.spares == 1);
+}
+
+TEST_CASE("hot spares: beside --max-np, on the host without a member, else the emptiest",
+          "[spares]") {
+  PlanInput in;
+  in.usable = {{"a", 2}, {"b", 3}, {"c", 1}};
+  in.discovered = {{"a", 2}, {"b", 3}, {"c", 1}};
+  in.max_size = 3;
+  in.hot_spares = 2;
+  in.keep_size = 3;
+  auto plan = PlanGeneration(in);
+  CHECK(plan.new_hosts == std::vector<std::string>{"a", "a", "b"});
+  // c has no member; then b (1 member) is emptier than a (2, and full).
+  CHECK(plan.spare_hosts == std::vector<std::string>{"c", "b"});
+  CHECK(plan.spares == 2);
+}
+
+TEST_CASE("hot spares: -np comes first; fewer spares when slots are short, never a refusal",
+          "[spares]") {
+  PlanInput in;
+  in.usable = {{"a", 3}};
+  in.discovered = {{"a", 3}};
+  in.hot_spares = 4;
+  in.keep_size = 2;
+  auto plan = PlanGeneration(in);
+  CHECK(plan.size() == 2);
+  CHECK(plan.spare_hosts == std::vector<std::string>{"a"});
+  CHECK(plan.spares == 1);
+}
+
+TEST_CASE("hot spares: a lost worker's place goes to a ready spare, appended after the survivors",
+          "[spares]") {
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "b"}, {3, "b"}};
+  in.lost = {2};
+  in.discovered = {{"a", 1}, {"b", 2}, {"c", 1}, {"d", 1}};
+  in.blacklisted = {"b"};
+  in.usable = {{"a", 1}, {"c", 1}, {"d", 1}};
+  in.spares = {{9, "d"}, {8, "c"}};  // 9 is ready, 8 still starting
+  in.hot_spares = 2;
+  in.keep_size = 3;
+  auto plan = PlanGeneration(in);
+  CHECK(Ids(plan.survivors) == std::vector<int64_t>{1});
+  CHECK(plan.removed == std::vector<int64_t>{3});  // b is blacklisted
+  CHECK(Ids(plan.promoted) == std::vector<int64_t>{9, 8});
+  CHECK(plan.size() == 3);
+  CHECK(plan.new_hosts.empty());
+  CHECK(plan.spare_hosts.empty());  // no slot left for a new spare
+  CHECK(plan.spares == 0);
+  CHECK_FALSE(plan.unchanged(3));
+}
+
+TEST_CASE("hot spares: a spare on a blacklisted or vanished host leaves; a new one starts "
+          "elsewhere, the job unchanged", "[spares]") {
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "a"}};
+  in.discovered = {{"a", 2}, {"c", 1}};
+  in.blacklisted = {"c"};
+  in.usable = {{"a", 2}, {"d", 1}};
+  in.spares = {{7, "c"}};
+  in.hot_spares = 1;
+  in.keep_size = 2;
+  auto plan = PlanGeneration(in);
+  CHECK(plan.unchanged(2));
+  CHECK(plan.spares_removed == std::vector<int64_t>{7});
+  CHECK(plan.spare_hosts == std::vector<std::string>{"d"});
+}
+
+TEST_CASE("hot spares: added slots top the spares up first, then the job grows", "[spares]") {
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "b"}};
+  in.discovered = {{"a", 1}, {"b", 1}, {"c", 1}};
+  in.usable = {{"a", 1}, {"b", 1}, {"c", 1}};
+  in.hot_spares = 1;
+  in.keep_size = 2;
+  auto one_more = PlanGeneration(in);
+  CHECK(one_more.unchanged(2));
+  CHECK(one_more.spare_hosts == std::vector<std::string>{"c"});
+
+  in.spares = {{3, "c"}};
+  in.discovered["d"] = 1;
+  in.usable.emplace_back("d", 1);
+  auto two_more = PlanGeneration(in);
+  // The job grows by one: the ready spare takes the place (no cold start), and a new spare
+  // starts on the new slot.
+  CHECK(Ids(two_more.promoted) == std::vector<int64_t>{3});
+  CHECK(two_more.new_hosts.empty());
+  CHECK(two_more.spare_hosts == std::vector<std::string>{"d"});
+  CHECK(two_more.size() == 3);
+}
+
+TEST_CASE("hot spares: none asked, the plan is Horovod's", "[spares]") {
+  PlanInput in;
+  in.current = {{1, "a"}, {2, "b"}};
+  in.lost = {2};
+  in.discovered = {{"a", 2}, {"b", 1}};
+  in.usable = {{"a", 2}, {"b", 1}};
+  in.keep_size = 2;
+  auto plan = PlanGeneration(in);
+  CHECK(plan.new_hosts == std::vector<std::string>{"a", "b"});
+  CHECK(plan.spare_hosts.empty());
+  CHECK(plan.spares == 0);
+}

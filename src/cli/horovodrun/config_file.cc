@@ -47,6 +47,7 @@ constexpr KeyShape kKeys[] = {
     {"hosts", Shape::kList},
     {"hostfile", Shape::kPath},
     {"reset_limit", Shape::kScalar},
+    {"hot_spares", Shape::kScalar},
     {"elastic_timeout", Shape::kScalar},
     {"start_timeout", Shape::kScalar},
     {"blacklist_cooldown_range", Shape::kPair},

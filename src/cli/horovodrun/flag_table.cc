@@ -117,6 +117,10 @@ constexpr FlagDef kFlags[] = {
      kElasticGroup},
     {"reset_limit", "--reset-limit", "--reset-limit", "N",
      "Membership resets before the job fails.\nDefault: 0 = no limit.", kElasticGroup},
+    {"hot_spares", "--hot-spares", "--hot-spares", "N",
+     "Spare workers kept started on slots beyond\nthe job's, to take a failed worker's place.\n"
+     "Default: 0.",
+     kElasticGroup},
     {"blacklist_cooldown_range", "--blacklist-cooldown-range", "--blacklist-cooldown-range",
      "LO HI",
      "A failing host is blacklisted for LO*2^n\nseconds on its n-th failure, at most HI.\n"

@@ -102,7 +102,8 @@ void PrintEvent(const JobEvent& event, const OutputSettings& output) {
       std::cerr << "horovodrun: " << event.message() << std::endl;
       break;
     case JobEvent::INFO:
-      if (verbose) {
+      // A spare taking a place is part of the reset's story, as the generations are.
+      if (verbose || event.code() == "spare_swapped") {
         std::cout.flush();
         std::cerr << "horovodrun: " << event.message() << std::endl;
       }

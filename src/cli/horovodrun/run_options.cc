@@ -444,6 +444,8 @@ absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSet
 
   HVDD_ASSIGN_OR_RETURN(std::optional<int> reset_limit, ReadInt(settings, "reset_limit", 0));
   spec.set_reset_limit(reset_limit.value_or(0));
+  HVDD_ASSIGN_OR_RETURN(std::optional<int> hot_spares, ReadInt(settings, "hot_spares", 0));
+  spec.set_hot_spares(hot_spares.value_or(0));
   HVDD_RETURN_IF_ERROR(ReadTimeouts(settings, &spec));
   HVDD_RETURN_IF_ERROR(ReadWorkingDir(settings, &spec));
   HVDD_RETURN_IF_ERROR(ReadRemoteSettings(settings, &spec));

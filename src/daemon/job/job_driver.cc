@@ -30,7 +30,8 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
           &clock_),
       lifecycle_(events_, clock_, [this] { checkpointer_.Changed(); }),
       // A fixed-size job is -np workers, whatever its hosts offer.
-      generations_(spec_.elastic() ? spec_.max_np() : spec_.num_proc()),
+      generations_(spec_.elastic() ? spec_.max_np() : spec_.num_proc(),
+                   spec_.elastic() ? spec_.hot_spares() : 0, spec_.num_proc()),
       recorder_(
           events_, [this] { return generations_.generation(); },
           [this] { checkpointer_.Changed(); }),
@@ -126,6 +127,15 @@ void JobDriver::Rendezvous(const v1::RendezvousRequest& request, RendezvousReply
     w->reply = std::move(reply);
     // Held (leaving a blacklisted host): its answer waits for the plan to form.
     if (generations_.Holds(w->id)) return;
+    // A spare waits here until a generation needs it (Replan promotes it).
+    if (IsSpare(*w)) {
+      if (w->state == v1::WORKER_SPARE_STARTING) {
+        w->state = v1::WORKER_SPARE_READY;
+        recorder_.Record(v1::JobEvent::INFO,
+                         absl::StrCat("spare ", w->id, " on ", w->host, " is ready"));
+      }
+      return;
+    }
     if (w->state == v1::WORKER_REMOVED || !generations_.IsMember(w->id)) {
       w->state = v1::WORKER_REMOVED;
       w->Answer(generations_.RemovedAnswer());

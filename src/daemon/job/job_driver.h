@@ -136,6 +136,15 @@ class JobDriver {
   void OnWorkerLost(int64_t worker_id, const std::string& reason, absl::Time last_seen);
   void OnWorkerExit(int64_t worker_id, const ExitInfo& exit, absl::Time exited_at);
   void OnWorkerFailed(Worker& w, const std::string& what);
+  // Hot spares: those `plan` removes leave, and those it adds start once no
+  // generation is forming (a start competes with the reset for the CPUs).
+  void UpdateSpares(const Plan& plan);
+  // A spare ended by itself (or was killed as lost): its host is
+  // blacklisted as any failing worker's, and the job replans (a new spare
+  // if slots allow; no reset unless members shared its host).
+  void OnSpareExit(Worker& w, const ExitInfo& exit);
+  // Spares are not needed any more (the job is finishing): they leave.
+  void DismissSpares();
 
   // Resume, on the loop thread (job_resume.cc).
   void ResumeNow(const JobCheckpoint& checkpoint, const std::vector<ReattachedWorker>& found,
@@ -171,6 +180,8 @@ class JobDriver {
   // The first worker that failed and how ("worker 3 (rank 1, a, pid 9): exited
   // with status 1"), for the job's end when nothing is left.
   std::string first_failure_;
+  // Whether the job said it has fewer spares than --hot-spares (said once).
+  bool said_spares_short_ = false;
   EventLoop loop_;  // last: destroyed (joined) first
 };
 

@@ -45,6 +45,7 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
     return;
   }
   if (trigger != ReplanTrigger::kBrokenRing && generations_.Unchanged(plan)) {
+    UpdateSpares(plan);
     return;
   }
   hosts_.CancelBelowMinTimer();
@@ -89,11 +90,23 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
     Worker& w = workers_.at(m.worker_id);
     if (w.state == v1::WORKER_REMOVED) w.state = v1::WORKER_RUNNING;  // held, and kept after all
   }
+  for (size_t i = 0; i < plan.promoted.size(); ++i) {
+    Worker& w = workers_.at(plan.promoted[i].worker_id);
+    w.state = v1::WORKER_STARTING;  // a member from now on, joining as a new worker does
+    recorder_.Record(v1::JobEvent::INFO,
+                     absl::StrCat("spare ", w.id, " on ", w.host, " took rank ",
+                                  plan.survivors.size() + i, " of generation ",
+                                  generations_.generation()),
+                     "spare_swapped");
+  }
   recorder_.Record(
       v1::JobEvent::INFO,
       absl::StrCat("generation ", generations_.generation(), " planned: size ", plan.size(), " (",
-                   plan.survivors.size(), " kept, ", plan.new_hosts.size(), " new, ",
-                   plan.removed.size(), " leaving); cause: ", cause));
+                   plan.survivors.size(), " kept, ",
+                   plan.promoted.empty() ? "" : absl::StrCat(plan.promoted.size(), " spare, "),
+                   plan.new_hosts.size(), " new, ", plan.removed.size(), " leaving); cause: ",
+                   cause));
+  UpdateSpares(plan);
   kv_.AdvanceTo(generations_.generation());
   // Growing a running job: its members train on while the new workers start
   // (a process, maybe an interpreter importing a framework: seconds), and
@@ -160,6 +173,63 @@ void JobDriver::TryCompleteRendezvous() {
   e.set_message(absl::StrCat("generation ", generations_.generation(), " ready: size ",
                              members.size(), " on ", absl::StrJoin(hosts, ","), took));
   events_.Append(std::move(e));
+  // The spares that waited for the generation to form start now.
+  if (spec_.hot_spares() > 0 && spec_.elastic()) {
+    loop_.Post([this, g = generations_.generation()] {
+      Replan(absl::StrCat("hot spares after generation ", g, " formed"),
+             ReplanTrigger::kMembershipChange);
+    });
+  }
+}
+
+void JobDriver::UpdateSpares(const Plan& plan) {
+  for (int64_t id : plan.spares_removed) {
+    Worker& w = workers_.at(id);
+    if (!IsSpare(w)) continue;
+    recorder_.Record(v1::JobEvent::INFO,
+                     absl::StrCat("spare ", id, " on ", w.host, " leaves: ",
+                                  WhyLeaving(plan, w, hosts_.manager(), clock_.Now())));
+    w.state = v1::WORKER_REMOVED;
+    if (w.waiting) w.Answer(generations_.RemovedAnswer());
+  }
+  if (generations_.rendezvous_open() || generations_.ready_generation() == 0) return;
+  if (!said_spares_short_ && plan.spares < spec_.hot_spares()) {
+    said_spares_short_ = true;
+    recorder_.Record(v1::JobEvent::WARNING,
+                     absl::StrCat("--hot-spares ", spec_.hot_spares(), ": the usable slots beyond "
+                                  "the job's hold ", plan.spares, " spare(s) now; more start when "
+                                  "slots are added"),
+                     "spares_short");
+  }
+  for (const std::string& host : plan.spare_hosts) {
+    launches_.LaunchSpare(host, static_cast<int>(generations_.members().size()));
+    if (lifecycle_.Terminal()) return;
+  }
+}
+
+void JobDriver::OnSpareExit(Worker& w, const ExitInfo& exit) {
+  const std::string what = w.lost_reason.empty()
+                               ? exit.Describe()
+                               : absl::StrCat(w.lost_reason, " (", exit.Describe(), ")");
+  w.state = v1::WORKER_FAILED;
+  if (lifecycle_.Finishing()) return;
+  const std::string blacklisted = hosts_.Blacklist(w.host, what, clock_.Now());
+  recorder_.Record(v1::JobEvent::WARNING,
+                   absl::StrCat("spare ", w.id, " on ", w.host, " ", what, "; ", blacklisted),
+                   "spare_failed");
+  Replan(absl::StrCat("spare ", w.id, " failed"), ReplanTrigger::kMembershipChange);
+}
+
+void JobDriver::DismissSpares() {
+  for (auto& [id, w] : workers_) {
+    if (!IsSpare(w)) continue;
+    w.state = v1::WORKER_REMOVED;
+    if (w.waiting) {
+      w.Answer(generations_.RemovedAnswer());
+    } else if (w.handle != 0) {
+      context_.launcher->Signal(w.handle, SIGTERM).IgnoreError();
+    }
+  }
 }
 
 void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit, absl::Time exited_at) {
@@ -170,8 +240,14 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit, absl::Time exited
   if (lifecycle_.Terminal()) {
     if (w->state == v1::WORKER_RUNNING || w->state == v1::WORKER_STARTING) {
       w->state = exit.success() ? v1::WORKER_SUCCEEDED : v1::WORKER_FAILED;
+    } else if (IsSpare(*w)) {
+      w->state = v1::WORKER_REMOVED;
     }
     end_.MaybeCloseLog();
+    return;
+  }
+  if (IsSpare(*w)) {
+    OnSpareExit(*w, exit);
     return;
   }
   if (w->state == v1::WORKER_REMOVED) {
@@ -208,11 +284,12 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit, absl::Time exited
           context_.launcher->Signal(other.handle, SIGTERM).IgnoreError();
         }
       }
-      // Nor are the workers held back from leaving (generation_planner.h).
+      // Nor are the workers held back from leaving (generation_planner.h), nor spares.
       for (int64_t held : generations_.TakeHeld()) {
         Worker& other = workers_.at(held);
         if (other.waiting) other.Answer(generations_.RemovedAnswer());
       }
+      DismissSpares();
     }
     end_.MaybeFinishSucceeded(plain ? JobEnd::Finishers::kPlannedMembers
                                     : JobEnd::Finishers::kReadyMembers);
@@ -254,8 +331,10 @@ void JobDriver::OnWorkerLost(int64_t worker_id, const std::string& reason, absl:
   w.lost_reason = reason;
   recorder_.Record(v1::JobEvent::WARNING,
                    absl::StrCat(generations_.Describe(w), " lost: ", reason, "; killing it"));
-  resets_.Detected(clock_.Now());
-  goodput_.FailureNoticed(last_seen, clock_.Now());  // it failed after it was last heard
+  if (!IsSpare(w)) {  // a spare's loss costs the job no reset
+    resets_.Detected(clock_.Now());
+    goodput_.FailureNoticed(last_seen, clock_.Now());  // it failed after it was last heard
+  }
   // Its sockets close when it dies, so peers blocked on it fail at once;
   // its exit (OnWorkerExit) then counts as a failure.
   context_.launcher->Signal(w.handle, SIGKILL).IgnoreError();

@@ -20,7 +20,8 @@ absl::Time FromUnixSeconds(double seconds) {
 }
 
 bool Alive(v1::WorkerState state) {
-  return state == v1::WORKER_STARTING || state == v1::WORKER_RUNNING;
+  return state == v1::WORKER_STARTING || state == v1::WORKER_RUNNING ||
+         state == v1::WORKER_SPARE_STARTING || state == v1::WORKER_SPARE_READY;
 }
 
 }  // namespace
@@ -140,7 +141,13 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
   for (int64_t id : lost) {
     Worker& w = workers_.at(id);
     w.lost_reason = "its shim was not found after horovodd restarted";
-    OnWorkerFailed(w, w.lost_reason);
+    if (IsSpare(w)) {
+      ExitInfo unknown;
+      unknown.exit_code = -1;  // its status went with the shim
+      OnSpareExit(w, unknown);
+    } else {
+      OnWorkerFailed(w, w.lost_reason);
+    }
     if (lifecycle_.Terminal()) return;
   }
   hosts_.StartDiscovery();

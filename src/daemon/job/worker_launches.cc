@@ -57,6 +57,33 @@ void WorkerLaunches::Launch(const std::string& host, int planned_rank) {
   generations_.AddMember(id);
 }
 
+void WorkerLaunches::LaunchSpare(const std::string& host, int next_rank) {
+  HVDD_CHECK(lifecycle_.MayPlan())
+      << "a spare launched while the job is " << JobLifecycle::PhaseName(lifecycle_.phase());
+  Worker& w = workers_.Add(host, -1);
+  w.state = v1::WORKER_SPARE_STARTING;
+  const int64_t id = w.id;
+  liveness_.Launched(id, clock_.Now());
+  std::optional<absl::StatusOr<LaunchedProcess>> launched = starter_.Launch(w, next_rank);
+  if (!launched.has_value()) {
+    w.launching = true;  // on another host: Launched says what came of it
+    return;
+  }
+  if (!launched->ok()) {
+    liveness_.Forget(id);
+    workers_.Erase(id);
+    if (starter_.FailsEverywhere(launched->status(), /*on_loop=*/true)) {
+      end_.Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched->status().message()));
+      return;
+    }
+    hosts_.LaunchFailed(host, launched->status());
+    return;
+  }
+  WorkerTable::Started(w, **launched);
+  recorder_.Record(v1::JobEvent::INFO,
+                   absl::StrCat("started spare ", id, " on ", host, " (pid ", w.pid, ")"));
+}
+
 void WorkerLaunches::Launched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched) {
   Worker* w = workers_.Find(id);
   if (w == nullptr) return;
@@ -91,7 +118,8 @@ void WorkerLaunches::Launched(int64_t id, const absl::StatusOr<LaunchedProcess>&
   }
   WorkerTable::Started(*w, *launched);
   recorder_.Record(v1::JobEvent::INFO,
-                   absl::StrCat("started worker ", id, " on ", w->host, " (pid ", w->pid, ")"));
+                   absl::StrCat("started ", IsSpare(*w) ? "spare " : "worker ", id, " on ",
+                                w->host, " (pid ", w->pid, ")"));
   // What happened to it while it was starting, the others already had.
   if (lifecycle_.Terminal() || !w->lost_reason.empty()) {
     context_.launcher->Signal(w->handle, SIGKILL).IgnoreError();

@@ -47,6 +47,10 @@ class WorkerLaunches {
   // planned now, a member of it from now on; or, when it cannot start here,
   // forgets it as if it had never been planned.
   void Launch(const std::string& host, int planned_rank);
+  // Starts a hot spare on `host`: a worker outside every generation, with
+  // the environment of rank `next_rank`, the first rank after the members'.
+  // One that cannot start here is forgotten, its host cooling down.
+  void LaunchSpare(const std::string& host, int next_rank);
   // What came of launching worker `id` on another host (the starter's
   // on_launched).
   void Launched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched);

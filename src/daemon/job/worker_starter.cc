@@ -24,6 +24,7 @@ void WorkerStarter::PlanRanks(const Plan& plan) {
   std::vector<std::string> hosts_by_rank;
   hosts_by_rank.reserve(plan.size());
   for (const Member& m : plan.survivors) hosts_by_rank.push_back(m.host);
+  for (const Member& m : plan.promoted) hosts_by_rank.push_back(m.host);
   hosts_by_rank.insert(hosts_by_rank.end(), plan.new_hosts.begin(), plan.new_hosts.end());
   planned_ranks_ = AssignRanks(hosts_by_rank);
 }
@@ -82,6 +83,8 @@ std::map<std::string, std::string> WorkerStarter::Environment(const Worker& w,
   env["HOROVOD_LOCAL_SIZE"] = std::to_string(planned.local_size);
   env["HOROVOD_CROSS_RANK"] = std::to_string(planned.cross_rank);
   env["HOROVOD_CROSS_SIZE"] = std::to_string(planned.cross_size);
+  // A hot spare learns its rank when a generation takes it (JobSpec.hot_spares).
+  if (IsSpare(w)) env["HOROVODD_SPARE"] = "1";
   return env;
 }
 

@@ -83,11 +83,24 @@ Plan GenerationPlanner::Next(const WorkerTable& workers, const discovery::HostMa
   }
   for (const auto& h : hosts.UsableHosts(now)) input.usable.emplace_back(h.host, h.slots);
   input.max_size = max_np_;
+  input.hot_spares = hot_spares_;
+  input.keep_size = generation_ == 0 ? first_size_ : static_cast<int>(current.size());
+  for (bool ready : {true, false}) {
+    for (const auto& [id, w] : workers) {
+      if (IsSpare(w) && !w.gone() && w.lost_reason.empty() &&
+          (w.state == v1::WORKER_SPARE_READY) == ready) {
+        input.spares.push_back({id, w.host});
+      }
+    }
+  }
   return PlanGeneration(input);
 }
 
 bool GenerationPlanner::Unchanged(const Plan& plan) const {
-  if (!plan.new_hosts.empty() || plan.survivors.size() != members_.size()) return false;
+  if (!plan.new_hosts.empty() || !plan.promoted.empty() ||
+      plan.survivors.size() != members_.size()) {
+    return false;
+  }
   for (size_t i = 0; i < members_.size(); ++i) {
     if (plan.survivors[i].worker_id != members_[i]) return false;
   }
@@ -101,6 +114,7 @@ void GenerationPlanner::Begin(const Plan& plan, absl::Time now) {
   members_.clear();
   rendezvous_scan_ = 0;
   for (const auto& m : plan.survivors) members_.push_back(m.worker_id);
+  for (const auto& m : plan.promoted) members_.push_back(m.worker_id);
   held_ = plan.left_blacklisted;
 }
 
@@ -225,7 +239,7 @@ v1::DaemonMessage GenerationPlanner::Announcement(bool abort_collectives) const 
 
 std::string GenerationPlanner::Describe(const Worker& w) const {
   int rank = RankOf(w.id);
-  return absl::StrCat("worker ", w.id, " (", rank >= 0 ? absl::StrCat("rank ", rank, ", ") : "",
+  return absl::StrCat(IsSpare(w) ? "spare " : "worker ", w.id, " (", rank >= 0 ? absl::StrCat("rank ", rank, ", ") : "",
                       w.host, w.pid != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
 }
 

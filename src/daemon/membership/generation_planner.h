@@ -25,7 +25,11 @@ class GenerationPlanner {
   // A job has as many workers as the usable slots allow, up to --max-np (0: no
   // limit), from its first generation on, as in Horovod (-np is only how many
   // slots must be there before it starts: JobDriver waits for those).
-  explicit GenerationPlanner(int max_np) : max_np_(max_np) {}
+  // `hot_spares` spares are kept beside it when slots allow (PlanGeneration);
+  // `first_size` (-np) is the size its first generation keeps to before any
+  // slot goes to a spare.
+  explicit GenerationPlanner(int max_np, int hot_spares = 0, int first_size = 0)
+      : max_np_(max_np), hot_spares_(hot_spares), first_size_(first_size) {}
 
   int64_t generation() const { return generation_; }              // newest planned
   int64_t ready_generation() const { return ready_generation_; }  // newest formed
@@ -51,14 +55,15 @@ class GenerationPlanner {
   bool Told(int64_t id) const;
 
   // The next generation for `workers` on `hosts` as they are at `now`, from
-  // the members of generation() and the held workers, in rank order.
+  // the members of generation() and the held workers, in rank order, and
+  // the job's spares (IsSpare), ready ones first.
   Plan Next(const WorkerTable& workers, const discovery::HostManager& hosts, absl::Time now) const;
   // Whether `plan` (from Next) is generation() again: the same members in
   // the same order, no new worker, and only held workers left out.
   bool Unchanged(const Plan& plan) const;
-  // `plan` is generation() + 1 from `now` on: its survivors are the members
-  // (workers it starts join with AddMember); the workers it removes from
-  // blacklisted hosts are held (Holds).
+  // `plan` is generation() + 1 from `now` on: its survivors and the spares
+  // it promotes are the members (workers it starts join with AddMember); the
+  // workers it removes from blacklisted hosts are held (Holds).
   void Begin(const Plan& plan, absl::Time now);
   void AddMember(int64_t id) { members_.push_back(id); }
   // A planned member that never started leaves the plan.
@@ -100,6 +105,8 @@ class GenerationPlanner {
 
  private:
   const int max_np_;
+  const int hot_spares_;
+  const int first_size_;
   int64_t generation_ = 0;
   int64_t ready_generation_ = 0;
   std::vector<int64_t> members_;
@@ -118,6 +125,12 @@ class GenerationPlanner {
   absl::Time planned_at_;
   int64_t generation_floor_ = 0;  // Begin numbers the next one above it (Restore)
 };
+
+// Whether `w` is a hot spare: started, outside every generation, waiting
+// for one to need it.
+inline bool IsSpare(const Worker& w) {
+  return w.state == v1::WORKER_SPARE_STARTING || w.state == v1::WORKER_SPARE_READY;
+}
 
 // Why `w`, whom `plan` removes, leaves the job, for its event ("host a is
 // drained"), from `hosts` as they are at `now`.

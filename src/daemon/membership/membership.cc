@@ -1,5 +1,7 @@
 #include "daemon/membership/membership.h"
 
+#include <algorithm>
+
 namespace horovodd::daemon {
 
 Plan PlanGeneration(const PlanInput& input) {
@@ -52,13 +54,69 @@ Plan PlanGeneration(const PlanInput& input) {
     plan.removed.push_back(alive[i].worker_id);
     if (blacklisted_leaver[i]) plan.left_blacklisted.push_back(alive[i].worker_id);
   }
+  // Spares stay where their host still has a usable slot beyond the survivors'.
+  std::map<std::string, int> usable_slots(input.usable.begin(), input.usable.end());
+  std::vector<Member> spares;
+  for (const Member& s : input.spares) {
+    if (kept_on_host[s.host] < usable_slots[s.host]) {
+      kept_on_host[s.host]++;
+      spares.push_back(s);
+    } else {
+      plan.spares_removed.push_back(s.worker_id);
+    }
+  }
+  std::map<std::string, int> free_on_host;
+  int free = 0;
+  for (const auto& [host, slots] : input.usable) {
+    free_on_host[host] = std::max(0, slots - kept_on_host[host]);
+    free += free_on_host[host];
+  }
+  // The size: the survivors', raised to keep_size and to what the slots allow beside
+  // hot_spares spares, within max_size and the slots there are.
+  const int room = static_cast<int>(plan.survivors.size() + spares.size()) + free;
+  int size = std::max(input.keep_size, room - input.hot_spares);
+  if (input.max_size > 0) size = std::min(size, input.max_size);
+  size = std::max(std::min(size, room), static_cast<int>(plan.survivors.size()));
+  size_t next_spare = 0;
+  while (plan.size() < size && next_spare < spares.size()) {
+    plan.promoted.push_back(spares[next_spare++]);
+  }
   // Fill free usable slots, host by host.
   for (const auto& [host, slots] : input.usable) {
-    int free = slots - kept_on_host[host];
-    for (int i = 0; i < free; ++i) {
-      if (input.max_size > 0 && plan.size() >= input.max_size) return plan;
+    for (; free_on_host[host] > 0 && plan.size() < size; --free_on_host[host], --free) {
       plan.new_hosts.push_back(host);
     }
+  }
+  // What is left holds the spares.
+  const int wanted = std::min(input.hot_spares, room - size);
+  while (static_cast<int>(spares.size() - next_spare) > wanted) {
+    plan.spares_removed.push_back(spares.back().worker_id);
+    spares.pop_back();
+  }
+  plan.spares = wanted;
+  std::map<std::string, int> members_on_host;
+  std::map<std::string, int> processes_on_host;
+  for (const Member& m : plan.survivors) members_on_host[m.host]++;
+  for (const Member& m : plan.promoted) members_on_host[m.host]++;
+  for (const std::string& host : plan.new_hosts) members_on_host[host]++;
+  for (const auto& [host, count] : members_on_host) processes_on_host[host] = count;
+  for (size_t i = next_spare; i < spares.size(); ++i) processes_on_host[spares[i].host]++;
+  for (int i = static_cast<int>(spares.size() - next_spare); i < wanted; ++i) {
+    // A host without a member first (a host failure then takes no spare with it), then the
+    // emptiest, then the first in assignment order.
+    const std::string* best = nullptr;
+    auto better = [&](const std::string& a, const std::string& b) {
+      const bool a_free = members_on_host[a] == 0, b_free = members_on_host[b] == 0;
+      if (a_free != b_free) return a_free;
+      return processes_on_host[a] < processes_on_host[b];
+    };
+    for (const auto& [host, slots] : input.usable) {
+      if (free_on_host[host] > 0 && (best == nullptr || better(host, *best))) best = &host;
+    }
+    if (best == nullptr) break;
+    free_on_host[*best]--;
+    processes_on_host[*best]++;
+    plan.spare_hosts.push_back(*best);
   }
   return plan;
 }

@@ -28,6 +28,13 @@ struct PlanInput {
   // (host, slots) new workers may use, in assignment order (the order ranks are given in).
   std::vector<std::pair<std::string, int>> usable;
   int max_size = 0;  // 0 = no limit
+  // Hot spares (horovodrun --hot-spares): the spares alive, best first (ready ones before
+  // those still starting); how many the job keeps; and the size the job had (its newest
+  // plan's, or -np before the first), which a spare restores before any slot goes to a new
+  // spare. Spares sit on usable slots beyond the job's and do not count toward max_size.
+  std::vector<Member> spares;
+  int hot_spares = 0;
+  int keep_size = 0;
 };
 
 struct Plan {
@@ -38,11 +45,23 @@ struct Plan {
   // Survivors on blacklisted hosts kept because removing them would leave no survivor (see
   // PlanGeneration).
   bool kept_on_blacklisted = false;
+  // Spares that join, in rank order after the survivors, before the new workers.
+  std::vector<Member> promoted;
   std::vector<std::string> new_hosts;  // one entry per worker to start, in rank order
-  int size() const { return static_cast<int>(survivors.size() + new_hosts.size()); }
+  // Spares that leave (their host is blacklisted, drained or gone, or has no slot left for
+  // them), and the hosts of the spares to start, one entry each.
+  std::vector<int64_t> spares_removed;
+  std::vector<std::string> spare_hosts;
+  // Spares the job keeps after this plan (those staying and those to start); fewer than
+  // PlanInput::hot_spares when the usable slots do not allow more.
+  int spares = 0;
+  int size() const {
+    return static_cast<int>(survivors.size() + promoted.size() + new_hosts.size());
+  }
   // Nothing changes: no generation needed.
   bool unchanged(size_t current_size) const {
-    return removed.empty() && new_hosts.empty() && survivors.size() == current_size;
+    return removed.empty() && promoted.empty() && new_hosts.empty() &&
+           survivors.size() == current_size;
   }
 };
 
@@ -53,6 +72,12 @@ struct Plan {
 // Horovod would fail with "No hosts from previous set remaining, unable to
 // broadcast state"; new workers fill free usable slots host by host, in
 // assignment order, appended after the survivors, up to max_size.
+// With hot spares, the job's size is the larger of keep_size and what the
+// usable slots allow once hot_spares of them are set aside (at most
+// max_size), and a place it has to fill goes to a spare first (ready ones
+// first), then to a new worker; what is left of the slots holds up to
+// hot_spares spares, each new one on a host without a member if there is
+// one, else on the emptiest host.
 Plan PlanGeneration(const PlanInput& input);
 
 struct RankInfo {

@@ -83,6 +83,7 @@ void Metrics::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
   }
   if (event.code() == "discovery_failed") ++discovery_failures_;
   if (event.code() == "worker_failed" || event.code() == "worker_lost") ++worker_failures_;
+  if (event.code() == "spare_swapped") ++spare_swaps_;
 }
 
 void Metrics::CountRpc(const std::string& method) {
@@ -138,10 +139,28 @@ std::string Metrics::Render() const {
          "Workers that failed or were declared lost.");
   absl::StrAppend(&out, "horovodd_worker_failures_total ", worker_failures_, "\n");
 
+  Header(out, "horovodd_spare_swaps_total", "counter",
+         "Hot spares that took a member's place in a new generation.");
+  absl::StrAppend(&out, "horovodd_spare_swaps_total ", spare_swaps_, "\n");
+
   Header(out, "horovodd_rpc_requests_total", "counter", "gRPC calls received, by method.");
   for (const auto& [method, count] : rpcs_) {
     absl::StrAppend(&out, "horovodd_rpc_requests_total{method=\"", LabelValue(method), "\"} ",
                     count, "\n");
+  }
+  return out;
+}
+
+std::string Metrics::RenderSpares(const std::vector<v1::JobStatus>& jobs) {
+  std::string out;
+  Header(out, "horovodd_spares_ready", "gauge",
+         "Hot spares of each job that has not ended, started and waiting to take a place.");
+  for (const v1::JobStatus& job : jobs) {
+    if (Terminal(job.state()) || job.spec().hot_spares() == 0) continue;
+    int ready = 0;
+    for (const v1::WorkerStatus& w : job.workers()) ready += w.state() == v1::WORKER_SPARE_READY;
+    absl::StrAppend(&out, "horovodd_spares_ready{job=\"", LabelValue(job.job_id()), "\"} ", ready,
+                    "\n");
   }
   return out;
 }

@@ -44,6 +44,8 @@ class Metrics final : public JobObserver {
   // Per job in `jobs` that has not ended, where its wall time went
   // (JobStatus.goodput): the seconds of each part, and its goodput ratio.
   static std::string RenderGoodput(const std::vector<v1::JobStatus>& jobs);
+  // The ready hot spares of each job in `jobs` that has not ended and keeps spares.
+  static std::string RenderSpares(const std::vector<v1::JobStatus>& jobs);
 
  private:
   struct Job {
@@ -57,6 +59,7 @@ class Metrics final : public JobObserver {
   uint64_t resets_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t discovery_failures_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t worker_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t spare_swaps_ ABSL_GUARDED_BY(mu_) = 0;
   std::array<uint64_t, kResetLatencyBuckets.size()> reset_buckets_ ABSL_GUARDED_BY(mu_) = {};
   uint64_t reset_count_ ABSL_GUARDED_BY(mu_) = 0;
   double reset_seconds_sum_ ABSL_GUARDED_BY(mu_) = 0;

@@ -20,6 +20,7 @@ constexpr size_t kMaxTokenBytes = 1024;
 constexpr size_t kMaxNameBytes = 256;   // JobSpec.name
 constexpr size_t kMaxPathBytes = 4096;  // PATH_MAX
 constexpr size_t kMaxInterfaceBytes = 64;
+constexpr int kMaxHotSpares = 4096;
 constexpr size_t kMaxReasonBytes = 4096;  // CancelJob
 constexpr size_t kMaxFailureMessageBytes = 64 * 1024;
 // A reported collective: workers cut longer tensor names to fit.
@@ -135,6 +136,15 @@ absl::Status CheckProcessCounts(const v1::JobSpec& spec) {
   if (spec.reset_limit() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("reset_limit must be >= 0 (0 = no limit), got ", spec.reset_limit()));
+  }
+  if (spec.hot_spares() < 0 || spec.hot_spares() > kMaxHotSpares) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hot_spares must be in [0, ", kMaxHotSpares, "], got ", spec.hot_spares()));
+  }
+  if (spec.hot_spares() > 0 && !spec.elastic()) {
+    // A fixed-size job ends at its first failure: a spare would never be used.
+    return absl::InvalidArgumentError(
+        "hot_spares needs an elastic job (--min-np, --max-np or host discovery)");
   }
   return absl::OkStatus();
 }
