@@ -312,3 +312,29 @@ class socket_on_free_port:
 
     def __exit__(self, *exc):
         self.sock.close()
+
+
+def test_a_hot_spare_srun_step_takes_a_killed_workers_place(salloc, tmp_path):
+    # Ranks 0-1 on node1, rank 2 on node2 (--max-np 3); the spare is an srun step on node2's
+    # other slot. Rank 0 is killed: node1 is blacklisted as in Horovod (rank 1 leaves too),
+    # and the spare takes rank 1 beside rank 2's worker (now rank 0): one reset, size 2.
+    run = salloc("-np", 3, "--min-np", 1, "--max-np", 3, "--hot-spares", 1, "--host-discovery",
+                 "slurm", "--discovery-interval", 0.5, "--verbose",
+                 *train_args(tmp_path, epochs=6, delay_ms=25))
+    before = run.wait_for_size(3)
+    spare = run.wait_for_line(r"started spare (\d+) on node2 \(pid (\d+)\)", "the spare")
+    spare_id = int(spare.group(1))
+    run.wait_for_line(rf"spare {spare_id} on node2 is ready", "the spare to wait")
+    run.wait_for_line(r"epoch 1/6", "the first epoch to end")
+    os.kill(before[0], signal.SIGKILL)
+    run.wait_for_line(rf"horovodrun: spare {spare_id} on node2 took rank 1 ", "the swap")
+    code, left, _state = run.after()
+    assert code == 0, run.output()
+    assert hvdd_steps(left) == [], run.output()
+    after = run.workers()
+    assert sorted(after) == [0, 1] and after[0] == before[2], run.output()
+    assert after[1] not in before.values()
+    assert run.count(r"reset took \d+ ms") == 1
+    result = read_result(tmp_path / "result.json")
+    assert result["samples_per_epoch"] == [SAMPLES] * 6
+    assert result["final_size"] == 2 and result["resets"] == 1

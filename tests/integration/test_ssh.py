@@ -362,3 +362,26 @@ def test_a_tunnel_does_not_make_a_worker_host_local_to_the_daemon(
     local = subprocess.run([str(horovodctl), "--daemon", daemon.address, "list"],
                            capture_output=True, text=True, timeout=60, env=env)
     assert local.returncode == 0, local.stderr
+
+
+def test_a_hot_spare_on_another_host_takes_a_killed_workers_place(horovodrun, sshd, tmp_path):
+    # The job trains on localhost and 127.0.0.2 (--max-np 2); the spare, started over SSH like
+    # any worker, waits on 127.0.0.3. Rank 1 is killed: its host is blacklisted, and the spare
+    # takes rank 1 in one reset at size 2.
+    run = horovodrun("-np", 2, "--min-np", 1, "--max-np", 2, "--hot-spares", 1, "-H",
+                     "localhost:1,127.0.0.2:1,127.0.0.3:1", "--verbose",
+                     *ssh_args(sshd, tmp_path), *train_args(tmp_path, delay_ms=25, epochs=6))
+    before = run.wait_for_size(2)
+    spare = run.wait_for_line(r"started spare (\d+) on 127\.0\.0\.3 \(pid (\d+)\)", "the spare")
+    spare_id, spare_pid = int(spare.group(1)), int(spare.group(2))
+    run.wait_for_line(rf"spare {spare_id} on 127\.0\.0\.3 is ready", "the spare to wait")
+    run.wait_for_line(r"epoch 1/6", "the first epoch to end")
+    os.kill(before[1], signal.SIGKILL)
+    run.wait_for_line(rf"horovodrun: spare {spare_id} on 127\.0\.0\.3 took rank 1 ", "the swap")
+    assert run.wait() == 0, run.output()
+    assert run.workers() == {0: before[0], 1: spare_pid}
+    assert run.count(r"generation \d+ ready: size 2 on localhost,127\.0\.0\.3 \(reset took") == 1
+    assert run.count(r"reset took \d+ ms") == 1
+    result = read_result(tmp_path / "result.json")
+    assert result["samples_per_epoch"] == [SAMPLES] * 6
+    assert result["final_size"] == 2 and result["resets"] == 1

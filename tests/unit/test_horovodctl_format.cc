@@ -179,6 +179,22 @@ TEST_CASE("status lists members by rank, hosts with cooldown, and resets as late
         "03:04:15.022  membership  generation 3 ready: size 2");
 }
 
+TEST_CASE("status counts the hot spares and lists each with its host and state") {
+  v1::JobStatus job = RunningJob();
+  CHECK_FALSE(absl::StrContains(cli::FormatJobDetails(job, absl::FromUnixSeconds(kCreated), kUtc),
+                                "Hot spares"));
+  job.mutable_spec()->set_hot_spares(2);
+  auto* spare = job.add_workers();
+  spare->set_worker_id(7);
+  spare->set_rank(-1);
+  spare->set_host("node8");
+  spare->set_pid(4007);
+  spare->set_state(v1::WORKER_SPARE_READY);
+  const std::string text = cli::FormatJobDetails(job, absl::FromUnixSeconds(kCreated), kUtc);
+  CHECK(absl::StrContains(text, "Hot spares:   1 ready, 0 starting (of 2; in Workers, RANK -)\n"));
+  CHECK(LinesWith(text, "4007").front() == "-     7       node8      4007  SPARE_READY  -     0       0");
+}
+
 TEST_CASE("hosts lists the hosts of running jobs only") {
   v1::JobStatus ended = RunningJob();
   ended.set_job_id("job-1");

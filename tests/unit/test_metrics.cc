@@ -125,6 +125,28 @@ TEST_CASE("job events move jobs between states and count workers, resets and fai
   CHECK(Sample(page, "horovodd_workers") == 0);
 }
 
+TEST_CASE("hot spares: swaps are counted from events, ready spares per job from its status") {
+  Metrics metrics;
+  CHECK(Sample(metrics.Render(), "horovodd_spare_swaps_total") == 0);
+  metrics.OnJobEvent("job-1", Coded(v1::JobEvent::INFO, "spare_swapped"));
+  CHECK(Sample(metrics.Render(), "horovodd_spare_swaps_total") == 1);
+
+  v1::JobStatus with_spares;
+  with_spares.set_job_id("job-1");
+  with_spares.set_state(v1::RUNNING);
+  with_spares.mutable_spec()->set_hot_spares(2);
+  with_spares.add_workers()->set_state(v1::WORKER_RUNNING);
+  with_spares.add_workers()->set_state(v1::WORKER_SPARE_READY);
+  with_spares.add_workers()->set_state(v1::WORKER_SPARE_STARTING);
+  v1::JobStatus without = with_spares;
+  without.set_job_id("job-2");
+  without.mutable_spec()->set_hot_spares(0);
+  const std::string page = Metrics::RenderSpares({with_spares, without});
+  CHECK(absl::StrContains(page, "# TYPE horovodd_spares_ready gauge\n"));
+  CHECK(Sample(page, "horovodd_spares_ready{job=\"job-1\"}") == 1);
+  CHECK_FALSE(absl::StrContains(page, "job-2"));
+}
+
 TEST_CASE("jobs recovered from the journal count in their recorded state") {
   Metrics metrics;
   metrics.AddRecoveredJob("job-1", v1::SUCCEEDED);

@@ -241,6 +241,15 @@ std::string FormatJobDetails(const v1::JobStatus& job, absl::Time now, absl::Tim
   field("Size",
         absl::StrCat(job.size(), " (min ", job.min_np(), ", max ", MaxNp(job.max_np()), ")"));
   field("Resets", std::to_string(job.resets()));
+  if (job.spec().hot_spares() > 0) {
+    int ready = 0, starting = 0;
+    for (const auto& w : job.workers()) {
+      ready += w.state() == v1::WORKER_SPARE_READY;
+      starting += w.state() == v1::WORKER_SPARE_STARTING;
+    }
+    field("Hot spares", absl::StrCat(ready, " ready, ", starting, " starting (of ",
+                                     job.spec().hot_spares(), "; in Workers, RANK -)"));
+  }
   field("Last commit", std::to_string(job.last_commit()));
   field("Created", DateTime(job.created_unix(), now, zone));
   field("Started", DateTime(job.started_unix(), now, zone));
