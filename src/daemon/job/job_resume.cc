@@ -87,6 +87,8 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
     }
     if (w.state == v1::WORKER_SUCCEEDED) a_member_finished = true;
     if (!Alive(w.state)) continue;
+    // A spare's wait to join went with the old daemon: ready again once it asks anew.
+    if (IsSpare(w)) w.state = v1::WORKER_SPARE_STARTING;
     auto it = held.find(w.id);
     if (it == held.end()) {
       lost.push_back(w.id);
