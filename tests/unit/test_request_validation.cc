@@ -100,6 +100,11 @@ TEST_CASE("process counts, hosts and timeouts are checked by field") {
                 "num_proc (5) is outside");
   CHECK_REFUSED(refused([](v1::JobSpec& s) { s.set_reset_limit(-1); }), kInvalidArgument,
                 "reset_limit must be >= 0");
+  CHECK_REFUSED(refused([](v1::JobSpec& s) { s.set_elastic(true), s.set_hot_spares(-1); }),
+                kInvalidArgument, "hot_spares must be in [0, 4096]");
+  CHECK_REFUSED(refused([](v1::JobSpec& s) { s.set_elastic(false), s.set_hot_spares(1); }),
+                kInvalidArgument, "hot_spares needs an elastic job");
+  CHECK(refused([](v1::JobSpec& s) { s.set_elastic(true), s.set_hot_spares(1); }).ok());
   CHECK_REFUSED(refused([](v1::JobSpec& s) { s.mutable_discovery()->clear_hosts(); }),
                 kInvalidArgument, "no hosts");
   CHECK_REFUSED(refused([](v1::JobSpec& s) { s.mutable_discovery()->set_script("/x"); }),

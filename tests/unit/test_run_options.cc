@@ -219,6 +219,12 @@ TEST_CASE("timeouts must be positive") {
   CHECK(o.spec.reset_limit() == 4);
 }
 
+TEST_CASE("--hot-spares takes a count of 0 or more, 0 by default") {
+  CHECK(ParseOk({"-np", "1", "./t"}).spec.hot_spares() == 0);
+  CHECK(ParseOk({"-np", "2", "--min-np", "1", "--hot-spares", "3", "./t"}).spec.hot_spares() == 3);
+  RequireError({"-np", "1", "--hot-spares", "-1", "./t"}, {"--hot-spares", "-1"});
+}
+
 TEST_CASE("--blacklist-cooldown-range takes LO HI with LO <= HI") {
   RunOptions o = ParseOk({"-np", "1", "--blacklist-cooldown-range", "5", "60", "./t"});
   CHECK(o.spec.blacklist_cooldown_min_seconds() == 5);
@@ -337,6 +343,7 @@ max_np: 6
 host_discovery_script: discover.sh   # relative to this file
 slots_per_host: 2
 reset_limit: 5
+hot_spares: 2
 elastic_timeout: 120
 start_timeout: 15
 blacklist_cooldown_range: [4, 40]
@@ -361,6 +368,7 @@ env:
   CHECK(s.discovery().script() == script);
   CHECK(s.discovery().default_slots() == 2);
   CHECK(s.reset_limit() == 5);
+  CHECK(s.hot_spares() == 2);
   CHECK(s.elastic_timeout_seconds() == 120);
   CHECK(s.start_timeout_seconds() == 15);
   CHECK(s.blacklist_cooldown_min_seconds() == 4);
