@@ -12,6 +12,10 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgloo-dev libspdlog-dev libcli11-dev libyaml-cpp-dev catch2 libabsl-dev
   libssh-dev libsystemd-dev libsqlite3-dev
+  # etcd, the replicated journal of an HA setup (horovodd --store etcd://...): the server for
+  # the tests, and the API definitions the daemon's client is generated from with their imports
+  etcd-server golang-etcd-server-dev golang-github-gogo-protobuf-dev
+  golang-github-grpc-ecosystem-grpc-gateway-dev
   systemd  # systemd-analyze verifies deploy/systemd/horovodd.service in the tests
   openssh-server openssh-client  # a private sshd for the multi-host tests (tests/integration/sshd.py)
   python3 python3-pytest python3-pytest-xdist  # -n 2: the integration tests mostly wait, two at a time
