@@ -1,6 +1,9 @@
-// The journal: what one Journal records, a new one on the same state dir
+// The journal: what one Journal records, a new one on the same store
 // recovers; jobs that never ended come back FAILED; records stay bounded; a
 // state dir or database that cannot be used is refused with its path named.
+// The cases that are not about SQLite's file run against both stores: an
+// SQLite journal in a state dir, and an etcd journal under a prefix of its
+// own on a real three-member etcd cluster (one for the whole run).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,8 +15,10 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/etcd_journal/etcd_journal.h"
 #include "daemon/journal/journal.h"
 #include "daemon/journal/journal_sqlite.h"
+#include "etcd_test_cluster.h"
 #include "journal_test_support.h"
 
 namespace horovodd::daemon {
@@ -32,8 +37,47 @@ std::unique_ptr<Journal> OpenJournal(const TempDir& dir, JournalLimits limits = 
   return std::move(*journal);
 }
 
-std::vector<ArchivedJob> RecoverFrom(const TempDir& dir, JournalLimits limits = {}) {
-  auto journal = OpenJournal(dir, limits);
+// The stores the cases below run against (TEMPLATE_TEST_CASE's TestType):
+// each instance is one empty store, reopened by every OpenJournal.
+class SqliteStore {
+ public:
+  std::unique_ptr<Journal> Open(JournalLimits limits) { return OpenJournal(dir_, limits); }
+
+ private:
+  TempDir dir_;
+};
+
+class EtcdStore {
+ public:
+  EtcdStore() : prefix_(absl::StrCat("/hvdd-test/", ++instances_, "/")) {}
+  std::unique_ptr<Journal> Open(JournalLimits limits) {
+    auto journal = EtcdJournal::Open(Cluster().Client(), prefix_, limits);
+    INFO(journal.status().ToString());
+    REQUIRE(journal.ok());
+    return std::move(*journal);
+  }
+
+ private:
+  // Started by the first case that needs it, killed when the run ends.
+  static hvdd_test::EtcdTestCluster& Cluster() {
+    static hvdd_test::EtcdTestCluster cluster(3);
+    return cluster;
+  }
+  static inline int instances_ = 0;
+  const std::string prefix_;
+};
+
+std::unique_ptr<Journal> OpenJournal(SqliteStore& store, JournalLimits limits = {}) {
+  return store.Open(limits);
+}
+std::unique_ptr<Journal> OpenJournal(EtcdStore& store, JournalLimits limits = {}) {
+  return store.Open(limits);
+}
+
+// A TempDir or either store.
+template <typename Store>
+std::vector<ArchivedJob> RecoverFrom(Store& store, JournalLimits limits = {}) {
+  auto journal = OpenJournal(store, limits);
   auto jobs = journal->Recover();
   INFO(jobs.status().ToString());
   REQUIRE(jobs.ok());
@@ -93,8 +137,8 @@ void RecordSucceededJob(Journal& journal, const std::string& id, double t0) {
   journal.OnJobEvent(id, EndEvent(12, v1::SUCCEEDED, t0 + 10, 2, "all workers finished"));
 }
 
-TEST_CASE("A new journal on the same state dir recovers a finished job as it was recorded") {
-  TempDir dir;
+TEMPLATE_TEST_CASE("A new journal on the same store recovers a finished job as it was recorded", "[journal]", SqliteStore, EtcdStore) {
+  TestType dir;
   const double t0 = 1700000000;
   RecordSucceededJob(*OpenJournal(dir), "job-1", t0);
 
@@ -130,8 +174,8 @@ TEST_CASE("A new journal on the same state dir recovers a finished job as it was
   CHECK(s.recent_events(0).seq() == 1);
 }
 
-TEST_CASE("An ended job's workers, hosts and resets come back with it") {
-  TempDir dir;
+TEMPLATE_TEST_CASE("An ended job's workers, hosts and resets come back with it", "[journal]", SqliteStore, EtcdStore) {
+  TestType dir;
   const double t0 = 1700000000;
   {
     auto journal = OpenJournal(dir);
@@ -243,8 +287,8 @@ TEST_CASE("A journal written by the previous schema is upgraded in place and kep
   CHECK((*version)->Int(0) == 4);
 }
 
-TEST_CASE("A job that had not ended when the journal closed comes back FAILED, once") {
-  TempDir dir;
+TEMPLATE_TEST_CASE("A job that had not ended when the journal closed comes back FAILED, once", "[journal]", SqliteStore, EtcdStore) {
+  TestType dir;
   const double t0 = NowUnix() - 60;
   {
     auto journal = OpenJournal(dir);
@@ -278,8 +322,8 @@ TEST_CASE("A job that had not ended when the journal closed comes back FAILED, o
   }
 }
 
-TEST_CASE("A job keeps only its newest events past the per-job limit") {
-  TempDir dir;
+TEMPLATE_TEST_CASE("A job keeps only its newest events past the per-job limit", "[journal]", SqliteStore, EtcdStore) {
+  TestType dir;
   JournalLimits limits;
   limits.max_events_per_job = 10;
   const double t0 = NowUnix() - 600;
@@ -305,8 +349,8 @@ TEST_CASE("A job keeps only its newest events past the per-job limit") {
   CHECK(jobs[0].status.recent_events_size() == 10);
 }
 
-TEST_CASE("Only the most recently ended jobs are kept past the finished-job limit") {
-  TempDir dir;
+TEMPLATE_TEST_CASE("Only the most recently ended jobs are kept past the finished-job limit", "[journal]", SqliteStore, EtcdStore) {
+  TestType dir;
   JournalLimits limits;
   limits.max_finished_jobs = 3;
   const double t0 = NowUnix() - 3600;
@@ -332,8 +376,8 @@ TEST_CASE("Only the most recently ended jobs are kept past the finished-job limi
   CHECK(Ids(RecoverFrom(dir, limits)) == std::vector<std::string>{"job-1", "job-3", "job-6"});
 }
 
-TEST_CASE("Jobs recorded from several threads at once are all recovered intact") {
-  TempDir dir;
+TEMPLATE_TEST_CASE("Jobs recorded from several threads at once are all recovered intact", "[journal]", SqliteStore, EtcdStore) {
+  TestType dir;
   constexpr int kThreads = 4;
   constexpr uint64_t kEvents = 150;
   {
@@ -467,8 +511,8 @@ JobCheckpoint RunningCheckpoint() {
   return checkpoint;
 }
 
-TEST_CASE("A running job's newest checkpoint is handed back for the daemon to take it back") {
-  TempDir dir;
+TEMPLATE_TEST_CASE("A running job's newest checkpoint is handed back for the daemon to take it back", "[journal]", SqliteStore, EtcdStore) {
+  TestType dir;
   {
     auto journal = OpenJournal(dir);
     journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000));
@@ -523,8 +567,8 @@ TEST_CASE("A running job's newest checkpoint is handed back for the daemon to ta
   CHECK((*jobs)[0].status.state() == v1::SUCCEEDED);
 }
 
-TEST_CASE("Without a daemon to take it back, a checkpointed job comes back FAILED as before") {
-  TempDir dir;
+TEMPLATE_TEST_CASE("Without a daemon to take it back, a checkpointed job comes back FAILED as before", "[journal]", SqliteStore, EtcdStore) {
+  TestType dir;
   {
     auto journal = OpenJournal(dir);
     journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000));

@@ -1,31 +1,29 @@
 // The daemon's durable records: every job's spec, state and events (worker
-// output excepted) in an SQLite database under the state dir, so a restarted
-// horovodd still lists the jobs an earlier run had, and says what became of
-// the ones that were running when it stopped.
+// output excepted), the final status of ended jobs and the newest checkpoint
+// of running ones (with their hosts' cooldowns), so that a restarted horovodd
+// (or, with etcd, another one) still lists the jobs an earlier run had, takes
+// back the ones still running and says what became of the others.
 //
-// Threading: the observer callbacks come from every job's driver thread; one
-// mutex serialises all use of the connection. Writes are small transactions
-// in WAL mode with synchronous=NORMAL: a daemon crash loses nothing committed,
-// a power loss at most the last few records.
+// Two stores keep them: an SQLite database under the state dir (the embedded
+// default, SqliteJournal) and etcd (EtcdJournal, daemon/etcd_journal), which
+// several daemons share. Both record the same things and recover them alike;
+// the journal tests run against each.
+//
+// Threading: the observer callbacks come from every job's driver thread; an
+// implementation serialises them itself.
 #pragma once
 
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/job_events/job_observer.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {
-
-class SqliteDb;
-class SqliteStatement;
 
 // A job an earlier run of the daemon recorded. `events` are in seq order;
 // the last one is the JOB_ENDED event.
@@ -49,75 +47,34 @@ struct JournalLimits {
   int max_finished_jobs = 1000;
 };
 
-class Journal final : public JobObserver {
+class Journal : public JobObserver {
  public:
-  // The database file inside the state dir.
+  // The SQLite database file inside the state dir.
   static constexpr const char* kFileName = "horovodd.db";
   // Why a job that had not ended when the daemon stopped is recorded as
   // FAILED: workers get PDEATHSIG, so a killed daemon takes them with it.
   static constexpr const char* kStoppedReason =
       "horovodd stopped while the job was running; its workers were stopped with it";
 
-  // Opens (creates) <state_dir>/horovodd.db; the directory must exist and be
-  // writable. NOT_FOUND / FAILED_PRECONDITION / PERMISSION_DENIED for a bad
-  // state dir, DATA_LOSS for a file that is not a usable database,
-  // FAILED_PRECONDITION for one written by a newer horovodd.
+  // The embedded store: opens (creates) <state_dir>/horovodd.db (SqliteJournal::Open).
   static absl::StatusOr<std::unique_ptr<Journal>> Open(const std::string& state_dir,
                                                        JournalLimits limits = {});
-  ~Journal() override;
+
+  ~Journal() override = default;
 
   // Jobs an earlier run recorded, oldest first. Jobs that had not ended are
   // returned (and re-recorded) as FAILED with kStoppedReason, except, when
   // `running` is given, those with a checkpoint: they go to `running`
   // instead, untouched, for the daemon to take back (their workers run
   // under shims that outlived it).
-  absl::StatusOr<std::vector<ArchivedJob>> Recover(std::vector<ResumableJob>* running = nullptr)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  virtual absl::StatusOr<std::vector<ArchivedJob>> Recover(
+      std::vector<ResumableJob>* running = nullptr) = 0;
 
-  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                      absl::Time created) override ABSL_LOCKS_EXCLUDED(mu_);
-  // Records every event but OUTPUT; keeps the job's row current.
-  void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Keeps its worker, host and reset tables, for the status of the archived job.
-  void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) override
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Keeps the job's newest checkpoint until it ends.
-  void OnJobCheckpoint(const std::string& job_id, const JobCheckpoint& checkpoint) override
-      ABSL_LOCKS_EXCLUDED(mu_);
-
-  const std::string& path() const { return path_; }
-
- private:
-  struct Statements;
-
-  Journal(std::string path, JournalLimits limits, std::unique_ptr<SqliteDb> db,
-          std::unique_ptr<Statements> statements);
-
-  // Each runs inside a transaction the caller owns.
-  absl::Status RecordEvent(const std::string& job_id, const v1::JobEvent& event)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status MarkStopped(const std::string& job_id, int64_t generation)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::optional<JobCheckpoint>> ReadCheckpoint(const std::string& job_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::vector<ArchivedJob>> ReadAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs `body` in a transaction: committed if it succeeds, rolled back if not.
-  template <typename Body>
-  absl::Status InTransaction(Body body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Logs a failed write: the first of a run of failures, and the recovery.
-  void NoteWrite(const absl::Status& status, const std::string& what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  const std::string path_;
-  const JournalLimits limits_;
-  absl::Mutex mu_;  // serialises all use of the connection
-  std::unique_ptr<SqliteDb> db_ ABSL_GUARDED_BY(mu_);
-  // Finalised before db_ closes.
-  std::unique_ptr<Statements> statements_ ABSL_GUARDED_BY(mu_);
-  // Running jobs' event rows.
-  std::map<std::string, int64_t> stored_events_ ABSL_GUARDED_BY(mu_);
-  bool writes_failing_ ABSL_GUARDED_BY(mu_) = false;
+  // Where the records are, for messages: a file's path, or etcd's endpoints and prefix.
+  virtual std::string Describe() const = 0;
 };
+
+// What both stores check of their limits: INVALID_ARGUMENT below 1.
+absl::Status CheckJournalLimits(const JournalLimits& limits);
 
 }  // namespace horovodd::daemon

@@ -1,4 +1,4 @@
-#include "daemon/journal/journal.h"
+#include "daemon/journal/sqlite_journal.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "daemon/journal/journal_internal.h"
+#include "daemon/journal/sqlite_journal_internal.h"
 #include "daemon/journal/journal_sqlite.h"
 
 namespace horovodd::daemon {
@@ -191,7 +191,7 @@ absl::Status OpenError(const absl::Status& status) {
 
 }  // namespace
 
-absl::Status Journal::Statements::Prepare(SqliteDb& db) {
+absl::Status SqliteJournal::Statements::Prepare(SqliteDb& db) {
   const std::pair<std::unique_ptr<SqliteStatement>*, const char*> all[] = {
       {&begin, "BEGIN IMMEDIATE"},
       {&commit, "COMMIT"},
@@ -255,13 +255,24 @@ absl::Status Journal::Statements::Prepare(SqliteDb& db) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& state_dir,
-                                                       JournalLimits limits) {
+absl::Status CheckJournalLimits(const JournalLimits& limits) {
   if (limits.max_events_per_job < 1 || limits.max_finished_jobs < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("journal limits must be at least 1 (events per job ",
                      limits.max_events_per_job, ", finished jobs ", limits.max_finished_jobs, ")"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& state_dir,
+                                                       JournalLimits limits) {
+  HVDD_ASSIGN_OR_RETURN(auto journal, SqliteJournal::Open(state_dir, limits));
+  return std::unique_ptr<Journal>(std::move(journal));
+}
+
+absl::StatusOr<std::unique_ptr<SqliteJournal>> SqliteJournal::Open(const std::string& state_dir,
+                                                                   JournalLimits limits) {
+  HVDD_RETURN_IF_ERROR(CheckJournalLimits(limits));
   HVDD_RETURN_IF_ERROR(CheckStateDir(state_dir));
   std::string path = state_dir;
   if (path.back() != '/') path += '/';
@@ -276,20 +287,20 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& state_
   if (status.ok()) status = EnsureSchema(**db);
   if (status.ok()) status = statements->Prepare(**db);
   if (!status.ok()) return OpenError(status);
-  return std::unique_ptr<Journal>(
-      new Journal(std::move(path), limits, std::move(*db), std::move(statements)));
+  return std::unique_ptr<SqliteJournal>(
+      new SqliteJournal(std::move(path), limits, std::move(*db), std::move(statements)));
 }
 
-Journal::Journal(std::string path, JournalLimits limits, std::unique_ptr<SqliteDb> db,
+SqliteJournal::SqliteJournal(std::string path, JournalLimits limits, std::unique_ptr<SqliteDb> db,
                  std::unique_ptr<Statements> statements)
     : path_(std::move(path)),
       limits_(limits),
       db_(std::move(db)),
       statements_(std::move(statements)) {}
 
-Journal::~Journal() = default;
+SqliteJournal::~SqliteJournal() = default;
 
-void Journal::NoteWrite(const absl::Status& status, const std::string& what) {
+void SqliteJournal::NoteWrite(const absl::Status& status, const std::string& what) {
   if (!status.ok() && !writes_failing_) {
     HVDD_LOG(ERROR) << "journal: cannot record " << what << ": " << status.message()
                     << " (further failures are not logged until a write succeeds again)";
@@ -299,7 +310,7 @@ void Journal::NoteWrite(const absl::Status& status, const std::string& what) {
   writes_failing_ = !status.ok();
 }
 
-void Journal::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
+void SqliteJournal::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
                              absl::Time created) {
   absl::MutexLock lock(&mu_);
   absl::Status status = statements_->insert_job->BindText(1, job_id)
@@ -312,7 +323,7 @@ void Journal::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
   NoteWrite(status, absl::StrCat("the submission of ", job_id));
 }
 
-void Journal::OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) {
+void SqliteJournal::OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) {
   // Only what the job's row and events do not hold already.
   v1::JobStatus tables;
   *tables.mutable_workers() = status.workers();
@@ -328,7 +339,7 @@ void Journal::OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& s
             absl::StrCat("the final status of ", job_id));
 }
 
-void Journal::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
+void SqliteJournal::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
   // Output is the bulk of a job's events and only worth having while it runs.
   if (event.kind() == v1::JobEvent::OUTPUT) return;
   absl::MutexLock lock(&mu_);
@@ -337,7 +348,7 @@ void Journal::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
             absl::StrCat("event ", event.seq(), " of ", job_id));
 }
 
-absl::Status Journal::RecordEvent(const std::string& job_id, const v1::JobEvent& event) {
+absl::Status SqliteJournal::RecordEvent(const std::string& job_id, const v1::JobEvent& event) {
   Statements& s = *statements_;
   const bool has_state =
       event.kind() == v1::JobEvent::STATE || event.kind() == v1::JobEvent::JOB_ENDED;
@@ -401,7 +412,7 @@ absl::Status Journal::RecordEvent(const std::string& job_id, const v1::JobEvent&
   return status;
 }
 
-absl::StatusOr<std::vector<ArchivedJob>> Journal::ReadAll() {
+absl::StatusOr<std::vector<ArchivedJob>> SqliteJournal::ReadAll() {
   std::vector<ArchivedJob> jobs;
   auto status = ForEachRow(*statements_->all_jobs, [&](SqliteStatement& row) {
     ArchivedJob job;

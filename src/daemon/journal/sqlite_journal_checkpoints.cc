@@ -1,4 +1,4 @@
-// Journal: the checkpoints of running jobs (schema 3) and recovery, which
+// SqliteJournal: the checkpoints of running jobs (schema 3) and recovery, which
 // hands the jobs a restarted daemon takes back to it and records the others
 // as stopped.
 #include <map>
@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/log.h"
-#include "daemon/journal/journal.h"
-#include "daemon/journal/journal_internal.h"
+#include "daemon/journal/sqlite_journal.h"
+#include "daemon/journal/sqlite_journal_internal.h"
 #include "daemon/journal/journal_sqlite.h"
 
 namespace horovodd::daemon {
@@ -71,7 +71,7 @@ absl::Time CooldownUntilOf(double column) {
 
 }  // namespace
 
-void Journal::OnJobCheckpoint(const std::string& job_id, const JobCheckpoint& checkpoint) {
+void SqliteJournal::OnJobCheckpoint(const std::string& job_id, const JobCheckpoint& checkpoint) {
   absl::MutexLock lock(&mu_);
   NoteWrite(InTransaction([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
               Statements& s = *statements_;
@@ -96,7 +96,7 @@ void Journal::OnJobCheckpoint(const std::string& job_id, const JobCheckpoint& ch
             absl::StrCat("the checkpoint of ", job_id));
 }
 
-absl::StatusOr<std::optional<JobCheckpoint>> Journal::ReadCheckpoint(const std::string& job_id) {
+absl::StatusOr<std::optional<JobCheckpoint>> SqliteJournal::ReadCheckpoint(const std::string& job_id) {
   std::optional<JobCheckpoint> checkpoint;
   statements_->get_checkpoint->BindText(1, job_id);
   auto status = ForEachRow(*statements_->get_checkpoint, [&](SqliteStatement& row) {
@@ -140,7 +140,7 @@ absl::StatusOr<std::optional<JobCheckpoint>> Journal::ReadCheckpoint(const std::
   return checkpoint;
 }
 
-absl::Status Journal::MarkStopped(const std::string& job_id, int64_t generation) {
+absl::Status SqliteJournal::MarkStopped(const std::string& job_id, int64_t generation) {
   int64_t last_seq = 0;
   statements_->last_seq->BindText(1, job_id);
   auto status = ForEachRow(*statements_->last_seq, [&](SqliteStatement& row) {
@@ -158,7 +158,7 @@ absl::Status Journal::MarkStopped(const std::string& job_id, int64_t generation)
   return RecordEvent(job_id, end);
 }
 
-absl::StatusOr<std::vector<ArchivedJob>> Journal::Recover(std::vector<ResumableJob>* running) {
+absl::StatusOr<std::vector<ArchivedJob>> SqliteJournal::Recover(std::vector<ResumableJob>* running) {
   absl::MutexLock lock(&mu_);
   std::vector<std::pair<std::string, int64_t>> unfinished;
   auto status = ForEachRow(*statements_->unfinished_jobs, [&](SqliteStatement& row) {

@@ -1,5 +1,5 @@
-// What journal.cc and journal_checkpoints.cc share: the prepared
-// statements (prepared once in Open, used under Journal::mu_) and the row and
+// What sqlite_journal.cc and sqlite_journal_checkpoints.cc share: the prepared
+// statements (prepared once in Open, used under SqliteJournal::mu_) and the row and
 // time helpers. Not part of the journal's interface.
 #pragma once
 
@@ -9,12 +9,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
-#include "daemon/journal/journal.h"
+#include "daemon/journal/sqlite_journal.h"
 #include "daemon/journal/journal_sqlite.h"
 
 namespace horovodd::daemon {
 
-struct Journal::Statements {
+struct SqliteJournal::Statements {
   std::unique_ptr<SqliteStatement> begin, commit, rollback;
   std::unique_ptr<SqliteStatement> insert_job, insert_event;
   std::unique_ptr<SqliteStatement> touch_job, set_state, set_membership, set_ended;
@@ -29,7 +29,7 @@ struct Journal::Statements {
 
 // Defined here: both files run transactions.
 template <typename Body>
-absl::Status Journal::InTransaction(Body body) {
+absl::Status SqliteJournal::InTransaction(Body body) {
   HVDD_RETURN_IF_ERROR(statements_->begin->Run());
   absl::Status status = body();
   if (status.ok()) status = statements_->commit->Run();
@@ -40,7 +40,7 @@ absl::Status Journal::InTransaction(Body body) {
 namespace journal_internal {
 
 // The checkpoints table (schema 3) and its hosts' cooldowns (schema 4),
-// defined in journal_checkpoints.cc.
+// defined in sqlite_journal_checkpoints.cc.
 extern const char* const kCheckpointsTable;
 extern const char* const kCheckpointHostsTable;
 
