@@ -158,6 +158,40 @@ TEST_CASE("a relative --state-dir means one under the current directory") {
   CHECK(config.state_dir == (std::filesystem::current_path() / "records").string());
 }
 
+TEST_CASE("the store is SQLite by default, or an etcd cluster from the file or --store") {
+  CHECK(DaemonConfig().store.empty());
+  CHECK(DaemonConfig().etcd.prefix == "/horovodd/");
+  TempConfig file(
+      "store: etcd://10.0.0.1:2379,10.0.0.2:2379\n"
+      "etcd:\n"
+      "  prefix: /team-a/\n"
+      "  ca_file: /etc/etcd/ca.pem\n"
+      "  cert_file: /etc/etcd/client.pem\n"
+      "  key_file: /etc/etcd/client.key\n");
+  auto loaded = LoadDaemonConfig(file.path());
+  INFO(loaded.status().message());
+  REQUIRE(loaded.ok());
+  CHECK(loaded->store == "etcd://10.0.0.1:2379,10.0.0.2:2379");
+  CHECK(loaded->etcd.prefix == "/team-a/");
+  CHECK(loaded->etcd.ca_file == "/etc/etcd/ca.pem");
+  CHECK(loaded->etcd.cert_file == "/etc/etcd/client.pem");
+  CHECK(loaded->etcd.key_file == "/etc/etcd/client.key");
+
+  DaemonFlags flags;
+  flags.store = "etcd://h1:2379,h2:2379,h3:2379";
+  REQUIRE(ApplyDaemonFlags(flags, *loaded).ok());
+  CHECK(loaded->store == "etcd://h1:2379,h2:2379,h3:2379");
+
+  TempConfig bad_store("store: mysql://db:3306\n");
+  CHECK(absl::StrContains(LoadError(bad_store), "store: 'mysql://db:3306' is not"));
+  TempConfig bad_endpoint("store: etcd://h1:2379,h2\n");
+  CHECK(absl::StrContains(LoadError(bad_endpoint), "names 'h2', not host:port"));
+  TempConfig bad_prefix("etcd:\n  prefix: /horovodd\n");
+  CHECK(absl::StrContains(LoadError(bad_prefix), "etcd.prefix: '/horovodd' does not end in '/'"));
+  flags.store = "etcd://";
+  CHECK(absl::StartsWith(ApplyDaemonFlags(flags, *loaded).message(), "--store: 'etcd://'"));
+}
+
 TEST_CASE("bad flag values name the flag and the value") {
   DaemonConfig config;
   struct Case {

@@ -11,6 +11,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
 #include "daemon/config/auth_config.h"
@@ -45,6 +47,40 @@ absl::Status SetStateDir(const std::string& origin, const std::string& value, Da
     return Bad(origin, value, "is not an absolute path");
   }
   c.state_dir = value;
+  return absl::OkStatus();
+}
+
+// "" (SQLite in the state dir) or etcd://host:port,host:port,...
+absl::Status SetStore(const std::string& origin, const std::string& value, DaemonConfig& c) {
+  if (!value.empty()) {
+    absl::string_view endpoints = value;
+    if (!absl::ConsumePrefix(&endpoints, "etcd://")) {
+      return Bad(origin, value, "is not \"\" (SQLite in the state dir) or etcd://host:port,...");
+    }
+    std::vector<std::string> list = absl::StrSplit(endpoints, ',');
+    for (const std::string& endpoint : list) {
+      if (!ParseHostPort(endpoint).ok()) {
+        return Bad(origin, value, absl::StrCat("names '", endpoint, "', not host:port"));
+      }
+    }
+  }
+  c.store = value;
+  return absl::OkStatus();
+}
+
+absl::Status SetEtcdPrefix(const std::string& origin, const std::string& value, DaemonConfig& c) {
+  if (value.empty() || value.back() != '/') return Bad(origin, value, "does not end in '/'");
+  c.etcd.prefix = value;
+  return absl::OkStatus();
+}
+
+// An absolute path, or "" for none.
+absl::Status SetOptionalPath(const std::string& origin, const std::string& value,
+                             std::string& path) {
+  if (!value.empty() && value.front() != '/') {
+    return Bad(origin, value, "is not an absolute path");
+  }
+  path = value;
   return absl::OkStatus();
 }
 
@@ -206,6 +242,26 @@ const std::vector<Key>& Keys() {
       with_limits.push_back({key.name, key.set, true});
     }
     with_limits.push_back({"status_page.listen", SetStatusPageListen, true});
+    const std::vector<Key> store_keys = {
+      {"store", SetStore, true},
+      {"etcd.prefix", SetEtcdPrefix, false},
+      {"etcd.ca_file",
+       [](const std::string& o, const std::string& v, DaemonConfig& c) {
+         return SetOptionalPath(o, v, c.etcd.ca_file);
+       },
+       true},
+      {"etcd.cert_file",
+       [](const std::string& o, const std::string& v, DaemonConfig& c) {
+         return SetOptionalPath(o, v, c.etcd.cert_file);
+       },
+       true},
+      {"etcd.key_file",
+       [](const std::string& o, const std::string& v, DaemonConfig& c) {
+         return SetOptionalPath(o, v, c.etcd.key_file);
+       },
+       true},
+    };
+    with_limits.insert(with_limits.end(), store_keys.begin(), store_keys.end());
     return with_limits;
   }();
   return all;
@@ -345,6 +401,7 @@ absl::Status ApplyDaemonFlags(const DaemonFlags& flags, DaemonConfig& config) {
   const Flag kFlags[] = {
       {"--listen", flags.listen, SetListen},
       {"--state-dir", state_dir, SetStateDir},
+      {"--store", flags.store, SetStore},
       {"--metrics-listen", flags.metrics_listen, SetMetricsListen},
       {"--status-page-listen", flags.status_page_listen, SetStatusPageListen},
       {"--log-level", flags.log_level, SetLogLevel},

@@ -40,9 +40,24 @@ struct DaemonLimits {
   int max_attach_streams_per_client = 4096;
 };
 
+// The etcd cluster a replicated journal is kept in (keys etcd.*; used when
+// `store` names etcd).
+struct EtcdSettings {
+  std::string prefix = "/horovodd/";  // every key of this horovodd's records starts with it
+  // TLS to the members; all empty: plaintext. A client certificate and key
+  // for members that require one (etcd --client-cert-auth).
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+};
+
 struct DaemonConfig {
   std::string listen = "127.0.0.1:7451";          // host:port of the gRPC API; port 0 = any free
   std::string state_dir = "/var/lib/horovodd";    // job records (horovodd.db); empty = none kept
+  // Where the job records are kept: "" = horovodd.db in state_dir (SQLite);
+  // "etcd://h1:2379,h2:2379,h3:2379" = in that etcd cluster (etcd.*).
+  std::string store;
+  EtcdSettings etcd;  // keys etcd.*
   std::string metrics_listen = "127.0.0.1:9464";  // host:port of GET /metrics; empty = off
   // status_page.listen: host:port of the status page (daemon/status_page/);
   // empty = off. TLS and tokens as for the gRPC API.
@@ -69,6 +84,7 @@ struct DaemonConfig {
 struct DaemonFlags {
   std::optional<std::string> listen;
   std::optional<std::string> state_dir;
+  std::optional<std::string> store;
   std::optional<std::string> metrics_listen;
   std::optional<std::string> status_page_listen;
   std::optional<std::string> log_level;

@@ -23,6 +23,8 @@
 #include "common/status_macros.h"
 #include "daemon/auth/auth_token.h"
 #include "daemon/auth/tls_credentials.h"
+#include "daemon/etcd_client/etcd_client.h"
+#include "daemon/etcd_journal/etcd_journal.h"
 #include "daemon/job/launch_options.h"
 #include "daemon/launch/local_launcher.h"
 #include "daemon/launch/shim_client/shim_launcher.h"
@@ -91,8 +93,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   // which costs the daemon dearly under load. It is a debugging aid; off.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<DaemonServer> daemon(new DaemonServer());
-  if (!options.state_dir.empty()) {
-    HVDD_RETURN_IF_ERROR(daemon->OpenJournal(options.state_dir));
+  if (!options.state_dir.empty() || !options.store.empty()) {
+    HVDD_RETURN_IF_ERROR(daemon->OpenJournal(options));
   }
   HVDD_ASSIGN_OR_RETURN(auto access, AccessPolicy::Create(options.auth, options.state_dir));
   daemon->access_ = std::move(access);
@@ -209,15 +211,27 @@ void DaemonServer::ResumeJob(const ResumableJob& job, const DaemonOptions& optio
                         absl::Trunc(contents.daemon_away, absl::Milliseconds(100)));
 }
 
-absl::Status DaemonServer::OpenJournal(const std::string& state_dir) {
-  std::error_code error;
-  std::filesystem::create_directories(state_dir, error);
-  if (error) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create state dir ", state_dir, ": ", error.message()));
+absl::Status DaemonServer::OpenJournal(const DaemonOptions& options) {
+  const std::string& state_dir = options.state_dir;
+  if (!state_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(state_dir, error);
+    if (error) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create state dir ", state_dir, ": ", error.message()));
+    }
   }
-  HVDD_ASSIGN_OR_RETURN(auto journal, Journal::Open(state_dir));
-  journal_ = std::move(journal);
+  if (options.store.empty()) {
+    HVDD_ASSIGN_OR_RETURN(journal_, Journal::Open(state_dir));
+  } else {
+    EtcdOptions etcd;
+    HVDD_ASSIGN_OR_RETURN(etcd.endpoints, ParseEtcdUrl(options.store));
+    etcd.ca_file = options.etcd.ca_file;
+    etcd.cert_file = options.etcd.cert_file;
+    etcd.key_file = options.etcd.key_file;
+    HVDD_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> client, EtcdClient::Create(etcd));
+    HVDD_ASSIGN_OR_RETURN(journal_, EtcdJournal::Open(std::move(client), options.etcd.prefix));
+  }
   // Recorded before the others see an event, so the record is never behind
   // what an operator was shown.
   observers_.Add(journal_.get());

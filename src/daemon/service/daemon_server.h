@@ -53,6 +53,11 @@ struct DaemonOptions {
   // run recorded are listed again; created if missing. Empty: nothing is kept
   // (the daemon embedded in horovodrun).
   std::string state_dir;
+  // Where the job records are: "" = <state_dir>/horovodd.db (SQLite);
+  // "etcd://h1:2379,..." = that etcd cluster, under etcd.prefix (then kept
+  // even without a state dir).
+  std::string store;
+  EtcdSettings etcd;
   // host:port for GET /metrics (port 0 picks a free one); empty: not served.
   std::string metrics_listen;
   // host:port of the status page (port 0 picks a free one), under the same
@@ -138,7 +143,7 @@ class DaemonServer {
 
  private:
   DaemonServer() = default;
-  absl::Status OpenJournal(const std::string& state_dir);
+  absl::Status OpenJournal(const DaemonOptions& options);
   absl::Status Serve(const DaemonOptions& options);
   // A job an earlier run left running: its shim reattached, its driver
   // resumed (never fails: workers not found count as lost).
@@ -152,7 +157,7 @@ class DaemonServer {
   bool leave_jobs_running_ = false;
   // Observers outlive the job manager, which calls them from its drivers.
   Metrics metrics_;
-  std::unique_ptr<Journal> journal_;  // null without a state dir
+  std::unique_ptr<Journal> journal_;  // null without a state dir or store
   JobEventLogger job_logger_;
   std::unique_ptr<HeartbeatSchedule> heartbeats_;  // each job's, for its Attach streams
   ObserverList observers_;

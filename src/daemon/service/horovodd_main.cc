@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
       "horovodd: the elastic training daemon. Runs jobs submitted by horovodrun, "
       "keeping each between its min and max workers as hosts come and go."};
   std::string config_path;
-  std::string listen, state_dir, metrics_listen, status_page_listen, log_level, log_format;
+  std::string listen, state_dir, store, metrics_listen, status_page_listen, log_level, log_format;
   app.add_option("--config", config_path,
                  "YAML config file (config/horovodd.yaml documents every key); the flags "
                  "below override its keys");
@@ -76,6 +76,9 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", state_dir,
                  "directory of the job records (horovodd.db), created if missing; \"\" keeps "
                  "none [/var/lib/horovodd]");
+  app.add_option("--store", store,
+                 "where job records are kept: \"\" for horovodd.db in the state dir, or "
+                 "etcd://host:port,host:port,... for an etcd cluster (etcd.* keys) [\"\"]");
   app.add_option("--metrics-listen", metrics_listen,
                  "host:port serving GET /metrics (Prometheus); \"\" turns it off "
                  "[127.0.0.1:9464]");
@@ -110,6 +113,7 @@ int main(int argc, char** argv) {
   DaemonFlags flags;
   if (app.count("--listen")) flags.listen = listen;
   if (app.count("--state-dir")) flags.state_dir = state_dir;
+  if (app.count("--store")) flags.store = store;
   if (app.count("--metrics-listen")) flags.metrics_listen = metrics_listen;
   if (app.count("--status-page-listen")) flags.status_page_listen = status_page_listen;
   if (app.count("--log-level")) flags.log_level = log_level;
@@ -159,6 +163,8 @@ int main(int argc, char** argv) {
   options.leave_jobs_running = !config.stop_jobs_on_shutdown;
   options.worker_grace = config.worker_daemon_grace;
   options.state_dir = config.state_dir;
+  options.store = config.store;
+  options.etcd = config.etcd;
   options.metrics_listen = config.metrics_listen;
   options.status_page_listen = config.status_page_listen;
   options.limits = config.limits;
@@ -182,7 +188,10 @@ int main(int argc, char** argv) {
   if (!daemon.status_page_url().empty()) {
     std::cout << "horovodd status page on " << daemon.status_page_url() << std::endl;
   }
-  if (config.state_dir.empty()) {
+  if (!config.store.empty()) {
+    HVDD_LOG(INFO) << "job records in " << config.store << " under " << config.etcd.prefix << "; "
+                   << daemon.recovered_jobs() << " jobs recovered from earlier runs";
+  } else if (config.state_dir.empty()) {
     HVDD_LOG(WARNING) << "no state dir: job records are not kept across restarts";
   } else {
     HVDD_LOG(INFO) << "job records in " << config.state_dir << "; " << daemon.recovered_jobs()
