@@ -1,0 +1,141 @@
+#include "daemon/leadership/leader_election.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace horovodd::daemon {
+
+LeaderElection::LeaderElection(std::shared_ptr<EtcdClient> etcd, LeaderElectionOptions options)
+    : etcd_(std::move(etcd)), options_(std::move(options)) {}
+
+LeaderElection::~LeaderElection() {
+  stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status LeaderElection::EnsureLease() {
+  // A standby's lease is renewed by its campaigns, a leader's by Loop.
+  if (lease_ != 0 && absl::Now() - last_renewal_ < options_.lease_ttl / 3) {
+    return absl::OkStatus();
+  }
+  if (lease_ != 0) {
+    absl::StatusOr<absl::Duration> renewed = etcd_->KeepAlive(lease_);
+    if (renewed.ok()) {
+      last_renewal_ = absl::Now();
+      return absl::OkStatus();
+    }
+    if (renewed.status().code() != absl::StatusCode::kNotFound) return renewed.status();
+    lease_ = 0;
+  }
+  HVDD_ASSIGN_OR_RETURN(lease_, etcd_->GrantLease(options_.lease_ttl));
+  last_renewal_ = absl::Now();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> LeaderElection::TryLead() {
+  absl::MutexLock lock(&mu_);
+  if (leader_) return true;
+  HVDD_RETURN_IF_ERROR(EnsureLease());
+  etcdserverpb::TxnRequest txn;
+  etcdserverpb::Compare* free = txn.add_compare();
+  free->set_key(options_.key);
+  free->set_target(etcdserverpb::Compare::CREATE);
+  free->set_result(etcdserverpb::Compare::EQUAL);
+  free->set_create_revision(0);
+  etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key(options_.key);
+  put->set_value(options_.address);
+  put->set_lease(lease_);
+  // A key our own lease holds (a campaign whose answer was lost) is ours too.
+  txn.add_failure()->mutable_request_range()->set_key(options_.key);
+  HVDD_ASSIGN_OR_RETURN(etcdserverpb::TxnResponse response, etcd_->Txn(txn));
+  if (response.succeeded()) {
+    leader_ = true;
+  } else {
+    const auto& range = response.responses(0).response_range();
+    leader_ = range.kvs_size() > 0 && range.kvs(0).lease() == lease_;
+  }
+  return leader_;
+}
+
+absl::StatusOr<std::string> LeaderElection::Leader() {
+  etcdserverpb::RangeRequest request;
+  request.set_key(options_.key);
+  HVDD_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response, etcd_->Range(request));
+  return response.kvs_size() > 0 ? response.kvs(0).value() : "";
+}
+
+bool LeaderElection::is_leader() const {
+  absl::MutexLock lock(&mu_);
+  return leader_;
+}
+
+etcdserverpb::Compare LeaderElection::Fence() const {
+  absl::MutexLock lock(&mu_);
+  etcdserverpb::Compare compare;
+  compare.set_key(options_.key);
+  compare.set_target(etcdserverpb::Compare::LEASE);
+  compare.set_result(etcdserverpb::Compare::EQUAL);
+  compare.set_lease(lease_);
+  return compare;
+}
+
+void LeaderElection::Run(std::function<void()> on_elected, std::function<void()> on_deposed) {
+  on_elected_ = std::move(on_elected);
+  on_deposed_ = std::move(on_deposed);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void LeaderElection::Resign() {
+  absl::MutexLock lock(&mu_);
+  if (lease_ != 0) etcd_->RevokeLease(lease_).IgnoreError();
+  lease_ = 0;
+  leader_ = false;
+}
+
+void LeaderElection::Loop() {
+  bool was_leader = false;
+  while (!stop_.HasBeenNotified()) {
+    if (!was_leader) {
+      absl::StatusOr<bool> elected = TryLead();
+      if (elected.ok() && *elected) {
+        was_leader = true;
+        HVDD_LOG(INFO) << "leading: " << options_.key << " holds " << options_.address;
+        if (on_elected_) on_elected_();
+        continue;
+      }
+      stop_.WaitForNotificationWithTimeout(options_.campaign_interval);
+      continue;
+    }
+    stop_.WaitForNotificationWithTimeout(options_.lease_ttl / 3);
+    if (stop_.HasBeenNotified()) break;
+    bool lost = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!leader_) {
+        lost = true;  // resigned
+      } else {
+        absl::StatusOr<absl::Duration> renewed = etcd_->KeepAlive(lease_);
+        if (renewed.ok()) {
+          last_renewal_ = absl::Now();
+        } else if (renewed.status().code() == absl::StatusCode::kNotFound ||
+                   absl::Now() - last_renewal_ >= options_.lease_ttl) {
+          // Expired, or may have: another daemon may lead by now.
+          HVDD_LOG(WARNING) << "no longer leading: " << renewed.status().message();
+          lease_ = 0;
+          leader_ = false;
+          lost = true;
+        }
+      }
+    }
+    if (lost) {
+      was_leader = false;
+      if (on_deposed_) on_deposed_();
+    }
+  }
+}
+
+}  // namespace horovodd::daemon

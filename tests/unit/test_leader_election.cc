@@ -1,0 +1,80 @@
+// Leader election over a real three-member etcd cluster: one of two
+// campaigners leads and the other sees its address; the leader's fence lets
+// its journal write and refuses a deposed leader's; a leader that stops
+// renewing (as a killed one does) is replaced within its lease TTL.
+#include <atomic>
+
+#include <catch2/catch.hpp>
+
+#include "absl/synchronization/notification.h"
+#include "daemon/etcd_journal/etcd_journal.h"
+#include "daemon/leadership/leader_election.h"
+#include "etcd_test_cluster.h"
+#include "journal_test_support.h"
+
+namespace horovodd::daemon {
+namespace {
+
+LeaderElectionOptions Options(const std::string& address) {
+  LeaderElectionOptions options;
+  options.key = "/hvdd-test/leader";
+  options.address = address;
+  options.lease_ttl = absl::Seconds(2);
+  options.campaign_interval = absl::Milliseconds(100);
+  return options;
+}
+
+TEST_CASE("One daemon leads, the other sees where, and takes over once the leader's lease ends") {
+  hvdd_test::EtcdTestCluster cluster(3);
+  auto a = std::make_unique<LeaderElection>(cluster.Client(), Options("host-a:7451"));
+  LeaderElection b(cluster.Client(), Options("host-b:7451"));
+  auto a_leads = a->TryLead();
+  INFO(a_leads.status().ToString());
+  REQUIRE(a_leads.ok());
+  CHECK(*a_leads);
+  auto b_leads = b.TryLead();
+  REQUIRE(b_leads.ok());
+  CHECK_FALSE(*b_leads);
+  CHECK(*b.Leader() == "host-a:7451");
+
+  // The leader's journal writes under its fence; once deposed, they are refused.
+  auto journal = EtcdJournal::Open(cluster.Client(), "/hvdd-test/jobs/");
+  REQUIRE(journal.ok());
+  std::atomic<int> refused{0};
+  (*journal)->SetFence(a->Fence(), [&refused] { ++refused; });
+  (*journal)->OnJobSubmitted("job-1", v1::JobSpec(), absl::Now());
+  CHECK(refused == 0);
+
+  absl::Notification b_elected;
+  b.Run([&b_elected] { b_elected.Notify(); }, [] {});
+  // A leader that stops renewing, as a killed one does: its lease runs out.
+  const absl::Time killed = absl::Now();
+  a.reset();
+  REQUIRE(b_elected.WaitForNotificationWithTimeout(absl::Seconds(2) + absl::Seconds(5)));
+  const absl::Duration takeover = absl::Now() - killed;
+  CHECK(takeover <= absl::Seconds(2) + absl::Seconds(2));
+  CHECK(*b.Leader() == "host-b:7451");
+  CHECK(b.is_leader());
+
+  // The deposed leader's journal cannot write any more.
+  (*journal)->OnJobEvent("job-1", testing::MakeEvent(1, v1::JobEvent::INFO, testing::NowUnix()));
+  CHECK(refused == 1);
+  auto jobs = (*journal)->ReadAll();
+  REQUIRE(jobs.ok());
+  REQUIRE(jobs->size() == 1);
+  CHECK(jobs->front().events.empty());
+}
+
+TEST_CASE("A leader that resigns leaves the key at once") {
+  hvdd_test::EtcdTestCluster cluster(1);
+  LeaderElection a(cluster.Client(), Options("host-a:7451"));
+  REQUIRE(*a.TryLead());
+  a.Resign();
+  CHECK_FALSE(a.is_leader());
+  CHECK(a.Leader()->empty());
+  LeaderElection b(cluster.Client(), Options("host-b:7451"));
+  CHECK(*b.TryLead());
+}
+
+}  // namespace
+}  // namespace horovodd::daemon
