@@ -90,9 +90,7 @@ class EtcdTestCluster {
     pid_t pid = -1;
   };
 
-  static std::string Endpoint(const Member& m) {
-    return absl::StrCat("127.0.0.1:", m.client_port);
-  }
+  static std::string Endpoint(const Member& m) { return absl::StrCat("127.0.0.1:", m.client_port); }
 
   // A port the kernel had free just now (etcd binds it a moment later).
   static int FreePort() {
@@ -120,8 +118,8 @@ class EtcdTestCluster {
         "--initial-advertise-peer-urls", peer, "--initial-cluster", initial_cluster_,
         "--initial-cluster-state", "new", "--initial-cluster-token", token_,
         // Quick elections: a test waits on them.
-        "--heartbeat-interval", "50", "--election-timeout", "500",
-        "--logger", "zap", "--log-outputs", log};
+        "--heartbeat-interval", "50", "--election-timeout", "500", "--logger", "zap",
+        "--log-outputs", log};
     std::vector<char*> argv;
     for (auto& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);

@@ -137,7 +137,8 @@ void RecordSucceededJob(Journal& journal, const std::string& id, double t0) {
   journal.OnJobEvent(id, EndEvent(12, v1::SUCCEEDED, t0 + 10, 2, "all workers finished"));
 }
 
-TEMPLATE_TEST_CASE("A new journal on the same store recovers a finished job as it was recorded", "[journal]", SqliteStore, EtcdStore) {
+TEMPLATE_TEST_CASE("A new journal on the same store recovers a finished job as it was recorded",
+                   "[journal]", SqliteStore, EtcdStore) {
   TestType dir;
   const double t0 = 1700000000;
   RecordSucceededJob(*OpenJournal(dir), "job-1", t0);
@@ -174,7 +175,8 @@ TEMPLATE_TEST_CASE("A new journal on the same store recovers a finished job as i
   CHECK(s.recent_events(0).seq() == 1);
 }
 
-TEMPLATE_TEST_CASE("An ended job's workers, hosts and resets come back with it", "[journal]", SqliteStore, EtcdStore) {
+TEMPLATE_TEST_CASE("An ended job's workers, hosts and resets come back with it", "[journal]",
+                   SqliteStore, EtcdStore) {
   TestType dir;
   const double t0 = 1700000000;
   {
@@ -287,7 +289,8 @@ TEST_CASE("A journal written by the previous schema is upgraded in place and kep
   CHECK((*version)->Int(0) == 4);
 }
 
-TEMPLATE_TEST_CASE("A job that had not ended when the journal closed comes back FAILED, once", "[journal]", SqliteStore, EtcdStore) {
+TEMPLATE_TEST_CASE("A job that had not ended when the journal closed comes back FAILED, once",
+                   "[journal]", SqliteStore, EtcdStore) {
   TestType dir;
   const double t0 = NowUnix() - 60;
   {
@@ -322,7 +325,8 @@ TEMPLATE_TEST_CASE("A job that had not ended when the journal closed comes back 
   }
 }
 
-TEMPLATE_TEST_CASE("A job keeps only its newest events past the per-job limit", "[journal]", SqliteStore, EtcdStore) {
+TEMPLATE_TEST_CASE("A job keeps only its newest events past the per-job limit", "[journal]",
+                   SqliteStore, EtcdStore) {
   TestType dir;
   JournalLimits limits;
   limits.max_events_per_job = 10;
@@ -349,7 +353,8 @@ TEMPLATE_TEST_CASE("A job keeps only its newest events past the per-job limit", 
   CHECK(jobs[0].status.recent_events_size() == 10);
 }
 
-TEMPLATE_TEST_CASE("Only the most recently ended jobs are kept past the finished-job limit", "[journal]", SqliteStore, EtcdStore) {
+TEMPLATE_TEST_CASE("Only the most recently ended jobs are kept past the finished-job limit",
+                   "[journal]", SqliteStore, EtcdStore) {
   TestType dir;
   JournalLimits limits;
   limits.max_finished_jobs = 3;
@@ -376,7 +381,8 @@ TEMPLATE_TEST_CASE("Only the most recently ended jobs are kept past the finished
   CHECK(Ids(RecoverFrom(dir, limits)) == std::vector<std::string>{"job-1", "job-3", "job-6"});
 }
 
-TEMPLATE_TEST_CASE("Jobs recorded from several threads at once are all recovered intact", "[journal]", SqliteStore, EtcdStore) {
+TEMPLATE_TEST_CASE("Jobs recorded from several threads at once are all recovered intact",
+                   "[journal]", SqliteStore, EtcdStore) {
   TestType dir;
   constexpr int kThreads = 4;
   constexpr uint64_t kEvents = 150;
@@ -511,7 +517,9 @@ JobCheckpoint RunningCheckpoint() {
   return checkpoint;
 }
 
-TEMPLATE_TEST_CASE("A running job's newest checkpoint is handed back for the daemon to take it back", "[journal]", SqliteStore, EtcdStore) {
+TEMPLATE_TEST_CASE(
+    "A running job's newest checkpoint is handed back for the daemon to take it back", "[journal]",
+    SqliteStore, EtcdStore) {
   TestType dir;
   {
     auto journal = OpenJournal(dir);
@@ -567,7 +575,9 @@ TEMPLATE_TEST_CASE("A running job's newest checkpoint is handed back for the dae
   CHECK((*jobs)[0].status.state() == v1::SUCCEEDED);
 }
 
-TEMPLATE_TEST_CASE("Without a daemon to take it back, a checkpointed job comes back FAILED as before", "[journal]", SqliteStore, EtcdStore) {
+TEMPLATE_TEST_CASE(
+    "Without a daemon to take it back, a checkpointed job comes back FAILED as before", "[journal]",
+    SqliteStore, EtcdStore) {
   TestType dir;
   {
     auto journal = OpenJournal(dir);

@@ -243,23 +243,23 @@ const std::vector<Key>& Keys() {
     }
     with_limits.push_back({"status_page.listen", SetStatusPageListen, true});
     const std::vector<Key> store_keys = {
-      {"store", SetStore, true},
-      {"etcd.prefix", SetEtcdPrefix, false},
-      {"etcd.ca_file",
-       [](const std::string& o, const std::string& v, DaemonConfig& c) {
-         return SetOptionalPath(o, v, c.etcd.ca_file);
-       },
-       true},
-      {"etcd.cert_file",
-       [](const std::string& o, const std::string& v, DaemonConfig& c) {
-         return SetOptionalPath(o, v, c.etcd.cert_file);
-       },
-       true},
-      {"etcd.key_file",
-       [](const std::string& o, const std::string& v, DaemonConfig& c) {
-         return SetOptionalPath(o, v, c.etcd.key_file);
-       },
-       true},
+        {"store", SetStore, true},
+        {"etcd.prefix", SetEtcdPrefix, false},
+        {"etcd.ca_file",
+         [](const std::string& o, const std::string& v, DaemonConfig& c) {
+           return SetOptionalPath(o, v, c.etcd.ca_file);
+         },
+         true},
+        {"etcd.cert_file",
+         [](const std::string& o, const std::string& v, DaemonConfig& c) {
+           return SetOptionalPath(o, v, c.etcd.cert_file);
+         },
+         true},
+        {"etcd.key_file",
+         [](const std::string& o, const std::string& v, DaemonConfig& c) {
+           return SetOptionalPath(o, v, c.etcd.key_file);
+         },
+         true},
     };
     with_limits.insert(with_limits.end(), store_keys.begin(), store_keys.end());
     return with_limits;

@@ -52,12 +52,12 @@ struct EtcdSettings {
 };
 
 struct DaemonConfig {
-  std::string listen = "127.0.0.1:7451";          // host:port of the gRPC API; port 0 = any free
-  std::string state_dir = "/var/lib/horovodd";    // job records (horovodd.db); empty = none kept
+  std::string listen = "127.0.0.1:7451";        // host:port of the gRPC API; port 0 = any free
+  std::string state_dir = "/var/lib/horovodd";  // job records (horovodd.db); empty = none kept
   // Where the job records are kept: "" = horovodd.db in state_dir (SQLite);
   // "etcd://h1:2379,h2:2379,h3:2379" = in that etcd cluster (etcd.*).
   std::string store;
-  EtcdSettings etcd;  // keys etcd.*
+  EtcdSettings etcd;                              // keys etcd.*
   std::string metrics_listen = "127.0.0.1:9464";  // host:port of GET /metrics; empty = off
   // status_page.listen: host:port of the status page (daemon/status_page/);
   // empty = off. TLS and tokens as for the gRPC API.

@@ -54,8 +54,8 @@ absl::StatusOr<std::vector<std::string>> ParseEtcdUrl(const std::string& url) {
     endpoint = absl::StripAsciiWhitespace(endpoint);
     const size_t colon = endpoint.rfind(':');
     if (colon == absl::string_view::npos || colon == 0 || colon + 1 == endpoint.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "etcd endpoint '", endpoint, "' in '", url, "' is not host:port"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("etcd endpoint '", endpoint, "' in '", url, "' is not host:port"));
     }
     endpoints.emplace_back(endpoint);
   }
@@ -158,8 +158,7 @@ absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
       });
 }
 
-absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(
-    const etcdserverpb::TxnRequest& request) {
+absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::TxnRequest& request) {
   return OnAnyMember<etcdserverpb::TxnResponse>(
       "txn", [&](Member& m, grpc::ClientContext* context, etcdserverpb::TxnResponse* response) {
         return m.kv->Txn(context, request, response);
@@ -180,8 +179,7 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
       auto response,
       OnAnyMember<etcdserverpb::LeaseGrantResponse>(
           "lease grant",
-          [&](Member& m, grpc::ClientContext* context, etcdserverpb::LeaseGrantResponse* r) {
-            return m.lease->LeaseGrant(context, request, r);
+          [&](Member& m, grpc::ClientContext* context, etcdserverpb::LeaseGrantResponse* r) { return m.lease->LeaseGrant(context, request, r);
           }));
   if (!response.error().empty()) {
     return absl::UnavailableError(absl::StrCat("etcd lease grant: ", response.error()));

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
@@ -100,8 +100,7 @@ absl::StatusOr<std::unique_ptr<EtcdJournal>> EtcdJournal::Open(std::shared_ptr<E
   return journal;
 }
 
-EtcdJournal::EtcdJournal(std::shared_ptr<EtcdClient> etcd, std::string prefix,
-                         JournalLimits limits)
+EtcdJournal::EtcdJournal(std::shared_ptr<EtcdClient> etcd, std::string prefix, JournalLimits limits)
     : etcd_(std::move(etcd)), prefix_(std::move(prefix)), limits_(limits) {}
 
 EtcdJournal::~EtcdJournal() = default;
@@ -277,7 +276,7 @@ void EtcdJournal::OnJobEvent(const std::string& job_id, const v1::JobEvent& even
 }
 
 absl::StatusOr<EtcdJournal::Ops> EtcdJournal::RecordEvent(const std::string& job_id,
-                                                         const v1::JobEvent& event) {
+                                                          const v1::JobEvent& event) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat(job_id, " has no record"));
@@ -410,7 +409,7 @@ absl::StatusOr<std::optional<JobCheckpoint>> EtcdJournal::ReadCheckpoint(
     const double until = host.cooldown_until_unix();
     h.until = until == kBlacklistedForGood ? absl::InfiniteFuture()
               : until <= kNoCooldown       ? absl::InfinitePast()
-                                           : absl::FromUnixMicros(static_cast<int64_t>(until * 1e6));
+                                     : absl::FromUnixMicros(static_cast<int64_t>(until * 1e6));
   }
   return std::optional<JobCheckpoint>(std::move(c));
 }

@@ -33,8 +33,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/etcd_client/etcd_client.h"
-#include "etcd_records.pb.h"
 #include "daemon/journal/journal.h"
+#include "etcd_records.pb.h"
 
 namespace horovodd::daemon {
 

@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "daemon/journal/sqlite_journal_internal.h"
 #include "daemon/journal/journal_sqlite.h"
+#include "daemon/journal/sqlite_journal_internal.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -292,7 +292,7 @@ absl::StatusOr<std::unique_ptr<SqliteJournal>> SqliteJournal::Open(const std::st
 }
 
 SqliteJournal::SqliteJournal(std::string path, JournalLimits limits, std::unique_ptr<SqliteDb> db,
-                 std::unique_ptr<Statements> statements)
+                             std::unique_ptr<Statements> statements)
     : path_(std::move(path)),
       limits_(limits),
       db_(std::move(db)),
@@ -311,7 +311,7 @@ void SqliteJournal::NoteWrite(const absl::Status& status, const std::string& wha
 }
 
 void SqliteJournal::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                             absl::Time created) {
+                                   absl::Time created) {
   absl::MutexLock lock(&mu_);
   absl::Status status = statements_->insert_job->BindText(1, job_id)
                             .BindText(2, spec.name())

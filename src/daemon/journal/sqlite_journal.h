@@ -57,7 +57,7 @@ class SqliteJournal final : public Journal {
   struct Statements;
 
   SqliteJournal(std::string path, JournalLimits limits, std::unique_ptr<SqliteDb> db,
-          std::unique_ptr<Statements> statements);
+                std::unique_ptr<Statements> statements);
 
   // Each runs inside a transaction the caller owns.
   absl::Status RecordEvent(const std::string& job_id, const v1::JobEvent& event)

@@ -10,9 +10,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/log.h"
+#include "daemon/journal/journal_sqlite.h"
 #include "daemon/journal/sqlite_journal.h"
 #include "daemon/journal/sqlite_journal_internal.h"
-#include "daemon/journal/journal_sqlite.h"
 
 namespace horovodd::daemon {
 namespace journal_internal {
@@ -96,7 +96,8 @@ void SqliteJournal::OnJobCheckpoint(const std::string& job_id, const JobCheckpoi
             absl::StrCat("the checkpoint of ", job_id));
 }
 
-absl::StatusOr<std::optional<JobCheckpoint>> SqliteJournal::ReadCheckpoint(const std::string& job_id) {
+absl::StatusOr<std::optional<JobCheckpoint>> SqliteJournal::ReadCheckpoint(
+    const std::string& job_id) {
   std::optional<JobCheckpoint> checkpoint;
   statements_->get_checkpoint->BindText(1, job_id);
   auto status = ForEachRow(*statements_->get_checkpoint, [&](SqliteStatement& row) {
@@ -158,7 +159,8 @@ absl::Status SqliteJournal::MarkStopped(const std::string& job_id, int64_t gener
   return RecordEvent(job_id, end);
 }
 
-absl::StatusOr<std::vector<ArchivedJob>> SqliteJournal::Recover(std::vector<ResumableJob>* running) {
+absl::StatusOr<std::vector<ArchivedJob>> SqliteJournal::Recover(
+    std::vector<ResumableJob>* running) {
   absl::MutexLock lock(&mu_);
   std::vector<std::pair<std::string, int64_t>> unfinished;
   auto status = ForEachRow(*statements_->unfinished_jobs, [&](SqliteStatement& row) {

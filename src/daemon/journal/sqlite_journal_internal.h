@@ -9,8 +9,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
-#include "daemon/journal/sqlite_journal.h"
 #include "daemon/journal/journal_sqlite.h"
+#include "daemon/journal/sqlite_journal.h"
 
 namespace horovodd::daemon {
 
