@@ -29,9 +29,21 @@ std::vector<absl::StatusOr<std::shared_ptr<internal::GlooContext>>> ConnectGroup
   });
 }
 
+std::vector<absl::StatusOr<std::shared_ptr<internal::GlooContext>>> ConnectGroupLazily(
+    gloo::rendezvous::Store& store, const std::string& prefix, int size, absl::Duration timeout) {
+  return OnEveryRank<absl::StatusOr<std::shared_ptr<internal::GlooContext>>>(size, [&](int rank) {
+    internal::ConnectOptions options;
+    options.rank = rank;
+    options.size = size;
+    options.timeout = timeout;
+    return internal::ConnectGlooContextLazily(
+        std::make_shared<gloo::rendezvous::PrefixStore>(prefix, store), options);
+  });
+}
+
 RankGroup::RankGroup(gloo::rendezvous::Store& store, const std::string& prefix, int size,
                      absl::Duration timeout) {
-  for (auto& context : ConnectGroup(store, prefix, size, timeout)) {
+  for (auto& context : ConnectGroupLazily(store, prefix, size, timeout)) {
     REQUIRE(context.status().ToString() == "OK");
     contexts_.push_back(*std::move(context));
   }

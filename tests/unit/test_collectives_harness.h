@@ -62,14 +62,23 @@ std::vector<Result> OnEveryRank(int size, const std::function<Result(int rank)>&
   return results;
 }
 
-// Connects `size` contexts concurrently through `store` under `prefix`.
+// Connects `size` contexts concurrently through `store` under `prefix`,
+// every pair up front.
 std::vector<absl::StatusOr<std::shared_ptr<internal::GlooContext>>> ConnectGroup(
+    gloo::rendezvous::Store& store, const std::string& prefix, int size,
+    absl::Duration timeout = kCollectiveTimeout);
+
+// The same, lazily (ConnectGlooContextLazily, as the runtime connects its
+// rings): each context keeps a view of `store`, which must outlive them.
+std::vector<absl::StatusOr<std::shared_ptr<internal::GlooContext>>> ConnectGroupLazily(
     gloo::rendezvous::Store& store, const std::string& prefix, int size,
     absl::Duration timeout = kCollectiveTimeout);
 
 // A connected group; the constructor REQUIREs that every rank connected.
 class RankGroup {
  public:
+  // Connected lazily, as the runtime's rings are: the collectives under
+  // test connect the pairs they use. `store` must outlive the group.
   RankGroup(gloo::rendezvous::Store& store, const std::string& prefix, int size,
             absl::Duration timeout = kCollectiveTimeout);
   int size() const { return static_cast<int>(contexts_.size()); }

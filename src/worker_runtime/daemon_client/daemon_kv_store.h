@@ -64,10 +64,18 @@ struct RingResult {
 };
 
 // Connects generation `options.generation`'s ring through `store` (that
-// generation's namespace), under the key prefix "g<generation><key_scope>".
+// generation's namespace), under the key prefix "g<generation><key_scope>",
+// every pair before it returns.
 RingResult ConnectRingThroughStore(KvStore& store, const RingOptions& options);
 
-// The same through the daemon's namespace for the generation.
+// The same, but the ring keeps `store` and connects its pairs lazily: its
+// two neighbours now, any other when a collective first talks to it
+// (ConnectGlooContextLazily).
+RingResult ConnectRingLazilyThroughStore(std::shared_ptr<KvStore> store,
+                                         const RingOptions& options);
+
+// ConnectRingLazilyThroughStore through the daemon's namespace for the
+// generation; `daemon` must outlive the ring.
 RingResult ConnectRingThroughDaemon(DaemonConnection& daemon, const RingOptions& options);
 
 }  // namespace horovodd::internal

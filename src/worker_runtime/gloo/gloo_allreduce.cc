@@ -33,7 +33,10 @@ namespace {
 // allreduce sends its whole tensor to every peer and each rank reduces all
 // of them itself: one message hop instead of the ring's 2 (ranks - 1), each
 // of which waits for a process to be scheduled. Past it the ring's
-// bandwidth wins.
+// bandwidth wins; and past kPairwiseAllreduceMaxRanks ranks the ring too,
+// however small the tensor: sending to every peer would connect every pair
+// of the job (GlooContext connects a pair when it is first used), where the
+// ring needs two per rank.
 constexpr size_t kDirectAllreduceMaxBytesSent = size_t{256} << 10;
 
 // While the scratch it needs (a tensor's worth) stays in the context's pool,
@@ -56,7 +59,7 @@ enum class Algorithm { kDirect, kPairwise, kRing };
 // tensor each), and L ranks per host put L tensors there against the ring's
 // two at most. Between hosts bytes cost more than wake-ups, so the ring.
 Algorithm Choose(const TensorView& tensor, int ranks, bool spans_hosts_with_peers) {
-  if (ranks > 1 &&
+  if (ranks > 1 && ranks <= kPairwiseAllreduceMaxRanks &&
       tensor.nbytes() * static_cast<size_t>(ranks - 1) <= kDirectAllreduceMaxBytesSent) {
     return Algorithm::kDirect;
   }
@@ -141,6 +144,11 @@ absl::StatusOr<PostedReduceScatter> PostReduceScatter(CollectiveScope& scope,
   HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch parts, scope.RegisterScratch(n * own_bytes));
   posted.parts = parts.data;
   posted.slots.assign(n, nullptr);
+  std::vector<int> peers;
+  for (int p = 0; p < n; ++p) {
+    if (p != rank && (own_bytes > 0 || posted.chunks[p].bytes > 0)) peers.push_back(p);
+  }
+  HVDD_RETURN_IF_ERROR(scope.Connect(peers));
   for (int p = 0; p < n && own_bytes > 0; ++p) {
     if (p == rank) continue;
     HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* slot,

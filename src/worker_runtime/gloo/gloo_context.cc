@@ -4,7 +4,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -19,6 +23,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 #include "common/status_macros.h"
 #include "worker_runtime/gloo/sigpipe_block.h"
 
@@ -79,6 +84,10 @@ class LoopWaker final : public gloo::transport::tcp::Handler {
 };
 
 namespace {
+
+std::atomic<int64_t> pairs_connected_total{0};
+std::atomic<int64_t> keys_read_total{0};
+std::atomic<int64_t> key_bytes_read_total{0};
 
 class ScopedWake {
  public:
@@ -172,6 +181,8 @@ void GlooContext::ClosePairs() {
   // for these closes but the destructor, and a loop kept spinning on every
   // rank of a job at once starved the rings being connected for the next
   // generation on a busy machine.
+  absl::MutexLock lock(&pairs_mu_);
+  pairs_closing_ = true;
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
     std::unique_ptr<gloo::transport::Pair>& pair = getPair(peer);
@@ -193,21 +204,7 @@ void GlooContext::Abort() {
   StartClosingPairsLocked();
 }
 
-absl::Status GlooContext::ConnectFullMeshInParallel(
-    gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device>& device) {
-  try {
-    ConnectOrThrow(store, device);
-  } catch (const std::exception& e) {
-    std::string message =
-        absl::StrCat("connecting gloo context (rank ", rank, " of ", size, ") failed: ", e.what());
-    if (IsGlooTimeoutMessage(e.what())) return absl::DeadlineExceededError(message);
-    return absl::UnavailableError(message);
-  }
-  return absl::OkStatus();
-}
-
-void GlooContext::ConnectOrThrow(gloo::rendezvous::Store& store,
-                                 std::shared_ptr<gloo::transport::Device>& device) {
+void GlooContext::Start(std::shared_ptr<gloo::transport::Device>& device) {
   std::shared_ptr<gloo::transport::Context> transport = device->createContext(rank, size);
   transport->setTimeout(getTimeout());
   // Owned from the start, so that the destructor also tears down (promptly,
@@ -215,42 +212,150 @@ void GlooContext::ConnectOrThrow(gloo::rendezvous::Store& store,
   device_ = device;
   transportContext_ = transport;
   waker_ = LoopWaker::Create(device);
-  // Our key holds the address of each of our pairs, in peer order (Gloo's
-  // layout, which extractAddress reads).
-  std::vector<char> our_addresses;
-  std::vector<std::string> peer_keys;
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    std::vector<char> bytes = transport->createPair(peer)->address().bytes();
-    our_addresses.insert(our_addresses.end(), bytes.begin(), bytes.end());
-    peer_keys.push_back(std::to_string(peer));
+  connected_.assign(size, 0);
+}
+
+void GlooContext::KeepStore(std::shared_ptr<gloo::rendezvous::Store> store) {
+  kept_store_ = std::move(store);
+  store_ = kept_store_.get();
+}
+
+absl::Status GlooContext::ConnectPeers(const std::vector<int>& peers) {
+  return Connect(peers, /*first=*/false);
+}
+
+absl::Status GlooContext::ConnectFirst(const std::vector<int>& peers) {
+  HVDD_CHECK_EQ(connected_count_, 0);
+  return Connect(peers, /*first=*/true);
+}
+
+absl::Status GlooContext::Connect(const std::vector<int>& peers, bool first) {
+  std::vector<int> missing;
+  for (int peer : peers) {
+    HVDD_CHECK(peer >= 0 && peer < size);
+    if (peer == rank || connected_[peer] != 0) continue;
+    if (std::find(missing.begin(), missing.end(), peer) != missing.end()) continue;
+    missing.push_back(peer);
   }
-  store.set(std::to_string(rank), our_addresses);
-  if (!peer_keys.empty()) store.wait(peer_keys, getTimeout());
-  std::vector<std::vector<char>> addresses(size);
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    std::vector<char> theirs = store.get(std::to_string(peer));
-    addresses[peer] = extractAddress(theirs, peer);
+  if (missing.empty()) return absl::OkStatus();
+  HVDD_RETURN_IF_ERROR(health());
+  if (store_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "gloo context (rank ", rank, " of ", size, ") has no rendezvous store to connect to rank ",
+        missing.front(), " with"));
   }
-  // The threads inherit this thread's signal mask (SIGPIPE blocked by the
-  // caller), and each touches only its own pair.
-  std::vector<std::exception_ptr> errors(size);
-  std::vector<std::thread> connecting;
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    connecting.emplace_back([&, peer] {
-      try {
-        transport->getPair(peer)->connect(addresses[peer]);
-      } catch (...) {
-        errors[peer] = std::current_exception();
-      }
-    });
+  // Also inherited by the connecting threads.
+  const ScopedSigpipeBlock sigpipe_block;
+  try {
+    return ConnectOrThrow(missing, first);
+  } catch (const std::exception& e) {
+    if (aborted()) return health();
+    std::string message =
+        absl::StrCat("connecting gloo context (rank ", rank, " of ", size, ") failed: ", e.what());
+    if (IsGlooTimeoutMessage(e.what())) return absl::DeadlineExceededError(message);
+    return absl::UnavailableError(message);
   }
-  for (std::thread& thread : connecting) thread.join();
+}
+
+namespace {
+
+// The key under which `from` publishes its pair's address for `to`, for a
+// pair connected after the first ones.
+std::string PairKey(int from, int to) { return absl::StrCat(from, "-", to); }
+
+// The first pairs' addresses go under one key per rank (its rank): for each
+// pair, the peer (int32), the address's length (uint32), the address.
+void AppendEntry(std::vector<char>& key, int peer, const std::vector<char>& address) {
+  const int32_t who = peer;
+  const uint32_t length = static_cast<uint32_t>(address.size());
+  key.insert(key.end(), reinterpret_cast<const char*>(&who),
+             reinterpret_cast<const char*>(&who) + sizeof(who));
+  key.insert(key.end(), reinterpret_cast<const char*>(&length),
+             reinterpret_cast<const char*>(&length) + sizeof(length));
+  key.insert(key.end(), address.begin(), address.end());
+}
+
+// The address for `peer` in a key AppendEntry wrote; throws when it is not
+// there (a rank that disagrees on who its first peers are).
+std::vector<char> FindEntry(const std::vector<char>& key, int peer, int owner) {
+  size_t at = 0;
+  while (at + sizeof(int32_t) + sizeof(uint32_t) <= key.size()) {
+    int32_t who = 0;
+    uint32_t length = 0;
+    std::memcpy(&who, key.data() + at, sizeof(who));
+    std::memcpy(&length, key.data() + at + sizeof(who), sizeof(length));
+    at += sizeof(who) + sizeof(length);
+    if (at + length > key.size()) break;
+    if (who == peer) return std::vector<char>(key.begin() + at, key.begin() + at + length);
+    at += length;
+  }
+  throw std::runtime_error(
+      absl::StrCat("rank ", owner, "'s rendezvous key has no address for rank ", peer));
+}
+
+}  // namespace
+
+absl::Status GlooContext::ConnectOrThrow(const std::vector<int>& peers, bool first) {
+  std::vector<std::vector<char>> ours(peers.size());
+  {
+    absl::MutexLock lock(&pairs_mu_);
+    if (pairs_closing_) return health();
+    for (size_t i = 0; i < peers.size(); ++i) {
+      ours[i] = transportContext_->createPair(peers[i])->address().bytes();
+    }
+  }
+  // One key write for the first pairs (one per pair after them), and one
+  // wait for all the peers' keys (one round trip through the daemon's store).
+  std::vector<std::string> their_keys;
+  if (first) {
+    std::vector<char> key;
+    for (size_t i = 0; i < peers.size(); ++i) AppendEntry(key, peers[i], ours[i]);
+    store_->set(std::to_string(rank), key);
+    for (int peer : peers) their_keys.push_back(std::to_string(peer));
+  } else {
+    for (size_t i = 0; i < peers.size(); ++i) {
+      store_->set(PairKey(rank, peers[i]), ours[i]);
+      their_keys.push_back(PairKey(peers[i], rank));
+    }
+  }
+  store_->wait(their_keys, getTimeout());
+  std::vector<std::vector<char>> theirs(peers.size());
+  for (size_t i = 0; i < peers.size(); ++i) {
+    std::vector<char> key = store_->get(their_keys[i]);
+    keys_read_total.fetch_add(1, std::memory_order_relaxed);
+    key_bytes_read_total.fetch_add(static_cast<int64_t>(key.size()), std::memory_order_relaxed);
+    theirs[i] = first ? FindEntry(key, rank, peers[i]) : std::move(key);
+  }
+  // Gloo's connect() blocks until the pair is connected: one thread per
+  // pair, so n pairs connect in about one connect's time rather than n in a
+  // row. The threads inherit this thread's signal mask (SIGPIPE blocked),
+  // and each touches only its own pair.
+  std::vector<std::exception_ptr> errors(peers.size());
+  auto connect = [&](size_t i) {
+    try {
+      transportContext_->getPair(peers[i])->connect(theirs[i]);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  if (peers.size() == 1) {
+    connect(0);
+  } else {
+    std::vector<std::thread> connecting;
+    connecting.reserve(peers.size());
+    for (size_t i = 0; i < peers.size(); ++i) connecting.emplace_back(connect, i);
+    for (std::thread& thread : connecting) thread.join();
+  }
   for (const std::exception_ptr& error : errors) {
     if (error) std::rethrow_exception(error);
   }
+  // A pair that an abort closed while it connected returns from connect()
+  // without an error; it must not count as usable.
+  HVDD_RETURN_IF_ERROR(health());
+  for (int peer : peers) connected_[peer] = 1;
+  connected_count_ += static_cast<int>(peers.size());
+  pairs_connected_total.fetch_add(static_cast<int64_t>(peers.size()), std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 void GlooContext::MarkFailed(const absl::Status& failure) {
@@ -259,8 +364,9 @@ void GlooContext::MarkFailed(const absl::Status& failure) {
   StartClosingPairsLocked();
 }
 
-absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(gloo::rendezvous::Store& store,
-                                                                const ConnectOptions& options) {
+namespace {
+
+absl::Status CheckOptions(const ConnectOptions& options) {
   if (options.size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("gloo context size must be at least 1, got ", options.size));
@@ -276,7 +382,12 @@ absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(gloo::rendezvous
   if (options.bind_address.empty()) {
     return absl::InvalidArgumentError("gloo context bind address is empty");
   }
+  return absl::OkStatus();
+}
 
+// A context on a device of its own, its pairs not connected yet.
+absl::StatusOr<std::shared_ptr<GlooContext>> StartGlooContext(const ConnectOptions& options) {
+  HVDD_RETURN_IF_ERROR(CheckOptions(options));
   // Also inherited by the device's I/O thread, created here.
   const ScopedSigpipeBlock sigpipe_block;
   std::shared_ptr<gloo::transport::Device> device;
@@ -288,14 +399,45 @@ absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(gloo::rendezvous
     return absl::InvalidArgumentError(
         absl::StrCat("cannot bind gloo to address '", options.bind_address, "': ", e.what()));
   }
-
   auto context = std::make_shared<GlooContext>(options.rank, options.size, options.timeout);
   context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
-  HVDD_RETURN_IF_ERROR(context->ConnectFullMeshInParallel(store, device));
+  context->Start(device);
+  return context;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(gloo::rendezvous::Store& store,
+                                                                const ConnectOptions& options) {
+  HVDD_ASSIGN_OR_RETURN(std::shared_ptr<GlooContext> context, StartGlooContext(options));
+  std::vector<int> everyone;
+  for (int peer = 0; peer < options.size; ++peer) everyone.push_back(peer);
+  context->UseStore(store);
+  absl::Status connected = context->ConnectFirst(everyone);
+  context->ForgetStore();
+  HVDD_RETURN_IF_ERROR(connected);
+  return context;
+}
+
+absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContextLazily(
+    std::shared_ptr<gloo::rendezvous::Store> store, const ConnectOptions& options) {
+  HVDD_ASSIGN_OR_RETURN(std::shared_ptr<GlooContext> context, StartGlooContext(options));
+  context->KeepStore(std::move(store));
+  const int n = options.size;
+  HVDD_RETURN_IF_ERROR(
+      context->ConnectFirst({(options.rank + 1) % n, (options.rank + n - 1) % n}));
   return context;
 }
 
 void AbortGlooContext(GlooContext& context) { context.Abort(); }
+
+RingConnectTotals ProcessRingConnectTotals() {
+  RingConnectTotals totals;
+  totals.pairs_connected = pairs_connected_total.load(std::memory_order_relaxed);
+  totals.keys_read = keys_read_total.load(std::memory_order_relaxed);
+  totals.key_bytes_read = key_bytes_read_total.load(std::memory_order_relaxed);
+  return totals;
+}
 
 bool IsGlooTimeoutMessage(const std::string& what) {
   const std::string lower = absl::AsciiStrToLower(what);

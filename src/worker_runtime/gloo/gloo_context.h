@@ -28,6 +28,7 @@
 #include <string>
 #include <thread>
 #include <unordered_set>
+#include <vector>
 
 #include <gloo/context.h>
 #include <gloo/rendezvous/context.h>
@@ -75,7 +76,8 @@ class RegisteredBuffer {
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
 };
 
-// A full-mesh Gloo TCP context that remembers why it died and can be aborted.
+// A Gloo TCP context that remembers why it died and can be aborted, and
+// connects its pairs as its collectives need them (ConnectPeers).
 // One thread at a time runs collectives on it (the collective thread);
 // Abort() may come from any thread.
 class GlooContext final : public gloo::rendezvous::Context {
@@ -120,13 +122,37 @@ class GlooContext final : public gloo::rendezvous::Context {
   // in flight, and the loop drops transfers for buffers that are gone.
   void Abort();
 
-  // Gloo's connectFullMesh, but connecting every pair at once: one store
-  // wait for all peers' addresses instead of one per peer, then one thread
-  // per pair, so a ring of n ranks connects in about one connect's time
-  // rather than n - 1 of them in a row. What Gloo (or the store) throws stops
-  // here: a timeout is DEADLINE_EXCEEDED, any other failure UNAVAILABLE.
-  absl::Status ConnectFullMeshInParallel(gloo::rendezvous::Store& store,
-                                         std::shared_ptr<gloo::transport::Device>& device);
+  // Connects the pairs to those of `peers` not connected yet (this rank
+  // and repeats are skipped), all at once: a rank writes one rendezvous key
+  // per new pair (its pair's address, under "<rank>-<peer>") and reads only
+  // those peers' keys for it, in one wait. Every collective connects, before it posts
+  // anything, the peers it will talk to, and those peers do the same in the
+  // same collective, so a rank never connects to a peer it never talks to.
+  // Collective thread only. What Gloo (or the store) throws stops here: a
+  // timeout is DEADLINE_EXCEEDED, any other failure UNAVAILABLE; ABORTED
+  // once the context is aborted; FAILED_PRECONDITION when no store was kept
+  // (a context connected in full up front).
+  absl::Status ConnectPeers(const std::vector<int>& peers);
+  // The first pairs, before any collective: the ring's neighbours, or every
+  // peer for a context connected up front. A rank's addresses for them go
+  // under one key (its rank), and it reads those peers' keys only, in one
+  // wait. Every rank's first peers must be the ones that name it among
+  // theirs.
+  absl::Status ConnectFirst(const std::vector<int>& peers);
+  // Whether the pair to `peer` is connected. Collective thread only.
+  bool connected(int peer) const { return connected_[peer] != 0; }
+  // How many pairs are connected. Collective thread only.
+  int connected_pairs() const { return connected_count_; }
+
+  // Keeps `store` (scoped to this context's rendezvous) for ConnectPeers.
+  // Once, before the first ConnectPeers.
+  void KeepStore(std::shared_ptr<gloo::rendezvous::Store> store);
+  // For connecting up front through a store the caller keeps: ConnectPeers
+  // uses it until ForgetStore().
+  void UseStore(gloo::rendezvous::Store& store) { store_ = &store; }
+  void ForgetStore() { store_ = nullptr; }
+  // Creates the transport context on `device`; before the first ConnectPeers.
+  void Start(std::shared_ptr<gloo::transport::Device>& device);
 
   // Records that a collective failed and starts closing every pair in the
   // background: a failed context is never reused, and closing makes the
@@ -141,10 +167,11 @@ class GlooContext final : public gloo::rendezvous::Context {
   // Once: closing the pairs waits for the device loop once per pair, which
   // the failing collective and the rejoin after it need not wait for.
   void StartClosingPairsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Connecting, with Gloo's exceptions still flying.
-  void ConnectOrThrow(gloo::rendezvous::Store& store,
-                      std::shared_ptr<gloo::transport::Device>& device);
-  void ClosePairs();
+  // Connecting `peers` (none connected yet, no repeats), with Gloo's
+  // exceptions still flying; not OK when the pairs are closing already.
+  absl::Status Connect(const std::vector<int>& peers, bool first);
+  absl::Status ConnectOrThrow(const std::vector<int>& peers, bool first);
+  void ClosePairs() ABSL_LOCKS_EXCLUDED(pairs_mu_);
 
   const absl::Duration collective_timeout_;
   uint64_t next_sequence_ = 0;  // collective thread only
@@ -153,6 +180,18 @@ class GlooContext final : public gloo::rendezvous::Context {
 
   // Set once connecting starts; makes closing pairs prompt.
   std::unique_ptr<LoopWaker> waker_;
+
+  // Where peers' pair addresses are read: kept_store_ for a context that
+  // connects lazily, else the caller's store while it connects up front.
+  std::shared_ptr<gloo::rendezvous::Store> kept_store_;
+  gloo::rendezvous::Store* store_ = nullptr;  // collective thread only
+  std::vector<char> connected_;               // by peer; collective thread only
+  int connected_count_ = 0;                   // collective thread only
+  // Creating a pair (collective thread) against closing them all (the
+  // closer thread): Gloo's pair table is not safe to change and read at once,
+  // and a pair created after the closing would never be closed.
+  absl::Mutex pairs_mu_;  // taken after mu_ where both are held
+  bool pairs_closing_ ABSL_GUARDED_BY(pairs_mu_) = false;
 
   // Abort() and MarkFailed() come from any thread; collectives read health.
   mutable absl::Mutex mu_;
@@ -165,12 +204,31 @@ class GlooContext final : public gloo::rendezvous::Context {
   bool closed_inline_ ABSL_GUARDED_BY(mu_) = false;  // no thread could be started
 };
 
-// Builds a full-mesh Gloo TCP context through `store`, which the caller has
-// scoped to one rendezvous round (e.g. a gloo::rendezvous::PrefixStore).
+// Builds a Gloo TCP context through `store`, which the caller has scoped to
+// one rendezvous round (e.g. a gloo::rendezvous::PrefixStore), with every
+// pair connected before it returns (the caller may drop the store then).
 // Bad options: INVALID_ARGUMENT; a timeout: DEADLINE_EXCEEDED; other connect
 // failures: UNAVAILABLE.
 absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(gloo::rendezvous::Store& store,
                                                                 const ConnectOptions& options);
+
+// The same, but the context keeps `store` and connects lazily: only its two
+// ring neighbours before it returns, every other pair when a collective
+// first needs it (GlooContext::ConnectPeers). A reset's rebuild then costs a
+// rank two pairs and two keys, whatever the job's size.
+absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContextLazily(
+    std::shared_ptr<gloo::rendezvous::Store> store, const ConnectOptions& options);
+
+// What connecting Gloo contexts cost this process so far, summed over every
+// context it connected: the pairs connected, and the rendezvous keys read
+// (and their bytes). Monotonic; the reset benchmark logs it with each step
+// and takes differences, to show a ring rebuild's per-rank work.
+struct RingConnectTotals {
+  int64_t pairs_connected = 0;
+  int64_t keys_read = 0;
+  int64_t key_bytes_read = 0;
+};
+RingConnectTotals ProcessRingConnectTotals();
 
 // Makes collectives blocked on `context` in other threads return ABORTED
 // promptly, and every later one return ABORTED at once. Used when the daemon

@@ -22,6 +22,11 @@ absl::Status GlooNegotiator::PostReceives(CollectiveScope& scope, size_t part_by
     memory_.assign(n * part_bytes, 0);
     HVDD_ASSIGN_OR_RETURN(buffer_, context_.RegisterBuffer(memory_.data(), memory_.size()));
   }
+  std::vector<int> peers;
+  for (int p = 0; p < n; ++p) {
+    if (p != context_.rank) peers.push_back(p);
+  }
+  HVDD_RETURN_IF_ERROR(scope.Connect(peers));
   for (int p = 0; p < n; ++p) {
     if (p == context_.rank) continue;
     HVDD_RETURN_IF_ERROR(

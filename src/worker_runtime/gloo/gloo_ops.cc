@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "worker_runtime/gloo/gloo_context.h"
@@ -50,6 +51,32 @@ absl::StatusOr<std::vector<ArgumentHeader>> ExchangeHeaders(
   return from_each;
 }
 
+// From this many ranks, an allgather goes round the ring (n - 1 steps, each
+// rank talking to its two neighbours only) instead of every rank sending to
+// every other at once: a ring's first collectives (its host layout) then
+// connect no pair beyond the neighbours, whatever the job's size.
+constexpr int kRingAllgatherMinRanks = 17;
+
+// Every rank's `mine` round the ring; [r] is rank r's (ours at [rank]).
+absl::StatusOr<std::vector<ArgumentHeader>> RingAllgatherHeaders(CollectiveScope& scope,
+                                                                 const ArgumentHeader& mine) {
+  const int n = scope.size();
+  constexpr size_t kBytes = ArgumentHeader::kWords * sizeof(int64_t);
+  HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch all, scope.RegisterScratch(n * kBytes));
+  std::array<int64_t, ArgumentHeader::kWords> words;
+  mine.Encode(words.data());
+  std::memcpy(all.data + scope.rank() * kBytes, words.data(), kBytes);
+  const RingLayout layout(DType::kInt64,
+                          std::vector<int64_t>(n, static_cast<int64_t>(ArgumentHeader::kWords)));
+  HVDD_RETURN_IF_ERROR(RingAllgather(scope, *all.buffer, layout));
+  std::vector<ArgumentHeader> from_each(n);
+  for (int peer = 0; peer < n; ++peer) {
+    std::memcpy(words.data(), all.data + peer * kBytes, kBytes);
+    from_each[peer] = ArgumentHeader::Decode(words.data());
+  }
+  return from_each;
+}
+
 // Byte regions of consecutive row blocks of `row_bytes` each.
 std::vector<PeerRegion> RowBlocks(const std::vector<int64_t>& rows, size_t row_bytes) {
   std::vector<PeerRegion> blocks(rows.size());
@@ -72,10 +99,11 @@ absl::StatusOr<Tensor> Allgather(GlooContext& context, const TensorView& input) 
   if (own_error.ok()) own_error = NeedsDimension(label, input);
 
   const int n = scope.size();
-  HVDD_ASSIGN_OR_RETURN(
-      std::vector<ArgumentHeader> headers,
-      ExchangeHeaders(
-          scope, std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok()))));
+  const bool by_ring = n >= kRingAllgatherMinRanks;
+  const ArgumentHeader header = ArgumentHeader::Describe(input, own_error.ok());
+  HVDD_ASSIGN_OR_RETURN(std::vector<ArgumentHeader> headers,
+                        by_ring ? RingAllgatherHeaders(scope, header)
+                                : ExchangeHeaders(scope, std::vector<ArgumentHeader>(n, header)));
   HVDD_RETURN_IF_ERROR(CheckAgreement(label, headers, own_error, ShapeRule::kSameTrailingDims));
 
   std::vector<int64_t> rows(n);
@@ -95,6 +123,12 @@ absl::StatusOr<Tensor> Allgather(GlooContext& context, const TensorView& input) 
   if (mine.bytes > 0) std::memcpy(Bytes(output.data()) + mine.offset, input.data, mine.bytes);
   HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* buffer,
                         scope.Register(output.data(), output.nbytes()));
+  if (by_ring) {
+    std::vector<int64_t> block_bytes(n);
+    for (int r = 0; r < n; ++r) block_bytes[r] = static_cast<int64_t>(blocks[r].bytes);
+    HVDD_RETURN_IF_ERROR(RingAllgather(scope, *buffer, RingLayout(DType::kUInt8, block_bytes)));
+    return output;
+  }
   HVDD_RETURN_IF_ERROR(scope.ExchangeWithAll(buffer, std::vector<PeerRegion>(n, mine), buffer,
                                              blocks, Channel::kData));
   return output;
@@ -240,6 +274,10 @@ absl::Status Barrier(GlooContext& context) {
   HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch tokens, scope.RegisterScratch(2));
   tokens.data[0] = 1;  // what is sent (any byte would do)
   for (int distance = 1; distance < n; distance <<= 1) {
+    // Both first: each rank would otherwise wait on its left neighbour's
+    // key while that neighbour waits on its own left one, all round.
+    HVDD_RETURN_IF_ERROR(
+        scope.Connect({(scope.rank() - distance + n) % n, (scope.rank() + distance) % n}));
     HVDD_RETURN_IF_ERROR(
         scope.Recv(*tokens.buffer, (scope.rank() - distance + n) % n, 1, 1, Channel::kData));
     HVDD_RETURN_IF_ERROR(

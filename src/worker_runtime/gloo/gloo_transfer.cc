@@ -90,9 +90,18 @@ absl::Status CollectiveScope::FromException(const std::exception& e) {
   return Fail(absl::UnavailableError(absl::StrCat(label_, " failed: ", e.what())));
 }
 
+absl::Status CollectiveScope::Connect(const std::vector<int>& peers) {
+  if (!failure_.ok()) return failure_;
+  absl::Status connected = context_.ConnectPeers(peers);
+  if (connected.ok()) return connected;
+  if (connected.code() == absl::StatusCode::kAborted) return Fail(AbortedStatus());
+  return Fail(absl::Status(connected.code(), absl::StrCat(label_, " failed: ", connected.message())));
+}
+
 absl::Status CollectiveScope::Send(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset,
                                    size_t bytes, Channel channel) {
   if (!failure_.ok()) return failure_;
+  if (!context_.connected(peer)) HVDD_RETURN_IF_ERROR(Connect({peer}));
   try {
     buffer.send(peer, SlotFor(channel), offset, bytes);
     return absl::OkStatus();
@@ -104,6 +113,7 @@ absl::Status CollectiveScope::Send(gloo::transport::UnboundBuffer& buffer, int p
 absl::Status CollectiveScope::Recv(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset,
                                    size_t bytes, Channel channel) {
   if (!failure_.ok()) return failure_;
+  if (!context_.connected(peer)) HVDD_RETURN_IF_ERROR(Connect({peer}));
   try {
     buffer.recv(peer, SlotFor(channel), offset, bytes);
     return absl::OkStatus();
@@ -146,6 +156,11 @@ absl::StatusOr<CollectiveScope::PostedExchange> CollectiveScope::PostExchange(
     gloo::transport::UnboundBuffer* send, const std::vector<PeerRegion>& to,
     gloo::transport::UnboundBuffer* recv, const std::vector<PeerRegion>& from, Channel channel) {
   PostedExchange posted{send, recv, 0, 0};
+  std::vector<int> peers;
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer != rank() && (from[peer].bytes > 0 || to[peer].bytes > 0)) peers.push_back(peer);
+  }
+  HVDD_RETURN_IF_ERROR(Connect(peers));
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank() || from[peer].bytes == 0) continue;
     HVDD_RETURN_IF_ERROR(Recv(*recv, peer, from[peer].offset, from[peer].bytes, channel));

@@ -81,6 +81,15 @@ class CollectiveScope {
   };
   absl::StatusOr<Scratch> RegisterScratch(size_t bytes);
 
+  // Connects the pairs to `peers` that are not connected yet, all at once
+  // (GlooContext::ConnectPeers). A collective that talks to several peers
+  // calls it with all of them before it posts anything: each of them does
+  // the same in this collective, so no rank waits for a peer that is itself
+  // waiting to connect to a third. Send and Recv connect their one peer
+  // themselves, which is enough where every rank talks to its peers in the
+  // same order (a tree, the ring, pairs by rank or by XOR).
+  absl::Status Connect(const std::vector<int>& peers);
+
   // Post a transfer of `bytes` at `offset` in `buffer`. Pairs match in
   // posting order per peer and channel.
   absl::Status Send(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset, size_t bytes,
@@ -93,7 +102,8 @@ class CollectiveScope {
   absl::Status WaitRecv(gloo::transport::UnboundBuffer& buffer, int* source = nullptr);
 
   // Sends to[p] of `send` to every peer p and receives from[p] of `recv`
-  // from every peer, all in flight at once. Entries for this rank and empty
+  // from every peer, all in flight at once (the pairs to the peers with a
+  // region in either connected first). Entries for this rank and empty
   // regions are skipped (a buffer may be null when all its regions are
   // empty); every rank must agree on the sizes.
   absl::Status ExchangeWithAll(gloo::transport::UnboundBuffer* send,

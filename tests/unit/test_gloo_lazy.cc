@@ -1,0 +1,146 @@
+// A ring's pairs connect lazily (GlooContext::ConnectPeers): its two
+// neighbours when it is built, any other peer when a collective first talks
+// to it, and never a peer it does not talk to; a reset's rebuild costs each
+// rank its two neighbours, whatever the ring's size.
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <gloo/rendezvous/hash_store.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "test_collectives_harness.h"
+#include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/gloo/gloo_ops.h"
+
+namespace horovodd {
+namespace {
+
+using testing::OnEveryRank;
+using testing::RankGroup;
+
+// The peers `context` has connected to, in rank order.
+std::set<int> ConnectedPeers(const internal::GlooContext& context) {
+  std::set<int> peers;
+  for (int peer = 0; peer < context.size; ++peer) {
+    if (peer != context.rank && context.connected(peer)) peers.insert(peer);
+  }
+  return peers;
+}
+
+std::set<int> Neighbours(int rank, int size) {
+  return {(rank + 1) % size, (rank + size - 1) % size};
+}
+
+// Every rank's int64 rank id, allgathered; "" when each rank got 0..n-1.
+std::string AllgatherRanks(RankGroup& group) {
+  const int n = group.size();
+  std::vector<std::string> errors = OnEveryRank<std::string>(n, [&](int rank) -> std::string {
+    Tensor mine(DType::kInt64, {1});
+    *static_cast<int64_t*>(mine.data()) = rank;
+    absl::StatusOr<Tensor> all = internal::Allgather(group.context(rank), mine.view());
+    if (!all.ok()) return all.status().ToString();
+    for (int r = 0; r < n; ++r) {
+      const int64_t got = static_cast<const int64_t*>(all->data())[r];
+      if (got != r) return absl::StrCat("rank ", rank, " got ", got, " at ", r);
+    }
+    // And a small allreduce, as a ring's host layout does next.
+    Tensor one(DType::kInt32, {1});
+    *static_cast<int32_t*>(one.data()) = 1;
+    AllreduceOptions sum;
+    sum.op = ReduceOp::kSum;
+    if (absl::Status st = internal::Allreduce(group.context(rank), one.view(), sum); !st.ok()) {
+      return st.ToString();
+    }
+    const int32_t total = *static_cast<const int32_t*>(one.data());
+    return total == n ? "" : absl::StrCat("rank ", rank, " summed ", total);
+  });
+  for (const std::string& error : errors) {
+    if (!error.empty()) return error;
+  }
+  return "";
+}
+
+TEST_CASE("a lazy ring connects its neighbours, then only the peers its collectives talk to",
+          "[collectives][connect][lazy]") {
+  gloo::rendezvous::HashStore store;
+  constexpr int kRanks = 8;
+  RankGroup group(store, "lazy", kRanks);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    CHECK(ConnectedPeers(group.context(rank)) == Neighbours(rank, kRanks));
+    CHECK(group.context(rank).connected_pairs() == 2);
+  }
+
+  // The dissemination barrier talks to rank +- 1, 2 and 4: never to +- 3.
+  std::vector<absl::Status> barriers = OnEveryRank<absl::Status>(
+      kRanks, [&](int rank) { return internal::Barrier(group.context(rank)); });
+  for (int rank = 0; rank < kRanks; ++rank) {
+    INFO("rank " << rank);
+    CHECK(barriers[rank].ok());
+    std::set<int> expected;
+    for (int distance : {1, 2, 4}) {
+      expected.insert((rank + distance) % kRanks);
+      expected.insert((rank + kRanks - distance) % kRanks);
+    }
+    CHECK(ConnectedPeers(group.context(rank)) == expected);
+    CHECK_FALSE(group.context(rank).connected((rank + 3) % kRanks));
+    CHECK_FALSE(group.context(rank).connected((rank + 5) % kRanks));
+  }
+
+  // At 8 ranks an allgather sends to every peer: now every pair is there,
+  // each connected by both sides in that same collective.
+  CHECK(AllgatherRanks(group).empty());
+  for (int rank = 0; rank < kRanks; ++rank) {
+    CHECK(group.context(rank).connected_pairs() == kRanks - 1);
+  }
+}
+
+TEST_CASE("a reset at 64 in-process ranks connects every rank to its new neighbours only",
+          "[collectives][connect][lazy]") {
+  gloo::rendezvous::HashStore store;
+  constexpr int kRanks = 64;
+  const internal::RingConnectTotals before = internal::ProcessRingConnectTotals();
+  {
+    RankGroup first(store, "g1", kRanks);
+    // The host layout's collectives (an allgather, a 4-byte allreduce) go
+    // round the ring at this size.
+    CHECK(AllgatherRanks(first).empty());
+    for (int rank = 0; rank < kRanks; ++rank) {
+      INFO("generation 1, rank " << rank);
+      CHECK(ConnectedPeers(first.context(rank)) == Neighbours(rank, kRanks));
+    }
+    // A worker dies: the generation's rings are aborted.
+    for (int rank = 0; rank < kRanks; ++rank) first.context(rank).Abort();
+  }
+  const internal::RingConnectTotals middle = internal::ProcessRingConnectTotals();
+  CHECK(middle.pairs_connected - before.pairs_connected == 2 * kRanks);
+  CHECK(middle.keys_read - before.keys_read == 2 * kRanks);
+
+  // The next generation: the survivors (all but the old rank 63), ranked
+  // again from 0, rebuild their ring under the generation's own prefix.
+  constexpr int kSurvivors = kRanks - 1;
+  RankGroup second(store, "g2", kSurvivors);
+  CHECK(AllgatherRanks(second).empty());
+  for (int rank = 0; rank < kSurvivors; ++rank) {
+    INFO("generation 2, rank " << rank);
+    CHECK(ConnectedPeers(second.context(rank)) == Neighbours(rank, kSurvivors));
+  }
+  // Two pairs and two keys per rank: nothing grows with the ring.
+  const internal::RingConnectTotals after = internal::ProcessRingConnectTotals();
+  CHECK(after.pairs_connected - middle.pairs_connected == 2 * kSurvivors);
+  CHECK(after.keys_read - middle.keys_read == 2 * kSurvivors);
+}
+
+TEST_CASE("a lazy ring of two connects its one pair", "[collectives][connect][lazy]") {
+  gloo::rendezvous::HashStore store;
+  RankGroup group(store, "pair", 2);
+  CHECK(group.context(0).connected_pairs() == 1);
+  CHECK(group.context(1).connected_pairs() == 1);
+  CHECK(AllgatherRanks(group).empty());
+}
+
+}  // namespace
+}  // namespace horovodd
