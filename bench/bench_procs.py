@@ -11,6 +11,8 @@ import time
 
 RESULT = re.compile(r"RESULT (\w+) (.*)$")
 STEP = re.compile(r"STEP t=([\d.]+) rank=(\d+) size=(\d+) gen=(\d+) step=(\d+)")
+# Our worker's ring connect counters, at the end of its STEP lines.
+RING_COUNTERS = re.compile(r"pairs=(\d+) keys=(\d+) key_bytes=(\d+)")
 
 
 def log(message):
@@ -80,6 +82,19 @@ def run_ranks(what, n, argv_of, env_of, timeout=900):
     return outputs[0]
 
 
+def raise_process_limits():
+    """Open files up to the hard limit (ours and so every process we start):
+    hundreds of workers each hold a socket per ring pair, its shared memory
+    and its daemon stream."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if soft != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))
+
+
 def free_port():
     import socket
     with socket.socket() as s:
@@ -98,8 +113,12 @@ def read_steps(path):
             for line in f:
                 m = STEP.match(line)
                 if m:
-                    steps.append({"t": float(m.group(1)), "rank": int(m.group(2)),
-                                  "size": int(m.group(3)), "gen": int(m.group(4))})
+                    step = {"t": float(m.group(1)), "rank": int(m.group(2)),
+                            "size": int(m.group(3)), "gen": int(m.group(4))}
+                    c = RING_COUNTERS.search(line)
+                    if c:
+                        step["pairs"], step["keys"], step["key_bytes"] = map(int, c.groups())
+                    steps.append(step)
     except FileNotFoundError:
         pass
     return steps
@@ -153,6 +172,39 @@ def measure_kill(proc, logs, n, resumed, startup_timeout, survivors_only=True):
                 firsts[pid] = after[0]["t"]
         if len(firsts) >= want:
             return max(sorted(firsts.values())[:want]) - t_kill
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise RuntimeError(f"the job did not resume within 120 s of the kill (exit {proc.poll()})")
+
+
+def measure_reset(proc, logs, n, startup_timeout):
+    """measure_kill for our elastic worker, in more detail: SIGKILLs the
+    highest rank and waits until every survivor logged a step of the n - 1
+    group. Returns a dict: t_kill and t_resumed (CLOCK_REALTIME seconds), and
+    per survivor the ring connect work between its last step before the kill
+    and its first step after it (pairs connected, keys and key bytes read)."""
+    last = wait_steady(proc, logs, n, startup_timeout)
+    victim = max(last, key=lambda pid: last[pid]["rank"])
+    t_kill = time.time()
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        firsts = {}
+        work = []
+        for pid, path in worker_logs(logs).items():
+            if pid == victim:
+                continue
+            steps = read_steps(path)
+            before = [s for s in steps if s["t"] <= t_kill]
+            after = [s for s in steps if s["t"] > t_kill and s["size"] == n - 1]
+            if after:
+                firsts[pid] = after[0]["t"]
+                if before and "pairs" in after[0] and "pairs" in before[-1]:
+                    work.append({k: after[0][k] - before[-1][k]
+                                 for k in ("pairs", "keys", "key_bytes")})
+        if len(firsts) >= n - 1:
+            return {"t_kill": t_kill, "t_resumed": max(firsts.values()), "work": work}
         if proc.poll() is not None:
             break
         time.sleep(0.05)

@@ -8,7 +8,10 @@
 //   bench_hvdd_worker elastic DIR    allreduce in a loop inside elastic::Run;
 //                                    each completed step is logged with its
 //                                    CLOCK_REALTIME time to DIR/w-<pid>.log;
-//                                    every rank returns once DIR/stop exists
+//                                    every rank returns once DIR/stop exists;
+//                                    each line also carries what connecting
+//                                    rings has cost this process so far
+//                                    (pairs connected, keys and key bytes read)
 //
 // Rank 0 prints the RESULT lines (bench_common.h) of the first two modes.
 #include <sys/stat.h>
@@ -28,6 +31,8 @@
 #include "horovodd/async.h"
 #include "horovodd/elastic.h"
 #include "horovodd/horovodd.h"
+// Not public: the ring's connect counters, which the reset benchmark reports.
+#include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::bench {
 namespace {
@@ -124,9 +129,13 @@ absl::Status RunElastic(const std::string& dir) {
       if (auto st = Allreduce(ViewOf(grad)); !st.ok()) return st;
       ++step;
       // Written as soon as the allreduce completed; the reader orders by time.
-      std::fprintf(log, "STEP t=%.6f rank=%d size=%d gen=%lld step=%lld\n", RealtimeSeconds(),
-                   Rank(), Size(), static_cast<long long>(Generation()),
-                   static_cast<long long>(step));
+      const internal::RingConnectTotals rings = internal::ProcessRingConnectTotals();
+      std::fprintf(log, "STEP t=%.6f rank=%d size=%d gen=%lld step=%lld pairs=%lld keys=%lld "
+                   "key_bytes=%lld\n",
+                   RealtimeSeconds(), Rank(), Size(), static_cast<long long>(Generation()),
+                   static_cast<long long>(step), static_cast<long long>(rings.pairs_connected),
+                   static_cast<long long>(rings.keys_read),
+                   static_cast<long long>(rings.key_bytes_read));
       std::fflush(log);
       if (step % 10 != 0) continue;
       // Every rank stops at the same step: the stop flag is reduced (max).
