@@ -67,34 +67,66 @@ std::string AllgatherRanks(RankGroup& group) {
 TEST_CASE("a lazy ring connects its neighbours, then only the peers its collectives talk to",
           "[collectives][connect][lazy]") {
   gloo::rendezvous::HashStore store;
-  constexpr int kRanks = 8;
+  constexpr int kRanks = 24;  // past kAllPeersMaxRanks: lazy
   RankGroup group(store, "lazy", kRanks);
   for (int rank = 0; rank < kRanks; ++rank) {
     CHECK(ConnectedPeers(group.context(rank)) == Neighbours(rank, kRanks));
     CHECK(group.context(rank).connected_pairs() == 2);
   }
 
-  // The dissemination barrier talks to rank +- 1, 2 and 4: never to +- 3.
+  // The dissemination barrier talks to rank +- 1, 2, 4, 8 and 16: never
+  // to +- 3, say.
   std::vector<absl::Status> barriers = OnEveryRank<absl::Status>(
       kRanks, [&](int rank) { return internal::Barrier(group.context(rank)); });
   for (int rank = 0; rank < kRanks; ++rank) {
     INFO("rank " << rank);
     CHECK(barriers[rank].ok());
     std::set<int> expected;
-    for (int distance : {1, 2, 4}) {
+    for (int distance : {1, 2, 4, 8, 16}) {
       expected.insert((rank + distance) % kRanks);
       expected.insert((rank + kRanks - distance) % kRanks);
     }
     CHECK(ConnectedPeers(group.context(rank)) == expected);
     CHECK_FALSE(group.context(rank).connected((rank + 3) % kRanks));
-    CHECK_FALSE(group.context(rank).connected((rank + 5) % kRanks));
+    CHECK_FALSE(group.context(rank).connected((rank + kRanks - 3) % kRanks));
   }
 
-  // At 8 ranks an allgather sends to every peer: now every pair is there,
-  // each connected by both sides in that same collective.
+  // The allgather goes round the ring: nothing new.
   CHECK(AllgatherRanks(group).empty());
+  CHECK(group.context(0).connected_pairs() == 10);
+
+  // An alltoall sends to every peer: now every pair is there, each
+  // connected by both sides in that same collective.
+  std::vector<std::string> errors = OnEveryRank<std::string>(kRanks, [&](int rank) -> std::string {
+    Tensor rows(DType::kInt32, {kRanks});
+    for (int r = 0; r < kRanks; ++r) static_cast<int32_t*>(rows.data())[r] = rank * 100 + r;
+    std::vector<int64_t> received;
+    absl::StatusOr<Tensor> got = internal::Alltoall(
+        group.context(rank), rows.view(), std::vector<int64_t>(kRanks, 1), &received);
+    if (!got.ok()) return got.status().ToString();
+    for (int r = 0; r < kRanks; ++r) {
+      const int32_t value = static_cast<const int32_t*>(got->data())[r];
+      if (value != r * 100 + rank) return absl::StrCat("rank ", rank, " got ", value, " from ", r);
+    }
+    return "";
+  });
   for (int rank = 0; rank < kRanks; ++rank) {
+    INFO("rank " << rank);
+    CHECK(errors[rank].empty());
     CHECK(group.context(rank).connected_pairs() == kRanks - 1);
+  }
+}
+
+TEST_CASE("a lazy ring of up to 16 ranks connects every pair when it is built",
+          "[collectives][connect][lazy]") {
+  // Its collectives talk to every peer at once: one round trip for all.
+  gloo::rendezvous::HashStore store;
+  for (int ranks : {3, 8, internal::kAllPeersMaxRanks}) {
+    RankGroup group(store, absl::StrCat("small", ranks), ranks);
+    for (int rank = 0; rank < ranks; ++rank) {
+      CHECK(group.context(rank).connected_pairs() == ranks - 1);
+    }
+    CHECK(AllgatherRanks(group).empty());
   }
 }
 

@@ -48,7 +48,7 @@ constexpr size_t kDirectAllreduceMaxBytesSent = size_t{256} << 10;
 // cost more than the overlap saves. Past the pool's bound the ring's two
 // segment slots win, and past 16 ranks the parts get small and the peers
 // many.
-constexpr int kPairwiseAllreduceMaxRanks = 16;
+constexpr int kPairwiseAllreduceMaxRanks = kAllPeersMaxRanks;
 
 enum class Algorithm { kDirect, kPairwise, kRing };
 

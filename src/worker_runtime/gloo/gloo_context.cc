@@ -424,8 +424,12 @@ absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContextLazily(
   HVDD_ASSIGN_OR_RETURN(std::shared_ptr<GlooContext> context, StartGlooContext(options));
   context->KeepStore(std::move(store));
   const int n = options.size;
-  HVDD_RETURN_IF_ERROR(
-      context->ConnectFirst({(options.rank + 1) % n, (options.rank + n - 1) % n}));
+  std::vector<int> first = {(options.rank + 1) % n, (options.rank + n - 1) % n};
+  if (n <= kAllPeersMaxRanks) {
+    first.clear();
+    for (int peer = 0; peer < n; ++peer) first.push_back(peer);
+  }
+  HVDD_RETURN_IF_ERROR(context->ConnectFirst(first));
   return context;
 }
 

@@ -44,6 +44,13 @@
 
 namespace horovodd::internal {
 
+// Up to this many ranks a ring's collectives talk to every peer at once (the
+// direct and pairwise allreduce, the allgather's exchange): a lazy ring
+// that small connects every pair when it is built, in one round trip
+// through the store, rather than most of them one key at a time in its
+// first collective. Past it they go round the ring.
+inline constexpr int kAllPeersMaxRanks = 16;
+
 struct ConnectOptions {
   int rank = 0;
   int size = 1;
@@ -213,9 +220,10 @@ absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(gloo::rendezvous
                                                                 const ConnectOptions& options);
 
 // The same, but the context keeps `store` and connects lazily: only its two
-// ring neighbours before it returns, every other pair when a collective
-// first needs it (GlooContext::ConnectPeers). A reset's rebuild then costs a
-// rank two pairs and two keys, whatever the job's size.
+// ring neighbours before it returns (every peer up to kAllPeersMaxRanks
+// ranks), every other pair when a collective first needs it
+// (GlooContext::ConnectPeers). A reset's rebuild then costs a rank two
+// pairs and two keys past kAllPeersMaxRanks ranks, whatever the job's size.
 absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContextLazily(
     std::shared_ptr<gloo::rendezvous::Store> store, const ConnectOptions& options);
 

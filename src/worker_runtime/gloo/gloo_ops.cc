@@ -55,7 +55,7 @@ absl::StatusOr<std::vector<ArgumentHeader>> ExchangeHeaders(
 // rank talking to its two neighbours only) instead of every rank sending to
 // every other at once: a ring's first collectives (its host layout) then
 // connect no pair beyond the neighbours, whatever the job's size.
-constexpr int kRingAllgatherMinRanks = 17;
+constexpr int kRingAllgatherMinRanks = kAllPeersMaxRanks + 1;
 
 // Every rank's `mine` round the ring; [r] is rank r's (ours at [rank]).
 absl::StatusOr<std::vector<ArgumentHeader>> RingAllgatherHeaders(CollectiveScope& scope,
