@@ -106,10 +106,16 @@ def human(size):
     return f"{size >> 20} MiB" if size >= (1 << 20) else f"{size >> 10} KiB"
 
 
-def read_steps(path):
+def read_steps(path, start=0):
+    """The STEP lines of a worker's log from byte `start` on (a line cut by
+    `start` is skipped): the logs grow by a line every few ms per worker, and
+    reading hundreds of them whole every poll would never catch up."""
     steps = []
     try:
         with open(path) as f:
+            if start > 0:
+                f.seek(start)
+                f.readline()
             for line in f:
                 m = STEP.match(line)
                 if m:
@@ -122,6 +128,13 @@ def read_steps(path):
     except FileNotFoundError:
         pass
     return steps
+
+
+def file_size(path):
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
 
 
 def worker_logs(logs):
@@ -141,7 +154,7 @@ def wait_steady(proc, logs, n, timeout):
             raise RuntimeError(f"the job ended (exit {proc.returncode}) before it was running")
         last = {}
         for pid, path in worker_logs(logs).items():
-            steps = read_steps(path)
+            steps = read_steps(path, max(0, file_size(path) - 4096))
             if steps and steps[-1]["size"] == n:
                 last[pid] = steps[-1]
         if len(last) == n:
@@ -186,16 +199,20 @@ def measure_reset(proc, logs, n, startup_timeout):
     and its first step after it (pairs connected, keys and key bytes read)."""
     last = wait_steady(proc, logs, n, startup_timeout)
     victim = max(last, key=lambda pid: last[pid]["rank"])
+    paths = worker_logs(logs)
+    # Each log from a little before the kill on: its last step before the
+    # kill is in there.
+    starts = {pid: max(0, file_size(path) - 4096) for pid, path in paths.items()}
     t_kill = time.time()
     os.kill(victim, signal.SIGKILL)
     deadline = time.time() + 120
     while time.time() < deadline:
         firsts = {}
         work = []
-        for pid, path in worker_logs(logs).items():
+        for pid, path in paths.items():
             if pid == victim:
                 continue
-            steps = read_steps(path)
+            steps = read_steps(path, starts[pid])
             before = [s for s in steps if s["t"] <= t_kill]
             after = [s for s in steps if s["t"] > t_kill and s["size"] == n - 1]
             if after:
