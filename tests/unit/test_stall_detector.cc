@@ -1,0 +1,336 @@
+// The stall detector (daemon/stall/stall_detector.h) on a simulated clock:
+// reports are built by hand and time is an argument. A rank missing from a
+// collective the others wait in is named within the check period after the
+// warning time, never before; a link whose ends every rank reports is named
+// by them; the list is never empty; the stall is acted on once past the act
+// time and cleared when the wait ends; stragglers are measured and evicted
+// only when asked, after a sustained window. And the settings a job gets.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "daemon/stall/stall_detector.h"
+#include "daemon/stall/stall_settings.h"
+
+namespace horovodd::daemon {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'000'000);
+
+StallSettings Settings(absl::Duration warning, absl::Duration act_after) {
+  StallSettings s;
+  s.warning = warning;
+  s.act_after = act_after;
+  return s;
+}
+
+// What a job of `n` ranks last reported; each call to At() re-dates them as
+// reports just received (heartbeats keep coming).
+class Reports {
+ public:
+  explicit Reports(int n) : activity_(n) {
+    for (int r = 0; r < n; ++r) {
+      activity_[r].set_since_commit_seconds(-1);
+      waiting_since_[r] = absl::InfinitePast();
+    }
+  }
+  void Wait(int rank, const std::string& name, absl::Time since,
+            const std::string& operation = "allreduce") {
+    waiting_since_[rank] = since;
+    names_[rank] = name;
+    operations_[rank] = operation;
+  }
+  void Done(int rank) { waiting_since_[rank] = absl::InfinitePast(); }
+  v1::WorkerActivity& activity(int rank) { return activity_[rank]; }
+  std::vector<RankReport> At(absl::Time now) {
+    std::vector<RankReport> out;
+    for (int r = 0; r < static_cast<int>(activity_.size()); ++r) {
+      v1::WorkerActivity& a = activity_[r];
+      if (waiting_since_[r] == absl::InfinitePast()) {
+        a.clear_waiting();
+      } else {
+        a.mutable_waiting()->set_name(names_[r]);
+        a.mutable_waiting()->set_operation(operations_[r]);
+        a.mutable_waiting()->set_waited_seconds(absl::ToDoubleSeconds(now - waiting_since_[r]));
+      }
+      RankReport report;
+      report.rank = r;
+      report.worker_id = 10 + r;
+      report.host = r < 2 ? "a" : "b";
+      report.pid = 100 + r;
+      report.activity = &a;
+      report.reported_at = now;
+      out.push_back(report);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<v1::WorkerActivity> activity_;
+  std::map<int, absl::Time> waiting_since_;
+  std::map<int, std::string> names_;
+  std::map<int, std::string> operations_;
+};
+
+std::vector<int> CulpritRanks(const v1::StallReport& report) {
+  std::vector<int> ranks;
+  for (const auto& c : report.culprits()) ranks.push_back(c.rank());
+  return ranks;
+}
+
+TEST_CASE("a rank missing from a collective is named just after the warning time",
+          "[stall]") {
+  StallDetector detector(Settings(absl::Seconds(5), absl::Seconds(10)), /*elastic=*/true);
+  detector.NewGeneration(kT0);
+  Reports reports(4);
+  reports.activity(1).set_last_commit(7);
+  reports.activity(1).set_since_commit_seconds(0.5);
+  reports.activity(1).set_completed(42);
+  const absl::Time since = kT0 + absl::Seconds(3);
+  for (int r : {0, 2, 3}) reports.Wait(r, "grad.w", since);
+
+  // Check at the detector's period, as its timer would.
+  std::optional<v1::StallReport> named;
+  absl::Time named_at;
+  for (absl::Time now = kT0; now < kT0 + absl::Seconds(20); now += detector.period()) {
+    StallDetector::Verdict v = detector.Check(now, reports.At(now));
+    CHECK_FALSE(v.act.has_value());
+    if (v.named.has_value()) {
+      named = v.named;
+      named_at = now;
+      break;
+    }
+  }
+  REQUIRE(named.has_value());
+  CHECK(named_at >= since + absl::Seconds(5));
+  CHECK(named_at <= since + absl::Seconds(5) + detector.period());
+  CHECK(detector.period() <= absl::Milliseconds(500));
+  CHECK(named->kind() == "missing");
+  CHECK(CulpritRanks(*named) == std::vector<int>{1});
+  const v1::StallCulprit& c = named->culprits(0);
+  CHECK(c.host() == "a");
+  CHECK(c.pid() == 101);
+  CHECK(c.worker_id() == 11);
+  CHECK(c.last_commit() == 7);
+  CHECK(c.last_did().find("commit 7") != std::string::npos);
+  CHECK(c.last_did().find("42 collective") != std::string::npos);
+  CHECK(named->collective().name() == "grad.w");
+  CHECK(named->waiting_ranks_size() == 3);
+  CHECK(named->collective().since_unix() ==
+        Approx(absl::ToDoubleSeconds(since - absl::UnixEpoch())));
+  CHECK(named->evict_unix() == Approx(absl::ToDoubleSeconds(since + absl::Seconds(10) -
+                                                            absl::UnixEpoch())));
+  REQUIRE(detector.current().has_value());
+
+  // Not named twice; acted on once past the act time.
+  absl::Time now = named_at + detector.period();
+  CHECK_FALSE(detector.Check(now, reports.At(now)).named.has_value());
+  now = since + absl::Seconds(10);
+  StallDetector::Verdict act = detector.Check(now, reports.At(now));
+  REQUIRE(act.act.has_value());
+  CHECK(CulpritRanks(*act.act) == std::vector<int>{1});
+  now += detector.period();
+  CHECK_FALSE(detector.Check(now, reports.At(now)).act.has_value());
+
+  // The wait ends: the stall is cleared.
+  for (int r : {0, 2, 3}) reports.Done(r);
+  now += detector.period();
+  StallDetector::Verdict cleared = detector.Check(now, reports.At(now));
+  CHECK(cleared.cleared.has_value());
+  CHECK_FALSE(detector.current().has_value());
+}
+
+TEST_CASE("a step under the warning time is no stall", "[stall]") {
+  StallDetector detector(Settings(absl::Seconds(5), absl::Seconds(10)), true);
+  detector.NewGeneration(kT0);
+  Reports reports(3);
+  // Each step, ranks 0 and 2 wait 4.5 s for rank 1.
+  for (int step = 0; step < 5; ++step) {
+    const absl::Time start = kT0 + absl::Seconds(5 * step);
+    for (int r : {0, 2}) reports.Wait(r, "grad", start);
+    for (absl::Time now = start; now < start + absl::Milliseconds(4500); now += detector.period()) {
+      StallDetector::Verdict v = detector.Check(now, reports.At(now));
+      CHECK_FALSE(v.named.has_value());
+      CHECK_FALSE(v.act.has_value());
+    }
+    for (int r : {0, 2}) reports.Done(r);
+  }
+}
+
+TEST_CASE("a stale report is not judged until a fresh one says", "[stall]") {
+  StallDetector detector(Settings(absl::Seconds(4), absl::InfiniteDuration()), false);
+  detector.NewGeneration(kT0);
+  Reports reports(2);
+  const absl::Time since = kT0 + absl::Seconds(1);
+  reports.Wait(0, "x", since);
+  std::vector<RankReport> now_reports = reports.At(since + absl::Seconds(5));
+  now_reports[1].reported_at = since + absl::Milliseconds(100);  // from before the wait
+  bool undecided = !detector.Check(since + absl::Seconds(5), now_reports).named.has_value();
+  CHECK(undecided);
+  StallDetector::Verdict v = detector.Check(since + absl::Seconds(5), reports.At(since + absl::Seconds(5)));
+  REQUIRE(v.named.has_value());
+  CHECK(CulpritRanks(*v.named) == std::vector<int>{1});
+  // A fixed-size job without a shutdown time: named, never acted on.
+  CHECK(v.named->evict_unix() == 0);
+  CHECK_FALSE(detector.Check(since + absl::Hours(1), reports.At(since + absl::Hours(1))).act);
+}
+
+TEST_CASE("waits from the generation before are not judged", "[stall]") {
+  StallDetector detector(Settings(absl::Seconds(2), absl::Seconds(4)), true);
+  Reports reports(2);
+  reports.Wait(0, "x", kT0);
+  detector.NewGeneration(kT0 + absl::Seconds(10));
+  const absl::Time now = kT0 + absl::Seconds(11);
+  CHECK_FALSE(detector.Check(now, reports.At(now)).named.has_value());
+}
+
+TEST_CASE("when every rank submitted, a link is named by its two ends", "[stall]") {
+  StallDetector detector(Settings(absl::Seconds(2), absl::Seconds(4)), true);
+  detector.NewGeneration(kT0);
+  Reports reports(4);
+  for (int r = 0; r < 4; ++r) reports.Wait(r, "grad", kT0 + absl::Seconds(1));
+  reports.activity(2).add_waiting_on_ranks(1);
+  const absl::Time now = kT0 + absl::Seconds(3) + absl::Milliseconds(1);
+  StallDetector::Verdict v = detector.Check(now, reports.At(now));
+  REQUIRE(v.named.has_value());
+  CHECK(v.named->kind() == "link");
+  CHECK(CulpritRanks(*v.named) == std::vector<int>{1, 2});
+  CHECK(v.named->culprits(0).peer() == 2);
+  CHECK(v.named->culprits(1).peer() == 1);
+}
+
+TEST_CASE("when every rank submitted and none says why, all are named", "[stall]") {
+  StallDetector detector(Settings(absl::Seconds(2), absl::Seconds(4)), true);
+  detector.NewGeneration(kT0);
+  Reports reports(3);
+  for (int r = 0; r < 3; ++r) reports.Wait(r, "grad", kT0 + absl::Seconds(1));
+  const absl::Time now = kT0 + absl::Seconds(3) + absl::Milliseconds(1);
+  StallDetector::Verdict v = detector.Check(now, reports.At(now));
+  REQUIRE(v.named.has_value());
+  CHECK(v.named->kind() == "unknown");
+  CHECK(CulpritRanks(*v.named) == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("a rank that joined waits by design", "[stall]") {
+  StallDetector detector(Settings(absl::Seconds(2), absl::Seconds(4)), true);
+  detector.NewGeneration(kT0);
+  Reports reports(2);
+  reports.Wait(0, "join", kT0, "join");
+  const absl::Time now = kT0 + absl::Seconds(30);
+  CHECK_FALSE(detector.Check(now, reports.At(now)).named.has_value());
+}
+
+TEST_CASE("the stall check off names nothing", "[stall]") {
+  StallSettings s = Settings(absl::Seconds(2), absl::Seconds(4));
+  s.enabled = false;
+  StallDetector detector(s, true);
+  detector.NewGeneration(kT0);
+  Reports reports(2);
+  reports.Wait(0, "x", kT0);
+  const absl::Time now = kT0 + absl::Seconds(30);
+  StallDetector::Verdict v = detector.Check(now, reports.At(now));
+  CHECK_FALSE(v.named.has_value());
+  CHECK_FALSE(v.act.has_value());
+}
+
+void Steps(Reports& reports, int rank, double step, double wait) {
+  reports.activity(rank).set_step_seconds(step);
+  reports.activity(rank).set_step_wait_seconds(wait);
+}
+
+TEST_CASE("a straggler is measured, and evicted only when asked after a window", "[stall]") {
+  for (double factor : {0.0, 3.0}) {
+    StallSettings s = Settings(absl::Seconds(60), absl::Minutes(5));
+    s.evict_stragglers = factor;
+    StallDetector detector(s, /*elastic=*/true);
+    detector.NewGeneration(kT0);
+    Reports reports(4);
+    // Rank 2 computes 0.5 s a step, the others 0.1 s and wait 0.4 s for it.
+    for (int r : {0, 1, 3}) Steps(reports, r, 0.5, 0.4);
+    Steps(reports, 2, 0.5, 0.0);
+    std::vector<v1::StallCulprit> evicted;
+    absl::Time evicted_at;
+    for (absl::Time now = kT0; now < kT0 + absl::Seconds(30); now += detector.period()) {
+      StallDetector::Verdict v = detector.Check(now, reports.At(now));
+      if (!v.evict_stragglers.empty() && evicted.empty()) evicted_at = now;
+      for (auto& c : v.evict_stragglers) evicted.push_back(c);
+    }
+    const auto& straggling = detector.straggling();
+    REQUIRE(straggling.count(2) == 1);
+    CHECK(straggling.at(2).straggler);
+    CHECK(straggling.at(2).lost_seconds_per_step == Approx(0.4));
+    CHECK_FALSE(straggling.at(0).straggler);
+    CHECK(straggling.at(0).lost_seconds_per_step == Approx(0.0));
+    if (factor == 0) {
+      CHECK(evicted.empty());
+    } else {
+      REQUIRE(evicted.size() == 1);  // once
+      CHECK(evicted[0].rank() == 2);
+      CHECK(evicted_at - kT0 >= StallDetector::kStragglerWindow);
+      CHECK(evicted_at - kT0 <= StallDetector::kStragglerWindow + detector.period());
+    }
+  }
+}
+
+TEST_CASE("a rank slower for a moment is not evicted", "[stall]") {
+  StallSettings s = Settings(absl::Seconds(60), absl::Minutes(5));
+  s.evict_stragglers = 2;
+  StallDetector detector(s, true);
+  detector.NewGeneration(kT0);
+  Reports reports(3);
+  for (int r : {0, 1}) Steps(reports, r, 0.5, 0.4);
+  Steps(reports, 2, 0.5, 0.0);
+  absl::Time now = kT0;
+  for (; now < kT0 + absl::Seconds(8); now += detector.period()) {
+    CHECK(detector.Check(now, reports.At(now)).evict_stragglers.empty());
+  }
+  // It catches up: the window starts over.
+  for (int r : {0, 1, 2}) Steps(reports, r, 0.2, 0.05);
+  CHECK(detector.Check(now, reports.At(now)).evict_stragglers.empty());
+  CHECK_FALSE(detector.straggling().at(2).straggler);
+  for (int r : {0, 1}) Steps(reports, r, 0.5, 0.4);
+  Steps(reports, 2, 0.5, 0.0);
+  const absl::Time restart = now;
+  for (; now < restart + absl::Seconds(8); now += detector.period()) {
+    CHECK(detector.Check(now, reports.At(now)).evict_stragglers.empty());
+  }
+}
+
+TEST_CASE("a job's stall settings come from its workers' variables", "[stall]") {
+  v1::JobSpec spec;
+  spec.set_elastic(true);
+  auto none = [](const char*) -> const char* { return nullptr; };
+  StallSettings defaults = StallSettings::ForJob(spec, none);
+  CHECK(defaults.enabled);
+  CHECK(defaults.warning == absl::Seconds(60));
+  CHECK(defaults.act_after == StallSettings::kDefaultElasticEviction);
+
+  (*spec.mutable_env())["HOROVOD_STALL_CHECK_TIME_SECONDS"] = "5";
+  (*spec.mutable_env())["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = "10";
+  StallSettings set = StallSettings::ForJob(spec, none);
+  CHECK(set.warning == absl::Seconds(5));
+  CHECK(set.act_after == absl::Seconds(10));
+
+  // A shutdown time under the warning time acts at the warning time.
+  (*spec.mutable_env())["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = "2";
+  CHECK(StallSettings::ForJob(spec, none).act_after == absl::Seconds(5));
+
+  // Fixed size without a shutdown time: never acted on.
+  spec.mutable_env()->erase("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS");
+  spec.set_elastic(false);
+  CHECK(StallSettings::ForJob(spec, none).act_after == absl::InfiniteDuration());
+
+  // The daemon's own environment, which its workers inherit, when the spec says nothing.
+  v1::JobSpec bare;
+  auto daemon_env = [](const char* name) -> const char* {
+    return std::string(name) == "HOROVOD_STALL_CHECK_TIME_SECONDS" ? "7" : nullptr;
+  };
+  CHECK(StallSettings::ForJob(bare, daemon_env).warning == absl::Seconds(7));
+  (*bare.mutable_env())["HOROVOD_STALL_CHECK_DISABLE"] = "1";
+  CHECK_FALSE(StallSettings::ForJob(bare, daemon_env).enabled);
+}
+
+}  // namespace
+}  // namespace horovodd::daemon
