@@ -38,7 +38,7 @@ TEST_CASE("the tracker reports the oldest pending collective and counts completi
   CHECK(two.waiting->since == t0);
   CHECK(two.pending == 2);
 
-  tracker.Completed(1, "grad.w1", /*ok=*/true);
+  tracker.Completed(1, "grad.w1", /*ok=*/true, t0 + absl::Seconds(3));
   ActivitySnapshot one = tracker.Snapshot();
   REQUIRE(one.waiting.has_value());
   // A synchronous call's name as the user gave it.
@@ -47,7 +47,7 @@ TEST_CASE("the tracker reports the oldest pending collective and counts completi
   CHECK(one.completed == 1);
 
   // A failed collective waits no more but does not count.
-  tracker.Completed(0, "horovodd.sync.allreduce.loss", /*ok=*/false);
+  tracker.Completed(0, "horovodd.sync.allreduce.loss", /*ok=*/false, t0 + absl::Seconds(4));
   ActivitySnapshot none = tracker.Snapshot();
   CHECK_FALSE(none.waiting.has_value());
   CHECK(none.pending == 0);
@@ -84,6 +84,30 @@ TEST_CASE("the tracker's step time is the mean interval between recent commits",
   ActivitySnapshot after = tracker.Snapshot();
   CHECK(after.step == absl::ZeroDuration());
   CHECK(after.last_commit == 3 + static_cast<int64_t>(ActivityTracker::kStepWindow));
+}
+
+TEST_CASE("the tracker's step wait is the time per step with a collective pending",
+          "[engine][activity]") {
+  ActivityTracker tracker;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  tracker.Committed(1, t0);
+  // Step 1 (2 s): two overlapping collectives pending from 0.5 s to 1.5 s.
+  tracker.Submitted(0, "a", "allreduce", t0 + absl::Milliseconds(500));
+  tracker.Submitted(0, "b", "allreduce", t0 + absl::Milliseconds(700));
+  tracker.Completed(0, "a", true, t0 + absl::Milliseconds(1200));
+  tracker.Completed(0, "b", true, t0 + absl::Milliseconds(1500));
+  tracker.Committed(2, t0 + absl::Seconds(2));
+  ActivitySnapshot one = tracker.Snapshot();
+  CHECK(one.step == absl::Seconds(2));
+  CHECK(one.step_wait == absl::Seconds(1));
+  // Step 2 (2 s): one pending from 3.5 s across the commit at 4 s.
+  tracker.Submitted(0, "c", "allreduce", t0 + absl::Milliseconds(3500));
+  tracker.Committed(3, t0 + absl::Seconds(4));
+  CHECK(tracker.Snapshot().step_wait == absl::Milliseconds(750));
+  tracker.Completed(0, "c", true, t0 + absl::Milliseconds(4500));
+  tracker.Committed(4, t0 + absl::Seconds(6));
+  // Over three steps: 1 s + 0.5 s + 0.5 s.
+  CHECK(tracker.Snapshot().step_wait == absl::Seconds(2) / 3);
 }
 
 TEST_CASE("engines report the allreduce a rank waits in until its peer submits it",

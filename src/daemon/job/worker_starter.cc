@@ -1,11 +1,13 @@
 #include "daemon/job/worker_starter.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_join.h"
 #include "daemon/job/launch_options.h"
 #include "daemon/membership/generation_planner.h"
+#include "daemon/stall/stall_settings.h"
 
 extern char** environ;
 
@@ -65,6 +67,11 @@ std::map<std::string, std::string> WorkerStarter::Environment(const Worker& w,
   }
   env["HOROVOD_HOSTNAME"] = w.host;
   env["HOROVOD_ELASTIC"] = spec_.elastic() ? "1" : "0";
+  // The daemon names and acts on stalls (daemon/stall/): the workers' own
+  // check only warns.
+  if (StallSettings::ForJob(spec_, [](const char* name) { return std::getenv(name); }).enabled) {
+    env[StallSettings::kDaemonActsVariable] = "1";
+  }
   env["HOROVOD_CONTROLLER"] = "gloo";
   env["HOROVOD_CPU_OPERATIONS"] = "gloo";
   // What the plan gives this worker, as Horovod's launcher sets it at spawn: scripts read

@@ -543,7 +543,8 @@ void Engine::Finish(std::vector<Completion>& done) {
     for (const Completion& c : done) {
       pending_names_.erase(c.handle->name());
       if (activity_.tracker != nullptr) {
-        activity_.tracker->Completed(activity_.process_set, c.handle->name(), c.status.ok());
+        activity_.tracker->Completed(activity_.process_set, c.handle->name(), c.status.ok(),
+                                     absl::Now());
       }
     }
     timeline = timeline_;

@@ -38,6 +38,8 @@ struct ActivitySnapshot {
   // Mean interval between the recent commits of this generation; zero with
   // fewer than two.
   absl::Duration step = absl::ZeroDuration();
+  // Of `step`, the mean time with at least one collective pending.
+  absl::Duration step_wait = absl::ZeroDuration();
 };
 
 struct Request;
@@ -55,8 +57,9 @@ class ActivityTracker {
   // A collective named `name` (the engine's name) was queued on process set `set`.
   void Submitted(int set, const std::string& name, const std::string& operation, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // It completed (`ok`) or failed; either way it waits no more.
-  void Completed(int set, const std::string& name, bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  // It completed (`ok`) or failed at `now`; either way it waits no more.
+  void Completed(int set, const std::string& name, bool ok, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The rank joined a new generation: the completed count and step times start over.
   void NewGeneration() ABSL_LOCKS_EXCLUDED(mu_);
   // The rank's state saw its `commits`-th commit.
@@ -75,6 +78,11 @@ class ActivityTracker {
   int64_t last_commit_ ABSL_GUARDED_BY(mu_) = 0;
   // This generation's recent commit times, oldest first (at most kStepWindow + 1).
   std::deque<absl::Time> commit_times_ ABSL_GUARDED_BY(mu_);
+  // The time spent with a collective pending: the intervals closed so far,
+  // the open one's start, and the total at each of commit_times_.
+  absl::Duration waited_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  absl::Time busy_since_ ABSL_GUARDED_BY(mu_);
+  std::deque<absl::Duration> commit_waits_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> last_commit_at_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -41,6 +41,10 @@ absl::StatusOr<StallOptions> StallOptions::FromEnvironment() {
   if (!shutdown.ok()) return shutdown.status();
   options.check_time = *check;
   options.shutdown_time = *shutdown;
+  // Under a daemon that acts on stalls, the ranks that wait are the
+  // innocent ones: it evicts the ranks they wait for, or fails the job naming
+  // them. Shutting down here would punish the waiters instead.
+  if (Truthy("HOROVODD_STALL_SHUTDOWN_BY_DAEMON")) options.shutdown_time = absl::ZeroDuration();
   if (options.check_time <= absl::ZeroDuration()) options.enabled = false;
   return options;
 }

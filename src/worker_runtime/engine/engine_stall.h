@@ -31,7 +31,9 @@ struct StallOptions {
   absl::Duration shutdown_time = absl::ZeroDuration();  // zero: never
 
   // HOROVOD_STALL_CHECK_DISABLE (1 disables), HOROVOD_STALL_CHECK_TIME_SECONDS,
-  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, Horovod's names. INVALID_ARGUMENT
+  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, Horovod's names; no shutdown when
+  // HOROVODD_STALL_SHUTDOWN_BY_DAEMON is set (the daemon that started the
+  // worker acts on stalls: daemon/stall/stall_settings.h). INVALID_ARGUMENT
   // naming a variable that is not a non-negative number.
   static absl::StatusOr<StallOptions> FromEnvironment();
 };

@@ -97,6 +97,7 @@ v1::WorkerActivity ActivityReport(const ActivityTracker& tracker, absl::Time now
   if (snapshot.step > absl::ZeroDuration()) {
     report.set_step_seconds(absl::ToDoubleSeconds(snapshot.step));
     report.set_steps_per_second(1.0 / absl::ToDoubleSeconds(snapshot.step));
+    report.set_step_wait_seconds(absl::ToDoubleSeconds(snapshot.step_wait));
   }
   report.set_since_commit_seconds(
       snapshot.last_commit_at.has_value()
