@@ -112,6 +112,11 @@ std::string WorkersTable(const v1::JobStatus& job) {
   std::vector<std::string> headers = {"RANK",  "WORKER", "HOST",   "PID",
                                       "STATE", "EXIT",   "RESETS", "LAST COMMIT"};
   if (reported) headers.insert(headers.end(), {"DONE", "STEP", "WAITS IN"});
+  // How much each rank costs the others per step, once the daemon has measured some.
+  const bool measured = std::any_of(workers.begin(), workers.end(), [](const auto* w) {
+    return w->lost_seconds_per_step() > 0 || w->straggler();
+  });
+  if (measured) headers.push_back("LOST/STEP");
   TextTable table(std::move(headers));
   for (const auto* w : workers) {
     const bool exited = w->state() == v1::WORKER_SUCCEEDED || w->state() == v1::WORKER_FAILED ||
@@ -127,6 +132,12 @@ std::string WorkersTable(const v1::JobStatus& job) {
     if (reported) {
       row.insert(row.end(), {w->has_activity() ? std::to_string(w->activity().completed()) : "-",
                              StepTime(*w), WaitsIn(*w)});
+    }
+    if (measured) {
+      row.push_back(w->lost_seconds_per_step() <= 0
+                        ? "-"
+                        : absl::StrFormat("%.3gs%s", w->lost_seconds_per_step(),
+                                          w->straggler() ? " straggler" : ""));
     }
     table.AddRow(std::move(row));
   }
@@ -179,6 +190,33 @@ std::string GoodputTable(const v1::JobGoodput& g) {
     table.AddRow({name, absl::StrFormat("%.3f", seconds), Percent(seconds / g.wall_seconds())});
   }
   return table.Render();
+}
+
+// The stall the daemon named: what the others wait in, and who holds them up.
+std::string StallSection(const v1::StallReport& stall, absl::TimeZone zone) {
+  const v1::CollectiveWait& c = stall.collective();
+  std::string out = absl::StrCat(
+      "  ", stall.waiting_ranks_size(), " rank(s) wait in ", c.operation(), " '",
+      Truncated(c.name(), 60), "' since ", ClockTime(c.since_unix(), zone), " (",
+      HumanDuration(absl::Seconds(c.waited_seconds())), "); culprits ",
+      stall.kind() == "missing" ? "missing from it"
+                                : (stall.kind() == "link" ? "at the ends of a stalled link"
+                                                          : "unknown: every rank submitted it"),
+      stall.evicted() ? ", evicted" : "",
+      !stall.evicted() && stall.evict_unix() > 0
+          ? absl::StrCat(", evicted at ", ClockTime(stall.evict_unix(), zone))
+          : "",
+      "\n");
+  TextTable table({"RANK", "WORKER", "HOST", "PID", "PEER", "LAST COMMIT AT", "LAST DID"});
+  for (const auto& culprit : stall.culprits()) {
+    table.AddRow({std::to_string(culprit.rank()), std::to_string(culprit.worker_id()),
+                  culprit.host(), std::to_string(culprit.pid()),
+                  culprit.peer() >= 0 ? std::to_string(culprit.peer()) : "-",
+                  culprit.last_commit_unix() > 0 ? ClockTime(culprit.last_commit_unix(), zone)
+                                                 : "-",
+                  culprit.last_did()});
+  }
+  return absl::StrCat(out, table.Render());
 }
 
 }  // namespace
@@ -261,6 +299,7 @@ std::string FormatJobDetails(const v1::JobStatus& job, absl::Time now, absl::Tim
                        HumanDuration(absl::Seconds(job.goodput().wall_seconds())), ")"));
   }
 
+  if (job.has_stall()) absl::StrAppend(&out, "\nStall:\n", StallSection(job.stall(), zone));
   absl::StrAppend(&out, "\nWorkers:\n", job.workers().empty() ? "  none\n" : WorkersTable(job));
   absl::StrAppend(&out, "\nHosts:\n", job.hosts().empty() ? "  none known yet\n" : HostsTable(job));
   absl::StrAppend(&out, "\nResets:\n",

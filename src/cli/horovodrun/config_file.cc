@@ -54,6 +54,7 @@ constexpr KeyShape kKeys[] = {
     {"discovery_interval", Shape::kScalar},
     {"discovery_timeout", Shape::kScalar},
     {"liveness_timeout", Shape::kScalar},
+    {"evict_stragglers", Shape::kScalar},
     {"verbose", Shape::kScalar},
     {"log_level", Shape::kScalar},
     {"log_with_timestamp", Shape::kScalar},

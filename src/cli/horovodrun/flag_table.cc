@@ -151,6 +151,10 @@ constexpr FlagDef kFlags[] = {
     {"stall_check_shutdown_time_seconds", "--stall-check-shutdown-time-seconds",
      "--stall-check-shutdown-time-seconds", "SECONDS",
      "Fail the job after this long (if above the\nwarning time). Default: 0 = never.", kStallGroup},
+    {"evict_stragglers", "--evict-stragglers", "--evict-stragglers", "FACTOR",
+     "In an elastic job, evict a rank slower than\nFACTOR times the others' median for a\n"
+     "sustained window. Default: 0 = never.",
+     kStallGroup},
 
     // Library.
     {"mpi_threads_disable", "--mpi-threads-disable", "--mpi-threads-disable", "",

@@ -264,6 +264,24 @@ absl::Status ReadCooldown(const RawSettings& settings, v1::JobSpec* spec) {
   return absl::OkStatus();
 }
 
+// --evict-stragglers FACTOR: 0 (off, the default) or a factor of at least 1.
+absl::Status ReadEvictStragglers(const RawSettings& settings, v1::JobSpec* spec) {
+  const RawSetting* setting = FindSetting(settings, "evict_stragglers");
+  if (setting == nullptr) return absl::OkStatus();
+  const std::string& text = setting->values.front();
+  double factor = 0;
+  if (!absl::SimpleAtod(text, &factor) || !std::isfinite(factor)) {
+    return InvalidSetting(*setting, absl::StrCat("'", text, "' is not a number"));
+  }
+  if (factor != 0 && factor < 1) {
+    return InvalidSetting(*setting,
+                          absl::StrCat(text, " is less than 1 (a rank slower than FACTOR times "
+                                             "the median; 0 turns it off)"));
+  }
+  spec->set_evict_stragglers(factor);
+  return absl::OkStatus();
+}
+
 absl::Status ReadTimeouts(const RawSettings& settings, v1::JobSpec* spec) {
   struct Timeout {
     const char* key;
@@ -447,6 +465,7 @@ absl::StatusOr<RunOptions> BuildRunOptions(const RawSettings& file, const RawSet
   HVDD_ASSIGN_OR_RETURN(std::optional<int> hot_spares, ReadInt(settings, "hot_spares", 0));
   spec.set_hot_spares(hot_spares.value_or(0));
   HVDD_RETURN_IF_ERROR(ReadTimeouts(settings, &spec));
+  HVDD_RETURN_IF_ERROR(ReadEvictStragglers(settings, &spec));
   HVDD_RETURN_IF_ERROR(ReadWorkingDir(settings, &spec));
   HVDD_RETURN_IF_ERROR(ReadRemoteSettings(settings, &spec));
   // The file's variables first: the command line's win where the names are the same.

@@ -4,6 +4,7 @@
 #include "daemon/job/job_driver.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <future>
 #include <limits>
 
@@ -53,6 +54,8 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
           [this] {
             hosts_.StopTimers();
             liveness_.Stop();
+            if (stall_timer_ != 0) loop_.Cancel(stall_timer_);
+            stall_timer_ = 0;
             kv_.AdvanceTo(std::numeric_limits<int64_t>::max());
             goodput_.End(lifecycle_.ended_at());
           },
@@ -71,7 +74,11 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
                   NotifyOnceJoinersWait();
                   TryCompleteRendezvous();
                 }),
-      loop_(&clock_) {}
+      stall_(StallSettings::ForJob(spec_, [](const char* name) { return std::getenv(name); }),
+             spec_.elastic()),
+      loop_(&clock_) {
+  status_.ShowStalls(&stall_);
+}
 
 JobDriver::~JobDriver() {
   hosts_.StopDiscovery();
@@ -96,6 +103,7 @@ void JobDriver::Start() {
     liveness_.Watch(loop_, workers_, [this](const LivenessMonitor::Lost& lost) {
       OnWorkerLost(lost.worker_id, lost.reason, lost.last_seen);
     });
+    WatchStalls();
   });
 }
 

@@ -55,12 +55,16 @@
 #include "daemon/workers/liveness_monitor.h"
 #include "daemon/workers/worker_channel.h"
 #include "daemon/workers/worker_table.h"
+#include "daemon/stall/stall_detector.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {
 
 class JobDriver {
  public:
+  // How long an evicted worker has between SIGTERM and SIGKILL.
+  static constexpr absl::Duration kEvictGrace = absl::Seconds(5);
+
   using RendezvousReply = Worker::RendezvousReply;
   using KvGetReply = JobKv::GetReply;
 
@@ -146,6 +150,17 @@ class JobDriver {
   // Spares are not needed any more (the job is finishing): they leave.
   void DismissSpares();
 
+  // Stalls (job_stalls.cc): the detector's checks on the loop's clock while
+  // the job runs, and what its verdicts lead to.
+  void WatchStalls();
+  void CheckStalls();
+  // The stall lasted past the job's act time: an elastic job evicts its
+  // culprits, a fixed-size one fails naming them.
+  void ActOnStall(const v1::StallReport& stall);
+  // Ends worker `worker_id` for `reason` (SIGTERM, SIGKILL after kEvictGrace);
+  // its exit counts as a failure, as a lost worker's does.
+  void Evict(int64_t worker_id, const std::string& reason);
+
   // Resume, on the loop thread (job_resume.cc).
   void ResumeNow(const JobCheckpoint& checkpoint, const std::vector<ReattachedWorker>& found,
                  absl::Duration daemon_away, absl::Duration worker_grace,
@@ -175,6 +190,10 @@ class JobDriver {
   // them down (waits for them) after stopping loop_, before loop_ goes.
   WorkerStarter starter_;
   WorkerLaunches launches_;
+
+  // Names the ranks that hold the job up; its timer runs on loop_.
+  StallDetector stall_;
+  EventLoop::TimerId stall_timer_ = 0;
 
   // ---- what coordinating them needs ----
   // The first worker that failed and how ("worker 3 (rank 1, a, pid 9): exited

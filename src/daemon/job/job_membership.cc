@@ -158,6 +158,7 @@ void JobDriver::TryCompleteRendezvous() {
   lifecycle_.MoveTo(v1::RUNNING, generations_.generation());
   const absl::Time now = clock_.Now();
   goodput_.GenerationReady(generations_.generation(), now);
+  stall_.NewGeneration(now);
   std::string took;
   v1::JobEvent e;
   if (std::optional<absl::Duration> reset = resets_.Ready(generations_.generation(), now)) {

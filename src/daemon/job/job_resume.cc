@@ -157,6 +157,7 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
   liveness_.Watch(loop_, workers_, [this](const LivenessMonitor::Lost& lost) {
     OnWorkerLost(lost.worker_id, lost.reason, lost.last_seen);
   });
+  WatchStalls();
 }
 
 }  // namespace horovodd::daemon

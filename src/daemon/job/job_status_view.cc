@@ -63,7 +63,15 @@ v1::JobStatus JobStatusView::Now() const {
         wait->set_waited_seconds(absl::ToDoubleSeconds(now - w.activity_at + waited));
       }
     }
+    if (stall_ != nullptr && ws->rank() >= 0) {
+      auto it = stall_->straggling().find(ws->rank());
+      if (it != stall_->straggling().end()) {
+        ws->set_lost_seconds_per_step(it->second.lost_seconds_per_step);
+        ws->set_straggler(it->second.straggler);
+      }
+    }
   }
+  if (stall_ != nullptr && stall_->current().has_value()) *s.mutable_stall() = *stall_->current();
   for (const auto& h : hosts_.Hosts(now)) {
     auto* hs = s.add_hosts();
     hs->set_host(h.host);

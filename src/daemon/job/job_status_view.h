@@ -16,6 +16,7 @@
 #include "daemon/loop/clock.h"
 #include "daemon/membership/generation_planner.h"
 #include "daemon/workers/worker_table.h"
+#include "daemon/stall/stall_detector.h"
 #include "discovery/host_manager.h"
 #include "horovodd.pb.h"
 
@@ -28,6 +29,10 @@ class JobStatusView {
                 const JobLifecycle& lifecycle, const WorkerTable& workers,
                 const GenerationPlanner& generations, const discovery::HostManager& hosts,
                 const ResetHistory& resets, const GoodputLedger& goodput, const EventLog& events);
+
+  // The stall its detector has named (and its stragglers) are shown too;
+  // `detector` outlives the view.
+  void ShowStalls(const StallDetector* detector) { stall_ = detector; }
 
   // The job's status now.
   v1::JobStatus Now() const;
@@ -43,6 +48,7 @@ class JobStatusView {
   const ResetHistory& resets_;
   const GoodputLedger& goodput_;
   const EventLog& events_;
+  const StallDetector* stall_ = nullptr;
 };
 
 }  // namespace horovodd::daemon

@@ -14,8 +14,12 @@ void EventRecorder::Record(v1::JobEvent::Kind kind, const std::string& message,
   e.set_kind(kind);
   e.set_message(message);
   e.set_code(code);
-  e.set_generation(generation_());
-  log_.Append(std::move(e));
+  Record(std::move(e));
+}
+
+void EventRecorder::Record(v1::JobEvent event) {
+  event.set_generation(generation_());
+  log_.Append(std::move(event));
   changed_();
 }
 

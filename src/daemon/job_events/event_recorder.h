@@ -25,6 +25,8 @@ class EventRecorder {
   EventRecorder(EventLog& log, std::function<int64_t()> generation, std::function<void()> changed);
 
   void Record(v1::JobEvent::Kind kind, const std::string& message, const std::string& code = "");
+  // An event the caller filled in (beyond kind, message and code).
+  void Record(v1::JobEvent event);
 
  private:
   EventLog& log_;

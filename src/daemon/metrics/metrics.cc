@@ -169,6 +169,7 @@ std::string Metrics::RenderRanks(const std::vector<v1::JobStatus>& jobs) {
   struct Rank {
     std::string labels;  // job="...",rank="..."
     const v1::WorkerActivity* activity;
+    const v1::WorkerStatus* worker;
   };
   std::vector<Rank> ranks;
   for (const v1::JobStatus& job : jobs) {
@@ -177,7 +178,7 @@ std::string Metrics::RenderRanks(const std::vector<v1::JobStatus>& jobs) {
       if (w.rank() < 0 || !w.has_activity()) continue;
       ranks.push_back(
           {absl::StrCat("job=\"", LabelValue(job.job_id()), "\",rank=\"", w.rank(), "\""),
-           &w.activity()});
+           &w.activity(), &w});
     }
   }
   std::string out;
@@ -203,6 +204,25 @@ std::string Metrics::RenderRanks(const std::vector<v1::JobStatus>& jobs) {
   for (const Rank& r : ranks) {
     absl::StrAppend(&out, "horovodd_rank_last_commit{", r.labels, "} ", r.activity->last_commit(),
                     "\n");
+  }
+  Header(out, "horovodd_rank_step_wait_seconds", "gauge",
+         "Of each rank's step, the mean time it had a collective pending.");
+  for (const Rank& r : ranks) {
+    absl::StrAppend(&out, "horovodd_rank_step_wait_seconds{", r.labels, "} ",
+                    Number(r.activity->step_wait_seconds()), "\n");
+  }
+  Header(out, "horovodd_rank_lost_seconds_per_step", "gauge",
+         "Time per step the job loses waiting for each rank: the other ranks' median wait per "
+         "step less its own.");
+  for (const Rank& r : ranks) {
+    absl::StrAppend(&out, "horovodd_rank_lost_seconds_per_step{", r.labels, "} ",
+                    Number(r.worker->lost_seconds_per_step()), "\n");
+  }
+  Header(out, "horovodd_rank_straggler", "gauge",
+         "1 for a rank the daemon counts a straggler (the others wait for it), else 0.");
+  for (const Rank& r : ranks) {
+    absl::StrAppend(&out, "horovodd_rank_straggler{", r.labels, "} ",
+                    r.worker->straggler() ? 1 : 0, "\n");
   }
   return out;
 }

@@ -25,6 +25,8 @@ constexpr size_t kMaxReasonBytes = 4096;  // CancelJob
 constexpr size_t kMaxFailureMessageBytes = 64 * 1024;
 // A reported collective: workers cut longer tensor names to fit.
 constexpr size_t kMaxCollectiveNameBytes = 1024;
+// A transfer waits on a few peers (a ring's neighbours, a tree's children).
+constexpr int kMaxWaitingOnRanks = 64;
 constexpr size_t kMaxOperationBytes = 64;
 // Ten years: "never" for any job, and far from absl::Duration's overflow.
 constexpr double kMaxSeconds = 10.0 * 365 * 24 * 3600;
@@ -197,6 +199,11 @@ absl::Status CheckTimeouts(const v1::JobSpec& spec) {
   if (lo > hi) {
     return absl::InvalidArgumentError(absl::StrCat(
         "blacklist cooldown range must satisfy 0 <= LO <= HI, got LO ", lo, " and HI ", hi));
+  }
+  const double factor = spec.evict_stragglers();
+  if (!std::isfinite(factor) || (factor != 0 && factor < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("evict_stragglers must be 0 (off) or at least 1, got ", factor));
   }
   return absl::OkStatus();
 }
@@ -457,6 +464,14 @@ absl::Status ValidateWorkerActivity(const v1::WorkerActivity& activity) {
   HVDD_RETURN_IF_ERROR(CheckSeconds("step_seconds", activity.step_seconds(), false));
   // A rate, bounded as seconds are: finite and not negative.
   HVDD_RETURN_IF_ERROR(CheckSeconds("steps_per_second", activity.steps_per_second(), false));
+  HVDD_RETURN_IF_ERROR(CheckSeconds("step_wait_seconds", activity.step_wait_seconds(), false));
+  if (activity.waiting_on_ranks_size() > kMaxWaitingOnRanks) {
+    return absl::InvalidArgumentError(absl::StrCat("waiting_on_ranks names more than ",
+                                                   kMaxWaitingOnRanks, " ranks"));
+  }
+  for (int32_t rank : activity.waiting_on_ranks()) {
+    HVDD_RETURN_IF_ERROR(CheckNotNegative("waiting_on_ranks", rank));
+  }
   if (activity.since_commit_seconds() != -1) {  // -1: no commit yet
     HVDD_RETURN_IF_ERROR(
         CheckSeconds("since_commit_seconds", activity.since_commit_seconds(), false));

@@ -1,0 +1,159 @@
+// JobDriver: stalls. The detector (daemon/stall/stall_detector.h) judges the
+// ready generation's reports on its own timer; the driver says what it
+// named in the job's events and acts on it: evicts the culprits of an
+// elastic job (their exits count as failures: their hosts are blacklisted
+// and the others reset), fails a fixed-size job naming them, evicts the
+// stragglers --evict-stragglers asks for.
+#include <csignal>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/job/job_driver.h"
+
+namespace horovodd::daemon {
+namespace {
+
+std::string Seconds(double s) { return absl::StrCat(absl::SixDigits(s), "s"); }
+
+std::string Ranks(const google::protobuf::RepeatedField<int32_t>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
+}
+
+std::string Name(const v1::StallCulprit& c) {
+  return absl::StrCat("rank ", c.rank(), " (", c.host(), ", pid ", c.pid(), "; ", c.last_did(),
+                      ")");
+}
+
+// "ranks 0, 2, 3 have waited 5.2s in allreduce 'grad.w'; missing: rank 1 (a, pid 9; ...)".
+std::string Describe(const v1::StallReport& stall) {
+  const v1::CollectiveWait& c = stall.collective();
+  std::string text = absl::StrCat(Ranks(stall.waiting_ranks()),
+                                  stall.waiting_ranks_size() == 1 ? " has" : " have", " waited ",
+                                  Seconds(c.waited_seconds()), " in ", c.operation(), " '",
+                                  c.name(), "'");
+  std::vector<std::string> names;
+  for (const auto& culprit : stall.culprits()) names.push_back(Name(culprit));
+  if (stall.kind() == "missing") {
+    absl::StrAppend(&text, "; missing: ", absl::StrJoin(names, ", "));
+  } else if (stall.kind() == "link") {
+    absl::StrAppend(&text, "; every rank submitted it; the transfers between these ends stall: ",
+                    absl::StrJoin(names, ", "));
+  } else {
+    absl::StrAppend(&text,
+                    "; every rank submitted it and none says which peer it waits for: ",
+                    absl::StrJoin(names, ", "));
+  }
+  return text;
+}
+
+}  // namespace
+
+void JobDriver::WatchStalls() {
+  if (lifecycle_.Terminal()) return;
+  stall_timer_ = loop_.PostAfter(stall_.period(), [this] { CheckStalls(); });
+}
+
+void JobDriver::CheckStalls() {
+  stall_timer_ = 0;
+  if (lifecycle_.Terminal()) return;
+  // Judged only while the generation trains: not while it resets, nor while
+  // its ranks finish one by one.
+  if (lifecycle_.state() == v1::RUNNING && !lifecycle_.Finishing() &&
+      generations_.ready_generation() > 0) {
+    std::vector<RankReport> reports;
+    const std::vector<int64_t>& members = generations_.ready_members();
+    for (size_t rank = 0; rank < members.size(); ++rank) {
+      const Worker& w = workers_.at(members[rank]);
+      RankReport r;
+      r.rank = static_cast<int>(rank);
+      r.worker_id = w.id;
+      r.host = w.host;
+      r.pid = w.pid;
+      r.activity = w.activity.has_value() ? &*w.activity : nullptr;
+      r.reported_at = w.activity_at;
+      reports.push_back(std::move(r));
+    }
+    StallDetector::Verdict verdict = stall_.Check(clock_.Now(), reports);
+    if (verdict.cleared.has_value()) {
+      recorder_.Record(v1::JobEvent::INFO,
+                       absl::StrCat("the stall in ", verdict.cleared->collective().operation(),
+                                    " '", verdict.cleared->collective().name(),
+                                    "' cleared after ",
+                                    Seconds(verdict.cleared->collective().waited_seconds())),
+                       "stall_cleared");
+    }
+    if (verdict.named.has_value()) {
+      std::string then;
+      if (verdict.named->evict_unix() > 0) {
+        then = absl::StrCat(
+            spec_.elastic() ? "; they are evicted" : "; the job fails", " if it lasts ",
+            absl::FormatDuration(stall_.settings().act_after),
+            stall_.settings().shutdown > absl::ZeroDuration()
+                ? " (--stall-check-shutdown-time-seconds)"
+                : " (horovodd's default for an elastic job)");
+      }
+      v1::JobEvent e;
+      e.set_kind(v1::JobEvent::WARNING);
+      e.set_code("stall");
+      e.set_message(absl::StrCat("stall: ", Describe(*verdict.named), then));
+      *e.mutable_stall() = *verdict.named;
+      recorder_.Record(std::move(e));
+    }
+    if (verdict.act.has_value()) ActOnStall(*verdict.act);
+    for (const v1::StallCulprit& c : verdict.evict_stragglers) {
+      if (lifecycle_.Terminal()) return;
+      Evict(c.worker_id(),
+            absl::StrCat("a straggler (--evict-stragglers ", spec_.evict_stragglers(), "): ",
+                         c.last_did()));
+    }
+  }
+  WatchStalls();
+}
+
+void JobDriver::ActOnStall(const v1::StallReport& stall) {
+  const std::string what = absl::StrCat(
+      "stalled past ", absl::FormatDuration(stall_.settings().act_after), ": ", Describe(stall));
+  v1::JobEvent e;
+  e.set_kind(v1::JobEvent::WARNING);
+  e.set_code("stall_evict");
+  e.set_message(absl::StrCat(spec_.elastic() ? "evicting the stall's culprits: "
+                                             : "the stall fails the job: ",
+                             what));
+  *e.mutable_stall() = stall;
+  recorder_.Record(std::move(e));
+  if (!spec_.elastic()) {
+    // Horovod's stall shutdown ends a fixed-size job; here it names who.
+    end_.Finish(v1::FAILED, absl::StrCat("Horovod stall check: ", what));
+    return;
+  }
+  for (const v1::StallCulprit& c : stall.culprits()) {
+    if (lifecycle_.Terminal()) return;
+    Evict(c.worker_id(),
+          absl::StrCat("held up ", stall.collective().operation(), " '",
+                       stall.collective().name(), "' past ",
+                       absl::FormatDuration(stall_.settings().act_after)));
+  }
+}
+
+void JobDriver::Evict(int64_t worker_id, const std::string& reason) {
+  Worker* w = workers_.Find(worker_id);
+  if (w == nullptr || w->handle == 0 || !w->lost_reason.empty()) return;
+  w->lost_reason = absl::StrCat("evicted: ", reason);
+  recorder_.Record(v1::JobEvent::WARNING,
+                   absl::StrCat(generations_.Describe(*w), " evicted: ", reason,
+                                "; SIGTERM, then SIGKILL after ",
+                                absl::FormatDuration(kEvictGrace)),
+                   "worker_evicted");
+  resets_.Detected(clock_.Now());
+  const int64_t handle = w->handle;
+  context_.launcher->Signal(handle, SIGTERM).IgnoreError();
+  loop_.PostAfter(kEvictGrace, [this, worker_id, handle] {
+    const Worker* still = workers_.Find(worker_id);
+    if (still != nullptr && still->handle == handle) {
+      context_.launcher->Signal(handle, SIGKILL).IgnoreError();
+    }
+  });
+}
+
+}  // namespace horovodd::daemon
