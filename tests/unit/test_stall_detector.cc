@@ -80,8 +80,7 @@ std::vector<int> CulpritRanks(const v1::StallReport& report) {
   return ranks;
 }
 
-TEST_CASE("a rank missing from a collective is named just after the warning time",
-          "[stall]") {
+TEST_CASE("a rank missing from a collective is named just after the warning time", "[stall]") {
   StallDetector detector(Settings(absl::Seconds(5), absl::Seconds(10)), /*elastic=*/true);
   detector.NewGeneration(kT0);
   Reports reports(4);
@@ -120,8 +119,8 @@ TEST_CASE("a rank missing from a collective is named just after the warning time
   CHECK(named->waiting_ranks_size() == 3);
   CHECK(named->collective().since_unix() ==
         Approx(absl::ToDoubleSeconds(since - absl::UnixEpoch())));
-  CHECK(named->evict_unix() == Approx(absl::ToDoubleSeconds(since + absl::Seconds(10) -
-                                                            absl::UnixEpoch())));
+  CHECK(named->evict_unix() ==
+        Approx(absl::ToDoubleSeconds(since + absl::Seconds(10) - absl::UnixEpoch())));
   REQUIRE(detector.current().has_value());
 
   // Not named twice; acted on once past the act time.
@@ -169,7 +168,8 @@ TEST_CASE("a stale report is not judged until a fresh one says", "[stall]") {
   now_reports[1].reported_at = since + absl::Milliseconds(100);  // from before the wait
   bool undecided = !detector.Check(since + absl::Seconds(5), now_reports).named.has_value();
   CHECK(undecided);
-  StallDetector::Verdict v = detector.Check(since + absl::Seconds(5), reports.At(since + absl::Seconds(5)));
+  StallDetector::Verdict v =
+      detector.Check(since + absl::Seconds(5), reports.At(since + absl::Seconds(5)));
   REQUIRE(v.named.has_value());
   CHECK(CulpritRanks(*v.named) == std::vector<int>{1});
   // A fixed-size job without a shutdown time: named, never acted on.

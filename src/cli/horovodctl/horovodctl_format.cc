@@ -209,12 +209,11 @@ std::string StallSection(const v1::StallReport& stall, absl::TimeZone zone) {
       "\n");
   TextTable table({"RANK", "WORKER", "HOST", "PID", "PEER", "LAST COMMIT AT", "LAST DID"});
   for (const auto& culprit : stall.culprits()) {
-    table.AddRow({std::to_string(culprit.rank()), std::to_string(culprit.worker_id()),
-                  culprit.host(), std::to_string(culprit.pid()),
-                  culprit.peer() >= 0 ? std::to_string(culprit.peer()) : "-",
-                  culprit.last_commit_unix() > 0 ? ClockTime(culprit.last_commit_unix(), zone)
-                                                 : "-",
-                  culprit.last_did()});
+    table.AddRow(
+        {std::to_string(culprit.rank()), std::to_string(culprit.worker_id()), culprit.host(),
+         std::to_string(culprit.pid()), culprit.peer() >= 0 ? std::to_string(culprit.peer()) : "-",
+         culprit.last_commit_unix() > 0 ? ClockTime(culprit.last_commit_unix(), zone) : "-",
+         culprit.last_did()});
   }
   return absl::StrCat(out, table.Render());
 }

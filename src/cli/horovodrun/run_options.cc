@@ -274,9 +274,9 @@ absl::Status ReadEvictStragglers(const RawSettings& settings, v1::JobSpec* spec)
     return InvalidSetting(*setting, absl::StrCat("'", text, "' is not a number"));
   }
   if (factor != 0 && factor < 1) {
-    return InvalidSetting(*setting,
-                          absl::StrCat(text, " is less than 1 (a rank slower than FACTOR times "
-                                             "the median; 0 turns it off)"));
+    return InvalidSetting(*setting, absl::StrCat(text,
+                                                 " is less than 1 (a rank slower than FACTOR times "
+                                                 "the median; 0 turns it off)"));
   }
   spec->set_evict_stragglers(factor);
   return absl::OkStatus();

@@ -52,10 +52,10 @@
 #include "daemon/loop/clock.h"
 #include "daemon/loop/event_loop.h"
 #include "daemon/membership/generation_planner.h"
+#include "daemon/stall/stall_detector.h"
 #include "daemon/workers/liveness_monitor.h"
 #include "daemon/workers/worker_channel.h"
 #include "daemon/workers/worker_table.h"
-#include "daemon/stall/stall_detector.h"
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {

@@ -28,10 +28,9 @@ std::string Name(const v1::StallCulprit& c) {
 // "ranks 0, 2, 3 have waited 5.2s in allreduce 'grad.w'; missing: rank 1 (a, pid 9; ...)".
 std::string Describe(const v1::StallReport& stall) {
   const v1::CollectiveWait& c = stall.collective();
-  std::string text = absl::StrCat(Ranks(stall.waiting_ranks()),
-                                  stall.waiting_ranks_size() == 1 ? " has" : " have", " waited ",
-                                  Seconds(c.waited_seconds()), " in ", c.operation(), " '",
-                                  c.name(), "'");
+  std::string text = absl::StrCat(
+      Ranks(stall.waiting_ranks()), stall.waiting_ranks_size() == 1 ? " has" : " have", " waited ",
+      Seconds(c.waited_seconds()), " in ", c.operation(), " '", c.name(), "'");
   std::vector<std::string> names;
   for (const auto& culprit : stall.culprits()) names.push_back(Name(culprit));
   if (stall.kind() == "missing") {
@@ -40,8 +39,7 @@ std::string Describe(const v1::StallReport& stall) {
     absl::StrAppend(&text, "; every rank submitted it; the transfers between these ends stall: ",
                     absl::StrJoin(names, ", "));
   } else {
-    absl::StrAppend(&text,
-                    "; every rank submitted it and none says which peer it waits for: ",
+    absl::StrAppend(&text, "; every rank submitted it and none says which peer it waits for: ",
                     absl::StrJoin(names, ", "));
   }
   return text;
@@ -78,20 +76,18 @@ void JobDriver::CheckStalls() {
     if (verdict.cleared.has_value()) {
       recorder_.Record(v1::JobEvent::INFO,
                        absl::StrCat("the stall in ", verdict.cleared->collective().operation(),
-                                    " '", verdict.cleared->collective().name(),
-                                    "' cleared after ",
+                                    " '", verdict.cleared->collective().name(), "' cleared after ",
                                     Seconds(verdict.cleared->collective().waited_seconds())),
                        "stall_cleared");
     }
     if (verdict.named.has_value()) {
       std::string then;
       if (verdict.named->evict_unix() > 0) {
-        then = absl::StrCat(
-            spec_.elastic() ? "; they are evicted" : "; the job fails", " if it lasts ",
-            absl::FormatDuration(stall_.settings().act_after),
-            stall_.settings().shutdown > absl::ZeroDuration()
-                ? " (--stall-check-shutdown-time-seconds)"
-                : " (horovodd's default for an elastic job)");
+        then = absl::StrCat(spec_.elastic() ? "; they are evicted" : "; the job fails",
+                            " if it lasts ", absl::FormatDuration(stall_.settings().act_after),
+                            stall_.settings().shutdown > absl::ZeroDuration()
+                                ? " (--stall-check-shutdown-time-seconds)"
+                                : " (horovodd's default for an elastic job)");
       }
       v1::JobEvent e;
       e.set_kind(v1::JobEvent::WARNING);
@@ -103,9 +99,8 @@ void JobDriver::CheckStalls() {
     if (verdict.act.has_value()) ActOnStall(*verdict.act);
     for (const v1::StallCulprit& c : verdict.evict_stragglers) {
       if (lifecycle_.Terminal()) return;
-      Evict(c.worker_id(),
-            absl::StrCat("a straggler (--evict-stragglers ", spec_.evict_stragglers(), "): ",
-                         c.last_did()));
+      Evict(c.worker_id(), absl::StrCat("a straggler (--evict-stragglers ",
+                                        spec_.evict_stragglers(), "): ", c.last_did()));
     }
   }
   WatchStalls();
@@ -117,9 +112,8 @@ void JobDriver::ActOnStall(const v1::StallReport& stall) {
   v1::JobEvent e;
   e.set_kind(v1::JobEvent::WARNING);
   e.set_code("stall_evict");
-  e.set_message(absl::StrCat(spec_.elastic() ? "evicting the stall's culprits: "
-                                             : "the stall fails the job: ",
-                             what));
+  e.set_message(absl::StrCat(
+      spec_.elastic() ? "evicting the stall's culprits: " : "the stall fails the job: ", what));
   *e.mutable_stall() = stall;
   recorder_.Record(std::move(e));
   if (!spec_.elastic()) {
@@ -130,9 +124,8 @@ void JobDriver::ActOnStall(const v1::StallReport& stall) {
   for (const v1::StallCulprit& c : stall.culprits()) {
     if (lifecycle_.Terminal()) return;
     Evict(c.worker_id(),
-          absl::StrCat("held up ", stall.collective().operation(), " '",
-                       stall.collective().name(), "' past ",
-                       absl::FormatDuration(stall_.settings().act_after)));
+          absl::StrCat("held up ", stall.collective().operation(), " '", stall.collective().name(),
+                       "' past ", absl::FormatDuration(stall_.settings().act_after)));
   }
 }
 
@@ -140,11 +133,11 @@ void JobDriver::Evict(int64_t worker_id, const std::string& reason) {
   Worker* w = workers_.Find(worker_id);
   if (w == nullptr || w->handle == 0 || !w->lost_reason.empty()) return;
   w->lost_reason = absl::StrCat("evicted: ", reason);
-  recorder_.Record(v1::JobEvent::WARNING,
-                   absl::StrCat(generations_.Describe(*w), " evicted: ", reason,
-                                "; SIGTERM, then SIGKILL after ",
-                                absl::FormatDuration(kEvictGrace)),
-                   "worker_evicted");
+  recorder_.Record(
+      v1::JobEvent::WARNING,
+      absl::StrCat(generations_.Describe(*w), " evicted: ", reason,
+                   "; SIGTERM, then SIGKILL after ", absl::FormatDuration(kEvictGrace)),
+      "worker_evicted");
   resets_.Detected(clock_.Now());
   const int64_t handle = w->handle;
   context_.launcher->Signal(handle, SIGTERM).IgnoreError();

@@ -15,8 +15,8 @@
 #include "daemon/job_lifecycle/job_lifecycle.h"
 #include "daemon/loop/clock.h"
 #include "daemon/membership/generation_planner.h"
-#include "daemon/workers/worker_table.h"
 #include "daemon/stall/stall_detector.h"
+#include "daemon/workers/worker_table.h"
 #include "discovery/host_manager.h"
 #include "horovodd.pb.h"
 

@@ -221,8 +221,8 @@ std::string Metrics::RenderRanks(const std::vector<v1::JobStatus>& jobs) {
   Header(out, "horovodd_rank_straggler", "gauge",
          "1 for a rank the daemon counts a straggler (the others wait for it), else 0.");
   for (const Rank& r : ranks) {
-    absl::StrAppend(&out, "horovodd_rank_straggler{", r.labels, "} ",
-                    r.worker->straggler() ? 1 : 0, "\n");
+    absl::StrAppend(&out, "horovodd_rank_straggler{", r.labels, "} ", r.worker->straggler() ? 1 : 0,
+                    "\n");
   }
   return out;
 }

@@ -49,16 +49,17 @@ v1::StallCulprit CulpritOf(const RankReport& r, absl::Time now) {
   if (a.since_commit_seconds() >= 0) {
     const absl::Time at = r.reported_at - absl::Seconds(a.since_commit_seconds());
     c.set_last_commit_unix(Unix(at));
-    did = absl::StrCat("commit ", a.last_commit(), " ",
-                       absl::FormatDuration(absl::Trunc(now - at, absl::Milliseconds(100))),
-                       " ago");
+    did =
+        absl::StrCat("commit ", a.last_commit(), " ",
+                     absl::FormatDuration(absl::Trunc(now - at, absl::Milliseconds(100))), " ago");
   } else {
     did = "no commit yet";
   }
   absl::StrAppend(&did, ", ", a.completed(), " collective(s) completed in this generation");
   if (a.has_waiting()) {
     absl::StrAppend(&did, ", waits in ", a.waiting().operation(), " '", a.waiting().name(), "'");
-    if (a.waiting().process_set() != 0) absl::StrAppend(&did, " of set ", a.waiting().process_set());
+    if (a.waiting().process_set() != 0)
+      absl::StrAppend(&did, " of set ", a.waiting().process_set());
   }
   c.set_last_did(did);
   return c;
@@ -209,7 +210,8 @@ void StallDetector::JudgeStragglers(absl::Time now, const std::vector<RankReport
   };
   std::vector<Rate> rates;
   for (const RankReport& r : ranks) {
-    if (r.activity == nullptr || r.reported_at < generation_at_ || r.activity->step_seconds() <= 0) {
+    if (r.activity == nullptr || r.reported_at < generation_at_ ||
+        r.activity->step_seconds() <= 0) {
       continue;
     }
     const double step = r.activity->step_seconds();
@@ -222,8 +224,7 @@ void StallDetector::JudgeStragglers(absl::Time now, const std::vector<RankReport
   }
   std::vector<double> steps;
   for (const Rate& x : rates) steps.push_back(x.step);
-  const absl::Duration window =
-      std::max(kStragglerWindow, absl::Seconds(10 * Median(steps)));
+  const absl::Duration window = std::max(kStragglerWindow, absl::Seconds(10 * Median(steps)));
   std::set<int> slow_now;
   for (const Rate& x : rates) {
     std::vector<double> computes, waits;
@@ -243,13 +244,12 @@ void StallDetector::JudgeStragglers(absl::Time now, const std::vector<RankReport
       auto [it, fresh] = slow_since_.emplace(x.r->rank, now);
       if (now - it->second >= window && straggler_evicted_.insert(x.r->rank).second) {
         v1::StallCulprit c = CulpritOf(*x.r, now);
-        c.set_last_did(absl::StrCat(c.last_did(), "; computes ",
-                                    absl::FormatDuration(absl::Milliseconds(
-                                        static_cast<int64_t>(x.compute * 1000))),
-                                    " per step against the others' median ",
-                                    absl::FormatDuration(absl::Milliseconds(
-                                        static_cast<int64_t>(others_compute * 1000))),
-                                    " for ", absl::FormatDuration(now - it->second)));
+        c.set_last_did(absl::StrCat(
+            c.last_did(), "; computes ",
+            absl::FormatDuration(absl::Milliseconds(static_cast<int64_t>(x.compute * 1000))),
+            " per step against the others' median ",
+            absl::FormatDuration(absl::Milliseconds(static_cast<int64_t>(others_compute * 1000))),
+            " for ", absl::FormatDuration(now - it->second)));
         verdict.evict_stragglers.push_back(std::move(c));
       }
     }

@@ -58,9 +58,9 @@ class StallDetector {
   void NewGeneration(absl::Time at);
 
   struct Verdict {
-    std::optional<v1::StallReport> named;    // a stall named now (once)
-    std::optional<v1::StallReport> act;      // a stall to act on now (once)
-    std::optional<v1::StallReport> cleared;  // the named stall is over
+    std::optional<v1::StallReport> named;            // a stall named now (once)
+    std::optional<v1::StallReport> act;              // a stall to act on now (once)
+    std::optional<v1::StallReport> cleared;          // the named stall is over
     std::vector<v1::StallCulprit> evict_stragglers;  // each once
   };
   // `ranks`: the ready generation's members.

@@ -20,8 +20,7 @@ std::optional<std::string> Variable(const v1::JobSpec& spec, const StallSettings
 
 absl::Duration Seconds(const std::optional<std::string>& text, absl::Duration fallback) {
   double seconds = 0;
-  if (!text.has_value() || text->empty() || !absl::SimpleAtod(*text, &seconds) ||
-      !(seconds >= 0)) {
+  if (!text.has_value() || text->empty() || !absl::SimpleAtod(*text, &seconds) || !(seconds >= 0)) {
     return fallback;
   }
   return absl::Seconds(seconds);
@@ -29,8 +28,7 @@ absl::Duration Seconds(const std::optional<std::string>& text, absl::Duration fa
 
 // As the worker's engine reads HOROVOD_STALL_CHECK_DISABLE.
 bool Truthy(const std::optional<std::string>& text) {
-  return text.has_value() && !text->empty() && *text != "0" && *text != "false" &&
-         *text != "False";
+  return text.has_value() && !text->empty() && *text != "0" && *text != "false" && *text != "False";
 }
 
 }  // namespace

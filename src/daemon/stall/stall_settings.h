@@ -23,8 +23,8 @@ struct StallSettings {
   // stall check then warns and never shuts down (engine_stall.h).
   static constexpr char kDaemonActsVariable[] = "HOROVODD_STALL_SHUTDOWN_BY_DAEMON";
 
-  bool enabled = true;                           // not --no-stall-check
-  absl::Duration warning = absl::Seconds(60);    // culprits are named after it
+  bool enabled = true;                             // not --no-stall-check
+  absl::Duration warning = absl::Seconds(60);      // culprits are named after it
   absl::Duration shutdown = absl::ZeroDuration();  // Horovod's; zero: not set
   // When the daemon acts on a stall (from its first waiter): evicts the
   // culprits of an elastic job, fails a fixed-size one. Infinite: never.

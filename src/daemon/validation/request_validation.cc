@@ -466,8 +466,8 @@ absl::Status ValidateWorkerActivity(const v1::WorkerActivity& activity) {
   HVDD_RETURN_IF_ERROR(CheckSeconds("steps_per_second", activity.steps_per_second(), false));
   HVDD_RETURN_IF_ERROR(CheckSeconds("step_wait_seconds", activity.step_wait_seconds(), false));
   if (activity.waiting_on_ranks_size() > kMaxWaitingOnRanks) {
-    return absl::InvalidArgumentError(absl::StrCat("waiting_on_ranks names more than ",
-                                                   kMaxWaitingOnRanks, " ranks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("waiting_on_ranks names more than ", kMaxWaitingOnRanks, " ranks"));
   }
   for (int32_t rank : activity.waiting_on_ranks()) {
     HVDD_RETURN_IF_ERROR(CheckNotNegative("waiting_on_ranks", rank));
