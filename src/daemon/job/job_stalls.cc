@@ -121,6 +121,16 @@ void JobDriver::ActOnStall(const v1::StallReport& stall) {
     end_.Finish(v1::FAILED, absl::StrCat("Horovod stall check: ", what));
     return;
   }
+  if (stall.kind() == "unknown") {
+    // Every rank waits and none says on whom: evicting them all would end the
+    // job, which is worse than the stall. The ring's own timeout
+    // (--gloo-timeout-seconds) breaks a stalled transfer into a reset.
+    recorder_.Record(v1::JobEvent::WARNING,
+                     "the stall's culprits cannot be told apart (every rank waits and none "
+                     "says on whom): no rank is evicted",
+                     "stall_unresolved");
+    return;
+  }
   for (const v1::StallCulprit& c : stall.culprits()) {
     if (lifecycle_.Terminal()) return;
     Evict(c.worker_id(),
