@@ -130,7 +130,8 @@ absl::Status RunElastic(const std::string& dir) {
       ++step;
       // Written as soon as the allreduce completed; the reader orders by time.
       const internal::RingConnectTotals rings = internal::ProcessRingConnectTotals();
-      std::fprintf(log, "STEP t=%.6f rank=%d size=%d gen=%lld step=%lld pairs=%lld keys=%lld "
+      std::fprintf(log,
+                   "STEP t=%.6f rank=%d size=%d gen=%lld step=%lld pairs=%lld keys=%lld "
                    "key_bytes=%lld\n",
                    RealtimeSeconds(), Rank(), Size(), static_cast<long long>(Generation()),
                    static_cast<long long>(step), static_cast<long long>(rings.pairs_connected),

@@ -101,8 +101,8 @@ TEST_CASE("a lazy ring connects its neighbours, then only the peers its collecti
     Tensor rows(DType::kInt32, {kRanks});
     for (int r = 0; r < kRanks; ++r) static_cast<int32_t*>(rows.data())[r] = rank * 100 + r;
     std::vector<int64_t> received;
-    absl::StatusOr<Tensor> got = internal::Alltoall(
-        group.context(rank), rows.view(), std::vector<int64_t>(kRanks, 1), &received);
+    absl::StatusOr<Tensor> got = internal::Alltoall(group.context(rank), rows.view(),
+                                                    std::vector<int64_t>(kRanks, 1), &received);
     if (!got.ok()) return got.status().ToString();
     for (int r = 0; r < kRanks; ++r) {
       const int32_t value = static_cast<const int32_t*>(got->data())[r];

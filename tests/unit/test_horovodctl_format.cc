@@ -192,7 +192,8 @@ TEST_CASE("status counts the hot spares and lists each with its host and state")
   spare->set_state(v1::WORKER_SPARE_READY);
   const std::string text = cli::FormatJobDetails(job, absl::FromUnixSeconds(kCreated), kUtc);
   CHECK(absl::StrContains(text, "Hot spares:   1 ready, 0 starting (of 2; in Workers, RANK -)\n"));
-  CHECK(LinesWith(text, "4007").front() == "-     7       node8      4007  SPARE_READY  -     0       0");
+  CHECK(LinesWith(text, "4007").front() ==
+        "-     7       node8      4007  SPARE_READY  -     0       0");
 }
 
 TEST_CASE("hosts lists the hosts of running jobs only") {

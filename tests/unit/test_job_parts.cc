@@ -443,7 +443,8 @@ TEST_CASE("liveness: a member that heartbeats is never lost for not joining a ge
   CHECK(monitor.Check(kT0 + absl::Seconds(120), c.table).empty());
 }
 
-TEST_CASE("generation planner: a ready spare takes a failed member's place", "[job_parts][spares]") {
+TEST_CASE("generation planner: a ready spare takes a failed member's place",
+          "[job_parts][spares]") {
   GenerationPlanner planner(/*max_np=*/0, /*hot_spares=*/2, /*first_size=*/2);
   WorkerTable table;
   discovery::HostManager hosts = Hosts({{"a", 2}, {"b", 1}, {"c", 1}});

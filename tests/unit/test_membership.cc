@@ -253,8 +253,10 @@ TEST_CASE("hot spares: a lost worker's place goes to a ready spare, appended aft
   CHECK_FALSE(plan.unchanged(3));
 }
 
-TEST_CASE("hot spares: a spare on a blacklisted or vanished host leaves; a new one starts "
-          "elsewhere, the job unchanged", "[spares]") {
+TEST_CASE(
+    "hot spares: a spare on a blacklisted or vanished host leaves; a new one starts "
+    "elsewhere, the job unchanged",
+    "[spares]") {
   PlanInput in;
   in.current = {{1, "a"}, {2, "a"}};
   in.discovered = {{"a", 2}, {"c", 1}};

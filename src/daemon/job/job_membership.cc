@@ -93,19 +93,19 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
   for (size_t i = 0; i < plan.promoted.size(); ++i) {
     Worker& w = workers_.at(plan.promoted[i].worker_id);
     w.state = v1::WORKER_STARTING;  // a member from now on, joining as a new worker does
-    recorder_.Record(v1::JobEvent::INFO,
-                     absl::StrCat("spare ", w.id, " on ", w.host, " took rank ",
-                                  plan.survivors.size() + i, " of generation ",
-                                  generations_.generation()),
-                     "spare_swapped");
+    recorder_.Record(
+        v1::JobEvent::INFO,
+        absl::StrCat("spare ", w.id, " on ", w.host, " took rank ", plan.survivors.size() + i,
+                     " of generation ", generations_.generation()),
+        "spare_swapped");
   }
   recorder_.Record(
       v1::JobEvent::INFO,
       absl::StrCat("generation ", generations_.generation(), " planned: size ", plan.size(), " (",
                    plan.survivors.size(), " kept, ",
                    plan.promoted.empty() ? "" : absl::StrCat(plan.promoted.size(), " spare, "),
-                   plan.new_hosts.size(), " new, ", plan.removed.size(), " leaving); cause: ",
-                   cause));
+                   plan.new_hosts.size(), " new, ", plan.removed.size(),
+                   " leaving); cause: ", cause));
   UpdateSpares(plan);
   kv_.AdvanceTo(generations_.generation());
   // Growing a running job: its members train on while the new workers start
@@ -197,8 +197,11 @@ void JobDriver::UpdateSpares(const Plan& plan) {
   if (!said_spares_short_ && plan.spares < spec_.hot_spares()) {
     said_spares_short_ = true;
     recorder_.Record(v1::JobEvent::WARNING,
-                     absl::StrCat("--hot-spares ", spec_.hot_spares(), ": the usable slots beyond "
-                                  "the job's hold ", plan.spares, " spare(s) now; more start when "
+                     absl::StrCat("--hot-spares ", spec_.hot_spares(),
+                                  ": the usable slots beyond "
+                                  "the job's hold ",
+                                  plan.spares,
+                                  " spare(s) now; more start when "
                                   "slots are added"),
                      "spares_short");
   }

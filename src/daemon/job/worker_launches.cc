@@ -117,9 +117,8 @@ void WorkerLaunches::Launched(int64_t id, const absl::StatusOr<LaunchedProcess>&
     return;
   }
   WorkerTable::Started(*w, *launched);
-  recorder_.Record(v1::JobEvent::INFO,
-                   absl::StrCat("started ", IsSpare(*w) ? "spare " : "worker ", id, " on ",
-                                w->host, " (pid ", w->pid, ")"));
+  recorder_.Record(v1::JobEvent::INFO, absl::StrCat("started ", IsSpare(*w) ? "spare " : "worker ",
+                                                    id, " on ", w->host, " (pid ", w->pid, ")"));
   // What happened to it while it was starting, the others already had.
   if (lifecycle_.Terminal() || !w->lost_reason.empty()) {
     context_.launcher->Signal(w->handle, SIGKILL).IgnoreError();

@@ -239,8 +239,9 @@ v1::DaemonMessage GenerationPlanner::Announcement(bool abort_collectives) const 
 
 std::string GenerationPlanner::Describe(const Worker& w) const {
   int rank = RankOf(w.id);
-  return absl::StrCat(IsSpare(w) ? "spare " : "worker ", w.id, " (", rank >= 0 ? absl::StrCat("rank ", rank, ", ") : "",
-                      w.host, w.pid != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
+  return absl::StrCat(IsSpare(w) ? "spare " : "worker ", w.id, " (",
+                      rank >= 0 ? absl::StrCat("rank ", rank, ", ") : "", w.host,
+                      w.pid != 0 ? absl::StrCat(", pid ", w.pid) : "", ")");
 }
 
 std::string WhyLeaving(const Plan& plan, const Worker& w, const discovery::HostManager& hosts,

@@ -240,9 +240,9 @@ absl::Status GlooContext::Connect(const std::vector<int>& peers, bool first) {
   if (missing.empty()) return absl::OkStatus();
   HVDD_RETURN_IF_ERROR(health());
   if (store_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "gloo context (rank ", rank, " of ", size, ") has no rendezvous store to connect to rank ",
-        missing.front(), " with"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("gloo context (rank ", rank, " of ", size,
+                     ") has no rendezvous store to connect to rank ", missing.front(), " with"));
   }
   // Also inherited by the connecting threads.
   const ScopedSigpipeBlock sigpipe_block;

@@ -95,7 +95,8 @@ absl::Status CollectiveScope::Connect(const std::vector<int>& peers) {
   absl::Status connected = context_.ConnectPeers(peers);
   if (connected.ok()) return connected;
   if (connected.code() == absl::StatusCode::kAborted) return Fail(AbortedStatus());
-  return Fail(absl::Status(connected.code(), absl::StrCat(label_, " failed: ", connected.message())));
+  return Fail(
+      absl::Status(connected.code(), absl::StrCat(label_, " failed: ", connected.message())));
 }
 
 absl::Status CollectiveScope::Send(gloo::transport::UnboundBuffer& buffer, int peer, size_t offset,
