@@ -547,7 +547,7 @@ class Bench:
 
     # ---- 4: daemon scale --------------------------------------------------
     def scale(self):
-        counts = (1024, 4096) if QUICK else (1024, 4096, 10000)
+        counts = (1024, 4096) if QUICK else (1024, 4096, 10000, 25000, 50000, 100000)
         for n in counts:
             rounds = ROUNDS if n <= 4096 else 1
             runs = []
@@ -555,7 +555,7 @@ class Bench:
                 log(f"daemon scale, {n} simulated workers, run {r + 1}/{rounds}")
                 code, output = run([self.bin("bench_scale_load"), "--daemon-binary",
                                     self.bin("bench_scale_daemon"), "--workers", str(n)],
-                                   timeout=600)
+                                   timeout=900)
                 rows = results(output, "scale")
                 if not rows:
                     raise RuntimeError(f"scale benchmark at {n} workers exited {code}:\n{output}")
@@ -569,15 +569,21 @@ class Bench:
             spread = (f"median of {rounds}, runs {min(readies) * 1e3:.0f}-{max(readies) * 1e3:.0f}"
                       f" ms; " if rounds > 1 else "")
             failed = next((out for good, _, out in runs if not good), "")
-            note = (f"threads {r['threads']}, {r['connections']} connections, heartbeat "
-                    f"{r.get('heartbeat_ms', '?')} ms, CPU daemon {r.get('daemon_cpu_s', '?')} s "
-                    f"+ load {r.get('load_cpu_s', '?')} s"
+            note = (f"heartbeat {r.get('heartbeat_ms', '?')} ms, CPU daemon "
+                    f"{r.get('daemon_cpu_s', '?')} s + load {r.get('load_cpu_s', '?')} s"
                     if ok else "ERRORS: " + failed.strip().splitlines()[-1])
-            table.append(("scale", f"{n:5d} workers ready", f"{float(r['ready_s']) * 1e3:9.0f} ms",
+            table.append(("scale", f"{n:6d} workers ready", f"{float(r['ready_s']) * 1e3:9.0f} ms",
                           "", "", spread + f"bootstrap {float(r['bootstrap_s']) * 1e3:.0f} ms, "
                           + note))
-            table.append(("scale", f"{n:5d} workers daemon RSS", f"{rss:9.1f} MB", "", "",
+            loss = float(r.get("loss_s", -1))
+            table.append(("scale", f"{n:6d} loss->all heard new gen", f"{loss * 1e3:9.0f} ms", "",
+                          "", f"{r.get('loss_heard', '?')} of {n - 1} survivors heard it"))
+            table.append(("scale", f"{n:6d} workers daemon RSS", f"{rss:9.1f} MB", "", "",
                           "VmHWM" + (f", highest of {rounds}" if rounds > 1 else "")))
+            table.append(("scale", f"{n:6d} connections, threads", "", "", "",
+                          f"daemon: {r.get('daemon_sockets', '?')} sockets, {r['threads']} threads;"
+                          f" load generator: {r['connections']} connections, "
+                          f"{r.get('load_threads', '?')} threads"))
             if n == 4096:
                 targets.append((ok and float(r["ready_s"]) < 2.0,
                                 f"4,096 workers ready in {float(r['ready_s']):.2f} s "
@@ -585,8 +591,20 @@ class Bench:
                 targets.append((ok and rss < 300,
                                 f"daemon peak RSS at 4,096 workers {rss:.0f} MB "
                                 "(target < 300 MB)"))
-            if n == 10000:
-                targets.append((ok, "10,000 workers: " + ("works" if ok else "FAILED")))
+            if n == 100000:
+                # The published figure issue 37 holds this against: torch.distributed's
+                # TCPStore bringing up 96,000 ranks in about 100 s (not run here).
+                table.append(("scale", " 96000 ranks up, TCPStore", "", f"{100e3:9.0f} ms", "",
+                              "published figure for torch's TCPStore, not run here"))
+                targets.append((ok and float(r["ready_s"]) < 20.0,
+                                f"100,000 workers ready in {float(r['ready_s']):.2f} s "
+                                "(target < 20 s)"))
+                targets.append((ok and rss < 4096,
+                                f"daemon peak RSS at 100,000 workers {rss:.0f} MB "
+                                "(target < 4,096 MB)"))
+                targets.append((ok and 0 <= loss < 2.0,
+                                f"100,000 workers: a loss's new generation heard by all in "
+                                f"{loss:.2f} s (target < 2 s)"))
 
 
 def print_table():

@@ -13,17 +13,27 @@
 //   out: ADDR <host:port>                      once serving
 //   in:  GO                                    submit the job now
 //   out: LAUNCH <job_id> <worker_id> <token>   one per worker ("-" = no token)
+//   in:  KILL <n>                              the n-th launched worker (from 1)
+//                                              dies of SIGKILL
 //   in:  QUIT                                  report and exit
 //   out: STATS rss_hwm_kb=<VmHWM> rss_kb=<VmRSS> rss_at_go_kb=<VmRSS at GO>
-//        threads=<Threads> cpu_s=<user+sys since GO>
+//        threads=<Threads> sockets=<open sockets> cpu_s=<user+sys since GO>
 //        launch_span_s=<first to last launch> ready_s=<submit to generation ready>
+//
+// It listens on one port of ADDRESSES loopback addresses (127.0.0.1, .2, ...):
+// a client address can open only about 28,000 connections to one server
+// address (the ephemeral port range), so 100,000 workers need several.
+#include <dirent.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -36,7 +46,9 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/auth/auth_policy.h"
 #include "daemon/config/daemon_config.h"
@@ -194,6 +206,38 @@ std::string ProcStatus(const std::string& field) {
   return "0";
 }
 
+// Open sockets of this process: its connections and listeners.
+int OpenSockets() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int sockets = 0;
+  char target[64];
+  while (dirent* entry = readdir(dir)) {
+    const std::string path = absl::StrCat("/proc/self/fd/", entry->d_name);
+    const ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+    if (n > 0 && std::string(target, n).rfind("socket:", 0) == 0) ++sockets;
+  }
+  closedir(dir);
+  return sockets;
+}
+
+// A port free on 127.0.0.1 now, to listen on at every loopback address (0: none).
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
 // User + system CPU of this process so far.
 double CpuSeconds() {
   rusage usage{};
@@ -203,14 +247,15 @@ double CpuSeconds() {
 }
 
 int Main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s WORKERS SLOTS_PER_HOST\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s WORKERS SLOTS_PER_HOST [ADDRESSES]\n", argv[0]);
     return 2;
   }
   const int workers = std::atoi(argv[1]);
   const int slots = std::atoi(argv[2]);
-  if (workers < 1 || slots < 1) {
-    std::fprintf(stderr, "WORKERS and SLOTS_PER_HOST must be positive integers\n");
+  const int addresses = argc == 4 ? std::atoi(argv[3]) : 1;
+  if (workers < 1 || slots < 1 || addresses < 1 || addresses > 254) {
+    std::fprintf(stderr, "WORKERS, SLOTS_PER_HOST and ADDRESSES must be positive integers\n");
     return 2;
   }
 
@@ -245,9 +290,12 @@ int Main(int argc, char** argv) {
   daemon::WorkerServiceImpl worker_service(&jobs, access->get());
   worker_service.set_limits(limits);
   worker_service.set_heartbeat_schedule(&heartbeats);
-  int port = 0;
+  int port = addresses == 1 ? 0 : FreeLoopbackPort();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  for (int a = 1; a <= addresses; ++a) {
+    builder.AddListeningPort(absl::StrCat("127.0.0.", a, ":", port),
+                             grpc::InsecureServerCredentials(), a == 1 ? &port : nullptr);
+  }
   builder.RegisterService(&worker_service);
   daemon::ConfigureWorkerServer(builder, limits);  // as horovodd
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -264,7 +312,9 @@ int Main(int argc, char** argv) {
   v1::JobSpec spec;
   spec.add_argv("scale-bench-stand-in");
   spec.set_num_proc(workers);
-  spec.set_min_np(workers);
+  // Any loss leaves enough workers to go on: the benchmark times the new
+  // generation reaching the survivors, whichever hosts they are on.
+  spec.set_min_np(1);
   spec.set_max_np(workers);
   spec.set_elastic(true);
   for (int placed = 0, host = 0; placed < workers; placed += slots, ++host) {
@@ -284,6 +334,7 @@ int Main(int argc, char** argv) {
   double cpu_at_go_s = 0;
   std::string rss_at_go_kb = "0";
   while (std::getline(std::cin, command)) {
+    absl::string_view line_view = command;
     if (command == "GO") {
       cpu_at_go_s = CpuSeconds();
       rss_at_go_kb = ProcStatus("VmRSS");
@@ -291,6 +342,11 @@ int Main(int argc, char** argv) {
       if (!id.ok()) {
         std::fprintf(stderr, "submit failed: %s\n", id.status().ToString().c_str());
         return 1;
+      }
+    } else if (absl::ConsumePrefix(&line_view, "KILL ")) {
+      int64_t handle = 0;
+      if (!absl::SimpleAtoi(line_view, &handle) || !launcher.Signal(handle, SIGKILL).ok()) {
+        std::fprintf(stderr, "cannot kill worker %s\n", std::string(line_view).c_str());
       }
     } else if (command == "QUIT") {
       break;
@@ -300,10 +356,10 @@ int Main(int argc, char** argv) {
   // From the submit on: accepting the connections beforehand is not timed.
   const double cpu_s = CpuSeconds() - cpu_at_go_s;
   std::printf(
-      "STATS rss_hwm_kb=%s rss_kb=%s rss_at_go_kb=%s threads=%s cpu_s=%.2f "
+      "STATS rss_hwm_kb=%s rss_kb=%s rss_at_go_kb=%s threads=%s sockets=%d cpu_s=%.2f "
       "launch_span_s=%.3f ready_s=%.3f\n",
       ProcStatus("VmHWM").c_str(), ProcStatus("VmRSS").c_str(), rss_at_go_kb.c_str(),
-      ProcStatus("Threads").c_str(), cpu_s, launcher.launch_span_s(), ready.ready_s());
+      ProcStatus("Threads").c_str(), OpenSockets(), cpu_s, launcher.launch_span_s(), ready.ready_s());
   std::fflush(stdout);
   // Tearing down thousands of streams is not what is measured.
   _exit(0);

@@ -9,9 +9,14 @@
 // threads, whatever N is. One TCP connection per worker by default, as real
 // workers have; connections are opened before the clock starts.
 //
+// Once every ring could connect, one worker dies (the daemon's launcher reports
+// its SIGKILL and its connection closes) and the others wait for the new
+// generation the daemon announces on their Attach streams.
+//
 // Prints one line (then "ERROR <first error>" if there was one):
 //   RESULT scale workers=N connections=.. launched_s=.. ready_s=.. bootstrap_s=..
-//          attached=.. heartbeat_ms=.. rss_hwm_mb=.. rss_at_go_mb=.. threads=..
+//          attached=.. heartbeat_ms=.. loss_s=.. loss_heard=.. rss_hwm_mb=..
+//          rss_at_go_mb=.. threads=.. daemon_sockets=.. load_threads=..
 //          daemon_cpu_s=.. daemon_launch_s=.. daemon_ready_s=.. load_cpu_s=.. errors=..
 // ready_s: from the submit to the last rendezvous answer received (generation
 // ready); bootstrap_s: to the last neighbour key read (every ring could
@@ -20,7 +25,11 @@
 // the daemon asked the workers for (0: none); the daemon_* figures and the
 // RSS and threads are the daemon's own (daemon_ready_s: its MEMBERSHIP event;
 // daemon_cpu_s: its CPU from the submit on); load_cpu_s: this process's CPU
-// from the submit to the end (all simulated workers' client side).
+// from the submit to the end (all simulated workers' client side); loss_s:
+// from the kill to the last survivor hearing of the new generation,
+// loss_heard: how many survivors heard of it; threads and daemon_sockets are
+// the daemon's threads and open sockets (its connections and listeners),
+// load_threads this process's.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -59,6 +68,31 @@ double CpuSeconds() {
          usage.ru_stime.tv_usec * 1e-6;
 }
 
+// Room for `files` open files in this process and the daemon it starts (which
+// inherits the limit): the hard limit too where we may (as root), else the
+// soft limit up to the hard one.
+void RaiseOpenFileLimit(uint64_t files) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= files) return;
+  rlimit raised{files, std::max<rlim_t>(files, limit.rlim_max)};
+  if (setrlimit(RLIMIT_NOFILE, &raised) == 0) return;
+  raised = {limit.rlim_max, limit.rlim_max};
+  setrlimit(RLIMIT_NOFILE, &raised);
+}
+
+// Threads of this process now.
+long ThreadCount() {
+  FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return -1;
+  char line[256];
+  long threads = -1;
+  while (std::fgets(line, sizeof(line), status) != nullptr) {
+    if (std::sscanf(line, "Threads: %ld", &threads) == 1) break;
+  }
+  std::fclose(status);
+  return threads;
+}
+
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -69,7 +103,7 @@ struct DaemonProcess {
   FILE* in = nullptr;   // its stdin
   FILE* out = nullptr;  // its stdout
 
-  bool Start(const std::string& binary, int workers, int slots) {
+  bool Start(const std::string& binary, int workers, int slots, int addresses) {
     int to_child[2], from_child[2];
     if (pipe(to_child) != 0 || pipe(from_child) != 0) return false;
     pid = fork();
@@ -79,8 +113,10 @@ struct DaemonProcess {
       dup2(from_child[1], 1);
       close(to_child[1]);
       close(from_child[0]);
-      const std::string w = std::to_string(workers), s = std::to_string(slots);
-      execl(binary.c_str(), binary.c_str(), w.c_str(), s.c_str(), static_cast<char*>(nullptr));
+      const std::string w = std::to_string(workers), s = std::to_string(slots),
+                        a = std::to_string(addresses);
+      execl(binary.c_str(), binary.c_str(), w.c_str(), s.c_str(), a.c_str(),
+            static_cast<char*>(nullptr));
       std::perror(binary.c_str());
       _exit(127);
     }
@@ -129,6 +165,8 @@ struct Shared {
   std::string first_error;      // guarded by mu
   double last_ready_s = 0;      // guarded by mu
   double last_bootstrap_s = 0;  // guarded by mu
+  int loss_heard = 0;           // guarded by mu
+  double last_loss_heard_s = 0; // guarded by mu
   Clock::time_point start;
 
   void Error(const std::string& what) {
@@ -203,6 +241,14 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
       OnRendezvous(notification_.rendezvous());
     } else if (ok) {
       notifications_.fetch_add(1);
+      if (rank_ >= 0 && notification_.generation() > rendezvous_response_.generation() &&
+          !heard_next_generation_) {
+        heard_next_generation_ = true;  // only this reactor's reads touch it
+        std::lock_guard<std::mutex> lock(shared_->mu);
+        ++shared_->loss_heard;
+        shared_->last_loss_heard_s = SecondsSince(shared_->start);
+        shared_->cv.notify_all();
+      }
       // As the runtime: the daemon's interval, at most a quarter of its 30 s
       // grace for an unreachable daemon.
       if (const int64_t ms = notification_.heartbeat_interval_ms(); ms > 0) {
@@ -296,6 +342,7 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
   std::atomic<int64_t> interval_us_;           // the daemon's once it said
   std::atomic<int64_t> last_heartbeat_us_{0};  // written by Start, then the heartbeat thread
   std::atomic<bool> heard_interval_{false};
+  bool heard_next_generation_ = false;  // read and written by OnReadDone only
   std::mutex write_mu_;
   bool writing_ = false;  // guarded by write_mu_
   bool done_ = false;     // guarded by write_mu_
@@ -317,6 +364,7 @@ struct Options {
   int slots = 8;
   int workers_per_connection = 1;
   int heartbeat_ms = 500;  // the runtime's default, until the daemon names one
+  int connections_per_address = 25000;  // below the ephemeral ports of one address
   double timeout_s = 300;
 };
 
@@ -331,6 +379,8 @@ bool ParseOptions(int argc, char** argv, Options& o) {
       o.slots = std::atoi(value.c_str());
     else if (flag == "--workers-per-connection")
       o.workers_per_connection = std::atoi(value.c_str());
+    else if (flag == "--connections-per-address")
+      o.connections_per_address = std::atoi(value.c_str());
     else if (flag == "--heartbeat-ms")
       o.heartbeat_ms = std::atoi(value.c_str());
     else if (flag == "--timeout")
@@ -341,10 +391,11 @@ bool ParseOptions(int argc, char** argv, Options& o) {
     }
   }
   if ((argc - 1) % 2 != 0 || o.daemon_binary.empty() || o.workers < 1 || o.slots < 1 ||
-      o.workers_per_connection < 1 || o.heartbeat_ms < 1) {
+      o.workers_per_connection < 1 || o.heartbeat_ms < 1 || o.connections_per_address < 1) {
     std::fprintf(stderr,
                  "usage: %s --daemon-binary PATH [--workers N] [--slots N]"
-                 " [--workers-per-connection N] [--heartbeat-ms MS] [--timeout S]\n",
+                 " [--workers-per-connection N] [--connections-per-address N]"
+                 " [--heartbeat-ms MS] [--timeout S]\n",
                  argv[0]);
     return false;
   }
@@ -356,8 +407,19 @@ int Main(int argc, char** argv) {
   if (!ParseOptions(argc, argv, options)) return 2;
   signal(SIGPIPE, SIG_IGN);
 
+  // Separate subchannel pools give each channel its own TCP connection.
+  const int connections =
+      (options.workers + options.workers_per_connection - 1) / options.workers_per_connection;
+  const int addresses =
+      (connections + options.connections_per_address - 1) / options.connections_per_address;
+  if (addresses > 254) {
+    std::fprintf(stderr, "%d connections need more than 254 loopback addresses\n", connections);
+    return 2;
+  }
+  RaiseOpenFileLimit(static_cast<uint64_t>(connections) + options.workers + 4096);
+
   DaemonProcess daemon;
-  if (!daemon.Start(options.daemon_binary, options.workers, options.slots)) {
+  if (!daemon.Start(options.daemon_binary, options.workers, options.slots, addresses)) {
     std::fprintf(stderr, "cannot start %s\n", options.daemon_binary.c_str());
     return 1;
   }
@@ -368,10 +430,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const std::string address = addr_line.substr(5);
-
-  // Separate subchannel pools give each channel its own TCP connection.
-  const int connections =
-      (options.workers + options.workers_per_connection - 1) / options.workers_per_connection;
+  const std::string port = address.substr(address.rfind(':') + 1);
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs;
   for (int i = 0; i < connections; ++i) {
@@ -382,9 +441,10 @@ int Main(int argc, char** argv) {
     // The load generator's own cost, not the daemon's: the retry filter buffers
     // every call. Real workers pay that on their own hosts' CPUs.
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    const std::string target = absl::StrCat("127.0.0.", 1 + i % addresses, ":", port);
+    auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60))) {
-      std::fprintf(stderr, "connection %d to %s failed\n", i, address.c_str());
+      std::fprintf(stderr, "connection %d to %s failed\n", i, target.c_str());
       daemon.Kill();
       return 1;
     }
@@ -445,6 +505,30 @@ int Main(int argc, char** argv) {
       return shared.errors > 0 || shared.bootstrap_done == options.workers;
     });
   }
+  // One worker dies: the daemon hears of its exit, its connection closes.
+  double loss_start_s = 0;
+  const int victim = options.workers / 2;
+  const int survivors = options.workers - 1;
+  if (complete && survivors > 0) {
+    {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      loss_start_s = SecondsSince(shared.start);
+    }
+    daemon.Send(absl::StrCat("KILL ", victim + 1).c_str());  // launch order, from 1
+    {
+      std::lock_guard<std::mutex> lock(workers_mu);
+      workers[victim]->Cancel();
+    }
+    std::unique_lock<std::mutex> lock(shared.mu);
+    if (!shared.cv.wait_for(lock, std::chrono::duration<double>(options.timeout_s),
+                            [&] { return shared.errors > 0 || shared.loss_heard >= survivors; })) {
+      if (shared.errors++ == 0) {
+        shared.first_error = absl::StrCat("after a worker's loss only ", shared.loss_heard, " of ",
+                                          survivors, " survivors heard of a new generation");
+      }
+    }
+  }
+  const long load_threads = ThreadCount();
   int notified = 0;
   int64_t heartbeat_ms = 0;  // what the daemon asked for (the last worker's), 0 if never
   {
@@ -457,15 +541,17 @@ int Main(int argc, char** argv) {
   const double load_cpu_s = CpuSeconds() - cpu_at_go_s;
   daemon.Send("QUIT");
   std::string stats = daemon.ReadLine();
+  while (!stats.empty() && stats.rfind("STATS ", 0) != 0) stats = daemon.ReadLine();  // relaunches
   daemon.Kill(/*grace_s=*/10);
 
-  long rss_hwm_kb = 0, rss_at_go_kb = 0, threads = 0;
+  long rss_hwm_kb = 0, rss_at_go_kb = 0, threads = 0, daemon_sockets = 0;
   double daemon_cpu_s = 0, daemon_launch_s = 0, daemon_ready_s = 0;
   for (absl::string_view part : absl::StrSplit(stats, ' ')) {
     const std::string value(part.substr(part.find('=') + 1));
     if (absl::ConsumePrefix(&part, "rss_hwm_kb=")) rss_hwm_kb = std::atol(value.c_str());
     if (absl::ConsumePrefix(&part, "rss_at_go_kb=")) rss_at_go_kb = std::atol(value.c_str());
     if (absl::ConsumePrefix(&part, "threads=")) threads = std::atol(value.c_str());
+    if (absl::ConsumePrefix(&part, "sockets=")) daemon_sockets = std::atol(value.c_str());
     if (absl::ConsumePrefix(&part, "cpu_s=")) daemon_cpu_s = std::atof(value.c_str());
     if (absl::ConsumePrefix(&part, "launch_span_s=")) daemon_launch_s = std::atof(value.c_str());
     if (absl::ConsumePrefix(&part, "ready_s=")) daemon_ready_s = std::atof(value.c_str());
@@ -479,11 +565,14 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "RESULT scale workers=%d connections=%d launched_s=%.3f ready_s=%.3f bootstrap_s=%.3f "
-      "attached=%d heartbeat_ms=%lld rss_hwm_mb=%.1f rss_at_go_mb=%.1f threads=%ld "
+      "attached=%d heartbeat_ms=%lld loss_s=%.3f loss_heard=%d rss_hwm_mb=%.1f "
+      "rss_at_go_mb=%.1f threads=%ld daemon_sockets=%ld load_threads=%ld "
       "daemon_cpu_s=%.2f daemon_launch_s=%.3f daemon_ready_s=%.3f load_cpu_s=%.2f errors=%d\n",
       options.workers, connections, last_launch_s, shared.last_ready_s, shared.last_bootstrap_s,
-      notified, static_cast<long long>(heartbeat_ms), rss_hwm_kb / 1024.0, rss_at_go_kb / 1024.0,
-      threads, daemon_cpu_s, daemon_launch_s, daemon_ready_s, load_cpu_s, shared.errors);
+      notified, static_cast<long long>(heartbeat_ms),
+      shared.loss_heard > 0 ? shared.last_loss_heard_s - loss_start_s : -1.0, shared.loss_heard,
+      rss_hwm_kb / 1024.0, rss_at_go_kb / 1024.0, threads, daemon_sockets, load_threads,
+      daemon_cpu_s, daemon_launch_s, daemon_ready_s, load_cpu_s, shared.errors);
   if (shared.errors > 0) std::printf("ERROR %s\n", shared.first_error.c_str());
   std::fflush(stdout);
   // Thousands of streams to a daemon that is gone: nothing worth tearing down.
