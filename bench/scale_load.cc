@@ -7,7 +7,9 @@
 // key-value traffic of a ring bootstrap (sets its own address key, reads its
 // two neighbours'). All of it runs on gRPC's callback API: a handful of
 // threads, whatever N is. One TCP connection per worker by default, as real
-// workers have; connections are opened before the clock starts.
+// workers have, unless the open file limit is lower (then a few workers share
+// one, as a host's workers would through an aggregator); connections are
+// opened before the clock starts.
 //
 // Once every ring could connect, one worker dies (the daemon's launcher reports
 // its SIGKILL and its connection closes) and the others wait for the new
@@ -362,7 +364,7 @@ struct Options {
   std::string daemon_binary;
   int workers = 1024;
   int slots = 8;
-  int workers_per_connection = 1;
+  int workers_per_connection = 0;  // 0: 1, or as few as the open file limit allows
   int heartbeat_ms = 500;  // the runtime's default, until the daemon names one
   int connections_per_address = 25000;  // below the ephemeral ports of one address
   double timeout_s = 300;
@@ -391,10 +393,10 @@ bool ParseOptions(int argc, char** argv, Options& o) {
     }
   }
   if ((argc - 1) % 2 != 0 || o.daemon_binary.empty() || o.workers < 1 || o.slots < 1 ||
-      o.workers_per_connection < 1 || o.heartbeat_ms < 1 || o.connections_per_address < 1) {
+      o.workers_per_connection < 0 || o.heartbeat_ms < 1 || o.connections_per_address < 1) {
     std::fprintf(stderr,
                  "usage: %s --daemon-binary PATH [--workers N] [--slots N]"
-                 " [--workers-per-connection N] [--connections-per-address N]"
+                 " [--workers-per-connection N (0: auto)] [--connections-per-address N]"
                  " [--heartbeat-ms MS] [--timeout S]\n",
                  argv[0]);
     return false;
@@ -407,6 +409,16 @@ int Main(int argc, char** argv) {
   if (!ParseOptions(argc, argv, options)) return 2;
   signal(SIGPIPE, SIG_IGN);
 
+  // One connection per worker, as real workers have, where the open file
+  // limit (of each side: the daemon inherits ours) allows; else workers
+  // share connections as evenly as it allows.
+  RaiseOpenFileLimit(static_cast<uint64_t>(options.workers) + 4096);
+  if (options.workers_per_connection == 0) {
+    rlimit limit{};
+    getrlimit(RLIMIT_NOFILE, &limit);
+    const int64_t usable = std::max<int64_t>(static_cast<int64_t>(limit.rlim_cur) - 2048, 1);
+    options.workers_per_connection = static_cast<int>((options.workers + usable - 1) / usable);
+  }
   // Separate subchannel pools give each channel its own TCP connection.
   const int connections =
       (options.workers + options.workers_per_connection - 1) / options.workers_per_connection;
@@ -416,7 +428,6 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%d connections need more than 254 loopback addresses\n", connections);
     return 2;
   }
-  RaiseOpenFileLimit(static_cast<uint64_t>(connections) + options.workers + 4096);
 
   DaemonProcess daemon;
   if (!daemon.Start(options.daemon_binary, options.workers, options.slots, addresses)) {
