@@ -520,11 +520,15 @@ int Main(int argc, char** argv) {
   double loss_start_s = 0;
   const int victim = options.workers / 2;
   const int survivors = options.workers - 1;
-  if (complete && survivors > 0) {
-    {
-      std::lock_guard<std::mutex> lock(shared.mu);
-      loss_start_s = SecondsSince(shared.start);
-    }
+  bool bootstrapped = false;
+  {
+    std::lock_guard<std::mutex> lock(shared.mu);
+    bootstrapped = complete && shared.errors == 0;
+    loss_start_s = SecondsSince(shared.start);
+  }
+  // Only after a clean start: a generation the daemon moved on from by itself
+  // would count as heard.
+  if (bootstrapped && survivors > 0) {
     daemon.Send(absl::StrCat("KILL ", victim + 1).c_str());  // launch order, from 1
     {
       std::lock_guard<std::mutex> lock(workers_mu);
