@@ -29,6 +29,7 @@ from test_security import OwnDaemon
 
 PYTHON = "/usr/bin/python3"
 PROBE = Path(__file__).resolve().parent / "elastic_probe.py"
+STALL_PROBE = Path(__file__).resolve().parent / "stall_probe.py"
 VIEWER_TOKEN = "viewer-token-of-the-page-tests"
 CLI_DEADLINE = 60
 # A job that runs until it is ended; a command that never joins the job's rendezvous would be
@@ -114,7 +115,9 @@ def job_view(tab):
         reset_markers: document.querySelectorAll('#size-chart .reset-marker').length,
         hosts: rows('#hosts-table').map(tr => ({host: tr.dataset.host, state: tr.dataset.state,
                                                 cooldown: cell(tr, 'cooldown')})),
+        stall: (document.querySelector('#job-summary dd[data-col="stall"]') || {}).innerText,
         workers: rows('#workers-table').map(tr => ({state: tr.dataset.state,
+                                                    look: tr.className,
                                                     host: cell(tr, 'host'),
                                                     pid: cell(tr, 'pid'),
                                                     rank: cell(tr, 'rank'),
@@ -254,6 +257,43 @@ def test_a_job_that_grows_loses_a_worker_and_finishes_as_the_page_shows_it(
     assert tab.evaluate(f"document.querySelector('#jobs-table tr[data-job=\"{job}\"]')"
                         ".dataset.state") == "SUCCEEDED"
     tab.screenshot(tmp_path / "status-page-ended.png")
+
+
+def test_the_culprit_of_a_stall_is_highlighted_and_the_spare_listed(horovodd, tab, tmp_path):
+    # Two workers on localhost and a hot spare, which goes to 127.0.0.1 (a host without
+    # members). Rank 1 sleeps inside step 3 while its heartbeat runs: once the others have waited
+    # past the warning time its row is the stall's culprit, and the summary names it.
+    daemon = page_daemon(horovodd, tmp_path)
+    job = submit(daemon, "-np", 2, "--min-np", 1, "-H", "localhost:2,127.0.0.1:1",
+                 "--hot-spares", 1, "--stall-check-warning-time-seconds", 3,
+                 "--stall-check-shutdown-time-seconds", 3600, "--start-timeout", 120,
+                 "--env", f"PYTHONPATH={BUILD / 'python'}",
+                 PYTHON, STALL_PROBE, "--marker-dir", tmp_path, "--epochs", 50,
+                 "--sleep", "1:3:3600", cwd=tmp_path)
+    tab.goto(daemon.page_url)
+    log_in(tab, VIEWER_TOKEN)
+    tab.evaluate(f"location.hash = 'job={job}'")
+    spare = wait_view(tab, lambda v: any(w["state"] == "WORKER_SPARE_READY" for w in v["workers"]),
+                      "the spare, ready, in the workers table", timeout=JOB_DEADLINE)
+    listed = next(w for w in spare["workers"] if w["state"] == "WORKER_SPARE_READY")
+    assert listed["host"] == "127.0.0.1" and listed["look"] == "worker-spare", listed
+
+    marker = tmp_path / "slept-1-3"
+    wait_for(lambda: marker.exists() and marker.read_text(), "rank 1 to fall asleep",
+             timeout=JOB_DEADLINE)
+    pid, host = marker.read_text().split()
+    stalled = wait_view(tab, lambda v: any(w["look"] == "worker-culprit" for w in v["workers"]),
+                        "the culprit's row highlighted", timeout=JOB_DEADLINE)
+    culprits = [w for w in stalled["workers"] if w["look"] == "worker-culprit"]
+    assert [(w["rank"], w["host"], w["pid"]) for w in culprits] == [("1", host, pid)], culprits
+    assert f"rank 1 ({host}, pid {pid})" in stalled["stall"], stalled["stall"]
+    assert "missing" in stalled["stall"], stalled["stall"]
+    tab.screenshot(tmp_path / "status-page-stall.png")
+
+    status, _ = api(daemon.page_url + f"api/jobs/{job}/cancel", daemon.admin_token, "POST")
+    assert status == 200
+    wait_view(tab, lambda v: v["state"] == "CANCELLED", "the job to be cancelled",
+              timeout=JOB_DEADLINE)
 
 
 def test_the_admin_cancels_a_job_after_saying_yes(horovodd, tab, tmp_path):

@@ -45,6 +45,8 @@ const SUMMARY_FIELDS = [
   {key: 'ended', title: 'Ended', value: j => clock(j.ended_unix)},
   {key: 'command', title: 'Command', value: j => (j.spec.argv || []).join(' '), wide: true},
   {key: 'reason', title: 'Reason', value: j => j.reason, wide: true},
+  {key: 'stall', title: 'Stall', value: j => stallText(j.stall), when: j => 'stall' in j,
+   wide: true},
 ];
 
 const HOST_COLUMNS = [
@@ -56,9 +58,9 @@ const HOST_COLUMNS = [
 ];
 
 // Per worker: what each rank waits in and its step time come from its
-// heartbeats' reports (activity; activity_unix 0: none yet). Issue #35 adds
-// the spares: each is one more entry here (and workerRowClass below is where
-// the culprits of a stall get highlighted).
+// heartbeats' reports (activity; activity_unix 0: none yet). Hot spares are
+// workers in the SPARE_STARTING / SPARE_READY states; workerRowClass marks
+// them, the culprits of a stall and the stragglers.
 const WORKER_COLUMNS = [
   {key: 'rank', title: 'Rank', value: w => (w.rank >= 0 ? w.rank : '-')},
   {key: 'worker', title: 'Worker', value: w => w.worker_id},
@@ -72,6 +74,8 @@ const WORKER_COLUMNS = [
    when: w => 'activity' in w},
   {key: 'step', title: 'Step time', value: w => stepTime(w), when: w => 'activity' in w},
   {key: 'waits_in', title: 'Waits in', value: w => waitsIn(w), when: w => 'activity' in w},
+  {key: 'lost', title: 'Lost / step', value: w => lostPerStep(w),
+   when: w => w.lost_seconds_per_step > 0},
 ];
 
 // Where the job's time went: JobGoodput's parts, in the order shown, as
@@ -95,8 +99,31 @@ const EVENT_COLUMNS = [
 const EVENTS_SHOWN = 200;  // newest first
 const EVENTS_KEPT = 2000;  // and every MEMBERSHIP event, for the chart
 
-function workerRowClass(w) {
-  return isGone(w) ? 'worker-gone' : '';
+// The row's look, most telling first: the culprit of the stall now named,
+// a straggler, a spare, a worker that is gone. `culprits` holds the worker
+// ids the job's stall names.
+function workerRowClass(w, culprits) {
+  if (isGone(w)) return 'worker-gone';
+  if (culprits.has(w.worker_id)) return 'worker-culprit';
+  if (w.straggler) return 'worker-straggler';
+  if (w.state.startsWith('WORKER_SPARE_')) return 'worker-spare';
+  return '';
+}
+
+// "allreduce 'grad.w1' waited 12s; missing: rank 1 (localhost, pid 4242)".
+function stallText(stall) {
+  const c = stall.collective || {};
+  const who = (stall.culprits || []).map(
+      x => `rank ${x.rank} (${x.host}, pid ${x.pid}${stall.kind === 'link' ? `, to rank ${x.peer}` : ''})`);
+  const waited = c.since_unix ? ` since ${clock(c.since_unix)}` : '';
+  const then = stall.evicted ? '; evicted' :
+      (stall.evict_unix ? `; evicted at ${clock(stall.evict_unix)} if it lasts` : '');
+  return `${c.operation || 'collective'} '${c.name || ''}' waited${waited}; ` +
+         `${stall.kind || 'missing'}: ${who.join(', ')}${then}`;
+}
+
+function lostPerStep(w) {
+  return `${(w.lost_seconds_per_step * 1e3).toFixed(0)} ms${w.straggler ? ' (straggler)' : ''}`;
 }
 
 // ---- State
@@ -339,15 +366,17 @@ function renderJob() {
       tr.dataset.state = hostState(h);
     },
   });
-  const workers = [...job.workers].sort((a, b) =>
-    (isGone(a) - isGone(b)) || ((a.rank < 0) - (b.rank < 0)) || (a.rank - b.rank) ||
-    (a.worker_id - b.worker_id));
+  const culprits = new Set(
+      job.stall && !job.stall.evicted ? (job.stall.culprits || []).map(c => c.worker_id) : []);
+  // The look goes into the row, so that a row redraws when it changes.
+  const workers = [...job.workers].map(w => ({...w, look: workerRowClass(w, culprits)})).sort(
+      (a, b) => (isGone(a) - isGone(b)) || ((a.rank < 0) - (b.rank < 0)) || (a.rank - b.rank) ||
+          (a.worker_id - b.worker_id));
   renderTable($('workers-table'), WORKER_COLUMNS, workers, {
     decorate: (tr, w) => {
       tr.dataset.worker = w.worker_id;
       tr.dataset.state = w.state;
-      const extra = workerRowClass(w);
-      if (extra) tr.classList.add(extra);
+      if (w.look) tr.classList.add(w.look);
     },
   });
   const timed = hasGoodput(job);
