@@ -4,12 +4,15 @@
 // elastic job (their exits count as failures: their hosts are blacklisted
 // and the others reset), fails a fixed-size job naming them, evicts the
 // stragglers --evict-stragglers asks for.
+#include <algorithm>
 #include <csignal>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/job/job_driver.h"
+
+#include <algorithm>
 
 namespace horovodd::daemon {
 namespace {
@@ -99,6 +102,18 @@ void JobDriver::CheckStalls() {
     if (verdict.act.has_value()) ActOnStall(*verdict.act);
     for (const v1::StallCulprit& c : verdict.evict_stragglers) {
       if (lifecycle_.Terminal()) return;
+      // A slow rank costs the job time; evicting it must not cost the job.
+      // Its host is blacklisted, so the ranks there go too.
+      int left = 0;
+      for (int64_t id : generations_.ready_members()) left += workers_.at(id).host != c.host();
+      if (left < std::max(spec_.min_np(), 1)) {
+        recorder_.Record(v1::JobEvent::WARNING,
+                         absl::StrCat("rank ", c.rank(), " on ", c.host(),
+                                      " is a straggler but is not evicted: without its host ", left,
+                                      " rank(s) would be left, under --min-np ", spec_.min_np()),
+                         "straggler_kept");
+        continue;
+      }
       Evict(c.worker_id(), absl::StrCat("a straggler (--evict-stragglers ",
                                         spec_.evict_stragglers(), "): ", c.last_did()));
     }
