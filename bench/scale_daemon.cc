@@ -359,7 +359,8 @@ int Main(int argc, char** argv) {
       "STATS rss_hwm_kb=%s rss_kb=%s rss_at_go_kb=%s threads=%s sockets=%d cpu_s=%.2f "
       "launch_span_s=%.3f ready_s=%.3f\n",
       ProcStatus("VmHWM").c_str(), ProcStatus("VmRSS").c_str(), rss_at_go_kb.c_str(),
-      ProcStatus("Threads").c_str(), OpenSockets(), cpu_s, launcher.launch_span_s(), ready.ready_s());
+      ProcStatus("Threads").c_str(), OpenSockets(), cpu_s, launcher.launch_span_s(),
+      ready.ready_s());
   std::fflush(stdout);
   // Tearing down thousands of streams is not what is measured.
   _exit(0);

@@ -161,14 +161,14 @@ struct DaemonProcess {
 struct Shared {
   std::mutex mu;
   std::condition_variable cv;
-  int rendezvous_done = 0;      // guarded by mu
-  int bootstrap_done = 0;       // guarded by mu
-  int errors = 0;               // guarded by mu
-  std::string first_error;      // guarded by mu
-  double last_ready_s = 0;      // guarded by mu
-  double last_bootstrap_s = 0;  // guarded by mu
-  int loss_heard = 0;           // guarded by mu
-  double last_loss_heard_s = 0; // guarded by mu
+  int rendezvous_done = 0;       // guarded by mu
+  int bootstrap_done = 0;        // guarded by mu
+  int errors = 0;                // guarded by mu
+  std::string first_error;       // guarded by mu
+  double last_ready_s = 0;       // guarded by mu
+  double last_bootstrap_s = 0;   // guarded by mu
+  int loss_heard = 0;            // guarded by mu
+  double last_loss_heard_s = 0;  // guarded by mu
   Clock::time_point start;
 
   void Error(const std::string& what) {
@@ -364,8 +364,8 @@ struct Options {
   std::string daemon_binary;
   int workers = 1024;
   int slots = 8;
-  int workers_per_connection = 0;  // 0: 1, or as few as the open file limit allows
-  int heartbeat_ms = 500;  // the runtime's default, until the daemon names one
+  int workers_per_connection = 0;       // 0: 1, or as few as the open file limit allows
+  int heartbeat_ms = 500;               // the runtime's default, until the daemon names one
   int connections_per_address = 25000;  // below the ephemeral ports of one address
   double timeout_s = 300;
 };
