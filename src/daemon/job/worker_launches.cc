@@ -41,20 +41,25 @@ void WorkerLaunches::Launch(const std::string& host, int planned_rank) {
     return;
   }
   if (!launched->ok()) {
-    // Never started: as if it had never been planned.
-    liveness_.Forget(id);
-    workers_.Erase(id);
-    if (starter_.FailsEverywhere(launched->status(), /*on_loop=*/true)) {
-      end_.Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched->status().message()));
-      return;
-    }
-    hosts_.LaunchFailed(host, launched->status());
+    NeverStarted(id, host, launched->status());
     return;
   }
   WorkerTable::Started(w, **launched);
   recorder_.Record(v1::JobEvent::INFO,
                    absl::StrCat("started worker ", id, " on ", host, " (pid ", w.pid, ")"));
   generations_.AddMember(id);
+}
+
+void WorkerLaunches::NeverStarted(int64_t id, const std::string& host, const absl::Status& status) {
+  // As if it had never been planned; its host sits out a cooldown, unless no
+  // worker can start anywhere.
+  liveness_.Forget(id);
+  workers_.Erase(id);
+  if (starter_.FailsEverywhere(status, /*on_loop=*/true)) {
+    end_.Finish(v1::FAILED, absl::StrCat("cannot start workers: ", status.message()));
+    return;
+  }
+  hosts_.LaunchFailed(host, status);
 }
 
 void WorkerLaunches::LaunchSpare(const std::string& host, int next_rank) {
@@ -70,13 +75,7 @@ void WorkerLaunches::LaunchSpare(const std::string& host, int next_rank) {
     return;
   }
   if (!launched->ok()) {
-    liveness_.Forget(id);
-    workers_.Erase(id);
-    if (starter_.FailsEverywhere(launched->status(), /*on_loop=*/true)) {
-      end_.Finish(v1::FAILED, absl::StrCat("cannot start workers: ", launched->status().message()));
-      return;
-    }
-    hosts_.LaunchFailed(host, launched->status());
+    NeverStarted(id, host, launched->status());
     return;
   }
   WorkerTable::Started(w, **launched);

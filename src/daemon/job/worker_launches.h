@@ -16,6 +16,7 @@
 #include <functional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/job/job_context.h"
 #include "daemon/job/job_end.h"
@@ -56,6 +57,9 @@ class WorkerLaunches {
   void Launched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched);
 
  private:
+  // A launch that failed on the loop: the worker leaves the table.
+  void NeverStarted(int64_t id, const std::string& host, const absl::Status& status);
+
   const JobContext& context_;
   const Clock& clock_;
   const JobLifecycle& lifecycle_;
