@@ -458,22 +458,7 @@ absl::StatusOr<std::vector<ArchivedJob>> EtcdJournal::Recover(std::vector<Resuma
   // The limit may be lower than the run that wrote these had.
   if (auto status = Commit(PruneFinishedJobs()); !status.ok()) return recovery_error(status);
   HVDD_ASSIGN_OR_RETURN(std::vector<ArchivedJob> all, ReadAllLocked());
-  if (resumable.empty()) return all;
-  std::vector<ArchivedJob> archived;
-  for (ArchivedJob& job : all) {
-    auto it = resumable.find(job.status.job_id());
-    if (it == resumable.end()) {
-      archived.push_back(std::move(job));
-      continue;
-    }
-    ResumableJob resume;
-    resume.job_id = job.status.job_id();
-    resume.spec = job.status.spec();
-    resume.created = absl::FromUnixMicros(static_cast<int64_t>(job.status.created_unix() * 1e6));
-    resume.checkpoint = std::move(it->second);
-    running->push_back(std::move(resume));
-  }
-  return archived;
+  return SplitOffResumable(std::move(all), std::move(resumable), running);
 }
 
 absl::StatusOr<std::vector<ArchivedJob>> EtcdJournal::ReadAll() {

@@ -13,6 +13,7 @@
 // implementation serialises them itself.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,5 +77,12 @@ class Journal : public JobObserver {
 
 // What both stores check of their limits: INVALID_ARGUMENT below 1.
 absl::Status CheckJournalLimits(const JournalLimits& limits);
+
+// The last step of both stores' Recover: the jobs of `all` that have a
+// checkpoint (by job id) move to `running` as ResumableJobs; the rest are
+// returned, in their order. `running` may be null only when `checkpoints` is empty.
+std::vector<ArchivedJob> SplitOffResumable(std::vector<ArchivedJob> all,
+                                           std::map<std::string, JobCheckpoint> checkpoints,
+                                           std::vector<ResumableJob>* running);
 
 }  // namespace horovodd::daemon

@@ -255,15 +255,6 @@ absl::Status SqliteJournal::Statements::Prepare(SqliteDb& db) {
   return absl::OkStatus();
 }
 
-absl::Status CheckJournalLimits(const JournalLimits& limits) {
-  if (limits.max_events_per_job < 1 || limits.max_finished_jobs < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("journal limits must be at least 1 (events per job ",
-                     limits.max_events_per_job, ", finished jobs ", limits.max_finished_jobs, ")"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const std::string& state_dir,
                                                        JournalLimits limits) {
   HVDD_ASSIGN_OR_RETURN(auto journal, SqliteJournal::Open(state_dir, limits));

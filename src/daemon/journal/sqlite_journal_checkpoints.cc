@@ -199,22 +199,8 @@ absl::StatusOr<std::vector<ArchivedJob>> SqliteJournal::Recover(
   }
   if (!status.ok()) return RecoveryError(status);
   absl::StatusOr<std::vector<ArchivedJob>> all = ReadAll();
-  if (!all.ok() || resumable.empty()) return all;
-  std::vector<ArchivedJob> archived;
-  for (ArchivedJob& job : *all) {
-    auto it = resumable.find(job.status.job_id());
-    if (it == resumable.end()) {
-      archived.push_back(std::move(job));
-      continue;
-    }
-    ResumableJob resume;
-    resume.job_id = job.status.job_id();
-    resume.spec = job.status.spec();
-    resume.created = absl::FromUnixMicros(static_cast<int64_t>(job.status.created_unix() * 1e6));
-    resume.checkpoint = std::move(it->second);
-    running->push_back(std::move(resume));
-  }
-  return archived;
+  if (!all.ok()) return all;
+  return SplitOffResumable(*std::move(all), std::move(resumable), running);
 }
 
 }  // namespace horovodd::daemon
