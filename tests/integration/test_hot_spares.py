@@ -60,6 +60,18 @@ def generation_pids(run, generation, size):
     return run.wait_for(complete, f"generation {generation}'s {size} ranks")
 
 
+def first_generation_and_ready_spare(run, hosts, spare_host):
+    """Waits for the first generation (size 2 on `hosts`), a ready spare on `spare_host` and
+    the first epoch's end; (first generation, its {rank: pid}, spare id, spare pid)."""
+    run.wait_for(lambda _l: readies(run), "the first generation")
+    first = readies(run)[0]
+    assert first[1:] == (2, hosts), run.output()
+    pids = generation_pids(run, first[0], 2)
+    spare_id, spare_pid = wait_spare_ready(run, spare_host)
+    run.wait_for_line(r"epoch 1/6", "the first epoch to end")
+    return first, pids, spare_id, spare_pid
+
+
 def check_result(tmp_path, epochs, final_size, resets):
     result = read_result(tmp_path / "result.json")
     assert result["epochs_completed"] == epochs
@@ -76,12 +88,7 @@ def test_a_killed_worker_is_replaced_by_the_spare_in_one_reset_at_the_same_size(
     # takes rank 1 in one reset at size 2, and a new spare starts on the slot left.
     run = spare_run(horovodrun, tmp_path, f"{A}:1\n{B}:1\n{C}:2", "-np", 2, "--min-np", 1,
                     "--max-np", 2, "--hot-spares", 1)
-    run.wait_for(lambda _l: readies(run), "the first generation")
-    first = readies(run)[0]
-    assert first[1:] == (2, [A, B]), run.output()
-    before = generation_pids(run, first[0], 2)
-    spare_id, spare_pid = wait_spare_ready(run, C)
-    run.wait_for_line(r"epoch 1/6", "the first epoch to end")
+    first, before, spare_id, spare_pid = first_generation_and_ready_spare(run, [A, B], C)
 
     os.kill(before[1], signal.SIGKILL)
     run.wait_for_line(rf"horovodrun: spare {spare_id} on {re.escape(C)} took rank 1 ",
@@ -123,12 +130,7 @@ def test_losing_the_host_of_a_worker_and_the_spare_blacklists_it_as_today(horovo
     # the size the remaining slots allow (1, on localhost).
     run = spare_run(horovodrun, tmp_path, f"{A}:1\n{B}:2", "-np", 2, "--min-np", 1,
                     "--max-np", 2, "--hot-spares", 1)
-    run.wait_for(lambda _l: readies(run), "the first generation")
-    first = readies(run)[0]
-    assert first[1:] == (2, [A, B]), run.output()
-    before = generation_pids(run, first[0], 2)
-    _spare_id, spare_pid = wait_spare_ready(run, B)
-    run.wait_for_line(r"epoch 1/6", "the first epoch to end")
+    _first, before, _spare_id, spare_pid = first_generation_and_ready_spare(run, [A, B], B)
     os.kill(before[1], signal.SIGKILL)
     os.kill(spare_pid, signal.SIGKILL)
     assert run.wait() == 0, run.output()
