@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -337,7 +338,7 @@ struct TwoHostJob {
     }
     return spec;
   }
-  TwoHostJob() : job(Spec()) {
+  explicit TwoHostJob(v1::JobSpec spec = Spec()) : job(std::move(spec)) {
     REQUIRE(WaitUntil([&] { return job.launcher.worker_ids().size() == 4; }));
     REQUIRE(job.launcher.hosts() ==
             std::vector<std::string>{"localhost", "localhost", "127.0.0.1", "127.0.0.1"});
@@ -527,6 +528,55 @@ TEST_CASE("simulated time: a failed worker's job accounts its time as training, 
   CHECK(g.wall_seconds() == Approx(ended.ended_unix() - ended.started_unix()));
   CHECK(g.wall_seconds() == Approx(16.3));
   CHECK(Sum(g) == Approx(g.wall_seconds()));
+}
+
+// What a worker reports after steps of `step` seconds, `wait` of them spent
+// in collectives.
+v1::WorkerActivity Stepping(double step, double wait) {
+  v1::WorkerActivity activity;
+  activity.set_step_seconds(step);
+  activity.set_step_wait_seconds(wait);
+  activity.set_since_commit_seconds(-1);
+  return activity;
+}
+
+int EventsWithCode(const v1::JobStatus& status, const std::string& code) {
+  int n = 0;
+  for (const v1::JobEvent& e : status.recent_events()) n += e.code() == code;
+  return n;
+}
+
+TEST_CASE("simulated time: stragglers on every host are not all evicted below --min-np",
+          "[job_driver]") {
+  v1::JobSpec spec = TwoHostJob::Spec();
+  spec.set_evict_stragglers(2);
+  TwoHostJob two(spec);
+  JobDriver& driver = *two.job.driver;
+  SimulatedClock& clock = two.job.clock;
+  // Ranks 0 (worker 1, localhost) and 2 (worker 3, 127.0.0.1) compute 0.5 s
+  // a step; ranks 1 and 3 compute 0.1 s and wait 0.4 s for them. Each slow
+  // one computes five times the others' median: both are to be evicted.
+  for (int64_t id = 1; id <= 4; ++id) {
+    driver.Heartbeat(id, id % 2 == 1 ? Stepping(0.5, 0) : Stepping(0.5, 0.4));
+  }
+  driver.Status();  // barrier: the reports arrived before time moves on
+  // The detector's first look starts their windows.
+  clock.Advance(absl::Milliseconds(200));
+  REQUIRE(WaitUntil([&] {
+    const v1::JobStatus s = driver.Status();
+    return WorkerOf(s, 1).straggler() && WorkerOf(s, 3).straggler();
+  }));
+  CHECK(two.job.launcher.signals().empty());
+
+  // Past the window: evicting either host leaves the other's two ranks
+  // (--min-np 2), evicting both would leave none. One goes, the other stays.
+  clock.Advance(StallDetector::kStragglerWindow + absl::Seconds(1));
+  REQUIRE(WaitUntil([&] { return !two.job.launcher.signals().empty(); }));
+  const v1::JobStatus status = driver.Status();  // barrier: that check is over
+  CHECK(two.job.launcher.signals() == std::vector<int>{SIGTERM});
+  CHECK(EventsWithCode(status, "worker_evicted") == 1);
+  CHECK(EventsWithCode(status, "straggler_kept") == 1);
+  CHECK_FALSE(driver.Ended());
 }
 
 }  // namespace

@@ -6,13 +6,13 @@
 // stragglers --evict-stragglers asks for.
 #include <algorithm>
 #include <csignal>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/job/job_driver.h"
-
-#include <algorithm>
 
 namespace horovodd::daemon {
 namespace {
@@ -100,22 +100,35 @@ void JobDriver::CheckStalls() {
       recorder_.Record(std::move(e));
     }
     if (verdict.act.has_value()) ActOnStall(*verdict.act);
+    // A slow rank costs the job time; evicting it must not cost the job.
+    // An evicted or lost rank's host is blacklisted, so every rank there
+    // goes: the hosts already on their way out count as gone for each
+    // straggler judged after them.
+    std::set<std::string> leaving;
+    for (int64_t id : generations_.ready_members()) {
+      const Worker& w = workers_.at(id);
+      if (!w.lost_reason.empty()) leaving.insert(w.host);
+    }
     for (const v1::StallCulprit& c : verdict.evict_stragglers) {
       if (lifecycle_.Terminal()) return;
-      // A slow rank costs the job time; evicting it must not cost the job.
-      // Its host is blacklisted, so the ranks there go too.
       int left = 0;
-      for (int64_t id : generations_.ready_members()) left += workers_.at(id).host != c.host();
+      for (int64_t id : generations_.ready_members()) {
+        const std::string& host = workers_.at(id).host;
+        left += host != c.host() && leaving.count(host) == 0;
+      }
       if (left < std::max(spec_.min_np(), 1)) {
-        recorder_.Record(v1::JobEvent::WARNING,
-                         absl::StrCat("rank ", c.rank(), " on ", c.host(),
-                                      " is a straggler but is not evicted: without its host ", left,
-                                      " rank(s) would be left, under --min-np ", spec_.min_np()),
-                         "straggler_kept");
+        recorder_.Record(
+            v1::JobEvent::WARNING,
+            absl::StrCat("rank ", c.rank(), " on ", c.host(),
+                         " is a straggler but is not evicted: without its host (and "
+                         "the hosts already leaving) ",
+                         left, " rank(s) would be left, under --min-np ", spec_.min_np()),
+            "straggler_kept");
         continue;
       }
       Evict(c.worker_id(), absl::StrCat("a straggler (--evict-stragglers ",
                                         spec_.evict_stragglers(), "): ", c.last_did()));
+      leaving.insert(c.host());
     }
   }
   WatchStalls();
