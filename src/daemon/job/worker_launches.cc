@@ -30,24 +30,32 @@ void WorkerLaunches::Launch(const std::string& host, int planned_rank) {
       << "a worker launched while the job is " << JobLifecycle::PhaseName(lifecycle_.phase());
   Worker& w = workers_.Add(host, planned_rank);
   const int64_t id = w.id;
+  // A member from now on, also while it starts on another host: the
+  // generation waits for it as for any member that has not joined yet.
+  if (StartProcess(w, planned_rank)) generations_.AddMember(id);
+}
+
+bool WorkerLaunches::StartProcess(Worker& w, int rank) {
+  const int64_t id = w.id;
   liveness_.Launched(id, clock_.Now());
-  std::optional<absl::StatusOr<LaunchedProcess>> launched = starter_.Launch(w, planned_rank);
+  std::optional<absl::StatusOr<LaunchedProcess>> launched = starter_.Launch(w, rank);
   if (!launched.has_value()) {
-    // Starting on another host: a member from now on, as a local worker
-    // would be; the generation waits for it as for any member that has not
-    // joined yet (Launched).
-    w.launching = true;
-    generations_.AddMember(id);
-    return;
+    w.launching = true;  // on another host: Launched says what came of it
+    return true;
   }
   if (!launched->ok()) {
+    const std::string host = w.host;  // NeverStarted forgets `w`
     NeverStarted(id, host, launched->status());
-    return;
+    return false;
   }
   WorkerTable::Started(w, **launched);
-  recorder_.Record(v1::JobEvent::INFO,
-                   absl::StrCat("started worker ", id, " on ", host, " (pid ", w.pid, ")"));
-  generations_.AddMember(id);
+  RecordStarted(w);
+  return true;
+}
+
+void WorkerLaunches::RecordStarted(const Worker& w) {
+  recorder_.Record(v1::JobEvent::INFO, absl::StrCat("started ", IsSpare(w) ? "spare " : "worker ",
+                                                    w.id, " on ", w.host, " (pid ", w.pid, ")"));
 }
 
 void WorkerLaunches::NeverStarted(int64_t id, const std::string& host, const absl::Status& status) {
@@ -67,20 +75,7 @@ void WorkerLaunches::LaunchSpare(const std::string& host, int next_rank) {
       << "a spare launched while the job is " << JobLifecycle::PhaseName(lifecycle_.phase());
   Worker& w = workers_.Add(host, -1);
   w.state = v1::WORKER_SPARE_STARTING;
-  const int64_t id = w.id;
-  liveness_.Launched(id, clock_.Now());
-  std::optional<absl::StatusOr<LaunchedProcess>> launched = starter_.Launch(w, next_rank);
-  if (!launched.has_value()) {
-    w.launching = true;  // on another host: Launched says what came of it
-    return;
-  }
-  if (!launched->ok()) {
-    NeverStarted(id, host, launched->status());
-    return;
-  }
-  WorkerTable::Started(w, **launched);
-  recorder_.Record(v1::JobEvent::INFO,
-                   absl::StrCat("started spare ", id, " on ", host, " (pid ", w.pid, ")"));
+  StartProcess(w, next_rank);
 }
 
 void WorkerLaunches::Launched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched) {
@@ -116,8 +111,7 @@ void WorkerLaunches::Launched(int64_t id, const absl::StatusOr<LaunchedProcess>&
     return;
   }
   WorkerTable::Started(*w, *launched);
-  recorder_.Record(v1::JobEvent::INFO, absl::StrCat("started ", IsSpare(*w) ? "spare " : "worker ",
-                                                    id, " on ", w->host, " (pid ", w->pid, ")"));
+  RecordStarted(*w);
   // What happened to it while it was starting, the others already had.
   if (lifecycle_.Terminal() || !w->lost_reason.empty()) {
     context_.launcher->Signal(w->handle, SIGKILL).IgnoreError();

@@ -57,8 +57,14 @@ class WorkerLaunches {
   void Launched(int64_t id, const absl::StatusOr<LaunchedProcess>& launched);
 
  private:
+  // Starts `w`'s process with the environment of rank `rank`: true when it
+  // runs, or is being started on another host (Launched says what came of
+  // it); false when it cannot start here (NeverStarted: `w` is gone).
+  bool StartProcess(Worker& w, int rank);
   // A launch that failed on the loop: the worker leaves the table.
   void NeverStarted(int64_t id, const std::string& host, const absl::Status& status);
+  // The job's event for `w`'s process having started.
+  void RecordStarted(const Worker& w);
 
   const JobContext& context_;
   const Clock& clock_;
