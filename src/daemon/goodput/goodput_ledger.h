@@ -59,8 +59,9 @@ class GoodputLedger {
   // A worker of `generation` committed at `at`.
   void Committed(int64_t generation, absl::Time at);
   // What a worker of `generation` reported at `now` (its heartbeat): its
-  // last commit, its usual step and what it waits in. The stall input until
-  // a stall detector feeds Stalled.
+  // last commit, its usual step and what it waits in. A wait past
+  // kStallSteps usual steps goes to Stalled: the ledger judges stalls from
+  // these reports alone (the driver's StallDetector does not feed it).
   void Activity(int64_t generation, const v1::WorkerActivity& activity, absl::Time now);
   // Ranks have waited in a collective since `since`, far longer than usual,
   // and still did at `now`. Called again as the stall goes on.
