@@ -472,6 +472,7 @@ absl::Status ValidateWorkerActivity(const v1::WorkerActivity& activity) {
   for (int32_t rank : activity.waiting_on_ranks()) {
     HVDD_RETURN_IF_ERROR(CheckNotNegative("waiting_on_ranks", rank));
   }
+  HVDD_RETURN_IF_ERROR(CheckSeconds("waiting_on_seconds", activity.waiting_on_seconds(), false));
   if (activity.since_commit_seconds() != -1) {  // -1: no commit yet
     HVDD_RETURN_IF_ERROR(
         CheckSeconds("since_commit_seconds", activity.since_commit_seconds(), false));

@@ -59,6 +59,7 @@ void ActivityTracker::Committed(int64_t commits, absl::Time now) {
 ActivitySnapshot ActivityTracker::Snapshot() const {
   absl::MutexLock lock(&mu_);
   ActivitySnapshot s;
+  s.waiting_on = peer_wait_->Current();
   s.pending = static_cast<int>(pending_.size());
   s.completed = completed_;
   s.last_commit = last_commit_;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "worker_runtime/comm/peer_wait.h"
 
 namespace horovodd::internal {
 
@@ -40,6 +42,8 @@ struct ActivitySnapshot {
   absl::Duration step = absl::ZeroDuration();
   // Of `step`, the mean time with at least one collective pending.
   absl::Duration step_wait = absl::ZeroDuration();
+  // The peer the global set's transport is blocked on now, if any.
+  std::optional<PeerWait::Waiting> waiting_on;
 };
 
 struct Request;
@@ -67,11 +71,16 @@ class ActivityTracker {
 
   ActivitySnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Where the global set's transport records the peer it waits for (the
+  // runtime hands it to each generation's ring); read by Snapshot.
+  const std::shared_ptr<PeerWait>& peer_wait() const { return peer_wait_; }
+
  private:
   struct Pending {
     std::string operation;
     absl::Time since;
   };
+  const std::shared_ptr<PeerWait> peer_wait_ = std::make_shared<PeerWait>();
   mutable absl::Mutex mu_;
   std::map<std::pair<int, std::string>, Pending> pending_ ABSL_GUARDED_BY(mu_);
   int64_t completed_ ABSL_GUARDED_BY(mu_) = 0;

@@ -28,6 +28,7 @@
 #include <string>
 #include <thread>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <gloo/context.h>
@@ -40,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "worker_runtime/comm/peer_wait.h"
 #include "worker_runtime/gloo/scratch_pool.h"
 
 namespace horovodd::internal {
@@ -122,6 +124,12 @@ class GlooContext final : public gloo::rendezvous::Context {
   void set_spans_hosts_with_peers(bool spans) { spans_hosts_with_peers_ = spans; }
   bool spans_hosts_with_peers() const { return spans_hosts_with_peers_; }
 
+  // Where the global set's ring records the peer a receive waits for (its
+  // ranks are the job's); none for a process set's ring. Set before the
+  // first collective; collective thread only.
+  void set_peer_wait(std::shared_ptr<PeerWait> wait) { peer_wait_ = std::move(wait); }
+  PeerWait* peer_wait() const { return peer_wait_.get(); }
+
   // Wakes every wait on a registered buffer (it fails ABORTED) and starts
   // closing every pair in the background (peers see the connections drop).
   // Idempotent. Waking before the pairs are closed is safe: a registered
@@ -184,6 +192,7 @@ class GlooContext final : public gloo::rendezvous::Context {
   uint64_t next_sequence_ = 0;  // collective thread only
   ScratchPool scratch_pool_;
   bool spans_hosts_with_peers_ = false;  // collective thread only
+  std::shared_ptr<PeerWait> peer_wait_;  // collective thread only
 
   // Set once connecting starts; makes closing pairs prompt.
   std::unique_ptr<LoopWaker> waker_;

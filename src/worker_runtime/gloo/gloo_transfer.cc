@@ -117,6 +117,7 @@ absl::Status CollectiveScope::Recv(gloo::transport::UnboundBuffer& buffer, int p
   if (!context_.connected(peer)) HVDD_RETURN_IF_ERROR(Connect({peer}));
   try {
     buffer.recv(peer, SlotFor(channel), offset, bytes);
+    if (context_.peer_wait() != nullptr) posted_receives_.emplace_back(&buffer, peer);
     return absl::OkStatus();
   } catch (const std::exception& e) {
     return FromException(e);
@@ -136,6 +137,27 @@ absl::Status CollectiveScope::WaitSend(gloo::transport::UnboundBuffer& buffer) {
 
 absl::Status CollectiveScope::WaitRecv(gloo::transport::UnboundBuffer& buffer, int* source) {
   if (!failure_.ok()) return failure_;
+  PeerWait* const peer_wait = context_.peer_wait();
+  if (peer_wait == nullptr) return WaitRecvFrom(buffer, source);
+  auto posted = std::find_if(posted_receives_.begin(), posted_receives_.end(),
+                             [&buffer](const auto& r) { return r.first == &buffer; });
+  int from = -1;
+  absl::Status status;
+  {
+    ScopedPeerWait waiting(peer_wait, posted == posted_receives_.end() ? -1 : posted->second);
+    status = WaitRecvFrom(buffer, &from);
+  }
+  if (source != nullptr) *source = from;
+  if (status.ok()) {
+    auto done = std::find(
+        posted_receives_.begin(), posted_receives_.end(),
+        std::make_pair(static_cast<const gloo::transport::UnboundBuffer*>(&buffer), from));
+    if (done != posted_receives_.end()) posted_receives_.erase(done);
+  }
+  return status;
+}
+
+absl::Status CollectiveScope::WaitRecvFrom(gloo::transport::UnboundBuffer& buffer, int* source) {
   try {
     if (buffer.waitRecv(source, RemainingTime())) return absl::OkStatus();
     return Fail(AbortedStatus());

@@ -17,6 +17,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gloo/transport/unbound_buffer.h>
@@ -98,7 +99,9 @@ class CollectiveScope {
                     Channel channel);
   // Wait for one posted send / receive of `buffer` to complete.
   absl::Status WaitSend(gloo::transport::UnboundBuffer& buffer);
-  // `source` (optional) receives the rank whose message completed.
+  // `source` (optional) receives the rank whose message completed. While
+  // it waits, the context's PeerWait (if any) names the peer of the oldest
+  // receive posted on `buffer`.
   absl::Status WaitRecv(gloo::transport::UnboundBuffer& buffer, int* source = nullptr);
 
   // Sends to[p] of `send` to every peer p and receives from[p] of `recv`
@@ -129,6 +132,8 @@ class CollectiveScope {
  private:
   uint64_t SlotFor(Channel channel) const;
   std::chrono::milliseconds RemainingTime() const;
+  // The wait itself, with Gloo's exceptions stopped.
+  absl::Status WaitRecvFrom(gloo::transport::UnboundBuffer& buffer, int* source);
   absl::Status Fail(absl::Status status);
   absl::Status FromException(const std::exception& e);
   // Only once the context is aborted.
@@ -146,6 +151,9 @@ class CollectiveScope {
   std::vector<ScratchPool::Block> scratch_;
   // Destroyed after ~CollectiveScope's body has marked a failed context.
   std::vector<std::unique_ptr<RegisteredBuffer>> buffers_;
+  // The receives posted and not yet waited for, by buffer and peer, where
+  // the context records whom a wait is for (the global set's ring).
+  std::vector<std::pair<const gloo::transport::UnboundBuffer*, int>> posted_receives_;
 };
 
 }  // namespace horovodd::internal

@@ -90,6 +90,11 @@ v1::WorkerActivity ActivityReport(const ActivityTracker& tracker, absl::Time now
     wait->set_operation(snapshot.waiting->operation);
     wait->set_process_set(snapshot.waiting->process_set);
     wait->set_waited_seconds(std::max(0.0, absl::ToDoubleSeconds(now - snapshot.waiting->since)));
+    if (snapshot.waiting_on.has_value()) {
+      report.add_waiting_on_ranks(snapshot.waiting_on->rank);
+      report.set_waiting_on_seconds(
+          std::max(0.0, absl::ToDoubleSeconds(now - snapshot.waiting_on->since)));
+    }
   }
   report.set_pending(snapshot.pending);
   report.set_completed(snapshot.completed);
@@ -252,6 +257,8 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       local.local_rank = next.local_rank;
       local.local_size = next.local_size;
       local.cross_rank = next.cross_rank;
+      // The global ring's ranks are the job's: its receives say whom they wait for.
+      (*result.ring)->set_peer_wait(activity_->peer_wait());
       auto ring = std::make_shared<GlooCommunicator>(*std::move(result.ring));
       absl::StatusOr<std::shared_ptr<Communicator>> chosen =
           ConnectCommunicator(ring, local, &host_of_rank);
