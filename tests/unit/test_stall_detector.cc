@@ -43,6 +43,12 @@ class Reports {
     operations_[rank] = operation;
   }
   void Done(int rank) { waiting_since_[rank] = absl::InfinitePast(); }
+  // Its transport waits for `peer`'s data since `since` (its clock is ours).
+  void WaitOn(int rank, int peer, absl::Time since) {
+    activity_[rank].clear_waiting_on_ranks();
+    activity_[rank].add_waiting_on_ranks(peer);
+    peer_since_[rank] = since;
+  }
   v1::WorkerActivity& activity(int rank) { return activity_[rank]; }
   std::vector<RankReport> At(absl::Time now) {
     std::vector<RankReport> out;
@@ -54,6 +60,9 @@ class Reports {
         a.mutable_waiting()->set_name(names_[r]);
         a.mutable_waiting()->set_operation(operations_[r]);
         a.mutable_waiting()->set_waited_seconds(absl::ToDoubleSeconds(now - waiting_since_[r]));
+      }
+      if (auto it = peer_since_.find(r); it != peer_since_.end()) {
+        a.set_waiting_on_seconds(absl::ToDoubleSeconds(now - it->second));
       }
       RankReport report;
       report.rank = r;
@@ -72,6 +81,7 @@ class Reports {
   std::map<int, absl::Time> waiting_since_;
   std::map<int, std::string> names_;
   std::map<int, std::string> operations_;
+  std::map<int, absl::Time> peer_since_;
 };
 
 std::vector<int> CulpritRanks(const v1::StallReport& report) {
@@ -199,6 +209,66 @@ TEST_CASE("when every rank submitted, a link is named by its two ends", "[stall]
   CHECK(CulpritRanks(*v.named) == std::vector<int>{1, 2});
   CHECK(v.named->culprits(0).peer() == 2);
   CHECK(v.named->culprits(1).peer() == 1);
+}
+
+TEST_CASE("a stalled link is named by the oldest wait's two ends, awaited end marked", "[stall]") {
+  // The ring 0 -> 1 -> 2 -> 3 -> 0 stalls between 1 and 2: rank 2 waits for
+  // rank 1's data first; the others then wait, each for the rank before it.
+  StallDetector detector(Settings(absl::Seconds(2), absl::Seconds(4)), true);
+  detector.NewGeneration(kT0);
+  Reports reports(4);
+  const absl::Time since = kT0 + absl::Seconds(1);
+  for (int r = 0; r < 4; ++r) reports.Wait(r, "grad", since);
+  reports.WaitOn(2, 1, since + absl::Milliseconds(100));
+  reports.WaitOn(3, 2, since + absl::Milliseconds(300));
+  reports.WaitOn(0, 3, since + absl::Milliseconds(400));
+  reports.WaitOn(1, 0, since + absl::Milliseconds(500));
+  // The collective's wait is past the warning time; the oldest wait for a
+  // peer is not yet: its transfers may still move.
+  absl::Time now = since + absl::Seconds(2) + absl::Milliseconds(50);
+  CHECK_FALSE(detector.Check(now, reports.At(now)).named.has_value());
+  now = since + absl::Seconds(2) + absl::Milliseconds(150);
+  StallDetector::Verdict v = detector.Check(now, reports.At(now));
+  REQUIRE(v.named.has_value());
+  CHECK(v.named->kind() == "link");
+  REQUIRE(CulpritRanks(*v.named) == std::vector<int>{1, 2});
+  const v1::StallCulprit& sender = v.named->culprits(0);
+  const v1::StallCulprit& waiter = v.named->culprits(1);
+  CHECK(sender.awaited());
+  CHECK(sender.peer() == 2);
+  CHECK(sender.host() == "a");
+  CHECK(sender.pid() == 101);
+  CHECK_FALSE(waiter.awaited());
+  CHECK(waiter.peer() == 1);
+  CHECK(waiter.host() == "b");
+  CHECK(waiter.pid() == 102);
+  CHECK(waiter.last_did().find("for rank 1's data") != std::string::npos);
+  CHECK(v.named->waiting_ranks_size() == 4);
+  CHECK_FALSE(v.act.has_value());
+  // Past the act time it is acted on once, still the same two ends.
+  now = since + absl::Seconds(4);
+  v = detector.Check(now, reports.At(now));
+  REQUIRE(v.act.has_value());
+  CHECK(v.act->kind() == "link");
+  CHECK(CulpritRanks(*v.act) == std::vector<int>{1, 2});
+  CHECK_FALSE(detector.Check(now + absl::Seconds(1), reports.At(now + absl::Seconds(1))).act);
+}
+
+TEST_CASE("a link whose transfers still move is no stall", "[stall]") {
+  StallDetector detector(Settings(absl::Seconds(2), absl::Seconds(4)), true);
+  detector.NewGeneration(kT0);
+  Reports reports(2);
+  const absl::Time since = kT0 + absl::Seconds(1);
+  for (int r = 0; r < 2; ++r) reports.Wait(r, "big", since);
+  // A large collective: each wait for a peer's part ends within a second.
+  for (int s = 0; s < 10; ++s) {
+    const absl::Time now = since + absl::Seconds(2 + s);
+    reports.WaitOn(0, 1, now - absl::Milliseconds(300));
+    reports.WaitOn(1, 0, now - absl::Milliseconds(600));
+    StallDetector::Verdict v = detector.Check(now, reports.At(now));
+    CHECK_FALSE(v.named.has_value());
+    CHECK_FALSE(v.act.has_value());
+  }
 }
 
 TEST_CASE("when every rank submitted and none says why, all are named", "[stall]") {

@@ -207,6 +207,17 @@ std::string StallSection(const v1::StallReport& stall, absl::TimeZone zone) {
           ? absl::StrCat(", evicted at ", ClockTime(stall.evict_unix(), zone))
           : "",
       "\n");
+  if (stall.kind() == "link") {
+    const v1::StallCulprit* waiting = nullptr;
+    const v1::StallCulprit* awaited = nullptr;
+    for (const auto& c : stall.culprits()) (c.awaited() ? awaited : waiting) = &c;
+    if (waiting != nullptr && awaited != nullptr) {
+      absl::StrAppend(&out, "  link between rank ", waiting->rank(), " (", waiting->host(),
+                      ", pid ", waiting->pid(), ") and rank ", awaited->rank(), " (",
+                      awaited->host(), ", pid ", awaited->pid(), ") stalled: rank ",
+                      waiting->rank(), " waits for rank ", awaited->rank(), "'s data\n");
+    }
+  }
   TextTable table({"RANK", "WORKER", "HOST", "PID", "PEER", "LAST COMMIT AT", "LAST DID"});
   for (const auto& culprit : stall.culprits()) {
     table.AddRow(

@@ -1,13 +1,14 @@
 // JobDriver: stalls. The detector (daemon/stall/stall_detector.h) judges the
 // ready generation's reports on its own timer; the driver says what it
 // named in the job's events and acts on it: evicts the culprits of an
-// elastic job (their exits count as failures: their hosts are blacklisted
-// and the others reset), fails a fixed-size job naming them, evicts the
-// stragglers --evict-stragglers asks for.
+// elastic job (of a link, its awaited end; their exits count as failures:
+// their hosts are blacklisted and the others reset), fails a fixed-size job
+// naming them, evicts the stragglers --evict-stragglers asks for.
 #include <algorithm>
 #include <csignal>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,18 @@ std::string Name(const v1::StallCulprit& c) {
                       ")");
 }
 
+std::string End(const v1::StallCulprit& c) {
+  return absl::StrCat("rank ", c.rank(), " (", c.host(), ", pid ", c.pid(), ")");
+}
+
+// A link's two ends: the rank that waits first, then the one it waits for.
+std::pair<const v1::StallCulprit*, const v1::StallCulprit*> LinkEnds(const v1::StallReport& stall) {
+  const v1::StallCulprit* waiting = nullptr;
+  const v1::StallCulprit* awaited = nullptr;
+  for (const auto& c : stall.culprits()) (c.awaited() ? awaited : waiting) = &c;
+  return {waiting, awaited};
+}
+
 // "ranks 0, 2, 3 have waited 5.2s in allreduce 'grad.w'; missing: rank 1 (a, pid 9; ...)".
 std::string Describe(const v1::StallReport& stall) {
   const v1::CollectiveWait& c = stall.collective();
@@ -39,8 +52,16 @@ std::string Describe(const v1::StallReport& stall) {
   if (stall.kind() == "missing") {
     absl::StrAppend(&text, "; missing: ", absl::StrJoin(names, ", "));
   } else if (stall.kind() == "link") {
-    absl::StrAppend(&text, "; every rank submitted it; the transfers between these ends stall: ",
-                    absl::StrJoin(names, ", "));
+    const auto [waiting, awaited] = LinkEnds(stall);
+    if (waiting != nullptr && awaited != nullptr) {
+      text =
+          absl::StrCat("link between ", End(*waiting), " and ", End(*awaited), " stalled: ", text,
+                       "; every rank submitted it and rank ", waiting->rank(), " waits for rank ",
+                       awaited->rank(), "'s data: ", absl::StrJoin(names, ", "));
+    } else {
+      absl::StrAppend(&text, "; every rank submitted it; the transfers between these ends stall: ",
+                      absl::StrJoin(names, ", "));
+    }
   } else {
     absl::StrAppend(&text, "; every rank submitted it and none says which peer it waits for: ",
                     absl::StrJoin(names, ", "));
@@ -86,8 +107,13 @@ void JobDriver::CheckStalls() {
     if (verdict.named.has_value()) {
       std::string then;
       if (verdict.named->evict_unix() > 0) {
-        then = absl::StrCat(spec_.elastic() ? "; they are evicted" : "; the job fails",
-                            " if it lasts ", absl::FormatDuration(stall_.settings().act_after),
+        const v1::StallCulprit* awaited = LinkEnds(*verdict.named).second;
+        const std::string evicted =
+            verdict.named->kind() == "link" && awaited != nullptr
+                ? absl::StrCat("; rank ", awaited->rank(), " (the awaited end) is evicted")
+                : std::string("; they are evicted");
+        then = absl::StrCat(spec_.elastic() ? evicted : "; the job fails", " if it lasts ",
+                            absl::FormatDuration(stall_.settings().act_after),
                             stall_.settings().shutdown > absl::ZeroDuration()
                                 ? " (--stall-check-shutdown-time-seconds)"
                                 : " (horovodd's default for an elastic job)");
@@ -161,6 +187,9 @@ void JobDriver::ActOnStall(const v1::StallReport& stall) {
   }
   for (const v1::StallCulprit& c : stall.culprits()) {
     if (lifecycle_.Terminal()) return;
+    // Of a link, the end whose data did not arrive; its exit counts as a
+    // failure, so where the ends' hosts differ its host is blacklisted.
+    if (stall.kind() == "link" && !c.awaited()) continue;
     Evict(c.worker_id(),
           absl::StrCat("held up ", stall.collective().operation(), " '", stall.collective().name(),
                        "' past ", absl::FormatDuration(stall_.settings().act_after)));

@@ -28,6 +28,13 @@ bool InGlobalSet(const v1::WorkerActivity* a) {
          a->waiting().operation() != "join";
 }
 
+// When `r` began to wait for the peer it names, on the daemon's clock (a
+// report that does not say: when it began to wait in its collective).
+absl::Time PeerWaitSince(const RankReport& r) {
+  const double seconds = r.activity->waiting_on_seconds();
+  return seconds > 0 ? r.reported_at - absl::Seconds(seconds) : WaitSince(r);
+}
+
 bool WaitsIn(const RankReport& r, const v1::CollectiveWait& c) {
   return InGlobalSet(r.activity) && r.activity->waiting().name() == c.name();
 }
@@ -132,23 +139,49 @@ std::optional<v1::StallReport> StallDetector::FindStall(absl::Time now,
     for (const RankReport* r : missing) *report.add_culprits() = CulpritOf(*r, now);
     return report;
   }
-  // Every rank submitted it: the transfers that stall name their two ends.
+  // Every rank submitted it. The transfer that stalls is the oldest wait for
+  // a peer's data: the waits that follow it (ranks waiting for a rank that
+  // itself waits) began later. Its two ends are named.
   std::map<int, const RankReport*> by_rank;
   for (const RankReport& r : ranks) by_rank[r.rank] = &r;
-  std::map<int, int> ends;  // rank -> the peer it is named with
+  const RankReport* waiter = nullptr;
+  int awaited = -1;
+  absl::Time waiter_since;
   for (const RankReport* w : waiters) {
     for (int peer : w->activity->waiting_on_ranks()) {
       if (by_rank.count(peer) == 0 || peer == w->rank) continue;
-      ends.emplace(w->rank, peer);
-      ends.emplace(peer, w->rank);
+      const absl::Time peer_since = PeerWaitSince(*w);
+      if (waiter == nullptr || peer_since < waiter_since) {
+        waiter = w;
+        awaited = peer;
+        waiter_since = peer_since;
+      }
+      break;  // its first: the one its transport is blocked on
     }
   }
-  if (!ends.empty()) {
+  if (waiter != nullptr) {
+    if (now - waiter_since < settings_.warning) {
+      // Every wait for a peer is younger than the warning time: the
+      // collective's transfers still move.
+      *undecided = true;
+      return std::nullopt;
+    }
     report.set_kind("link");
-    for (const auto& [rank, peer] : ends) {
-      v1::StallCulprit c = CulpritOf(*by_rank.at(rank), now);
-      c.set_peer(peer);
-      *report.add_culprits() = std::move(c);
+    v1::StallCulprit waiting = CulpritOf(*waiter, now);
+    waiting.set_peer(awaited);
+    waiting.set_last_did(
+        absl::StrCat(waiting.last_did(), "; has waited ",
+                     absl::FormatDuration(absl::Trunc(now - waiter_since, absl::Milliseconds(100))),
+                     " for rank ", awaited, "'s data"));
+    v1::StallCulprit sender = CulpritOf(*by_rank.at(awaited), now);
+    sender.set_peer(waiter->rank);
+    sender.set_awaited(true);
+    if (waiter->rank < awaited) {
+      *report.add_culprits() = std::move(waiting);
+      *report.add_culprits() = std::move(sender);
+    } else {
+      *report.add_culprits() = std::move(sender);
+      *report.add_culprits() = std::move(waiting);
     }
     return report;
   }

@@ -4,10 +4,13 @@
 //
 // A stall: ranks of the global process set have waited in one collective
 // past the warning time. Its culprits are the ranks that have not submitted
-// it ("missing"); when every rank has, the ends of the transfers the waiting
-// ranks say they wait for ("link"); when none says, every waiting rank
-// ("unknown"). The list is never empty. Past the job's act time the stall is
-// acted on once (the driver evicts the culprits or fails the job).
+// it ("missing"); when every rank has, the two ends of the link that stalled
+// ("link": of the waits for a peer's data the ranks report, the oldest: the
+// waiting rank and the awaited one; while every such wait is younger than the
+// warning time the transfers still move and nothing is named); when none
+// says, every waiting rank ("unknown"). The list is never empty. Past the
+// job's act time the stall is acted on once (the driver evicts the culprits,
+// of a link its awaited end, or fails the job).
 //
 // A straggler: a rank whose compute time per step (its step less the time it
 // waited in collectives) is well above the others', so they wait for it.
