@@ -271,6 +271,31 @@ TEST_CASE("status shows what each rank reports doing once some rank reports it")
   CHECK_THAT(LinesWith(text, std::to_string(job.workers(1).pid())).front(), Catch::EndsWith("-"));
 }
 
+TEST_CASE("status names a stalled link by its two ends, the waiting one first") {
+  v1::JobStatus job = RunningJob();
+  v1::StallReport* stall = job.mutable_stall();
+  stall->set_kind("link");
+  stall->mutable_collective()->set_name("grad");
+  stall->mutable_collective()->set_operation("allreduce");
+  stall->add_waiting_ranks(0);
+  stall->add_waiting_ranks(1);
+  v1::StallCulprit* sender = stall->add_culprits();
+  sender->set_rank(0);
+  sender->set_host("hosta");
+  sender->set_pid(41);
+  sender->set_peer(1);
+  sender->set_awaited(true);
+  v1::StallCulprit* waiter = stall->add_culprits();
+  waiter->set_rank(1);
+  waiter->set_host("hostb");
+  waiter->set_pid(42);
+  waiter->set_peer(0);
+  const std::string text = cli::FormatJobDetails(job, absl::FromUnixSeconds(kCreated + 60), kUtc);
+  CHECK_THAT(text, Catch::Contains("culprits at the ends of a stalled link"));
+  CHECK_THAT(text, Catch::Contains("  link between rank 1 (hostb, pid 42) and rank 0 (hosta, pid "
+                                   "41) stalled: rank 1 waits for rank 0's data\n"));
+}
+
 TEST_CASE("list and status show the goodput and its parts once the daemon reports them") {
   v1::JobStatus job = RunningJob();
   const absl::Time now = absl::FromUnixSeconds(kCreated + 60);
