@@ -22,6 +22,7 @@
 
 #include <gloo/transport/unbound_buffer.h>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -152,8 +153,9 @@ class CollectiveScope {
   // Destroyed after ~CollectiveScope's body has marked a failed context.
   std::vector<std::unique_ptr<RegisteredBuffer>> buffers_;
   // The receives posted and not yet waited for, by buffer and peer, where
-  // the context records whom a wait is for (the global set's ring).
-  std::vector<std::pair<const gloo::transport::UnboundBuffer*, int>> posted_receives_;
+  // the context records whom a wait is for (the global set's ring). Inline:
+  // a ring step has one in flight, so a collective allocates nothing for it.
+  absl::InlinedVector<std::pair<const gloo::transport::UnboundBuffer*, int>, 4> posted_receives_;
 };
 
 }  // namespace horovodd::internal
