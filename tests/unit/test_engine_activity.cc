@@ -57,6 +57,20 @@ TEST_CASE("the tracker reports the oldest pending collective and counts completi
   CHECK(tracker.Snapshot().completed == 0);
 }
 
+TEST_CASE("the tracker's snapshot says which peer the transport waits for, while it waits",
+          "[activity]") {
+  ActivityTracker tracker;
+  CHECK_FALSE(tracker.Snapshot().waiting_on.has_value());
+  const absl::Time before = absl::Now();
+  tracker.peer_wait()->Enter(3);
+  const ActivitySnapshot waiting = tracker.Snapshot();
+  REQUIRE(waiting.waiting_on.has_value());
+  CHECK(waiting.waiting_on->rank == 3);
+  CHECK(waiting.waiting_on->since >= before);
+  tracker.peer_wait()->Leave();
+  CHECK_FALSE(tracker.Snapshot().waiting_on.has_value());
+}
+
 TEST_CASE("the tracker's step time is the mean interval between recent commits",
           "[engine][activity]") {
   ActivityTracker tracker;
