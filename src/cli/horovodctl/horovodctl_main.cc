@@ -180,8 +180,9 @@ int main(int argc, char** argv) {
                    "succeed), 2 bad usage."));
   GlobalOptions global;
   app.add_option("--daemon", global.address,
-                 absl::StrCat("horovodd to talk to, host:port (default: $HOROVODD_ADDRESS, "
-                              "else ",
+                 absl::StrCat("horovodd to talk to, host:port, or several (host:port,host:port) "
+                              "for an HA setup: reads are answered by any of them, writes are "
+                              "sent on to the leader (default: $HOROVODD_ADDRESS, else ",
                               kDefaultAddress, ")"))
       ->envname("HOROVODD_ADDRESS");
   app.add_option("-o,--output", global.output, "table (for people) or json (for scripts)")
@@ -210,13 +211,23 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  auto channel = horovodd::cli::ConnectToDaemon(global.address, global.security);
-  if (!channel.ok()) {
-    std::cerr << "horovodctl: error: " << channel.status().message() << std::endl;
+  auto addresses = horovodd::cli::SplitDaemonAddresses(global.address);
+  if (!addresses.ok()) {
+    std::cerr << "horovodctl: error: --daemon: " << addresses.status().message() << std::endl;
     return 2;
   }
-  horovodd::cli::JobClient client({global.address, absl::Seconds(global.timeout_seconds)},
-                                  *channel);
+  // Credentials are checked once, before any daemon is tried.
+  if (auto checked = horovodd::cli::ConnectToDaemon(addresses->front(), global.security);
+      !checked.ok()) {
+    std::cerr << "horovodctl: error: " << checked.status().message() << std::endl;
+    return 2;
+  }
+  horovodd::cli::FollowOptions follow;
+  follow.addresses = *addresses;
+  horovodd::cli::LeaderFollower daemons(follow, [&global](const std::string& address) {
+    return *horovodd::cli::ConnectToDaemon(address, global.security);
+  });
+  horovodd::cli::JobClient client({absl::Seconds(global.timeout_seconds)}, &daemons);
   CommandContext ctx;
   ctx.client = &client;
   ctx.format = global.output == "json" ? horovodd::cli::OutputFormat::kJson

@@ -223,7 +223,8 @@ constexpr FlagDef kFlags[] = {
      "host option.",
      kHostsGroup},
     {"daemon", "--daemon", "--daemon", "ADDRESS",
-     "horovodd to submit to, e.g. 127.0.0.1:7070.\nDefault: start one inside horovodrun.",
+     "horovodd to submit to, e.g. 127.0.0.1:7070,\nor several, comma-separated (HA: the\n"
+     "job goes to the leader). Default: start\none inside horovodrun.",
      kDaemonGroup},
     {"detach", "--detach", "--detach", "", "Submit the job, print its id and return.",
      kDaemonGroup},

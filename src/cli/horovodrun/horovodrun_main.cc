@@ -13,6 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/client_credentials.h"
+#include "cli/leader_follower/job_watch.h"
+#include "cli/leader_follower/leader_follower.h"
 #include "cli/horovodrun/build_info.h"
 #include "cli/horovodrun/output_files.h"
 #include "cli/horovodrun/run_options.h"
@@ -25,12 +27,12 @@ namespace {
 
 using horovodd::v1::JobEvent;
 
-// Ctrl-C once cancels the job; twice stops waiting for it.
+// Ctrl-C once cancels the job (on the leader); twice stops waiting for it.
 class InterruptHandler {
  public:
-  InterruptHandler(horovodd::v1::JobService::Stub* stub, std::string job_id,
-                   grpc::ClientContext* watch)
-      : stub_(stub), job_id_(std::move(job_id)), watch_(watch) {}
+  InterruptHandler(horovodd::cli::LeaderFollower* daemons, std::string job_id,
+                   horovodd::cli::WatchStopper* watch)
+      : daemons_(daemons), job_id_(std::move(job_id)), watch_(watch) {}
 
   void Start() {
     std::thread([this] {
@@ -47,13 +49,16 @@ class InterruptHandler {
           horovodd::v1::CancelJobRequest request;
           request.set_job_id(job_id_);
           request.set_reason(absl::StrCat("cancelled by horovodrun (", strsignal(sig), ")"));
-          horovodd::v1::CancelJobResponse response;
-          grpc::ClientContext context;
-          context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-          stub_->CancelJob(&context, request, &response);
+          daemons_->Run([&request](const std::string&, const std::shared_ptr<grpc::Channel>& channel,
+                                   grpc::ClientContext& context) {
+            context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+            horovodd::v1::CancelJobResponse response;
+            return horovodd::v1::JobService::NewStub(channel)->CancelJob(&context, request,
+                                                                         &response);
+          });
         } else {
           detached_ = true;
-          watch_->TryCancel();
+          watch_->Stop();
           return;
         }
       }
@@ -62,9 +67,9 @@ class InterruptHandler {
   bool detached() const { return detached_.load(); }
 
  private:
-  horovodd::v1::JobService::Stub* stub_;
+  horovodd::cli::LeaderFollower* daemons_;
   std::string job_id_;
-  grpc::ClientContext* watch_;
+  horovodd::cli::WatchStopper* watch_;
   std::atomic<int> interrupts_{0};
   std::atomic<bool> detached_{false};
 };
@@ -161,29 +166,54 @@ int Run(const horovodd::cli::RunOptions& options) {
     if (options.verbose) std::cerr << "horovodrun: embedded daemon on " << address << "\n";
   }
   // The embedded daemon's token never leaves this process; a named daemon
-  // gets this user's credentials (--token-file, HOROVODD_TOKEN, ..., TLS).
-  auto channel = embedded
-                     ? horovodd::cli::CreateDaemonChannel(
-                           address, grpc::InsecureChannelCredentials(), embedded->admin_token())
-                     : horovodd::cli::ConnectToDaemon(address, options.security);
-  if (!channel.ok()) {
-    std::cerr << "horovodrun: error: " << channel.status().message() << "\n";
-    return 2;
+  // (or several, an HA setup) gets this user's credentials (--token-file,
+  // HOROVODD_TOKEN, ..., TLS).
+  std::vector<std::string> addresses = {address};
+  if (!embedded) {
+    auto listed = horovodd::cli::SplitDaemonAddresses(address);
+    if (!listed.ok()) {
+      std::cerr << "horovodrun: error: --daemon: " << listed.status().message() << "\n";
+      return 2;
+    }
+    addresses = *listed;
+    if (auto checked = horovodd::cli::ConnectToDaemon(addresses.front(), options.security);
+        !checked.ok()) {
+      std::cerr << "horovodrun: error: " << checked.status().message() << "\n";
+      return 2;
+    }
   }
-  auto stub = horovodd::v1::JobService::NewStub(*channel);
+  horovodd::cli::FollowOptions follow;
+  follow.addresses = addresses;
+  horovodd::cli::LeaderFollower daemons(
+      follow, [&embedded, &options](const std::string& to) -> std::shared_ptr<grpc::Channel> {
+        if (embedded) {
+          return horovodd::cli::CreateDaemonChannel(to, grpc::InsecureChannelCredentials(),
+                                                    embedded->admin_token());
+        }
+        return *horovodd::cli::ConnectToDaemon(to, options.security);
+      });
 
   horovodd::v1::SubmitJobRequest submit;
   *submit.mutable_spec() = options.spec;
   horovodd::v1::SubmitJobResponse submitted;
   {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    context.set_wait_for_ready(true);
-    grpc::Status st = stub->SubmitJob(&context, submit, &submitted);
-    if (!st.ok()) {
-      std::cerr << "horovodrun: error: job not accepted by " << address << ": "
-                << st.error_message() << "\n";
-      return st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 2 : 1;
+    // A daemon still starting (or an election under way) is waited for.
+    horovodd::cli::FollowResult result = daemons.Run(
+        [&](const std::string&, const std::shared_ptr<grpc::Channel>& channel,
+            grpc::ClientContext& context) {
+          context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+          return horovodd::v1::JobService::NewStub(channel)->SubmitJob(&context, submit,
+                                                                       &submitted);
+        },
+        /*retry_unreachable=*/true);
+    if (!result.gave_up.empty()) {
+      std::cerr << "horovodrun: error: job not accepted: " << result.gave_up << "\n";
+      return 1;
+    }
+    if (!result.status.ok()) {
+      std::cerr << "horovodrun: error: job not accepted by " << result.address << ": "
+                << result.status.message() << "\n";
+      return result.status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
     }
   }
   const std::string job_id = submitted.job_id();
@@ -196,23 +226,16 @@ int Run(const horovodd::cli::RunOptions& options) {
     std::cerr << "horovodrun: status page: " << embedded->status_page_viewer_link() << "\n";
   }
 
-  grpc::ClientContext watch_context;
-  InterruptHandler interrupts(stub.get(), job_id, &watch_context);
+  // Follows the job's events, through a restart of its daemon or a takeover
+  // by a standby, from the event after the last one shown.
+  horovodd::cli::WatchStopper stopper;
+  InterruptHandler interrupts(&daemons, job_id, &stopper);
   interrupts.Start();
-  horovodd::v1::WatchJobRequest watch;
-  watch.set_job_id(job_id);
-  auto reader = stub->WatchJob(&watch_context, watch);
-  JobEvent event;
-  bool ended = false;
-  JobEvent end;
-  while (reader->Read(&event)) {
-    PrintEvent(event, output);
-    if (event.kind() == JobEvent::JOB_ENDED) {
-      ended = true;
-      end = event;
-    }
-  }
-  grpc::Status st = reader->Finish();
+  horovodd::cli::WatchOutcome watched = horovodd::cli::WatchJobEvents(
+      daemons, job_id, 0, [&output](const JobEvent& event) { PrintEvent(event, output); },
+      &stopper);
+  const bool ended = watched.ended;
+  const JobEvent& end = watched.end;
   std::cout.flush();
   if (interrupts.detached()) {
     std::cerr << "horovodrun: stopped waiting; job " << job_id
@@ -221,8 +244,7 @@ int Run(const horovodd::cli::RunOptions& options) {
     return 130;
   }
   if (!ended) {
-    std::cerr << "horovodrun: error: lost the daemon at " << address << ": " << st.error_message()
-              << "\n";
+    std::cerr << "horovodrun: error: lost the daemon: " << watched.status.message() << "\n";
     return 1;
   }
   if (end.state() == horovodd::v1::SUCCEEDED) {
