@@ -118,6 +118,13 @@ EtcdClient::EtcdClient(EtcdOptions options, std::vector<std::unique_ptr<Member>>
 
 EtcdClient::~EtcdClient() = default;
 
+bool EtcdClient::AnyMemberConnected() const {
+  for (const auto& member : members_) {
+    if (member->channel->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY) return true;
+  }
+  return false;
+}
+
 std::string EtcdClient::Describe() const {
   return absl::StrCat("etcd at ", absl::StrJoin(options_.endpoints, ","));
 }

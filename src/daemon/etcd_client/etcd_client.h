@@ -57,6 +57,12 @@ class EtcdClient {
   absl::StatusOr<absl::Duration> KeepAlive(int64_t lease_id);
   absl::Status RevokeLease(int64_t lease_id);
 
+  // Whether some member's connection is up now. When calls fail while it
+  // is, that member answers but the cluster cannot decide (its quorum is
+  // lost): no other client can write or win an election either. When no
+  // member is connected, this client may be the one cut off.
+  bool AnyMemberConnected() const;
+
   const EtcdOptions& options() const { return options_; }
   // "etcd at h1:2379,h2:2379", for messages.
   std::string Describe() const;

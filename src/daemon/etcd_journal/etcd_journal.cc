@@ -1,6 +1,7 @@
 #include "daemon/etcd_journal/etcd_journal.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -95,15 +96,28 @@ absl::StatusOr<std::unique_ptr<EtcdJournal>> EtcdJournal::Open(std::shared_ptr<E
   }
   std::unique_ptr<EtcdJournal> journal(new EtcdJournal(std::move(etcd), std::move(prefix), limits));
   HVDD_RETURN_IF_ERROR(journal->CheckVersion());
-  absl::MutexLock lock(&journal->mu_);
-  HVDD_RETURN_IF_ERROR(journal->LoadJobs());
+  {
+    absl::MutexLock lock(&journal->mu_);
+    HVDD_RETURN_IF_ERROR(journal->LoadJobs());
+  }
+  EtcdJournal* self = journal.get();
+  journal->retrier_ = std::thread([self] { self->RetryLoop(); });
   return journal;
 }
 
 EtcdJournal::EtcdJournal(std::shared_ptr<EtcdClient> etcd, std::string prefix, JournalLimits limits)
     : etcd_(std::move(etcd)), prefix_(std::move(prefix)), limits_(limits) {}
 
-EtcdJournal::~EtcdJournal() = default;
+EtcdJournal::~EtcdJournal() {
+  stop_.Notify();
+  if (retrier_.joinable()) retrier_.join();
+  absl::MutexLock lock(&mu_);
+  if (!queued_.empty()) {
+    HVDD_LOG(ERROR) << "journal " << Describe() << ": " << queued_.size()
+                    << " writes could not be made before horovodd stopped: "
+                    << store_error_.message();
+  }
+}
 
 std::string EtcdJournal::Describe() const {
   return absl::StrCat(etcd_->Describe(), ", prefix ", prefix_);
@@ -192,10 +206,11 @@ void EtcdJournal::SetFence(etcdserverpb::Compare compare, std::function<void()> 
   on_refused_ = std::move(on_refused);
 }
 
-absl::Status EtcdJournal::Commit(Ops ops, int64_t* revision) {
+absl::Status EtcdJournal::CommitFenced(Ops ops, const std::optional<etcdserverpb::Compare>& fence,
+                                       int64_t* revision) {
   for (size_t begin = 0; begin < ops.size(); begin += kMaxOpsPerTxn) {
     etcdserverpb::TxnRequest txn;
-    if (fence_.has_value()) *txn.add_compare() = *fence_;
+    if (fence.has_value()) *txn.add_compare() = *fence;
     const size_t end = std::min(ops.size(), begin + kMaxOpsPerTxn);
     for (size_t i = begin; i < end; ++i) *txn.add_success() = std::move(ops[i]);
     HVDD_ASSIGN_OR_RETURN(etcdserverpb::TxnResponse response, etcd_->Txn(txn));
@@ -208,19 +223,126 @@ absl::Status EtcdJournal::Commit(Ops ops, int64_t* revision) {
   return absl::OkStatus();
 }
 
-void EtcdJournal::NoteWrite(const absl::Status& status, const std::string& what) {
+absl::Status EtcdJournal::Commit(Ops ops, int64_t* revision) {
+  return CommitFenced(std::move(ops), fence_, revision);
+}
+
+absl::Status EtcdJournal::StoreUnavailable(const absl::Status& cause) const {
+  // Not UNAVAILABLE: this daemon answered, and clients must not take it for
+  // one they could not reach and try the next.
+  return absl::FailedPreconditionError(
+      absl::StrCat("etcd store unavailable (quorum lost?): ", cause.message(),
+                   "; running jobs' workers keep training, and their records are written "
+                   "once etcd answers again"));
+}
+
+absl::Status EtcdJournal::Writable() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (writes_failing_) return StoreUnavailable(store_error_);
+  }
+  // A linearizable read needs the quorum, as a write does (asked each time:
+  // submits are rare, and a write a moment ago says nothing of now).
+  etcdserverpb::RangeRequest request;
+  request.set_key(prefix_ + "version");
+  request.set_count_only(true);
+  absl::StatusOr<etcdserverpb::RangeResponse> read = etcd_->Range(request);
+  if (!read.ok()) return StoreUnavailable(read.status());
+  return absl::OkStatus();
+}
+
+absl::Status EtcdJournal::Write(Ops ops, int64_t* revision) {
+  if (writes_failing_) {
+    Enqueue(std::move(ops));
+    // Not StoreUnavailable's FAILED_PRECONDITION: that code is the fence's.
+    return absl::UnavailableError(store_error_.message());
+  }
+  Ops kept = ops;
+  absl::Status status = Commit(std::move(ops), revision);
+  if (status.ok()) {
+    return status;
+  }
+  if (status.code() == absl::StatusCode::kFailedPrecondition) return status;  // the fence
+  HVDD_LOG(ERROR) << "journal: cannot write to " << Describe() << ": " << status.message()
+                  << " (this write and the next ones are queued and tried again every "
+                  << absl::FormatDuration(kRetryInterval) << ")";
+  writes_failing_ = true;
+  store_error_ = status;
+  Enqueue(std::move(kept));
+  return status;
+}
+
+void EtcdJournal::Enqueue(Ops ops) {
+  // A later put of a key makes an earlier queued one moot (not the one
+  // being written: it is sent as it was).
+  std::set<std::string> puts;
+  for (const auto& op : ops) {
+    if (op.has_request_put()) puts.insert(op.request_put().key());
+  }
+  for (size_t i = front_in_flight_ ? 1 : 0; i < queued_.size(); ++i) {
+    Ops& earlier = queued_[i];
+    earlier.erase(std::remove_if(earlier.begin(), earlier.end(),
+                                 [&puts](const etcdserverpb::RequestOp& op) {
+                                   return op.has_request_put() &&
+                                          puts.count(op.request_put().key()) > 0;
+                                 }),
+                  earlier.end());
+  }
+  queued_.erase(std::remove_if(queued_.begin() + (front_in_flight_ ? 1 : 0), queued_.end(),
+                               [](const Ops& batch) { return batch.empty(); }),
+                queued_.end());
+  queued_.push_back(std::move(ops));
+}
+
+void EtcdJournal::RetryLoop() {
+  while (!stop_.WaitForNotificationWithTimeout(kRetryInterval)) {
+    // Oldest first, one transaction at a time, etcd called without mu_.
+    for (;;) {
+      Ops batch;
+      std::optional<etcdserverpb::Compare> fence;
+      {
+        absl::MutexLock lock(&mu_);
+        if (queued_.empty()) {
+          if (writes_failing_) {
+            HVDD_LOG(INFO) << "journal " << Describe()
+                           << ": etcd answers again; the queued records are written";
+            writes_failing_ = false;
+            store_error_ = absl::OkStatus();
+          }
+          break;
+        }
+        batch = queued_.front();
+        fence = fence_;
+        front_in_flight_ = true;
+      }
+      absl::Status status = CommitFenced(std::move(batch), fence);
+      {
+        absl::MutexLock lock(&mu_);
+        front_in_flight_ = false;
+        if (status.ok()) {
+          queued_.pop_front();
+          continue;
+        }
+        if (status.code() != absl::StatusCode::kFailedPrecondition) {
+          store_error_ = status;
+          break;  // still down: next interval
+        }
+        // Deposed: nothing queued may be written.
+        queued_.clear();
+        writes_failing_ = false;
+      }
+      NoteWrite(status);
+      break;
+    }
+  }
+}
+
+void EtcdJournal::NoteWrite(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kFailedPrecondition) return;
   std::function<void()> refused;
   {
     absl::MutexLock lock(&mu_);
-    if (!status.ok() && !writes_failing_) {
-      HVDD_LOG(ERROR) << "journal: cannot record " << what << " in " << Describe() << ": "
-                      << status.message()
-                      << " (further failures are not logged until a write succeeds again)";
-    } else if (status.ok() && writes_failing_) {
-      HVDD_LOG(INFO) << "journal " << Describe() << ": records are written again";
-    }
-    writes_failing_ = !status.ok();
-    if (status.code() == absl::StatusCode::kFailedPrecondition) refused = on_refused_;
+    refused = on_refused_;
   }
   if (refused) refused();
 }
@@ -238,11 +360,11 @@ void EtcdJournal::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& s
     s.set_created_unix(UnixSeconds(created));
     job.event_seqs.emplace();
     int64_t revision = 0;
-    status = Commit({PutOp(JobKey(job_id), job.record.SerializeAsString())}, &revision);
+    status = Write({PutOp(JobKey(job_id), job.record.SerializeAsString())}, &revision);
     job.created_revision = revision;
     jobs_[job_id] = std::move(job);
   }
-  NoteWrite(status, absl::StrCat("the submission of ", job_id));
+  NoteWrite(status);
 }
 
 void EtcdJournal::OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) {
@@ -258,9 +380,9 @@ void EtcdJournal::OnJobFinalStatus(const std::string& job_id, const v1::JobStatu
     s.set_last_commit(status.last_commit());
     // A cooldown's time left means nothing once the job is over.
     for (auto& host : *s.mutable_hosts()) host.set_cooldown_seconds_left(0);
-    written = Commit({PutOp(JobKey(job_id), it->second.record.SerializeAsString())});
+    written = Write({PutOp(JobKey(job_id), it->second.record.SerializeAsString())});
   }
-  NoteWrite(written, absl::StrCat("the final status of ", job_id));
+  NoteWrite(written);
 }
 
 void EtcdJournal::OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {
@@ -270,9 +392,13 @@ void EtcdJournal::OnJobEvent(const std::string& job_id, const v1::JobEvent& even
   {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<Ops> ops = RecordEvent(job_id, event);
-    status = ops.ok() ? Commit(std::move(*ops)) : ops.status();
+    if (!ops.ok()) {
+      HVDD_LOG(ERROR) << "journal: cannot record event " << event.seq() << " of " << job_id
+                      << " in " << Describe() << ": " << ops.status().message();
+    }
+    status = ops.ok() ? Write(std::move(*ops)) : ops.status();
   }
-  NoteWrite(status, absl::StrCat("event ", event.seq(), " of ", job_id));
+  NoteWrite(status);
 }
 
 absl::StatusOr<EtcdJournal::Ops> EtcdJournal::RecordEvent(const std::string& job_id,
@@ -282,10 +408,17 @@ absl::StatusOr<EtcdJournal::Ops> EtcdJournal::RecordEvent(const std::string& job
     return absl::NotFoundError(absl::StrCat(job_id, " has no record"));
   }
   Job& job = it->second;
-  HVDD_ASSIGN_OR_RETURN(std::deque<uint64_t> * seqs, EventSeqs(job_id, job));
+  // While writes are queued etcd is not read: the seqs are loaded (the
+  // queued events among them) once it answers again, and pruned then.
+  std::deque<uint64_t>* seqs = nullptr;
+  if (!writes_failing_ || job.event_seqs.has_value()) {
+    HVDD_ASSIGN_OR_RETURN(seqs, EventSeqs(job_id, job));
+  }
   Ops ops;
   ops.push_back(PutOp(EventKey(job_id, event.seq()), Recorded(event).SerializeAsString()));
-  if (seqs->empty() || seqs->back() < event.seq()) seqs->push_back(event.seq());
+  if (seqs != nullptr && (seqs->empty() || seqs->back() < event.seq())) {
+    seqs->push_back(event.seq());
+  }
 
   v1::JobStatus& s = *job.record.mutable_status();
   // Every event: the first one marks the start; each planned generation
@@ -312,7 +445,7 @@ absl::StatusOr<EtcdJournal::Ops> EtcdJournal::RecordEvent(const std::string& job
     default:
       break;
   }
-  if (seqs->size() > static_cast<size_t>(limits_.max_events_per_job)) {
+  if (seqs != nullptr && seqs->size() > static_cast<size_t>(limits_.max_events_per_job)) {
     while (seqs->size() > static_cast<size_t>(limits_.max_events_per_job)) seqs->pop_front();
     // Every event before the oldest one kept.
     ops.push_back(DeleteOp(EventsPrefix(job_id), EventKey(job_id, seqs->front())));
@@ -377,9 +510,9 @@ void EtcdJournal::OnJobCheckpoint(const std::string& job_id, const JobCheckpoint
                                                                         : UnixSeconds(c.until));
     }
     record.set_time_unix(UnixSeconds(absl::Now()));
-    status = Commit({PutOp(CheckpointKey(job_id), record.SerializeAsString())});
+    status = Write({PutOp(CheckpointKey(job_id), record.SerializeAsString())});
   }
-  NoteWrite(status, absl::StrCat("the checkpoint of ", job_id));
+  NoteWrite(status);
 }
 
 absl::StatusOr<std::optional<JobCheckpoint>> EtcdJournal::ReadCheckpoint(

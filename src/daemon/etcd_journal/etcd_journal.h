@@ -15,14 +15,24 @@
 // write a record.
 //
 // The rows and each running job's stored event seqs are kept in memory too
-// (loaded by Open and Recover): a write that fails (etcd without quorum) is
-// retried in full with the job's next write, so its row catches up.
+// (loaded by Open and Recover).
 //
-// Threading: one mutex serialises the callbacks and recovery.
+// etcd faults (a member lost, the quorum lost): a write no member could make
+// is kept, in order, and from then on the callbacks only queue their writes
+// (without calling etcd) while a background thread retries the queue every
+// kRetryInterval; once it is written, writes go to etcd directly again. So a
+// job's driver thread waits on etcd at most one call's deadline when the
+// quorum goes, not once per record, and what happened meanwhile (the end of
+// a job too) is written when the quorum returns. Writable() tells the
+// daemon to refuse new work meanwhile.
+//
+// Threading: one mutex serialises the callbacks and recovery; the retrying
+// thread calls etcd without it.
 #pragma once
 
 #include <deque>
 #include <functional>
+#include <thread>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,6 +42,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "daemon/etcd_client/etcd_client.h"
 #include "daemon/journal/journal.h"
 #include "etcd_records.pb.h"
@@ -41,6 +53,8 @@ namespace horovodd::daemon {
 class EtcdJournal final : public Journal {
  public:
   static constexpr const char* kDefaultPrefix = "/horovodd/";
+  // How often queued writes are tried again while etcd cannot take them.
+  static constexpr absl::Duration kRetryInterval = absl::Milliseconds(500);
 
   // Reads the rows under `prefix` (which ends in '/'); UNAVAILABLE naming
   // etcd when no member answers, FAILED_PRECONDITION for records of a newer
@@ -53,6 +67,11 @@ class EtcdJournal final : public Journal {
   absl::StatusOr<std::vector<ArchivedJob>> Recover(
       std::vector<ResumableJob>* running = nullptr) override ABSL_LOCKS_EXCLUDED(mu_);
   std::string Describe() const override;
+  // FAILED_PRECONDITION "etcd store unavailable (quorum lost?): ..." while
+  // writes are queued, or when a quorum read fails (within the client's
+  // call deadline); OK otherwise. A fence refusal is not this: that is
+  // SetFence's on_refused.
+  absl::Status Writable() override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every job as recorded now, without changing anything (running ones as
   // they are, not FAILED): what a standby shows.
@@ -103,10 +122,21 @@ class EtcdJournal final : public Journal {
   absl::StatusOr<std::optional<JobCheckpoint>> ReadCheckpoint(const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<ArchivedJob>> ReadAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // One transaction (or, past etcd's limit on ops, several), fenced.
+  // One transaction (or, past etcd's limit on ops, several), fenced by `fence`.
+  absl::Status CommitFenced(Ops ops, const std::optional<etcdserverpb::Compare>& fence,
+                            int64_t* revision = nullptr);
   absl::Status Commit(Ops ops, int64_t* revision = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Calls on_refused_ after a write the fence refused; logs failures as SqliteJournal does.
-  void NoteWrite(const absl::Status& status, const std::string& what) ABSL_LOCKS_EXCLUDED(mu_);
+  // A callback's write: committed now, or queued while earlier ones wait
+  // (see the class comment). An error means not written yet (or, the fence's
+  // FAILED_PRECONDITION, never).
+  absl::Status Write(Ops ops, int64_t* revision = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds `ops` to the queue; drops earlier queued puts of the keys it puts.
+  void Enqueue(Ops ops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The retrying thread: writes the queue, oldest first, until stopped.
+  void RetryLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Calls on_refused_ after a write the fence refused.
+  void NoteWrite(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status StoreUnavailable(const absl::Status& cause) const;
 
   const std::shared_ptr<EtcdClient> etcd_;
   const std::string prefix_;
@@ -115,7 +145,15 @@ class EtcdJournal final : public Journal {
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::optional<etcdserverpb::Compare> fence_ ABSL_GUARDED_BY(mu_);
   std::function<void()> on_refused_ ABSL_GUARDED_BY(mu_);
+  // Set while writes are queued: the first failure, for messages.
   bool writes_failing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status store_error_ ABSL_GUARDED_BY(mu_);
+  // Writes not made yet, one transaction's ops each, oldest first; the
+  // front one is being written when front_in_flight_.
+  std::deque<Ops> queued_ ABSL_GUARDED_BY(mu_);
+  bool front_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Notification stop_;
+  std::thread retrier_;
 };
 
 }  // namespace horovodd::daemon

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "daemon/auth/auth_token.h"
 
 namespace horovodd::daemon {
@@ -37,6 +38,7 @@ JobManager::~JobManager() { Shutdown("daemon stopped", absl::Seconds(5)); }
 
 absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   if (auto st = ValidateJobSpec(spec); !st.ok()) return st;
+  if (store_ != nullptr) HVDD_RETURN_IF_ERROR(store_->Writable());
   absl::StatusOr<std::string> worker_token = GenerateToken();
   if (!worker_token.ok()) return worker_token.status();
   std::shared_ptr<JobDriver> driver;
@@ -198,6 +200,7 @@ absl::StatusOr<std::vector<std::string>> JobManager::SetDrained(const std::strin
                                                                 const std::string& job_id,
                                                                 bool drained) {
   if (host.empty()) return absl::InvalidArgumentError("no host given");
+  if (store_ != nullptr) HVDD_RETURN_IF_ERROR(store_->Writable());
   std::vector<std::shared_ptr<JobDriver>> targets;
   if (!job_id.empty()) {
     if (auto archived = FindArchived(job_id)) {

@@ -54,6 +54,10 @@ class JobManager {
   void set_kv_limits(KvLimits limits) { kv_limits_ = limits; }
   // Jobs write checkpoints for a restarted daemon (JobContext::checkpoints).
   void set_checkpoints(bool on) { checkpoints_ = on; }
+  // Submits and drains are refused while `store` cannot take records
+  // (Journal::Writable: etcd without quorum); set before serving, outlives
+  // the manager.
+  void set_store(Journal* store) { store_ = store; }
 
   // Jobs an earlier run recorded; call before serving. New job numbers
   // continue after the highest archived one, so no id is ever reused.
@@ -110,6 +114,7 @@ class JobManager {
   std::map<std::string, std::string> worker_env_;
   KvLimits kv_limits_;
   bool checkpoints_ = false;
+  Journal* store_ = nullptr;
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;

@@ -73,6 +73,13 @@ class Journal : public JobObserver {
 
   // Where the records are, for messages: a file's path, or etcd's endpoints and prefix.
   virtual std::string Describe() const = 0;
+
+  // Whether new records can be made now: the daemon refuses submits and
+  // membership changes otherwise (running jobs go on; their records catch
+  // up). FAILED_PRECONDITION naming the store when not (not UNAVAILABLE:
+  // clients take that for a daemon they could not reach). The embedded
+  // store always can.
+  virtual absl::Status Writable() { return absl::OkStatus(); }
 };
 
 // What both stores check of their limits: INVALID_ARGUMENT below 1.

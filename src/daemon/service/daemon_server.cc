@@ -141,6 +141,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   // Only a daemon whose workers outlive it takes jobs back.
   daemon->jobs_->set_checkpoints(daemon->shim_launcher_ != nullptr && daemon->journal_ != nullptr);
   daemon->jobs_->set_worker_environment(WorkerTlsEnvironment(options.tls));
+  daemon->jobs_->set_store(daemon->journal_.get());
   daemon->access_->set_worker_token_check(
       [jobs = daemon->jobs_.get()](absl::string_view token) { return jobs->IsWorkerToken(token); });
   std::vector<ResumableJob> running;
