@@ -12,8 +12,8 @@ import subprocess
 import pytest
 
 from etcd_cluster import EtcdCluster
-from harness import (CLI_DEADLINE, HOROVODRUN, HostsFile, read_result, submit_elastic_train,
-                     wait_for)
+from harness import (CLI_DEADLINE, HOROVODRUN, HostsFile, daemons, read_result,  # noqa: F401
+                     submit_elastic_train, wait_for)
 
 SAMPLES = 1024
 
@@ -40,13 +40,13 @@ def check_result(tmp_path, epochs):
 def test_losing_one_etcd_member_of_three_changes_nothing(daemons, etcd, tmp_path):
     HostsFile(tmp_path, "localhost:2")
     daemon = daemons.start(config=etcd_config(tmp_path, etcd))
-    job_id = submit_elastic_train(daemon, tmp_path, epochs=8, delay_ms=10, samples=SAMPLES)
+    job_id = submit_elastic_train(daemon, tmp_path, epochs=20, delay_ms=10, samples=SAMPLES)
     daemon.training(job_id, 2)
     etcd.kill(0)
     final = daemon.ended(job_id)
     assert final["state"] == "SUCCEEDED", (final, daemon.output())
     assert final.get("resets", 0) == 0, final
-    check_result(tmp_path, 8)
+    check_result(tmp_path, 20)
     assert "etcd store unavailable" not in daemon.output()
 
 

@@ -356,6 +356,18 @@ def test_bad_requests_say_what_is_wrong(horovodd):
     assert unreachable.stderr.startswith(
         f"horovodctl: error: cannot reach horovodd at 127.0.0.1:{port}: ")
     assert len(unreachable.stderr.splitlines()) == 1
+    # Several daemons (an HA setup): the unreachable one is skipped; none
+    # reachable names each one tried.
+    listed = ctl(None, "--daemon", f"127.0.0.1:{port},{daemon.address}", "--token-file",
+                 daemon.token_file, "list")
+    assert (listed.returncode, listed.stdout) == (0, "No jobs.\n"), listed.stderr
+    other = closed_port()
+    none = ctl(None, "--daemon", f"127.0.0.1:{port},127.0.0.1:{other}", "list")
+    assert none.returncode == 1
+    assert none.stderr.startswith(
+        f"horovodctl: error: cannot reach any horovodd; tried 127.0.0.1:{port} (unreachable: "), \
+        none.stderr
+    assert f"127.0.0.1:{other} (unreachable: " in none.stderr
     # $HOROVODD_ADDRESS names the daemon when --daemon does not.
     from_env = ctl(None, "list", env={"HOROVODD_ADDRESS": daemon.address,
                                       "HOROVODD_TOKEN_FILE": str(daemon.token_file)})
