@@ -102,7 +102,8 @@ TEST_CASE("Without etcd's quorum, records queue without blocking and are written
   CHECK(client->AnyMemberConnected());
   // ... and the ones after it not at all: the job's driver goes on.
   start = absl::Now();
-  for (int commit = 2; commit <= 50; ++commit) journal->OnJobCheckpoint("job-1", Checkpoint(commit));
+  for (int commit = 2; commit <= 50; ++commit)
+    journal->OnJobCheckpoint("job-1", Checkpoint(commit));
   journal->OnJobEvent("job-1", MakeEvent(2, v1::JobEvent::WARNING, t0 + 1, 1, "a warning"));
   journal->OnJobEvent("job-1", StateEvent(3, v1::SUCCEEDED, t0 + 2, 1));
   journal->OnJobEvent("job-1", EndEvent(4, v1::SUCCEEDED, t0 + 3, 1, "all workers finished"));
@@ -115,7 +116,8 @@ TEST_CASE("Without etcd's quorum, records queue without blocking and are written
   cluster.Restart(2);
   // Written by the journal's own retries, with no further callback.
   const absl::Time deadline = absl::Now() + absl::Seconds(45);
-  while (!journal->Writable().ok() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(200));
+  while (!journal->Writable().ok() && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(200));
   REQUIRE(journal->Writable().ok());
   journal.reset();
   const ArchivedJob job = RecoverJob(cluster);

@@ -71,8 +71,7 @@ class FakeDaemon final : public v1::JobService::Service {
     submits_.fetch_add(1);
     if (role_ != Role::kLeader) {
       if (role_ == Role::kStandby) context->AddTrailingMetadata(kLeaderMetadataKey, leader_);
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          StandbyRefusal(address_, leader_));
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, StandbyRefusal(address_, leader_));
     }
     if (request->spec().argv_size() > 0 && request->spec().argv(0) == "bad") {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "command 'bad' is refused");
@@ -204,8 +203,8 @@ TEST_CASE("A daemon's own error is the answer: no other daemon is asked") {
 }
 
 TEST_CASE("With no leader elected it retries until the deadline, then names every address") {
-  FakeDaemon standby(Role::kStandby);                   // "no leader is elected yet"
-  FakeDaemon quiet(Role::kStandbyWithoutMetadata);      // the message only
+  FakeDaemon standby(Role::kStandby);               // "no leader is elected yet"
+  FakeDaemon quiet(Role::kStandbyWithoutMetadata);  // the message only
   const std::string dead = DeadAddress();
   LeaderFollower daemons =
       Follower({standby.address(), quiet.address(), dead}, absl::Milliseconds(800));
@@ -217,10 +216,10 @@ TEST_CASE("With no leader elected it retries until the deadline, then names ever
   CHECK(took < absl::Seconds(10));
   CHECK(standby.submits() >= 2);  // it retried
   CHECK(absl::StartsWith(result.gave_up, "no horovodd leader took the call within 800ms; tried "));
-  CHECK(absl::StrContains(result.gave_up, absl::StrCat(standby.address(), " (this horovodd (",
-                                                       standby.address(),
-                                                       ") is a standby; no leader is elected "
-                                                       "yet)")));
+  CHECK(absl::StrContains(result.gave_up,
+                          absl::StrCat(standby.address(), " (this horovodd (", standby.address(),
+                                       ") is a standby; no leader is elected "
+                                       "yet)")));
   CHECK(absl::StrContains(result.gave_up, absl::StrCat(quiet.address(), " (this horovodd")));
   CHECK(absl::StrContains(result.gave_up, absl::StrCat(dead, " (unreachable: ")));
 }
@@ -302,8 +301,8 @@ TEST_CASE("A stopped watch is not reopened") {
   std::atomic<int> events{0};
   WatchOutcome outcome;
   std::thread watcher([&] {
-    outcome = WatchJobEvents(daemons, "job-1", 0, [&](const v1::JobEvent&) { ++events; },
-                             &stopper);
+    outcome = WatchJobEvents(
+        daemons, "job-1", 0, [&](const v1::JobEvent&) { ++events; }, &stopper);
   });
   for (absl::Time until = absl::Now() + absl::Seconds(10); absl::Now() < until && events == 0;) {
     absl::SleepFor(absl::Milliseconds(10));

@@ -13,12 +13,13 @@ JobClient::JobClient(ClientOptions options, LeaderFollower* daemons)
 
 absl::Status JobClient::Call(
     const std::function<grpc::Status(v1::JobService::Stub&, grpc::ClientContext&)>& call) {
-  return ToStatus(daemons_->Run([&](const std::string&, const std::shared_ptr<grpc::Channel>& channel,
-                                    grpc::ClientContext& context) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-    auto stub = v1::JobService::NewStub(channel);
-    return call(*stub, context);
-  }));
+  return ToStatus(
+      daemons_->Run([&](const std::string&, const std::shared_ptr<grpc::Channel>& channel,
+                        grpc::ClientContext& context) {
+        context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+        auto stub = v1::JobService::NewStub(channel);
+        return call(*stub, context);
+      }));
 }
 
 absl::Status JobClient::ToStatus(const FollowResult& result) const {
@@ -38,10 +39,10 @@ absl::Status JobClient::ToStatus(const FollowResult& result) const {
                           absl::StrCat("horovodd at ", address, " did not answer within ",
                                        absl::FormatDuration(options_.rpc_timeout)));
     case absl::StatusCode::kUnimplemented:
-      return absl::Status(
-          status.code(), absl::StrCat("horovodd at ", address,
-                                      " does not support this request (an older version?)",
-                                      status.message().empty() ? "" : ": ", status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat("horovodd at ", address,
+                                       " does not support this request (an older version?)",
+                                       status.message().empty() ? "" : ": ", status.message()));
     // The daemon's message says which credential it wanted.
     case absl::StatusCode::kUnauthenticated:
     case absl::StatusCode::kPermissionDenied:

@@ -13,12 +13,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/client_credentials.h"
-#include "cli/leader_follower/job_watch.h"
-#include "cli/leader_follower/leader_follower.h"
 #include "cli/horovodrun/build_info.h"
 #include "cli/horovodrun/output_files.h"
 #include "cli/horovodrun/run_options.h"
 #include "cli/horovodrun/slurm_settings.h"
+#include "cli/leader_follower/job_watch.h"
+#include "cli/leader_follower/leader_follower.h"
 #include "common/log.h"
 #include "daemon/service/daemon_server.h"
 #include "horovodd.grpc.pb.h"
@@ -49,7 +49,8 @@ class InterruptHandler {
           horovodd::v1::CancelJobRequest request;
           request.set_job_id(job_id_);
           request.set_reason(absl::StrCat("cancelled by horovodrun (", strsignal(sig), ")"));
-          daemons_->Run([&request](const std::string&, const std::shared_ptr<grpc::Channel>& channel,
+          daemons_->Run([&request](const std::string&,
+                                   const std::shared_ptr<grpc::Channel>& channel,
                                    grpc::ClientContext& context) {
             context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
             horovodd::v1::CancelJobResponse response;

@@ -86,9 +86,9 @@ WatchOutcome WatchJobEvents(LeaderFollower& daemons, const std::string& job_id, 
       outcome.status = DescribeFailure(result);
       if (resuming && result.gave_up.empty() &&
           result.status.code() == absl::StatusCode::kUnavailable) {
-        outcome.status = absl::UnavailableError(absl::StrCat(
-            "lost horovodd at ", result.address, " while watching ", job_id,
-            " and no horovodd took the watch again: ", result.status.message()));
+        outcome.status = absl::UnavailableError(
+            absl::StrCat("lost horovodd at ", result.address, " while watching ", job_id,
+                         " and no horovodd took the watch again: ", result.status.message()));
       }
       return outcome;
     }
@@ -96,9 +96,8 @@ WatchOutcome WatchJobEvents(LeaderFollower& daemons, const std::string& job_id, 
     const absl::Time now = absl::Now();
     if (progress) last_progress = now;
     if (now - last_progress > daemons.options().leader_wait) {
-      outcome.status = absl::UnavailableError(
-          absl::StrCat("horovodd at ", result.address, " ended the watch of ", job_id,
-                       " before the job ended"));
+      outcome.status = absl::UnavailableError(absl::StrCat(
+          "horovodd at ", result.address, " ended the watch of ", job_id, " before the job ended"));
       return outcome;
     }
     if (!progress) absl::SleepFor(daemons.options().initial_backoff);

@@ -39,9 +39,9 @@ struct WatchOutcome {
   // message says which were tried), a daemon's own error (NOT_FOUND), or the
   // stopper.
   absl::Status status;
-  bool ended = false;           // the JOB_ENDED event was seen
-  v1::JobEvent end;             // that event
-  std::string address;          // the daemon that answered last
+  bool ended = false;   // the JOB_ENDED event was seen
+  v1::JobEvent end;     // that event
+  std::string address;  // the daemon that answered last
 };
 
 // Streams `job_id`'s events from `from_seq` (0: the oldest kept) to

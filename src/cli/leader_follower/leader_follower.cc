@@ -29,8 +29,7 @@ bool Unreached(const grpc::Status& status) {
 }
 
 // A standby's refusal: the leader it named ("" for none), else nullopt.
-std::optional<std::string> Refusal(const grpc::Status& status,
-                                   const grpc::ClientContext& context) {
+std::optional<std::string> Refusal(const grpc::Status& status, const grpc::ClientContext& context) {
   if (status.error_code() != grpc::StatusCode::FAILED_PRECONDITION) return std::nullopt;
   const auto& trailers = context.GetServerTrailingMetadata();
   auto it = trailers.find(kLeaderMetadataKey);
@@ -101,8 +100,7 @@ FollowResult LeaderFollower::Run(const Attempt& attempt, bool retry_unreachable)
       if (Unreached(status)) {
         notes.push_back(absl::StrCat(
             address, " (",
-            status.error_code() == grpc::StatusCode::UNAVAILABLE ? "unreachable: "
-                                                                 : "no answer: ",
+            status.error_code() == grpc::StatusCode::UNAVAILABLE ? "unreachable: " : "no answer: ",
             status.error_message(), ")"));
         continue;
       }
@@ -117,16 +115,15 @@ FollowResult LeaderFollower::Run(const Attempt& attempt, bool retry_unreachable)
       continue;
     }
     // The one address given could not be reached: the caller's words say so.
-    if (!refused && !retry_unreachable && options_.addresses.size() == 1 &&
-        tried.size() == 1) {
+    if (!refused && !retry_unreachable && options_.addresses.size() == 1 && tried.size() == 1) {
       return last;
     }
-    last.gave_up = absl::StrCat(
-        refused ? "no horovodd leader took the call" : "cannot reach any horovodd",
-        refused || retry_unreachable
-            ? absl::StrCat(" within ", absl::FormatDuration(options_.leader_wait))
-            : "",
-        "; tried ", absl::StrJoin(notes, ", "));
+    last.gave_up =
+        absl::StrCat(refused ? "no horovodd leader took the call" : "cannot reach any horovodd",
+                     refused || retry_unreachable
+                         ? absl::StrCat(" within ", absl::FormatDuration(options_.leader_wait))
+                         : "",
+                     "; tried ", absl::StrJoin(notes, ", "));
     return last;
   }
 }

@@ -70,18 +70,16 @@ class LeaderFollower {
   // One attempt on one daemon: makes its call (setting its own deadline on
   // `context`) and returns its status; the follower reads the trailing
   // metadata from `context`.
-  using Attempt =
-      std::function<grpc::Status(const std::string& address,
-                                 const std::shared_ptr<grpc::Channel>& channel,
-                                 grpc::ClientContext& context)>;
+  using Attempt = std::function<grpc::Status(const std::string& address,
+                                             const std::shared_ptr<grpc::Channel>& channel,
+                                             grpc::ClientContext& context)>;
 
   // `make_channel` adds the caller's credentials; channels are made once per address.
   LeaderFollower(FollowOptions options, ChannelFactory make_channel);
 
   // `retry_unreachable` as FollowOptions's, for this call (a stream resuming
   // after its daemon went away waits for one to come back).
-  FollowResult Run(const Attempt& attempt, bool retry_unreachable = false)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  FollowResult Run(const Attempt& attempt, bool retry_unreachable = false) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The address that answered last (the first one before any did).
   std::string current() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -32,11 +32,11 @@
 
 #include <deque>
 #include <functional>
-#include <thread>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
