@@ -60,6 +60,11 @@ class RecordingLauncher final : public FakeLauncherBase {
     std::lock_guard<std::mutex> lock(mu_);
     return env_.empty() ? std::map<std::string, std::string>{} : env_.begin()->second;
   }
+  // Every launched worker's environment, by launch handle (from 1).
+  std::map<int64_t, std::map<std::string, std::string>> Envs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return env_;
+  }
 
  private:
   std::mutex mu_;
@@ -69,11 +74,11 @@ class RecordingLauncher final : public FakeLauncherBase {
 };
 
 // horovodd's job manager and WorkerService on a loopback port, with or
-// without a heartbeat schedule, running one job of one worker that may grow
-// to `max_np`.
+// without a heartbeat schedule, running one job of `num_proc` workers (one
+// host) that may grow to `max_np`.
 class RecordingDaemon {
  public:
-  RecordingDaemon(bool announce, int max_np, double liveness_timeout_s)
+  RecordingDaemon(bool announce, int max_np, double liveness_timeout_s, int num_proc = 1)
       : jobs_(&launcher_, &observers_),
         access_(MakeAccess()),
         worker_service_(&jobs_, access_.get()) {
@@ -89,14 +94,18 @@ class RecordingDaemon {
     REQUIRE(server_ != nullptr);
     jobs_.set_worker_address(address());
 
-    v1::JobSpec spec = testing::OneLocalWorkerSpec({"stand-in"});
+    v1::JobSpec spec = num_proc == 1
+                           ? testing::OneLocalWorkerSpec({"stand-in"})
+                           : testing::LocalJobSpec({"stand-in"}, num_proc, 1, num_proc);
     spec.set_max_np(max_np);
     spec.set_elastic(true);
     spec.set_liveness_timeout_seconds(liveness_timeout_s);
     auto id = jobs_.Submit(spec);
     REQUIRE(id.ok());
     job_id_ = *id;
-    REQUIRE(WaitUntil([this] { return !launcher_.FirstEnv().empty(); }));
+    REQUIRE(WaitUntil([this, num_proc] {
+      return launcher_.Envs().size() >= static_cast<size_t>(num_proc);
+    }));
   }
   ~RecordingDaemon() {
     jobs_.Shutdown("test over", absl::Seconds(5));
@@ -110,6 +119,21 @@ class RecordingDaemon {
     REQUIRE(access.ok());
     return std::move(*access);
   }
+
+  // Worker identities (job, worker id, token) by launch handle (from 1).
+  std::map<int64_t, v1::WorkerIdentity> Identities() {
+    std::map<int64_t, v1::WorkerIdentity> out;
+    for (auto& [handle, env] : launcher_.Envs()) {
+      v1::WorkerIdentity& who = out[handle];
+      who.set_job_id(env["HOROVODD_JOB_ID"]);
+      who.set_worker_id(std::stoll(env["HOROVODD_WORKER_ID"]));
+      who.set_token(env["HOROVODD_WORKER_TOKEN"]);
+    }
+    return out;
+  }
+  // The worker of launch `handle` dies of SIGKILL.
+  void Kill(int64_t handle) { REQUIRE(launcher_.Signal(handle, 9).ok()); }
+  v1::JobStatus Status() { return jobs_.Find(job_id_)->Status(); }
 
   // The launched worker's client, as the runtime makes it from its environment.
   internal::DaemonClientOptions ClientOptions() {

@@ -204,14 +204,25 @@ void JobDriver::Attach(int64_t worker_id, std::shared_ptr<WorkerChannel> channel
 
 void JobDriver::Heartbeat(int64_t worker_id, std::optional<v1::WorkerActivity> activity) {
   loop_.Post([this, worker_id, activity = std::move(activity)]() mutable {
-    Worker* w = workers_.Find(worker_id);
-    if (w == nullptr) return;
-    const absl::Time now = clock_.Now();
-    liveness_.Seen(worker_id, now);
-    if (!activity.has_value() || w->gone()) return;
-    goodput_.Activity(w->joined_generation, *activity, now);
-    WorkerTable::Reported(*w, *std::move(activity), now);
+    HeardHeartbeat(worker_id, std::move(activity), clock_.Now());
   });
+}
+
+void JobDriver::Heartbeats(std::vector<WorkerHeartbeat> heartbeats) {
+  loop_.Post([this, heartbeats = std::move(heartbeats)]() mutable {
+    const absl::Time now = clock_.Now();
+    for (WorkerHeartbeat& h : heartbeats) HeardHeartbeat(h.worker_id, std::move(h.activity), now);
+  });
+}
+
+void JobDriver::HeardHeartbeat(int64_t worker_id, std::optional<v1::WorkerActivity> activity,
+                               absl::Time now) {
+  Worker* w = workers_.Find(worker_id);
+  if (w == nullptr) return;
+  liveness_.Seen(worker_id, now);
+  if (!activity.has_value() || w->gone()) return;
+  goodput_.Activity(w->joined_generation, *activity, now);
+  WorkerTable::Reported(*w, *std::move(activity), now);
 }
 
 void JobDriver::Detach(int64_t worker_id, const WorkerChannel* channel) {

@@ -102,6 +102,13 @@ class JobDriver {
   void Attach(int64_t worker_id, std::shared_ptr<WorkerChannel> channel);
   // `activity`: what the worker reported doing, if it did (checked).
   void Heartbeat(int64_t worker_id, std::optional<v1::WorkerActivity> activity = std::nullopt);
+  // Several workers' heartbeats (one host stream's message) in one post to
+  // the loop: each counts as its own Heartbeat.
+  struct WorkerHeartbeat {
+    int64_t worker_id = 0;
+    std::optional<v1::WorkerActivity> activity;
+  };
+  void Heartbeats(std::vector<WorkerHeartbeat> heartbeats);
   void Detach(int64_t worker_id, const WorkerChannel* channel);
   void ReportCommit(const v1::CommitReport& report);
   void ReportFailure(const v1::FailureReport& report);
@@ -138,6 +145,9 @@ class JobDriver {
   // The liveness monitor found `worker_id` lost (heard from last at
   // `last_seen`): it is killed, and its exit counts as a failure.
   void OnWorkerLost(int64_t worker_id, const std::string& reason, absl::Time last_seen);
+  // A heartbeat of `worker_id` heard at `now`, on the loop.
+  void HeardHeartbeat(int64_t worker_id, std::optional<v1::WorkerActivity> activity,
+                      absl::Time now);
   void OnWorkerExit(int64_t worker_id, const ExitInfo& exit, absl::Time exited_at);
   void OnWorkerFailed(Worker& w, const std::string& what);
   // Hot spares: those `plan` removes leave, and those it adds start once no

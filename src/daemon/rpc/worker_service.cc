@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/rpc/grpc_status.h"
+#include "daemon/rpc/host_stream.h"
 #include "daemon/validation/request_validation.h"
 
 namespace horovodd::daemon {
@@ -222,6 +223,13 @@ class RefusedStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1
   void OnDone() override { delete this; }
 };
 
+class RefusedHostStream final
+    : public grpc::ServerBidiReactor<v1::HostMessage, v1::HostDaemonMessage> {
+ public:
+  explicit RefusedHostStream(const absl::Status& why) { Finish(ToGrpcStatus(why)); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 absl::Duration HeartbeatSchedule::IntervalFor(int64_t workers, double liveness_timeout_s) {
@@ -333,6 +341,13 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage>* WorkerServiceImpl
   auto slot = attach_streams_->Acquire(context->peer());
   if (!slot.ok()) return new RefusedStream(slot.status());
   return new AttachStream(context, jobs_, access_, &limits_, heartbeats_, std::move(*slot));
+}
+
+grpc::ServerBidiReactor<v1::HostMessage, v1::HostDaemonMessage>* WorkerServiceImpl::AttachHost(
+    grpc::CallbackServerContext* context) {
+  auto slot = attach_streams_->Acquire(context->peer());
+  if (!slot.ok()) return new RefusedHostStream(slot.status());
+  return NewHostStream(context, jobs_, access_, &limits_, heartbeats_, std::move(*slot));
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportCommit(grpc::CallbackServerContext* context,

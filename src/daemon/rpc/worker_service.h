@@ -80,6 +80,10 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
                                   v1::KvGetResponse* response) override;
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage>* Attach(
       grpc::CallbackServerContext* context) override;
+  // Several workers of one host on one stream (host_stream.h); counted
+  // against the same per-client limit as Attach streams.
+  grpc::ServerBidiReactor<v1::HostMessage, v1::HostDaemonMessage>* AttachHost(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* ReportCommit(grpc::CallbackServerContext* context,
                                          const v1::CommitReport* request,
                                          v1::Empty* response) override;
