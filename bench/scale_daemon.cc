@@ -20,6 +20,8 @@
 //        threads=<Threads> sockets=<open sockets> cpu_s=<user+sys since GO>
 //        launch_span_s=<first to last launch> ready_s=<submit to generation ready>
 //
+// Arguments: WORKERS SLOTS_PER_HOST [ADDRESSES [CONNECTIONS]]; CONNECTIONS (the
+// load generator's; default WORKERS) sizes the open file limit.
 // It listens on one port of ADDRESSES loopback addresses (127.0.0.1, .2, ...):
 // a client address can open only about 28,000 connections to one server
 // address (the ephemeral port range), so 100,000 workers need several.
@@ -247,14 +249,17 @@ double CpuSeconds() {
 }
 
 int Main(int argc, char** argv) {
-  if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: %s WORKERS SLOTS_PER_HOST [ADDRESSES]\n", argv[0]);
+  if (argc < 3 || argc > 5) {
+    std::fprintf(stderr, "usage: %s WORKERS SLOTS_PER_HOST [ADDRESSES [CONNECTIONS]]\n", argv[0]);
     return 2;
   }
   const int workers = std::atoi(argv[1]);
   const int slots = std::atoi(argv[2]);
-  const int addresses = argc == 4 ? std::atoi(argv[3]) : 1;
-  if (workers < 1 || slots < 1 || addresses < 1 || addresses > 254) {
+  const int addresses = argc >= 4 ? std::atoi(argv[3]) : 1;
+  // The load generator's connections (one per worker, or per host when a
+  // host's workers share an AttachHost stream): what the open files go to.
+  const int connections = argc >= 5 ? std::atoi(argv[4]) : workers;
+  if (workers < 1 || slots < 1 || addresses < 1 || addresses > 254 || connections < 1) {
     std::fprintf(stderr, "WORKERS, SLOTS_PER_HOST and ADDRESSES must be positive integers\n");
     return 2;
   }
@@ -263,7 +268,7 @@ int Main(int argc, char** argv) {
   // rest are horovodd's defaults. All simulated workers connect from
   // 127.0.0.1, so the per-client stream cap must hold all of them.
   // As horovodd's main does; a recorded worker holds only its connection.
-  daemon::RaiseOpenFileLimit(workers, /*files_per_worker=*/1);
+  daemon::RaiseOpenFileLimit(connections, /*files_per_worker=*/1);
   daemon::DaemonLimits limits;
   limits.max_workers_per_job = std::max(limits.max_workers_per_job, workers);
   limits.max_attach_streams_per_client = std::max(limits.max_attach_streams_per_client, workers);

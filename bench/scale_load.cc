@@ -2,36 +2,41 @@
 // (bench/scale_daemon.cc: horovodd's job manager and WorkerService with a
 // launcher that records launches instead of starting processes).
 //
-// Each simulated worker does what the runtime does on start: opens its Attach
-// stream (hello, then heartbeats), asks for its rendezvous on it, then does the
+// Each simulated worker does what the runtime does on start: attaches (hello,
+// then heartbeats), asks for its rendezvous on its stream, then does the
 // key-value traffic of a ring bootstrap (sets its own address key, reads its
-// two neighbours'). All of it runs on gRPC's callback API: a handful of
-// threads, whatever N is. One TCP connection per worker by default, as real
-// workers have, unless the open file limit is lower (then a few workers share
-// one, as a host's workers would through an aggregator); connections are
+// two neighbours'). It attaches either on an Attach stream of its own, as the
+// runtime does (the default), or, with --workers-per-host K, through its
+// simulated host's one AttachHost stream, which carries K consecutive
+// launches' hellos, rendezvous and heartbeats (one message per heartbeat
+// round for the whole host), as a host's aggregator would. All of it runs on
+// gRPC's callback API: a handful of threads, whatever N is. One TCP
+// connection per stream (worker or host), as real workers (hosts) have,
+// unless the open file limit is lower (then a few share one); connections are
 // opened before the clock starts.
 //
 // Once every ring could connect, one worker dies (the daemon's launcher reports
-// its SIGKILL and its connection closes) and the others wait for the new
-// generation the daemon announces on their Attach streams.
+// its SIGKILL and its stream, or its part of its host's, ends) and the others
+// wait for the new generation the daemon announces on their streams.
 //
 // Prints one line (then "ERROR <first error>" if there was one):
-//   RESULT scale workers=N connections=.. launched_s=.. ready_s=.. bootstrap_s=..
-//          attached=.. heartbeat_ms=.. loss_s=.. loss_heard=.. rss_hwm_mb=..
-//          rss_at_go_mb=.. threads=.. daemon_sockets=.. load_threads=..
-//          daemon_cpu_s=.. daemon_launch_s=.. daemon_ready_s=.. load_cpu_s=.. errors=..
+//   RESULT scale workers=N workers_per_host=K streams=.. connections=..
+//          launched_s=.. ready_s=.. bootstrap_s=.. attached=.. heartbeat_ms=..
+//          loss_s=.. loss_heard=.. rss_hwm_mb=.. rss_at_go_mb=.. threads=..
+//          daemon_sockets=.. load_threads=.. daemon_cpu_s=.. daemon_launch_s=..
+//          daemon_ready_s=.. load_cpu_s=.. errors=..
 // ready_s: from the submit to the last rendezvous answer received (generation
 // ready); bootstrap_s: to the last neighbour key read (every ring could
-// connect); launched_s: to the last launch we heard of; attached: workers
-// whose Attach stream delivered a notification; heartbeat_ms: the interval
-// the daemon asked the workers for (0: none); the daemon_* figures and the
-// RSS and threads are the daemon's own (daemon_ready_s: its MEMBERSHIP event;
-// daemon_cpu_s: its CPU from the submit on); load_cpu_s: this process's CPU
-// from the submit to the end (all simulated workers' client side); loss_s:
-// from the kill to the last survivor hearing of the new generation,
-// loss_heard: how many survivors heard of it; threads and daemon_sockets are
-// the daemon's threads and open sockets (its connections and listeners),
-// load_threads this process's.
+// connect); launched_s: to the last launch we heard of; streams: Attach or
+// AttachHost streams; attached: workers that got a message of the daemon's;
+// heartbeat_ms: the interval the daemon asked for (0: none); the daemon_*
+// figures and the RSS and threads are the daemon's own (daemon_ready_s: its
+// MEMBERSHIP event; daemon_cpu_s: its CPU from the submit on); load_cpu_s:
+// this process's CPU from the submit to the end (all simulated workers'
+// client side); loss_s: from the kill to the last survivor hearing of the new
+// generation, loss_heard: how many survivors heard of it; threads and
+// daemon_sockets are the daemon's threads and open sockets (its connections
+// and listeners), load_threads this process's.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -44,7 +49,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -89,102 +96,37 @@ struct Shared {
 
 std::string AddressValue(int rank) { return absl::StrCat("10.0.0.1:", 20000 + rank); }
 
-// One simulated worker: its Attach stream is this reactor; its unary calls
-// chain from the rendezvous answer the stream brings.
-class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::DaemonMessage> {
+// One simulated worker's side of what the daemon tells it, whichever stream
+// brings it (its own Attach stream or its host's): the rendezvous answer
+// starts its ring bootstrap (sets its own address key, reads its two
+// neighbours'), a later generation is its news of a loss, and the daemon's
+// heartbeat interval is noted. Called by one stream's reads at a time.
+class RingWorker {
  public:
-  // Heartbeats every `heartbeat` until the daemon names its own interval,
-  // as the runtime's DaemonClient does.
-  SimWorker(v1::WorkerService::Stub* stub, Shared* shared, v1::WorkerIdentity who,
-            std::chrono::milliseconds heartbeat)
-      : stub_(stub),
-        shared_(shared),
-        who_(std::move(who)),
-        interval_us_(heartbeat.count() * 1000) {}
+  RingWorker(v1::WorkerService::Stub* stub, Shared* shared, v1::WorkerIdentity who)
+      : stub_(stub), shared_(shared), who_(std::move(who)) {}
 
-  void Start() {
-    last_heartbeat_us_ = NowUs();
-    hello_.mutable_hello()->CopyFrom(who_);
-    stub_->async()->Attach(&attach_context_, this);
-    {
-      std::lock_guard<std::mutex> lock(write_mu_);
-      writing_ = true;
-    }
-    // The rendezvous request follows the hello (OnWriteDone), as the
-    // runtime asks on its stream.
-    ask_.mutable_rendezvous()->set_id(1);
-    ask_.mutable_rendezvous()->set_after_generation(0);
-    StartWrite(&hello_);
-    StartRead(&notification_);
-    // Heartbeats start writes from outside the reactor's callbacks, so the
-    // stream stays held open until the process exits.
-    AddHold();
-    StartCall();
-  }
+  const v1::WorkerIdentity& who() const { return who_; }
+  int notifications() const { return notifications_.load(); }
 
-  // From the heartbeat thread, which calls it often: sends one when this
-  // worker's interval (the daemon's as soon as it said) has passed since its
-  // last one, or since the start (skipped while a write is in flight).
-  void Heartbeat(int64_t generation, int64_t now_us) {
-    if (now_us - last_heartbeat_us_.load(std::memory_order_relaxed) < interval_us_.load()) return;
-    last_heartbeat_us_.store(now_us, std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> lock(write_mu_);
-      if (writing_ || done_) return;
-      writing_ = true;
-    }
-    heartbeat_.mutable_heartbeat()->set_generation(generation);
-    StartWrite(&heartbeat_);
-  }
-
-  void OnWriteDone(bool ok) override {
-    std::unique_lock<std::mutex> lock(write_mu_);
-    if (ok && !asked_) {
-      asked_ = true;
-      lock.unlock();
-      StartWrite(&ask_);  // writing_ stays set
+  // A message of the daemon's for this worker.
+  void OnMessage(const v1::DaemonMessage& message) {
+    if (message.has_rendezvous()) {
+      OnRendezvous(message.rendezvous());
       return;
     }
-    writing_ = false;
-  }
-  void OnReadDone(bool ok) override {
-    if (ok && notification_.has_rendezvous()) {
-      OnRendezvous(notification_.rendezvous());
-    } else if (ok) {
-      notifications_.fetch_add(1);
-      if (rank_ >= 0 && notification_.generation() > rendezvous_response_.generation() &&
-          !heard_next_generation_) {
-        heard_next_generation_ = true;  // only this reactor's reads touch it
-        std::lock_guard<std::mutex> lock(shared_->mu);
-        ++shared_->loss_heard;
-        shared_->last_loss_heard_s = SecondsSince(shared_->start);
-        shared_->cv.notify_all();
-      }
-      // As the runtime: the daemon's interval, at most a quarter of its 30 s
-      // grace for an unreachable daemon.
-      if (const int64_t ms = notification_.heartbeat_interval_ms(); ms > 0) {
-        interval_us_.store(std::min<int64_t>(ms, 7500) * 1000);
-        heard_interval_.store(true);
-      }
-      StartRead(&notification_);
+    notifications_.fetch_add(1);
+    if (rank_ >= 0 && message.generation() > rendezvous_response_.generation() &&
+        !heard_next_generation_) {
+      heard_next_generation_ = true;
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      ++shared_->loss_heard;
+      shared_->last_loss_heard_s = SecondsSince(shared_->start);
+      shared_->cv.notify_all();
     }
-  }
-  void OnDone(const grpc::Status&) override {
-    std::lock_guard<std::mutex> lock(write_mu_);
-    done_ = true;
-  }
-  void Cancel() { attach_context_.TryCancel(); }
-  int notifications() const { return notifications_.load(); }
-  bool heard_interval() const { return heard_interval_.load(); }
-  int64_t interval_us() const { return interval_us_.load(); }
-
-  static int64_t NowUs() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
-        .count();
   }
 
  private:
-  // Reads on once the rendezvous chain is started.
   void OnRendezvous(const v1::StreamRendezvousAnswer& answer) {
     if (answer.code() != 0) {
       shared_->Error(
@@ -205,7 +147,6 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
     set_request_.set_value(AddressValue(rank_));
     stub_->async()->KvSet(&set_context_, &set_request_, &set_response_,
                           [this](grpc::Status status) { OnKvSet(status); });
-    StartRead(&notification_);
   }
 
   void OnKvSet(const grpc::Status& status) {
@@ -245,21 +186,8 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
   Shared* const shared_;
   const v1::WorkerIdentity who_;
   int rank_ = -1, size_ = 0;
-
-  grpc::ClientContext attach_context_;
-  v1::WorkerMessage hello_, heartbeat_;
-  v1::DaemonMessage notification_;
   std::atomic<int> notifications_{0};
-  std::atomic<int64_t> interval_us_;           // the daemon's once it said
-  std::atomic<int64_t> last_heartbeat_us_{0};  // written by Start, then the heartbeat thread
-  std::atomic<bool> heard_interval_{false};
-  bool heard_next_generation_ = false;  // read and written by OnReadDone only
-  std::mutex write_mu_;
-  bool writing_ = false;  // guarded by write_mu_
-  bool done_ = false;     // guarded by write_mu_
-
-  v1::WorkerMessage ask_;  // the rendezvous request
-  bool asked_ = false;     // guarded by write_mu_
+  bool heard_next_generation_ = false;  // the reads' only
   v1::RendezvousResponse rendezvous_response_;
   grpc::ClientContext set_context_;
   v1::KvSetRequest set_request_;
@@ -269,11 +197,261 @@ class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Da
   v1::KvGetResponse get_response_;
 };
 
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+// As the runtime: the daemon's interval, at most a quarter of its 30 s grace
+// for an unreachable daemon.
+int64_t FollowedIntervalUs(int64_t announced_ms) {
+  return std::min<int64_t>(announced_ms, 7500) * 1000;
+}
+
+// Either way of attaching: a worker's own Attach stream, or its host's.
+class SimStream {
+ public:
+  virtual ~SimStream() = default;
+  // From the heartbeat thread, which calls it often: sends one round when
+  // the interval (the daemon's as soon as it said) has passed since the
+  // last, or since the start (skipped while a write is in flight).
+  virtual void Heartbeat(int64_t generation, int64_t now_us) = 0;
+  // Its worker `worker_id` died: its stream (or its part of the host's) ends.
+  virtual void Lose(int64_t worker_id) = 0;
+  virtual int AttachedWorkers() const = 0;
+  virtual int64_t heard_interval_ms() const = 0;  // 0: never announced
+};
+
+// One simulated worker on its own Attach stream (this reactor), as the
+// runtime's DaemonClient has it: hello, then its rendezvous request, then
+// heartbeats.
+class SimWorker final : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::DaemonMessage>,
+                        public SimStream {
+ public:
+  // Heartbeats every `heartbeat` until the daemon names its own interval,
+  // as the runtime's DaemonClient does.
+  SimWorker(v1::WorkerService::Stub* stub, Shared* shared, v1::WorkerIdentity who,
+            std::chrono::milliseconds heartbeat)
+      : stub_(stub), ring_(stub, shared, std::move(who)), interval_us_(heartbeat.count() * 1000) {}
+
+  void Start() {
+    last_heartbeat_us_ = NowUs();
+    hello_.mutable_hello()->CopyFrom(ring_.who());
+    stub_->async()->Attach(&attach_context_, this);
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      writing_ = true;
+    }
+    // The rendezvous request follows the hello (OnWriteDone), as the
+    // runtime asks on its stream.
+    ask_.mutable_rendezvous()->set_id(1);
+    ask_.mutable_rendezvous()->set_after_generation(0);
+    StartWrite(&hello_);
+    StartRead(&notification_);
+    // Heartbeats start writes from outside the reactor's callbacks, so the
+    // stream stays held open until the process exits.
+    AddHold();
+    StartCall();
+  }
+
+  void Heartbeat(int64_t generation, int64_t now_us) override {
+    if (now_us - last_heartbeat_us_.load(std::memory_order_relaxed) < interval_us_.load()) return;
+    last_heartbeat_us_.store(now_us, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      if (writing_ || done_) return;
+      writing_ = true;
+    }
+    heartbeat_.mutable_heartbeat()->set_generation(generation);
+    StartWrite(&heartbeat_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(write_mu_);
+    if (ok && !asked_) {
+      asked_ = true;
+      lock.unlock();
+      StartWrite(&ask_);  // writing_ stays set
+      return;
+    }
+    writing_ = false;
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (!notification_.has_rendezvous()) {
+      if (const int64_t ms = notification_.heartbeat_interval_ms(); ms > 0) {
+        interval_us_.store(FollowedIntervalUs(ms));
+        heard_interval_ms_.store(ms);
+      }
+    }
+    ring_.OnMessage(notification_);
+    StartRead(&notification_);
+  }
+  void OnDone(const grpc::Status&) override {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    done_ = true;
+  }
+  void Lose(int64_t) override { attach_context_.TryCancel(); }
+  int AttachedWorkers() const override { return ring_.notifications() > 0 ? 1 : 0; }
+  int64_t heard_interval_ms() const override { return heard_interval_ms_.load(); }
+
+ private:
+  v1::WorkerService::Stub* const stub_;
+  RingWorker ring_;
+  grpc::ClientContext attach_context_;
+  v1::WorkerMessage hello_, heartbeat_;
+  v1::DaemonMessage notification_;
+  std::atomic<int64_t> interval_us_;           // the daemon's once it said
+  std::atomic<int64_t> last_heartbeat_us_{0};  // written by Start, then the heartbeat thread
+  std::atomic<int64_t> heard_interval_ms_{0};
+  std::mutex write_mu_;
+  bool writing_ = false;   // guarded by write_mu_
+  bool done_ = false;      // guarded by write_mu_
+  v1::WorkerMessage ask_;  // the rendezvous request
+  bool asked_ = false;     // guarded by write_mu_
+};
+
+// One simulated host: its workers' Attach traffic on one AttachHost stream
+// (this reactor), as a host's aggregator carries it: each worker's hello and
+// rendezvous request go up as it starts, one message per heartbeat round
+// carries all its workers' heartbeats, and what the daemon sends a worker is
+// handed to it. Messages queued while a write is in flight go together in
+// the next one.
+class SimHost final : public grpc::ClientBidiReactor<v1::HostMessage, v1::HostDaemonMessage>,
+                      public SimStream {
+ public:
+  SimHost(v1::WorkerService::Stub* stub, Shared* shared, std::chrono::milliseconds heartbeat)
+      : stub_(stub), shared_(shared), interval_us_(heartbeat.count() * 1000) {}
+
+  // Adds a worker of this host (from the main thread); the first starts the
+  // stream. Its hello and rendezvous request go up in the next write.
+  void AddWorker(v1::WorkerIdentity who) {
+    auto worker = std::make_unique<RingWorker>(stub_, shared_, who);
+    const int64_t id = who.worker_id();
+    bool start = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      start = workers_.empty();
+      workers_[id] = std::move(worker);
+      v1::RelayedWorkerMessage* hello = pending_.add_workers();
+      hello->set_worker_id(id);
+      *hello->mutable_message()->mutable_hello() = std::move(who);
+      v1::RelayedWorkerMessage* ask = pending_.add_workers();
+      ask->set_worker_id(id);
+      ask->mutable_message()->mutable_rendezvous()->set_id(1);
+      ask->mutable_message()->mutable_rendezvous()->set_after_generation(0);
+    }
+    if (start) {
+      last_heartbeat_us_ = NowUs();
+      stub_->async()->AttachHost(&context_, this);
+      WriteNext();
+      StartRead(&in_);
+      AddHold();  // writes start from outside the callbacks, as SimWorker's
+      StartCall();
+    } else {
+      WriteNext();
+    }
+  }
+
+  void Heartbeat(int64_t generation, int64_t now_us) override {
+    if (now_us - last_heartbeat_us_.load(std::memory_order_relaxed) < interval_us_.load()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (writing_ || done_) return;  // the write in flight tells the daemon the host lives
+      last_heartbeat_us_.store(now_us, std::memory_order_relaxed);
+      for (const auto& [id, worker] : workers_) {
+        if (lost_.count(id) != 0) continue;
+        v1::RelayedWorkerMessage* beat = pending_.add_workers();
+        beat->set_worker_id(id);
+        beat->mutable_message()->mutable_heartbeat()->set_generation(generation);
+      }
+    }
+    WriteNext();
+  }
+
+  void Lose(int64_t worker_id) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      lost_.insert(worker_id);
+      pending_.add_detached(worker_id);
+    }
+    WriteNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_ = false;
+      if (!ok) done_ = true;
+    }
+    WriteNext();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (const int64_t ms = in_.heartbeat_interval_ms(); ms > 0) {
+      interval_us_.store(FollowedIntervalUs(ms));
+      heard_interval_ms_.store(ms);
+    }
+    for (const v1::RelayedDaemonMessage& relayed : in_.workers()) {
+      RingWorker* worker = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = workers_.find(relayed.worker_id());
+        if (it != workers_.end()) worker = it->second.get();
+      }
+      if (worker != nullptr) worker->OnMessage(relayed.message());
+    }
+    StartRead(&in_);
+  }
+  void OnDone(const grpc::Status&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  int AttachedWorkers() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    int attached = 0;
+    for (const auto& [id, worker] : workers_) attached += worker->notifications() > 0 ? 1 : 0;
+    return attached;
+  }
+  int64_t heard_interval_ms() const override { return heard_interval_ms_.load(); }
+
+ private:
+  // Starts a write of everything pending, unless one is in flight.
+  void WriteNext() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (writing_ || done_ || (pending_.workers_size() == 0 && pending_.detached_size() == 0)) {
+        return;
+      }
+      writing_ = true;
+      in_flight_.Clear();
+      in_flight_.Swap(&pending_);
+    }
+    StartWrite(&in_flight_);
+  }
+
+  v1::WorkerService::Stub* const stub_;
+  Shared* const shared_;
+  grpc::ClientContext context_;
+  v1::HostDaemonMessage in_;  // the reads' only
+  std::atomic<int64_t> interval_us_;
+  std::atomic<int64_t> last_heartbeat_us_{0};
+  std::atomic<int64_t> heard_interval_ms_{0};
+  mutable std::mutex mu_;
+  std::map<int64_t, std::unique_ptr<RingWorker>> workers_;  // guarded by mu_; never shrinks
+  std::set<int64_t> lost_;                                  // guarded by mu_
+  v1::HostMessage pending_;                                 // guarded by mu_
+  v1::HostMessage in_flight_;  // written by the one write in flight
+  bool writing_ = false;       // guarded by mu_
+  bool done_ = false;          // guarded by mu_
+};
+
 struct Options {
   std::string daemon_binary;
   int workers = 1024;
   int slots = 8;
   int workers_per_connection = 0;       // 0: 1, or as few as the open file limit allows
+  int workers_per_host = 0;             // 0: every worker on its own Attach stream
   int heartbeat_ms = 500;               // the runtime's default, until the daemon names one
   int connections_per_address = 25000;  // below the ephemeral ports of one address
   double timeout_s = 300;
@@ -290,6 +468,8 @@ bool ParseOptions(int argc, char** argv, Options& o) {
       o.slots = std::atoi(value.c_str());
     else if (flag == "--workers-per-connection")
       o.workers_per_connection = std::atoi(value.c_str());
+    else if (flag == "--workers-per-host")
+      o.workers_per_host = std::atoi(value.c_str());
     else if (flag == "--connections-per-address")
       o.connections_per_address = std::atoi(value.c_str());
     else if (flag == "--heartbeat-ms")
@@ -302,10 +482,11 @@ bool ParseOptions(int argc, char** argv, Options& o) {
     }
   }
   if ((argc - 1) % 2 != 0 || o.daemon_binary.empty() || o.workers < 1 || o.slots < 1 ||
-      o.workers_per_connection < 0 || o.heartbeat_ms < 1 || o.connections_per_address < 1) {
+      o.workers_per_connection < 0 || o.workers_per_host < 0 || o.heartbeat_ms < 1 || o.connections_per_address < 1) {
     std::fprintf(stderr,
                  "usage: %s --daemon-binary PATH [--workers N] [--slots N]"
-                 " [--workers-per-connection N (0: auto)] [--connections-per-address N]"
+                 " [--workers-per-connection N (0: auto)] [--workers-per-host N (0: one"
+                 " Attach stream per worker)] [--connections-per-address N]"
                  " [--heartbeat-ms MS] [--timeout S]\n",
                  argv[0]);
     return false;
@@ -318,15 +499,25 @@ int Main(int argc, char** argv) {
   if (!ParseOptions(argc, argv, options)) return 2;
   signal(SIGPIPE, SIG_IGN);
 
-  // One connection per worker, as real workers have, where the open file
-  // limit (of each side: the daemon inherits ours) allows; else workers
-  // share connections as evenly as it allows.
-  RaiseOpenFileLimit(static_cast<uint64_t>(options.workers) + 4096);
-  if (options.workers_per_connection == 0) {
+  // One connection per worker (or per host, with --workers-per-host), as
+  // real workers (hosts) have, where the open file limit (of each side: the
+  // daemon inherits ours) allows; else they share connections as evenly as
+  // it allows. A host's workers are consecutive launches.
+  const int per_stream = std::max(options.workers_per_host, 1);
+  const int streams = (options.workers + per_stream - 1) / per_stream;
+  RaiseOpenFileLimit(static_cast<uint64_t>(streams) + 4096);
+  int streams_per_connection = 1;
+  {
     rlimit limit{};
     getrlimit(RLIMIT_NOFILE, &limit);
     const int64_t usable = std::max<int64_t>(static_cast<int64_t>(limit.rlim_cur) - 2048, 1);
-    options.workers_per_connection = static_cast<int>((options.workers + usable - 1) / usable);
+    streams_per_connection = static_cast<int>((streams + usable - 1) / usable);
+  }
+  if (options.workers_per_connection == 0) {
+    options.workers_per_connection = streams_per_connection * per_stream;
+  } else {
+    streams_per_connection = std::max(options.workers_per_connection / per_stream, 1);
+    options.workers_per_connection = streams_per_connection * per_stream;
   }
   // Separate subchannel pools give each channel its own TCP connection.
   const int connections =
@@ -339,7 +530,8 @@ int Main(int argc, char** argv) {
   }
 
   DaemonProcess daemon;
-  if (!daemon.Start(options.daemon_binary, options.workers, options.slots, addresses)) {
+  if (!daemon.Start(options.daemon_binary, options.workers, options.slots, addresses,
+                    connections)) {
     std::fprintf(stderr, "cannot start %s\n", options.daemon_binary.c_str());
     return 1;
   }
@@ -373,9 +565,13 @@ int Main(int argc, char** argv) {
   }
 
   Shared shared;
-  std::vector<std::unique_ptr<SimWorker>> workers;
-  workers.reserve(options.workers);
-  std::mutex workers_mu;  // the heartbeat thread reads `workers` while it grows
+  // Each worker's stream (its own, or its host's: then shared by its host's
+  // workers), by launch order.
+  std::vector<std::unique_ptr<SimStream>> streams_owned;
+  std::vector<SimStream*> worker_stream;
+  std::vector<int64_t> worker_ids;
+  streams_owned.reserve(streams);
+  std::mutex workers_mu;  // the heartbeat thread reads `streams_owned` while it grows
   const double cpu_at_go_s = CpuSeconds();
   shared.start = Clock::now();
   daemon.Send("GO");
@@ -392,15 +588,32 @@ int Main(int argc, char** argv) {
     who.set_job_id(parts[1]);
     who.set_worker_id(std::atoll(parts[2].c_str()));
     if (parts[3] != "-") who.set_token(parts[3]);
-    auto worker =
-        std::make_unique<SimWorker>(stubs[i / options.workers_per_connection].get(), &shared, who,
-                                    std::chrono::milliseconds(options.heartbeat_ms));
-    // Started before the heartbeat thread can see it: a heartbeat written
-    // on a stream not yet started crashes the reactor.
-    worker->Start();
-    {
+    v1::WorkerService::Stub* stub = stubs[i / options.workers_per_connection].get();
+    worker_ids.push_back(who.worker_id());
+    if (options.workers_per_host > 0) {
+      // A host's stream starts with its first worker, before the heartbeat
+      // thread can see it; later workers join it.
+      if (i % options.workers_per_host == 0) {
+        auto host = std::make_unique<SimHost>(stub, &shared,
+                                              std::chrono::milliseconds(options.heartbeat_ms));
+        host->AddWorker(who);
+        worker_stream.push_back(host.get());
+        std::lock_guard<std::mutex> lock(workers_mu);
+        streams_owned.push_back(std::move(host));
+      } else {
+        auto* host = static_cast<SimHost*>(worker_stream.back());
+        host->AddWorker(who);
+        worker_stream.push_back(host);
+      }
+    } else {
+      auto worker = std::make_unique<SimWorker>(stub, &shared, who,
+                                                std::chrono::milliseconds(options.heartbeat_ms));
+      // Started before the heartbeat thread can see it: a heartbeat written
+      // on a stream not yet started crashes the reactor.
+      worker->Start();
+      worker_stream.push_back(worker.get());
       std::lock_guard<std::mutex> lock(workers_mu);
-      workers.push_back(std::move(worker));
+      streams_owned.push_back(std::move(worker));
     }
     last_launch_s = SecondsSince(shared.start);
     if (i == 0) {
@@ -410,9 +623,9 @@ int Main(int argc, char** argv) {
       std::thread([&] {
         while (true) {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
-          const int64_t now_us = SimWorker::NowUs();
+          const int64_t now_us = NowUs();
           std::lock_guard<std::mutex> lock(workers_mu);
-          for (auto& w : workers) w->Heartbeat(1, now_us);
+          for (auto& stream : streams_owned) stream->Heartbeat(1, now_us);
         }
       }).detach();
     }
@@ -439,10 +652,7 @@ int Main(int argc, char** argv) {
   // would count as heard.
   if (bootstrapped && survivors > 0) {
     daemon.Send(absl::StrCat("KILL ", victim + 1).c_str());  // launch order, from 1
-    {
-      std::lock_guard<std::mutex> lock(workers_mu);
-      workers[victim]->Cancel();
-    }
+    worker_stream[victim]->Lose(worker_ids[victim]);
     std::unique_lock<std::mutex> lock(shared.mu);
     if (!shared.cv.wait_for(lock, std::chrono::duration<double>(options.timeout_s),
                             [&] { return shared.errors > 0 || shared.loss_heard >= survivors; })) {
@@ -457,9 +667,9 @@ int Main(int argc, char** argv) {
   int64_t heartbeat_ms = 0;  // what the daemon asked for (the last worker's), 0 if never
   {
     std::lock_guard<std::mutex> lock(workers_mu);
-    for (auto& w : workers) {
-      notified += w->notifications() > 0 ? 1 : 0;
-      if (w->heard_interval()) heartbeat_ms = w->interval_us() / 1000;
+    for (auto& stream : streams_owned) {
+      notified += stream->AttachedWorkers();
+      if (const int64_t ms = stream->heard_interval_ms(); ms > 0) heartbeat_ms = ms;
     }
   }
   const double load_cpu_s = CpuSeconds() - cpu_at_go_s;
@@ -488,11 +698,11 @@ int Main(int argc, char** argv) {
                      " rendezvous and ", shared.bootstrap_done, " bootstraps done");
   }
   std::printf(
-      "RESULT scale workers=%d connections=%d launched_s=%.3f ready_s=%.3f bootstrap_s=%.3f "
+      "RESULT scale workers=%d workers_per_host=%d streams=%d connections=%d launched_s=%.3f ready_s=%.3f bootstrap_s=%.3f "
       "attached=%d heartbeat_ms=%lld loss_s=%.3f loss_heard=%d rss_hwm_mb=%.1f "
       "rss_at_go_mb=%.1f threads=%ld daemon_sockets=%ld load_threads=%ld "
       "daemon_cpu_s=%.2f daemon_launch_s=%.3f daemon_ready_s=%.3f load_cpu_s=%.2f errors=%d\n",
-      options.workers, connections, last_launch_s, shared.last_ready_s, shared.last_bootstrap_s,
+      options.workers, options.workers_per_host, streams, connections, last_launch_s, shared.last_ready_s, shared.last_bootstrap_s,
       notified, static_cast<long long>(heartbeat_ms),
       shared.loss_heard > 0 ? shared.last_loss_heard_s - loss_start_s : -1.0, shared.loss_heard,
       rss_hwm_kb / 1024.0, rss_at_go_kb / 1024.0, threads, daemon_sockets, load_threads,

@@ -37,7 +37,8 @@ long ThreadCount() {
   return threads;
 }
 
-bool DaemonProcess::Start(const std::string& binary, int workers, int slots, int addresses) {
+bool DaemonProcess::Start(const std::string& binary, int workers, int slots, int addresses,
+                          int connections) {
   int to_child[2], from_child[2];
   if (pipe(to_child) != 0 || pipe(from_child) != 0) return false;
   pid = fork();
@@ -48,8 +49,8 @@ bool DaemonProcess::Start(const std::string& binary, int workers, int slots, int
     close(to_child[1]);
     close(from_child[0]);
     const std::string w = std::to_string(workers), s = std::to_string(slots),
-                      a = std::to_string(addresses);
-    execl(binary.c_str(), binary.c_str(), w.c_str(), s.c_str(), a.c_str(),
+                      a = std::to_string(addresses), c = std::to_string(connections);
+    execl(binary.c_str(), binary.c_str(), w.c_str(), s.c_str(), a.c_str(), c.c_str(),
           static_cast<char*>(nullptr));
     std::perror(binary.c_str());
     _exit(127);

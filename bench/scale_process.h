@@ -28,7 +28,9 @@ struct DaemonProcess {
   FILE* in = nullptr;   // its stdin
   FILE* out = nullptr;  // its stdout
 
-  bool Start(const std::string& binary, int workers, int slots, int addresses);
+  // `connections`: how many the load generator opens (the daemon's open
+  // file budget).
+  bool Start(const std::string& binary, int workers, int slots, int addresses, int connections);
   void Send(const char* line);
   // One line without the newline; empty at EOF.
   std::string ReadLine();
