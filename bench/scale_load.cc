@@ -48,8 +48,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -441,9 +441,9 @@ class SimHost final : public grpc::ClientBidiReactor<v1::HostMessage, v1::HostDa
   std::map<int64_t, std::unique_ptr<RingWorker>> workers_;  // guarded by mu_; never shrinks
   std::set<int64_t> lost_;                                  // guarded by mu_
   v1::HostMessage pending_;                                 // guarded by mu_
-  v1::HostMessage in_flight_;  // written by the one write in flight
-  bool writing_ = false;       // guarded by mu_
-  bool done_ = false;          // guarded by mu_
+  v1::HostMessage in_flight_;                               // written by the one write in flight
+  bool writing_ = false;                                    // guarded by mu_
+  bool done_ = false;                                       // guarded by mu_
 };
 
 struct Options {
@@ -482,7 +482,8 @@ bool ParseOptions(int argc, char** argv, Options& o) {
     }
   }
   if ((argc - 1) % 2 != 0 || o.daemon_binary.empty() || o.workers < 1 || o.slots < 1 ||
-      o.workers_per_connection < 0 || o.workers_per_host < 0 || o.heartbeat_ms < 1 || o.connections_per_address < 1) {
+      o.workers_per_connection < 0 || o.workers_per_host < 0 || o.heartbeat_ms < 1 ||
+      o.connections_per_address < 1) {
     std::fprintf(stderr,
                  "usage: %s --daemon-binary PATH [--workers N] [--slots N]"
                  " [--workers-per-connection N (0: auto)] [--workers-per-host N (0: one"
@@ -698,12 +699,13 @@ int Main(int argc, char** argv) {
                      " rendezvous and ", shared.bootstrap_done, " bootstraps done");
   }
   std::printf(
-      "RESULT scale workers=%d workers_per_host=%d streams=%d connections=%d launched_s=%.3f ready_s=%.3f bootstrap_s=%.3f "
+      "RESULT scale workers=%d workers_per_host=%d streams=%d connections=%d launched_s=%.3f "
+      "ready_s=%.3f bootstrap_s=%.3f "
       "attached=%d heartbeat_ms=%lld loss_s=%.3f loss_heard=%d rss_hwm_mb=%.1f "
       "rss_at_go_mb=%.1f threads=%ld daemon_sockets=%ld load_threads=%ld "
       "daemon_cpu_s=%.2f daemon_launch_s=%.3f daemon_ready_s=%.3f load_cpu_s=%.2f errors=%d\n",
-      options.workers, options.workers_per_host, streams, connections, last_launch_s, shared.last_ready_s, shared.last_bootstrap_s,
-      notified, static_cast<long long>(heartbeat_ms),
+      options.workers, options.workers_per_host, streams, connections, last_launch_s,
+      shared.last_ready_s, shared.last_bootstrap_s, notified, static_cast<long long>(heartbeat_ms),
       shared.loss_heard > 0 ? shared.last_loss_heard_s - loss_start_s : -1.0, shared.loss_heard,
       rss_hwm_kb / 1024.0, rss_at_go_kb / 1024.0, threads, daemon_sockets, load_threads,
       daemon_cpu_s, daemon_launch_s, daemon_ready_s, load_cpu_s, shared.errors);

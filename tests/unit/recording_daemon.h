@@ -94,18 +94,16 @@ class RecordingDaemon {
     REQUIRE(server_ != nullptr);
     jobs_.set_worker_address(address());
 
-    v1::JobSpec spec = num_proc == 1
-                           ? testing::OneLocalWorkerSpec({"stand-in"})
-                           : testing::LocalJobSpec({"stand-in"}, num_proc, 1, num_proc);
+    v1::JobSpec spec = num_proc == 1 ? testing::OneLocalWorkerSpec({"stand-in"})
+                                     : testing::LocalJobSpec({"stand-in"}, num_proc, 1, num_proc);
     spec.set_max_np(max_np);
     spec.set_elastic(true);
     spec.set_liveness_timeout_seconds(liveness_timeout_s);
     auto id = jobs_.Submit(spec);
     REQUIRE(id.ok());
     job_id_ = *id;
-    REQUIRE(WaitUntil([this, num_proc] {
-      return launcher_.Envs().size() >= static_cast<size_t>(num_proc);
-    }));
+    REQUIRE(WaitUntil(
+        [this, num_proc] { return launcher_.Envs().size() >= static_cast<size_t>(num_proc); }));
   }
   ~RecordingDaemon() {
     jobs_.Shutdown("test over", absl::Seconds(5));

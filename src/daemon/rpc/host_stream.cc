@@ -62,9 +62,9 @@ class HostStream final : public grpc::ServerBidiReactor<v1::HostMessage, v1::Hos
       } else if (message.has_rendezvous()) {
         auto member = members_.find(id);
         if (member == members_.end()) {
-          EndStream(grpc::Status(
-              grpc::StatusCode::FAILED_PRECONDITION,
-              absl::StrCat("a rendezvous of worker ", id, " must follow its hello")));
+          EndStream(
+              grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                           absl::StrCat("a rendezvous of worker ", id, " must follow its hello")));
           return;
         }
         Rendezvous(id, member->second, message.rendezvous());
@@ -117,9 +117,9 @@ class HostStream final : public grpc::ServerBidiReactor<v1::HostMessage, v1::Hos
   // hello of the same worker re-attaches it (its runtime reconnected).
   grpc::Status Hello(int64_t id, const v1::WorkerIdentity& who) {
     if (who.worker_id() != id) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("a hello relayed for worker ", id, " names worker ",
-                                       who.worker_id()));
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("a hello relayed for worker ", id, " names worker ", who.worker_id()));
     }
     auto driver = jobs_->Find(who.job_id());
     if (!driver) {
