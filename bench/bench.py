@@ -22,6 +22,7 @@ import urllib.parse
 from bench_procs import (check_output, end_process, free_port, human, log, measure_kill,
                          measure_reset, raise_process_limits, read_steps, results, run,
                          run_ranks, wait_steady, worker_logs)
+from reset_plot import write_reset_plot
 
 QUICK = os.environ.get("QUICK") == "1"
 # Runs per side of the allreduce and 1,024/4,096-worker scale cases, ours and
@@ -52,6 +53,19 @@ PUBLISHED_RESET = [
      "NVIDIA Resiliency Extension's in-process restart; 0.5 s barrier at 16,384 ranks"),
     ("torch TCPStore, 96,000 ranks", "~100 s",
      "PyTorch's TCPStore (libuv backend) bringing up 96,000 ranks"),
+]
+# The same published figures as points of the reset plot (bench/reset_plot.py):
+# (label with its source, color, marker, [(workers, seconds)]); torchrun's is
+# this bench's own torchrun part on this machine (issue 37 quotes 4.4 s).
+PUBLISHED_RESET_POINTS = [
+    ("NCCL ncclCommShrink, 32-1,024 GPUs, 1.4-2.0 s (NVIDIA, NCCL 2.27 blog)", "#2a9d2a",
+     "triangle", [(32, 1.4), (1024, 2.0)]),
+    ("NVIDIA in-process restart, ~2.5 s at 16,384 ranks (nvidia-resiliency-ext)", "#7b3fbf",
+     "diamond", [(16384, 2.5)]),
+    ("torchrun --max_restarts, 4 workers, 4.4 s (bench/run.sh torchrun, torch 1.13)", "#c0392b",
+     "square", [(4, 4.4)]),
+    ("torch TCPStore bring-up (not a reset), ~100 s at 96,000 ranks (PyTorch)", "#888888",
+     "circle", [(96000, 100.0)]),
 ]
 TORCHRUN = "/usr/bin/torchrun"
 # Horovod's synthetic benchmark, kept short: the same arguments on both sides.
@@ -363,6 +377,12 @@ class Bench:
                 split.append(f"daemon detected->ready {med('daemon') * 1e3:.0f} ms")
             if have("workers"):
                 split.append(f"workers ready->resumed {med('workers') * 1e3:.0f} ms")
+            phase_names = [p for p in ("answered", "ring", "communicator", "synced", "stepped")
+                           if all(p in r["phases"] for r in rounds)]
+            if phase_names:
+                split.append("ready->last " + ", ".join(
+                    f"{p} {statistics.median(r['phases'][p] for r in rounds) * 1e3:.0f}"
+                    for p in phase_names) + " ms")
             work = [w for r in rounds for w in r["work"]]
             if work:
                 pairs = statistics.median(w["pairs"] for w in work)
@@ -386,7 +406,22 @@ class Bench:
                                                "kill -> resumed (target < 1 s)"))
         for what, figure, source in PUBLISHED_RESET:
             table.append(("reset", what, "", figure, "", source))
+        self.plot_reset_curve(curve)
         self.scale_up()
+
+    def plot_reset_curve(self, curve):
+        """docs/img/reset_curve.svg: this run's medians beside the published points."""
+        path = os.path.join(os.path.dirname(HERE), "docs", "img", "reset_curve.svg")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        series = [("horovodd, this machine (2 cores, one host; bench/run.sh reset, medians)",
+                   "#1f5fbf", "circle", sorted(curve), True),
+                  ("Horovod elastic, Gloo rebuild (horovod issue 3556)", "#d9822b", "square",
+                   sorted(HOROVOD_RESET_S.items()), True)]
+        series += [(label, color, shape, points, True)
+                   for label, color, shape, points in PUBLISHED_RESET_POINTS]
+        write_reset_plot(path, series, "Reset: SIGKILL of one worker to every survivor "
+                                       "past its first collective")
+        log(f"reset curve plotted to {path}")
 
     def reset_round(self, n, round_index):
         """One kill of the highest rank of an n-worker job; the times of its
@@ -409,12 +444,19 @@ class Bench:
             with open(os.path.join(workdir, "horovodrun.out")) as f:
                 took = re.findall(r"reset took (\d+) ms", f.read())
         out = {"total": m["t_resumed"] - m["t_kill"], "work": m["work"],
-               "detect": None, "daemon": None, "workers": None}
+               "detect": None, "daemon": None, "workers": None, "phases": {}}
         if record is not None:
             detected, ready = record
             out["detect"] = detected - m["t_kill"]
             out["daemon"] = ready - detected
             out["workers"] = m["t_resumed"] - ready
+            # The workers' part by phase: from the generation ready to when
+            # the last survivor passed each phase of its rejoin, and stepped.
+            phases = m.get("phases") or {}
+            marks = [(p, phases[p]) for p in ("answered", "ring", "communicator", "synced")
+                     if phases.get(p)]
+            marks.append(("stepped", m["t_resumed"]))
+            out["phases"] = {p: t - ready for p, t in marks}
         elif took:
             out["daemon"] = int(took[0]) / 1e3
         return out

@@ -13,6 +13,9 @@ RESULT = re.compile(r"RESULT (\w+) (.*)$")
 STEP = re.compile(r"STEP t=([\d.]+) rank=(\d+) size=(\d+) gen=(\d+) step=(\d+)")
 # Our worker's ring connect counters, at the end of its STEP lines.
 RING_COUNTERS = re.compile(r"pairs=(\d+) keys=(\d+) key_bytes=(\d+)")
+# When the worker's last rejoin passed each phase (bench/hvdd_worker.cc), in order.
+JOIN_TIMES = re.compile(r"join=([\d.,]+)")
+JOIN_PHASES = ("began", "answered", "ring", "communicator", "synced")
 
 
 def log(message):
@@ -124,6 +127,9 @@ def read_steps(path, start=0):
                     c = RING_COUNTERS.search(line)
                     if c:
                         step["pairs"], step["keys"], step["key_bytes"] = map(int, c.groups())
+                    j = JOIN_TIMES.search(line)
+                    if j:
+                        step["join"] = dict(zip(JOIN_PHASES, map(float, j.group(1).split(","))))
                     steps.append(step)
     except FileNotFoundError:
         pass
@@ -183,6 +189,8 @@ def measure_kill(proc, logs, n, resumed, startup_timeout, survivors_only=True):
             after = [s for s in read_steps(path) if s["t"] > t_kill and resumed(s)]
             if after:
                 firsts[pid] = after[0]["t"]
+                if "join" in after[0]:
+                    joins.append(after[0]["join"])
         if len(firsts) >= want:
             return max(sorted(firsts.values())[:want]) - t_kill
         if proc.poll() is not None:
@@ -206,22 +214,31 @@ def measure_reset(proc, logs, n, startup_timeout):
     t_kill = time.time()
     os.kill(victim, signal.SIGKILL)
     deadline = time.time() + 120
+    firsts = {}
+    work = []
+    joins = []
     while time.time() < deadline:
-        firsts = {}
-        work = []
         for pid, path in paths.items():
-            if pid == victim:
+            # A survivor that resumed logs on quickly: its log is not read
+            # again (with hundreds of them, the reads would outgrow the
+            # driver's share of the CPU).
+            if pid == victim or pid in firsts:
                 continue
             steps = read_steps(path, starts[pid])
             before = [s for s in steps if s["t"] <= t_kill]
             after = [s for s in steps if s["t"] > t_kill and s["size"] == n - 1]
             if after:
                 firsts[pid] = after[0]["t"]
+                if "join" in after[0]:
+                    joins.append(after[0]["join"])
                 if before and "pairs" in after[0] and "pairs" in before[-1]:
                     work.append({k: after[0][k] - before[-1][k]
                                  for k in ("pairs", "keys", "key_bytes")})
         if len(firsts) >= n - 1:
-            return {"t_kill": t_kill, "t_resumed": max(firsts.values()), "work": work}
+            # When the last survivor passed each phase of its rejoin.
+            phases = {p: max(j[p] for j in joins) for p in JOIN_PHASES} if joins else {}
+            return {"t_kill": t_kill, "t_resumed": max(firsts.values()), "work": work,
+                    "phases": phases}
         if proc.poll() is not None:
             break
         time.sleep(0.05)

@@ -33,6 +33,8 @@
 #include "horovodd/horovodd.h"
 // Not public: the ring's connect counters, which the reset benchmark reports.
 #include "worker_runtime/gloo/gloo_context.h"
+// Not public either: when the last rejoin passed each phase.
+#include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd::bench {
 namespace {
@@ -123,6 +125,9 @@ absl::Status RunElastic(const std::string& dir) {
   state.AddBuffer("weights", &weights);
   state.AddValue("step", &step);
   absl::Status result = elastic::Run(state, [&](elastic::State& s) -> absl::Status {
+    // The state is synced when train starts: the last phase before the first step.
+    const double synced = RealtimeSeconds();
+    const internal::JoinTimes join = internal::LastJoinTimes();
     std::vector<float> grad(weights.size(), 1.0f);
     while (true) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -132,11 +137,12 @@ absl::Status RunElastic(const std::string& dir) {
       const internal::RingConnectTotals rings = internal::ProcessRingConnectTotals();
       std::fprintf(log,
                    "STEP t=%.6f rank=%d size=%d gen=%lld step=%lld pairs=%lld keys=%lld "
-                   "key_bytes=%lld\n",
+                   "key_bytes=%lld join=%.6f,%.6f,%.6f,%.6f,%.6f\n",
                    RealtimeSeconds(), Rank(), Size(), static_cast<long long>(Generation()),
                    static_cast<long long>(step), static_cast<long long>(rings.pairs_connected),
                    static_cast<long long>(rings.keys_read),
-                   static_cast<long long>(rings.key_bytes_read));
+                   static_cast<long long>(rings.key_bytes_read), join.began, join.answered,
+                   join.ring_connected, join.communicator_ready, synced);
       std::fflush(log);
       if (step % 10 != 0) continue;
       // Every rank stops at the same step: the stop flag is reduced (max).

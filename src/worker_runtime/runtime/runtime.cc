@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/log.h"
 #include "common/network_interface.h"
 #include "common/status_macros.h"
@@ -212,7 +214,23 @@ void Runtime::DetachEngine(const absl::Status& reason) {
   });
 }
 
+namespace {
+
+double RealtimeNow() { return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()); }
+
+absl::Mutex join_times_mu(absl::kConstInit);
+JoinTimes last_join_times ABSL_GUARDED_BY(join_times_mu);
+
+}  // namespace
+
+JoinTimes LastJoinTimes() {
+  absl::MutexLock lock(&join_times_mu);
+  return last_join_times;
+}
+
 absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
+  JoinTimes times;
+  times.began = RealtimeNow();
   // Whatever is still pending belongs to the generation being left.
   DetachEngine(absl::AbortedError(absl::StrCat("this worker is leaving generation ",
                                                assignment_.generation, " to rejoin the job")));
@@ -226,6 +244,7 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
   while (true) {
     HVDD_ASSIGN_OR_RETURN(const v1::RendezvousResponse response, client_->Rendezvous(after));
     if (response.removed()) return JoinOutcome::kRemoved;
+    times.answered = RealtimeNow();
     HVDD_RETURN_IF_ERROR(CheckAssignment(response, after));
     Assignment next = ToAssignment(response);
     client_->set_current_generation(next.generation);
@@ -251,6 +270,7 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
     std::vector<int> host_of_rank;
     std::shared_ptr<Communicator> comm;
     if (result.ring.ok()) {
+      times.ring_connected = RealtimeNow();
       // The generation's communicator, from where its ranks are, before the
       // ring's first collective.
       LocalOptions local = local_;
@@ -271,6 +291,11 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       }
     }
     if (result.ring.ok()) {
+      times.communicator_ready = RealtimeNow();
+      {
+        absl::MutexLock lock(&join_times_mu);
+        last_join_times = times;
+      }
       assignment_ = std::move(next);
       key_scope_ = ring_options.key_scope;
       bind_address_ = ring_options.bind_address;

@@ -82,6 +82,19 @@ struct Assignment {
 
 enum class JoinOutcome { kJoined, kRemoved };
 
+// When this process's last successful Join passed each of its phases
+// (CLOCK_REALTIME seconds, 0 before the first): it began, the daemon's
+// answer arrived, the ring's first pairs connected, the communicator was
+// chosen (host groups set up). The reset benchmark logs them to split a
+// reset's worker side.
+struct JoinTimes {
+  double began = 0;
+  double answered = 0;
+  double ring_connected = 0;
+  double communicator_ready = 0;
+};
+JoinTimes LastJoinTimes();
+
 // Where a collective on one process set (process_sets.h) goes: that set's
 // engine, its ranks, and this rank's place in them.
 struct ProcessSetView {
