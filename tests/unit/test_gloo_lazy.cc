@@ -2,6 +2,8 @@
 // neighbours when it is built, any other peer when a collective first talks
 // to it, and never a peer it does not talk to; a reset's rebuild costs each
 // rank its two neighbours, whatever the ring's size.
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <string>
@@ -164,6 +166,42 @@ TEST_CASE("a reset at 64 in-process ranks connects every rank to its new neighbo
   const internal::RingConnectTotals after = internal::ProcessRingConnectTotals();
   CHECK(after.pairs_connected - middle.pairs_connected == 2 * kSurvivors);
   CHECK(after.keys_read - middle.keys_read == 2 * kSurvivors);
+}
+
+TEST_CASE("the record allgather gives every rank's record and talks to rank +- 2^k only",
+          "[collectives][connect][lazy]") {
+  gloo::rendezvous::HashStore store;
+  for (int ranks : {2, 3, 5, internal::kAllPeersMaxRanks, 24, 37}) {
+    RankGroup group(store, absl::StrCat("records", ranks), ranks);
+    std::vector<std::string> errors = OnEveryRank<std::string>(ranks, [&](int rank) {
+      const int64_t mine[2] = {rank, 1000 + rank};
+      absl::StatusOr<std::vector<uint8_t>> all =
+          internal::AllgatherRecords(group.context(rank), mine, sizeof(mine));
+      if (!all.ok()) return all.status().ToString();
+      if (all->size() != ranks * sizeof(mine)) return absl::StrCat("size ", all->size());
+      for (int r = 0; r < ranks; ++r) {
+        int64_t got[2];
+        std::memcpy(got, all->data() + r * sizeof(got), sizeof(got));
+        if (got[0] != r || got[1] != 1000 + r) {
+          return absl::StrCat("rank ", rank, " got ", got[0], "/", got[1], " at ", r);
+        }
+      }
+      return std::string();
+    });
+    for (int rank = 0; rank < ranks; ++rank) {
+      INFO(ranks << " ranks, rank " << rank);
+      CHECK(errors[rank].empty());
+      if (ranks <= internal::kAllPeersMaxRanks) continue;  // connected in full when built
+      // Past 16 ranks: its neighbours, and rank +- 2^k for 2^k < ranks.
+      std::set<int> expected;
+      for (int distance = 1; distance < ranks; distance *= 2) {
+        expected.insert((rank + distance) % ranks);
+        expected.insert((rank + ranks - distance) % ranks);
+      }
+      CHECK(ConnectedPeers(group.context(rank)) == expected);
+      CHECK_FALSE(group.context(rank).connected((rank + 3) % ranks));
+    }
+  }
 }
 
 TEST_CASE("a lazy ring of two connects its one pair", "[collectives][connect][lazy]") {

@@ -3,6 +3,7 @@
 // simulated hosts, the hierarchical allreduce), which must give the same
 // bytes as the same op on a plain TCP ring. Ranks are threads; the "hosts"
 // are sets of them with their own segments.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -473,6 +474,60 @@ TEST_CASE("across hosts with several ranks each the flat allreduce takes the rin
     for (int r = 0; r < size; ++r) {
       REQUIRE(want[r].rfind("FAILED", 0) != 0);
       CHECK(got[r] == want[r]);
+    }
+  }
+}
+
+TEST_CASE("a reset at 64 ranks on four hosts gives every rank its host, local and cross ranks",
+          "[shm][connect]") {
+  // After a reset the survivors keep their order, so a host's ranks need not
+  // be consecutive: here rank r is on host r % 4, local rank r / 4 there.
+  gloo::rendezvous::HashStore store;
+  constexpr int kRanks = 64;
+  constexpr int kHosts = 4;
+  RankGroup group(store, "reset64", kRanks);
+  struct Got {
+    std::string status;
+    bool has_group = false;
+    std::vector<int> host_of_rank;
+    internal::HostCrossing crossing;
+  };
+  const std::vector<Got> got = OnEveryRank<Got>(kRanks, [&](int rank) {
+    internal::GlooCommunicator ring(group.shared(rank));
+    LocalOptions options;
+    options.local_rank = rank / kHosts;
+    options.local_size = kRanks / kHosts;
+    options.cross_rank = rank % kHosts;
+    options.slot_bytes = 4096;
+    absl::StatusOr<internal::HostLayout> layout = internal::ConnectHostGroups(ring, options);
+    Got g;
+    g.status = layout.status().ToString();
+    if (!layout.ok()) return g;
+    g.has_group = layout->group != nullptr && layout->group->rank() == options.local_rank &&
+                  layout->group->size() == options.local_size;
+    g.host_of_rank = layout->host_of_rank;
+    g.crossing = layout->crossing;
+    return g;
+  });
+  std::vector<int> host_of_rank(kRanks);
+  for (int r = 0; r < kRanks; ++r) host_of_rank[r] = r % kHosts;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    INFO("rank " << rank);
+    REQUIRE(got[rank].status == "OK");
+    CHECK(got[rank].has_group);
+    CHECK(got[rank].host_of_rank == host_of_rank);
+    // The hierarchical allreduce's ring: this local rank on every host.
+    std::vector<int> cross_ranks;
+    for (int h = 0; h < kHosts; ++h) cross_ranks.push_back((rank / kHosts) * kHosts + h);
+    CHECK(got[rank].crossing.cross_ranks == cross_ranks);
+    CHECK(got[rank].crossing.cross_index == rank % kHosts);
+    // Its ring talked to its neighbours and rank +- 2^k only.
+    for (int peer = 0; peer < kRanks; ++peer) {
+      const int distance =
+          std::min((peer - rank + kRanks) % kRanks, (rank - peer + kRanks) % kRanks);
+      const bool power_of_two = distance > 0 && (distance & (distance - 1)) == 0;
+      INFO("peer " << peer);
+      CHECK(group.context(rank).connected(peer) == power_of_two);
     }
   }
 }

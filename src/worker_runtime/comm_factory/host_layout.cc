@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <utility>
 
 #include "common/check.h"
 #include "common/status_macros.h"
+#include "worker_runtime/gloo/gloo_ops.h"
 #include "worker_runtime/shm/shm_segment.h"
 
 namespace horovodd::internal {
@@ -108,8 +110,7 @@ absl::StatusOr<HostLayout> ConnectHostGroups(GlooCommunicator& ring, const Local
     absl::StatusOr<std::unique_ptr<shm::ShmGroup>> made = shm::ShmGroup::Create(group);
     if (made.ok()) created = *std::move(made);
   }
-  Tensor mine(DType::kInt64, {1, kWords});
-  int64_t* words = static_cast<int64_t*>(mine.data());
+  int64_t words[kWords];
   words[kLocalRank] = options.local_rank;
   words[kLocalSize] = options.local_size;
   words[kCrossRank] = options.cross_rank;
@@ -117,11 +118,11 @@ absl::StatusOr<HostLayout> ConnectHostGroups(GlooCommunicator& ring, const Local
   words[kSegmentFd] = created != nullptr ? created->segment().fd() : -1;
   words[kBootId] = shm::BootId();
   words[kHierarchical] = options.enabled ? static_cast<int64_t>(options.hierarchical) : -1;
-  HVDD_ASSIGN_OR_RETURN(Tensor all, ring.Allgather(mine.view()));
-  std::vector<std::vector<int64_t>> records(n);
+  HVDD_ASSIGN_OR_RETURN(const std::vector<uint8_t> all,
+                        AllgatherRecords(ring.context(), words, sizeof(words)));
+  std::vector<std::vector<int64_t>> records(n, std::vector<int64_t>(kWords));
   for (int r = 0; r < n; ++r) {
-    const int64_t* at = static_cast<const int64_t*>(all.data()) + r * kWords;
-    records[r].assign(at, at + kWords);
+    std::memcpy(records[r].data(), all.data() + r * sizeof(words), sizeof(words));
   }
 
   // Every rank computes the same layout from the same records.
@@ -158,13 +159,11 @@ absl::StatusOr<HostLayout> ConnectHostGroups(GlooCommunicator& ring, const Local
     }
   }
   // All or none: the ranks agree on whether every group came up.
-  Tensor ok(DType::kInt32, {1});
-  *static_cast<int32_t*>(ok.data()) = usable ? 1 : 0;
-  AllreduceOptions min;
-  min.op = ReduceOp::kMin;
-  HVDD_RETURN_IF_ERROR(ring.Allreduce(ok.view(), min));
+  const uint8_t mine_up = usable ? 1 : 0;
+  HVDD_ASSIGN_OR_RETURN(const std::vector<uint8_t> up,
+                        AllgatherRecords(ring.context(), &mine_up, sizeof(mine_up)));
   if (group != nullptr) group->segment().CloseFd();  // every peer mapped it
-  if (*static_cast<int32_t*>(ok.data()) != 1) return layout;
+  if (std::find(up.begin(), up.end(), 0) != up.end()) return layout;
 
   layout.host_of_rank.assign(n, -1);
   for (size_t h = 0; h < hosts.size(); ++h) {

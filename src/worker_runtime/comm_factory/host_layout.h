@@ -40,12 +40,12 @@ struct HostLayout {
 };
 
 // Run by every rank of a freshly connected ring, before its first
-// collective: the ranks exchange where they are (two small collectives on
-// the ring), each host's leader creates the segment and its local peers map
-// it. Also tells the ring's context whether its ranks span hosts with
-// several ranks each (GlooContext::spans_hosts_with_peers). Only the ring's
-// own failures are errors; a group that cannot be set up (another machine
-// behind one host name, no memfd) leaves every rank without one.
+// collective: the ranks exchange where they are (two small allgathers of
+// log2(n) rounds each, gloo_ops.h's AllgatherRecords), each host's leader
+// creates the segment and its local peers map it. Also tells the ring's context whether its ranks
+// span hosts with several ranks each (GlooContext::spans_hosts_with_peers). Only the ring's own
+// failures are errors; a group that cannot be set up (another machine behind one host name, no
+// memfd) leaves every rank without one.
 absl::StatusOr<HostLayout> ConnectHostGroups(GlooCommunicator& ring, const LocalOptions& options);
 
 // A process set's places for ConnectHostGroups on its own ring: `members`

@@ -221,15 +221,23 @@ void GlooContext::KeepStore(std::shared_ptr<gloo::rendezvous::Store> store) {
 }
 
 absl::Status GlooContext::ConnectPeers(const std::vector<int>& peers) {
-  return Connect(peers, /*first=*/false);
+  return Connect(peers, /*batch=*/nullptr);
+}
+
+absl::Status GlooContext::ConnectPeersAtOnce(const std::vector<int>& peers,
+                                             const std::string& batch) {
+  HVDD_CHECK(!batch.empty());
+  const std::string suffix = absl::StrCat(".", batch);
+  return Connect(peers, &suffix);
 }
 
 absl::Status GlooContext::ConnectFirst(const std::vector<int>& peers) {
   HVDD_CHECK_EQ(connected_count_, 0);
-  return Connect(peers, /*first=*/true);
+  const std::string first;
+  return Connect(peers, &first);
 }
 
-absl::Status GlooContext::Connect(const std::vector<int>& peers, bool first) {
+absl::Status GlooContext::Connect(const std::vector<int>& peers, const std::string* batch) {
   std::vector<int> missing;
   for (int peer : peers) {
     HVDD_CHECK(peer >= 0 && peer < size);
@@ -247,7 +255,7 @@ absl::Status GlooContext::Connect(const std::vector<int>& peers, bool first) {
   // Also inherited by the connecting threads.
   const ScopedSigpipeBlock sigpipe_block;
   try {
-    return ConnectOrThrow(missing, first);
+    return ConnectOrThrow(missing, batch);
   } catch (const std::exception& e) {
     if (aborted()) return health();
     std::string message =
@@ -263,8 +271,9 @@ namespace {
 // pair connected after the first ones.
 std::string PairKey(int from, int to) { return absl::StrCat(from, "-", to); }
 
-// The first pairs' addresses go under one key per rank (its rank): for each
-// pair, the peer (int32), the address's length (uint32), the address.
+// A batch of pairs' addresses goes under one key per rank (its rank, then
+// the batch's suffix): for each pair, the peer (int32), the address's
+// length (uint32), the address.
 void AppendEntry(std::vector<char>& key, int peer, const std::vector<char>& address) {
   const int32_t who = peer;
   const uint32_t length = static_cast<uint32_t>(address.size());
@@ -295,7 +304,7 @@ std::vector<char> FindEntry(const std::vector<char>& key, int peer, int owner) {
 
 }  // namespace
 
-absl::Status GlooContext::ConnectOrThrow(const std::vector<int>& peers, bool first) {
+absl::Status GlooContext::ConnectOrThrow(const std::vector<int>& peers, const std::string* batch) {
   std::vector<std::vector<char>> ours(peers.size());
   {
     absl::MutexLock lock(&pairs_mu_);
@@ -304,14 +313,14 @@ absl::Status GlooContext::ConnectOrThrow(const std::vector<int>& peers, bool fir
       ours[i] = transportContext_->createPair(peers[i])->address().bytes();
     }
   }
-  // One key write for the first pairs (one per pair after them), and one
-  // wait for all the peers' keys (one round trip through the daemon's store).
+  // One key write for a batch (one per pair otherwise), and one wait for
+  // all the peers' keys (one round trip through the daemon's store).
   std::vector<std::string> their_keys;
-  if (first) {
+  if (batch != nullptr) {
     std::vector<char> key;
     for (size_t i = 0; i < peers.size(); ++i) AppendEntry(key, peers[i], ours[i]);
-    store_->set(std::to_string(rank), key);
-    for (int peer : peers) their_keys.push_back(std::to_string(peer));
+    store_->set(absl::StrCat(rank, *batch), key);
+    for (int peer : peers) their_keys.push_back(absl::StrCat(peer, *batch));
   } else {
     for (size_t i = 0; i < peers.size(); ++i) {
       store_->set(PairKey(rank, peers[i]), ours[i]);
@@ -324,7 +333,7 @@ absl::Status GlooContext::ConnectOrThrow(const std::vector<int>& peers, bool fir
     std::vector<char> key = store_->get(their_keys[i]);
     keys_read_total.fetch_add(1, std::memory_order_relaxed);
     key_bytes_read_total.fetch_add(static_cast<int64_t>(key.size()), std::memory_order_relaxed);
-    theirs[i] = first ? FindEntry(key, rank, peers[i]) : std::move(key);
+    theirs[i] = batch != nullptr ? FindEntry(key, rank, peers[i]) : std::move(key);
   }
   // Gloo's connect() blocks until the pair is connected: one thread per
   // pair, so n pairs connect in about one connect's time rather than n in a

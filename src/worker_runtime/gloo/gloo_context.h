@@ -148,6 +148,11 @@ class GlooContext final : public gloo::rendezvous::Context {
   // once the context is aborted; FAILED_PRECONDITION when no store was kept
   // (a context connected in full up front).
   absl::Status ConnectPeers(const std::vector<int>& peers);
+  // ConnectPeers with one key write for all the new pairs (under
+  // "<rank>.<batch>") instead of one per pair: for a collective that knows
+  // every peer it will talk to up front. Every peer named must call it with
+  // the same `batch` in the same collective, naming this rank.
+  absl::Status ConnectPeersAtOnce(const std::vector<int>& peers, const std::string& batch);
   // The first pairs, before any collective: the ring's neighbours, or every
   // peer for a context connected up front. A rank's addresses for them go
   // under one key (its rank), and it reads those peers' keys only, in one
@@ -184,8 +189,10 @@ class GlooContext final : public gloo::rendezvous::Context {
   void StartClosingPairsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Connecting `peers` (none connected yet, no repeats), with Gloo's
   // exceptions still flying; not OK when the pairs are closing already.
-  absl::Status Connect(const std::vector<int>& peers, bool first);
-  absl::Status ConnectOrThrow(const std::vector<int>& peers, bool first);
+  // `batch`: null for one key per pair, else the suffix of this rank's one
+  // key for all of them ("" for the first pairs).
+  absl::Status Connect(const std::vector<int>& peers, const std::string* batch);
+  absl::Status ConnectOrThrow(const std::vector<int>& peers, const std::string* batch);
   void ClosePairs() ABSL_LOCKS_EXCLUDED(pairs_mu_);
 
   const absl::Duration collective_timeout_;

@@ -1,5 +1,6 @@
 #include "worker_runtime/gloo/gloo_ops.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <string>
@@ -286,6 +287,45 @@ absl::Status Barrier(GlooContext& context) {
     HVDD_RETURN_IF_ERROR(scope.WaitSend(*tokens.buffer));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<uint8_t>> AllgatherRecords(GlooContext& context, const void* mine,
+                                                      size_t bytes) {
+  const int n = context.size;
+  const int rank = context.rank;
+  // [i]: rank (rank + i) % n's record, filled from the front round by round;
+  // declared before the scope, so that it outlives the buffer registered on it.
+  std::vector<uint8_t> held(static_cast<size_t>(n) * bytes);
+  CollectiveScope scope(context, "record allgather");
+  HVDD_RETURN_IF_ERROR(scope.CheckHealth());
+  if (bytes > 0) std::memcpy(held.data(), mine, bytes);
+  if (n > 1 && bytes > 0) {
+    HVDD_ASSIGN_OR_RETURN(gloo::transport::UnboundBuffer* buffer,
+                          scope.Register(held.data(), held.size()));
+    // Every pair of every round at once: one rendezvous round trip, not one a round.
+    std::vector<int> peers;
+    for (int have = 1; have < n; have *= 2) {
+      peers.push_back((rank - have + n) % n);
+      peers.push_back((rank + have) % n);
+    }
+    HVDD_RETURN_IF_ERROR(scope.ConnectAtOnce(peers, absl::StrCat("records", scope.sequence())));
+    for (int have = 1; have < n; have *= 2) {
+      const size_t count = static_cast<size_t>(std::min(have, n - have));
+      const int to = (rank - have + n) % n;
+      const int from = (rank + have) % n;
+      HVDD_RETURN_IF_ERROR(scope.Recv(*buffer, from, have * bytes, count * bytes, Channel::kData));
+      HVDD_RETURN_IF_ERROR(scope.Send(*buffer, to, 0, count * bytes, Channel::kData));
+      HVDD_RETURN_IF_ERROR(scope.WaitRecv(*buffer));
+      HVDD_RETURN_IF_ERROR(scope.WaitSend(*buffer));
+    }
+  }
+  std::vector<uint8_t> all(held.size());
+  for (int i = 0; i < n; ++i) {
+    if (bytes == 0) break;
+    std::memcpy(all.data() + static_cast<size_t>((rank + i) % n) * bytes,
+                held.data() + static_cast<size_t>(i) * bytes, bytes);
+  }
+  return all;
 }
 
 }  // namespace horovodd::internal

@@ -7,6 +7,7 @@
 // gloo_ops.cc and gloo_adasum.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -39,5 +40,15 @@ absl::StatusOr<Tensor> Reducescatter(GlooContext& context, const TensorView& inp
                                      const ReducescatterOptions& options);
 
 absl::Status Barrier(GlooContext& context);
+
+// Every rank's `bytes` bytes at `mine`, rank r's at [r * bytes], every rank
+// giving the same `bytes`: for the small records a ring's set-up exchanges
+// (comm_factory/host_layout.h), in ceil(log2 n) rounds (Bruck's allgather):
+// round k sends what this rank holds so far to rank - 2^k and receives as
+// much from rank + 2^k. A round costs waking every process once; the ring's
+// allgather takes n - 1 of them, which on a host with more ranks than CPUs
+// made a 256-rank reset quadratic. Connects the 2 log2(n) peers it talks to.
+absl::StatusOr<std::vector<uint8_t>> AllgatherRecords(GlooContext& context, const void* mine,
+                                                      size_t bytes);
 
 }  // namespace horovodd::internal

@@ -92,7 +92,16 @@ absl::Status CollectiveScope::FromException(const std::exception& e) {
 
 absl::Status CollectiveScope::Connect(const std::vector<int>& peers) {
   if (!failure_.ok()) return failure_;
-  absl::Status connected = context_.ConnectPeers(peers);
+  return Connected(context_.ConnectPeers(peers));
+}
+
+absl::Status CollectiveScope::ConnectAtOnce(const std::vector<int>& peers,
+                                            const std::string& batch) {
+  if (!failure_.ok()) return failure_;
+  return Connected(context_.ConnectPeersAtOnce(peers, batch));
+}
+
+absl::Status CollectiveScope::Connected(absl::Status connected) {
   if (connected.ok()) return connected;
   if (connected.code() == absl::StatusCode::kAborted) return Fail(AbortedStatus());
   return Fail(

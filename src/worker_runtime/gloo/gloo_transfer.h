@@ -67,6 +67,8 @@ class CollectiveScope {
 
   int rank() const { return context_.rank; }
   int size() const { return context_.size; }
+  // The same on every rank for the same collective.
+  uint64_t sequence() const { return sequence_; }
 
   // OK when the context is usable; else why not, naming the collective.
   absl::Status CheckHealth() const;
@@ -91,6 +93,9 @@ class CollectiveScope {
   // themselves, which is enough where every rank talks to its peers in the
   // same order (a tree, the ring, pairs by rank or by XOR).
   absl::Status Connect(const std::vector<int>& peers);
+  // The same with one rendezvous key for all of them
+  // (GlooContext::ConnectPeersAtOnce).
+  absl::Status ConnectAtOnce(const std::vector<int>& peers, const std::string& batch);
 
   // Post a transfer of `bytes` at `offset` in `buffer`. Pairs match in
   // posting order per peer and channel.
@@ -131,6 +136,8 @@ class CollectiveScope {
   absl::Status WaitExchange(const PostedExchange& posted);
 
  private:
+  // Connect's error, labelled (and the scope failed), or OK.
+  absl::Status Connected(absl::Status connected);
   uint64_t SlotFor(Channel channel) const;
   std::chrono::milliseconds RemainingTime() const;
   // The wait itself, with Gloo's exceptions stopped.
