@@ -136,6 +136,34 @@ def read_steps(path, start=0):
     return steps
 
 
+def read_steps_from(path, offset):
+    """The STEP lines of a whole lines' worth of a log from byte `offset`
+    (a line start, or 0; a line cut by a first offset from file_size is
+    skipped), and the offset after the last whole line read."""
+    steps = []
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return steps, offset
+    end = data.rfind(b"\n") + 1
+    for line in data[:end].decode(errors="replace").splitlines():
+        m = STEP.match(line)
+        if not m:
+            continue
+        step = {"t": float(m.group(1)), "rank": int(m.group(2)), "size": int(m.group(3)),
+                "gen": int(m.group(4))}
+        c = RING_COUNTERS.search(line)
+        if c:
+            step["pairs"], step["keys"], step["key_bytes"] = map(int, c.groups())
+        j = JOIN_TIMES.search(line)
+        if j:
+            step["join"] = dict(zip(JOIN_PHASES, map(float, j.group(1).split(","))))
+        steps.append(step)
+    return steps, offset + end
+
+
 def file_size(path):
     try:
         return os.path.getsize(path)
@@ -217,23 +245,28 @@ def measure_reset(proc, logs, n, startup_timeout):
     firsts = {}
     work = []
     joins = []
+    last_before = {}
     while time.time() < deadline:
         for pid, path in paths.items():
-            # A survivor that resumed logs on quickly: its log is not read
-            # again (with hundreds of them, the reads would outgrow the
-            # driver's share of the CPU).
+            # Each log is read on from where the last poll stopped, and not
+            # at all once its survivor resumed: with hundreds of workers
+            # logging on, rereading would outgrow the driver's share of the CPU.
             if pid == victim or pid in firsts:
                 continue
-            steps = read_steps(path, starts[pid])
-            before = [s for s in steps if s["t"] <= t_kill]
-            after = [s for s in steps if s["t"] > t_kill and s["size"] == n - 1]
-            if after:
-                firsts[pid] = after[0]["t"]
-                if "join" in after[0]:
-                    joins.append(after[0]["join"])
-                if before and "pairs" in after[0] and "pairs" in before[-1]:
-                    work.append({k: after[0][k] - before[-1][k]
-                                 for k in ("pairs", "keys", "key_bytes")})
+            steps, starts[pid] = read_steps_from(path, starts[pid])
+            for s in steps:
+                if s["t"] <= t_kill:
+                    last_before[pid] = s
+                    continue
+                if s["size"] != n - 1:
+                    continue
+                firsts[pid] = s["t"]
+                if "join" in s:
+                    joins.append(s["join"])
+                before = last_before.get(pid)
+                if before and "pairs" in s and "pairs" in before:
+                    work.append({k: s[k] - before[k] for k in ("pairs", "keys", "key_bytes")})
+                break
         if len(firsts) >= n - 1:
             # When the last survivor passed each phase of its rejoin.
             phases = {p: max(j[p] for j in joins) for p in JOIN_PHASES} if joins else {}
