@@ -58,7 +58,8 @@ PUBLISHED_RESET = [
 # (label with its source, color, marker, [(workers, seconds)]); torchrun's is
 # this bench's own torchrun part on this machine (issue 37 quotes 4.4 s).
 PUBLISHED_RESET_POINTS = [
-    ("NCCL ncclCommShrink, 32-1,024 GPUs, 1.4-2.0 s (NVIDIA, NCCL 2.27 blog)", "#2a9d2a",
+    ("NCCL ncclCommShrink, 32-1,024 GPUs, 1.4-2.0 s (NVIDIA's figure, as issue 37 cites it)",
+     "#2a9d2a",
      "triangle", [(32, 1.4), (1024, 2.0)]),
     ("NVIDIA in-process restart, ~2.5 s at 16,384 ranks (nvidia-resiliency-ext)", "#7b3fbf",
      "diamond", [(16384, 2.5)]),
