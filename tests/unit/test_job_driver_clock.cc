@@ -3,6 +3,7 @@
 // below --min-np, --liveness-timeout, --start-timeout) end the job as soon as
 // the test moves time past them, and not a moment before.
 #include <csignal>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -348,6 +349,52 @@ struct TwoHostJob {
   }
   SimulatedJob job;
 };
+
+// The status of worker `id`'s KvSet of `key` in `generation`.
+absl::Status SetKey(JobDriver& driver, int64_t id, int64_t generation, const std::string& key) {
+  v1::KvSetRequest request;
+  request.mutable_who()->set_job_id("job-sim");
+  request.mutable_who()->set_worker_id(id);
+  request.set_generation(generation);
+  request.set_key(key);
+  request.set_value("v");
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> result = done->get_future();
+  driver.KvSet(request, [done](absl::Status status) { done->set_value(std::move(status)); });
+  REQUIRE(result.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  return result.get();
+}
+
+TEST_CASE("simulated time: while a job grows its members keep their generation's keys",
+          "[job_driver]") {
+  TwoHostJob two;
+  JobDriver& driver = *two.job.driver;
+  // 127.0.0.1 drained: its two workers leave, the two on localhost form generation 2.
+  driver.SetDrained("127.0.0.1", true);
+  auto first = Ask(driver, 1, 1);
+  auto second = Ask(driver, 2, 1);
+  REQUIRE(first->Get().ok());
+  REQUIRE(second->Get().ok());
+  REQUIRE(driver.Status().generation() == 2);
+  REQUIRE(SetKey(driver, 1, 2, "ring/0").ok());
+
+  // Undrained: two new workers start there; the members train on in generation 2
+  // (a lazy ring connects new pairs through its keys) until the new ones wait.
+  driver.SetDrained("127.0.0.1", false);
+  REQUIRE(WaitUntil([&] { return two.job.launcher.worker_ids().size() == 6; }));
+  CHECK(SetKey(driver, 2, 2, "ring/1").ok());
+  CHECK(SetKey(driver, 5, 3, "early").ok());  // a new worker may write ahead
+  auto fifth = Ask(driver, 5, 0);
+  auto sixth = Ask(driver, 6, 0);
+  // Once every new worker waits, the members are told; generation 2's keys are gone.
+  REQUIRE(WaitUntil([&] { return !SetKey(driver, 1, 2, "late").ok(); }));
+  auto a = Ask(driver, 1, 2);
+  auto b = Ask(driver, 2, 2);
+  REQUIRE(fifth->Get().ok());
+  REQUIRE(sixth->Get().ok());
+  REQUIRE(a->Get().ok());
+  CHECK(a->Get()->size() == 4);
+}
 
 TEST_CASE("simulated time: when every host is blacklisted at once, every survivor stays",
           "[job_driver]") {

@@ -107,12 +107,14 @@ void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
                    plan.new_hosts.size(), " new, ", plan.removed.size(),
                    " leaving); cause: ", cause));
   UpdateSpares(plan);
-  kv_.AdvanceTo(generations_.generation());
   // Growing a running job: its members train on while the new workers start
   // (a process, maybe an interpreter importing a framework: seconds), and
   // hear of the new generation once every new member waits for it.
   const bool grow_only = generations_.ready_generation() > 0 && !failure && plan.removed.empty() &&
                          !plan.new_hosts.empty();
+  // Until the members are told, they train on the ready generation's ring,
+  // whose lazy connections still go through that generation's keys.
+  kv_.AdvanceTo(grow_only ? generations_.ready_generation() : generations_.generation());
   if (!grow_only) {
     generations_.ForgetJoiners();
     workers_.SendToAttached(generations_.Announcement(/*abort_collectives=*/failure));
@@ -137,6 +139,7 @@ void JobDriver::NotifyOnceJoinersWait() {
   recorder_.Record(v1::JobEvent::INFO,
                    absl::StrCat("the new workers of generation ", generations_.generation(),
                                 " are ready; the others join it now"));
+  kv_.AdvanceTo(generations_.generation());
   workers_.SendToAttached(generations_.Announcement(/*abort_collectives=*/false));
   goodput_.Interrupted(clock_.Now());
 }
