@@ -161,10 +161,13 @@ TEST_CASE("a relative --state-dir means one under the current directory") {
 TEST_CASE("the store is SQLite by default, or an etcd cluster from the file or --store") {
   CHECK(DaemonConfig().store.empty());
   CHECK(DaemonConfig().etcd.prefix == "/horovodd/");
+  CHECK(DaemonConfig().etcd.lease_ttl == absl::Seconds(5));
   TempConfig file(
       "store: etcd://10.0.0.1:2379,10.0.0.2:2379\n"
       "etcd:\n"
       "  prefix: /team-a/\n"
+      "  lease_ttl: 3s\n"
+      "  advertise: head-1:7451\n"
       "  ca_file: /etc/etcd/ca.pem\n"
       "  cert_file: /etc/etcd/client.pem\n"
       "  key_file: /etc/etcd/client.key\n");
@@ -173,6 +176,8 @@ TEST_CASE("the store is SQLite by default, or an etcd cluster from the file or -
   REQUIRE(loaded.ok());
   CHECK(loaded->store == "etcd://10.0.0.1:2379,10.0.0.2:2379");
   CHECK(loaded->etcd.prefix == "/team-a/");
+  CHECK(loaded->etcd.lease_ttl == absl::Seconds(3));
+  CHECK(loaded->etcd.advertise == "head-1:7451");
   CHECK(loaded->etcd.ca_file == "/etc/etcd/ca.pem");
   CHECK(loaded->etcd.cert_file == "/etc/etcd/client.pem");
   CHECK(loaded->etcd.key_file == "/etc/etcd/client.key");
@@ -188,6 +193,10 @@ TEST_CASE("the store is SQLite by default, or an etcd cluster from the file or -
   CHECK(absl::StrContains(LoadError(bad_endpoint), "names 'h2', not host:port"));
   TempConfig bad_prefix("etcd:\n  prefix: /horovodd\n");
   CHECK(absl::StrContains(LoadError(bad_prefix), "etcd.prefix: '/horovodd' does not end in '/'"));
+  TempConfig bad_ttl("etcd:\n  lease_ttl: 1s\n");
+  CHECK(absl::StrContains(LoadError(bad_ttl), "etcd.lease_ttl: '1s' is shorter than 2s"));
+  TempConfig bad_advertise("etcd:\n  advertise: head-1\n");
+  CHECK(absl::StrContains(LoadError(bad_advertise), "etcd.advertise: 'head-1' is not host:port"));
   flags.store = "etcd://";
   CHECK(absl::StartsWith(ApplyDaemonFlags(flags, *loaded).message(), "--store: 'etcd://'"));
 }

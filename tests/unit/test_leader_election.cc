@@ -76,5 +76,41 @@ TEST_CASE("A leader that resigns leaves the key at once") {
   CHECK(*b.TryLead());
 }
 
+TEST_CASE(
+    "A leader that cannot reach a quorum leads on; only etcd's word that its lease is gone "
+    "deposes it") {
+  hvdd_test::EtcdTestCluster cluster(3);
+  LeaderElectionOptions options = Options("host-a:7451");
+  options.campaign_after_deposed = false;  // as horovodd, which exits
+  LeaderElection a(cluster.Client(absl::Milliseconds(500)), options);
+  REQUIRE(*a.TryLead());
+  std::atomic<int> deposed{0};
+  a.Run(nullptr, [&deposed] { ++deposed; });
+  cluster.Kill(1);
+  cluster.Kill(2);
+  // Renewals fail for twice the TTL: the leader stays one.
+  absl::SleepFor(absl::Seconds(4));
+  CHECK(deposed == 0);
+  CHECK(a.is_leader());
+  cluster.Restart(1);
+  cluster.Restart(2);
+
+  // etcd ends the lease (as it does once the TTL passes without renewal): deposed.
+  auto observer = cluster.Client();
+  etcdserverpb::RangeRequest request;
+  request.set_key("/hvdd-test/leader");
+  int64_t lease = 0;
+  for (int i = 0; i < 100 && lease == 0; ++i) {
+    auto held = observer->Range(request);
+    if (held.ok() && held->kvs_size() > 0) lease = held->kvs(0).lease();
+    if (lease == 0) absl::SleepFor(absl::Milliseconds(100));
+  }
+  REQUIRE(lease != 0);
+  REQUIRE(observer->RevokeLease(lease).ok());
+  for (int i = 0; i < 100 && deposed == 0; ++i) absl::SleepFor(absl::Milliseconds(100));
+  CHECK(deposed == 1);
+  CHECK_FALSE(a.is_leader());
+}
+
 }  // namespace
 }  // namespace horovodd::daemon

@@ -201,6 +201,30 @@ absl::Status SetDaemonGrace(const std::string& origin, const std::string& value,
   return absl::OkStatus();
 }
 
+// Whole seconds ("5") or a duration ("5s"), at least 2s: etcd counts leases in seconds.
+absl::Status SetLeaseTtl(const std::string& origin, const std::string& value, DaemonConfig& c) {
+  double seconds = 0;
+  absl::Duration ttl;
+  if (absl::SimpleAtod(value, &seconds)) {
+    ttl = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(value, &ttl)) {
+    return Bad(origin, value, "is not a duration (seconds, or e.g. 5s)");
+  }
+  if (ttl < absl::Seconds(2)) return Bad(origin, value, "is shorter than 2s");
+  c.etcd.lease_ttl = ttl;
+  return absl::OkStatus();
+}
+
+absl::Status SetEtcdAdvertise(const std::string& origin, const std::string& value,
+                              DaemonConfig& c) {
+  if (!value.empty()) {
+    absl::StatusOr<HostPort> address = ParseHostPort(value);
+    if (!address.ok() || address->port == 0) return Bad(origin, value, "is not host:port");
+  }
+  c.etcd.advertise = value;
+  return absl::OkStatus();
+}
+
 absl::Status SetShimBinary(const std::string& origin, const std::string& value, DaemonConfig& c) {
   if (!value.empty() && value.front() != '/') {
     return Bad(origin, value, "is not an absolute path");
@@ -245,6 +269,8 @@ const std::vector<Key>& Keys() {
     const std::vector<Key> store_keys = {
         {"store", SetStore, true},
         {"etcd.prefix", SetEtcdPrefix, false},
+        {"etcd.lease_ttl", SetLeaseTtl, false},
+        {"etcd.advertise", SetEtcdAdvertise, false},
         {"etcd.ca_file",
          [](const std::string& o, const std::string& v, DaemonConfig& c) {
            return SetOptionalPath(o, v, c.etcd.ca_file);

@@ -44,6 +44,12 @@ struct DaemonLimits {
 // `store` names etcd).
 struct EtcdSettings {
   std::string prefix = "/horovodd/";  // every key of this horovodd's records starts with it
+  // The leader's lease: how long after a leader is lost a standby takes over, at most.
+  absl::Duration lease_ttl = absl::Seconds(5);
+  // host:port the other daemons and clients reach this one at, published as
+  // the leader's address while it leads; "" = the listen address (a
+  // wildcard host replaced by this machine's name).
+  std::string advertise;
   // TLS to the members; all empty: plaintext. A client certificate and key
   // for members that require one (etcd --client-cert-auth).
   std::string ca_file;

@@ -98,6 +98,8 @@ void LeaderElection::Resign() {
 
 void LeaderElection::Loop() {
   bool was_leader = false;
+  bool renewal_failed = false;
+  absl::Time last_warned = absl::InfinitePast();
   while (!stop_.HasBeenNotified()) {
     if (!was_leader) {
       absl::StatusOr<bool> elected = TryLead();
@@ -110,7 +112,9 @@ void LeaderElection::Loop() {
       stop_.WaitForNotificationWithTimeout(options_.campaign_interval);
       continue;
     }
-    stop_.WaitForNotificationWithTimeout(options_.lease_ttl / 3);
+    // After a failed renewal, the next one soon: the lease runs on meanwhile.
+    stop_.WaitForNotificationWithTimeout(renewal_failed ? options_.campaign_interval
+                                                        : options_.lease_ttl / 3);
     if (stop_.HasBeenNotified()) break;
     bool lost = false;
     {
@@ -119,11 +123,14 @@ void LeaderElection::Loop() {
         lost = true;  // resigned
       } else {
         absl::StatusOr<absl::Duration> renewed = etcd_->KeepAlive(lease_);
+        renewal_failed = !renewed.ok();
         if (renewed.ok()) {
           last_renewal_ = absl::Now();
-        } else if (renewed.status().code() == absl::StatusCode::kNotFound ||
-                   absl::Now() - last_renewal_ >= options_.lease_ttl) {
-          // Expired, or may have: another daemon may lead by now.
+        } else if (renewed.status().code() == absl::StatusCode::kNotFound) {
+          // Only etcd's word that the lease is gone deposes a leader: one that
+          // cannot reach a quorum (etcd's own election, a partition) leads on,
+          // and its writes fail meanwhile; they are fenced should another lead
+          // by the time etcd answers again.
           HVDD_LOG(WARNING) << "no longer leading: " << renewed.status().message();
           lease_ = 0;
           leader_ = false;
@@ -134,6 +141,16 @@ void LeaderElection::Loop() {
     if (lost) {
       was_leader = false;
       if (on_deposed_) on_deposed_();
+      if (!options_.campaign_after_deposed) return;
+    } else {
+      absl::MutexLock lock(&mu_);
+      const absl::Duration unrenewed = absl::Now() - last_renewal_;
+      if (unrenewed >= options_.lease_ttl && absl::Now() - last_warned >= absl::Seconds(10)) {
+        last_warned = absl::Now();
+        HVDD_LOG(WARNING) << "cannot renew the leader's etcd lease for "
+                          << absl::FormatDuration(absl::Trunc(unrenewed, absl::Seconds(1)))
+                          << ": leading on until etcd says it is gone";
+      }
     }
   }
 }

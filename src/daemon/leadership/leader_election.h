@@ -2,8 +2,10 @@
 // holds the leader key (<prefix>leader, its value the leader's address).
 // A daemon campaigns by creating the key with its lease in a transaction
 // that succeeds only while the key does not exist; it keeps the lease alive
-// every TTL/3. When the leader dies (or loses etcd for a TTL), its lease
-// expires, etcd deletes the key, and the next campaign wins.
+// every TTL/3. When the leader dies (or cannot reach etcd for a TTL), its
+// lease expires, etcd deletes the key, and the next campaign wins. A leader
+// counts itself deposed only when etcd says its lease is gone: failed
+// renewals alone (etcd without a quorum) do not depose it.
 //
 // Fence() is the compare a leader puts on every write (the key's lease is
 // still this daemon's): a deposed leader's writes fail instead of landing.
@@ -34,6 +36,9 @@ struct LeaderElectionOptions {
   absl::Duration lease_ttl = absl::Seconds(5);
   // How often a standby looks whether the key is free.
   absl::Duration campaign_interval = absl::Milliseconds(250);
+  // After on_deposed, Run campaigns again (true) or its thread ends (false: a
+  // daemon that exits once deposed must not win again on its way out).
+  bool campaign_after_deposed = true;
 };
 
 class LeaderElection {
@@ -52,8 +57,8 @@ class LeaderElection {
   etcdserverpb::Compare Fence() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Campaigns until elected (then `on_elected`), keeps the lease alive, and
-  // calls `on_deposed` when it is lost (expired, or etcd unreachable for a
-  // TTL); then campaigns again. Once.
+  // calls `on_deposed` when etcd says the lease is gone; then campaigns
+  // again (or stops, options.campaign_after_deposed). Once.
   void Run(std::function<void()> on_elected, std::function<void()> on_deposed);
   // Gives the leadership up now (revokes the lease: the key goes with it).
   void Resign() ABSL_LOCKS_EXCLUDED(mu_);

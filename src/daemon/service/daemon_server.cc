@@ -16,6 +16,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/host_port.h"
 #include "common/log.h"
@@ -87,14 +88,28 @@ std::vector<RemoteShimHost> RemoteShimHostsOf(const ResumableJob& job) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOptions& options) {
+absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOptions& given,
+                                                                  Leadership leadership) {
+  DaemonOptions options = given;
+  // A leader serves where it stood by: the port it was advertised on.
+  if (!leadership.listen_address.empty()) options.listen_address = leadership.listen_address;
   // Debian's Abseil is built with Mutex deadlock detection on: it records
   // every lock order in a global graph (gRPC locks absl::Mutex on each call),
   // which costs the daemon dearly under load. It is a debugging aid; off.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<DaemonServer> daemon(new DaemonServer());
+  daemon->etcd_ = std::move(leadership.etcd);
+  daemon->election_ = std::move(leadership.election);
+  daemon->leadership_loss_ = std::move(leadership.loss);
   if (!options.state_dir.empty() || !options.store.empty()) {
     HVDD_RETURN_IF_ERROR(daemon->OpenJournal(options));
+  }
+  if (daemon->election_ != nullptr) {
+    // From here on a write lands only while this daemon's lease holds the
+    // leader key; one refused means another leads: step down.
+    static_cast<EtcdJournal*>(daemon->journal_.get())
+        ->SetFence(daemon->election_->Fence(),
+                   [loss = daemon->leadership_loss_] { loss->Report(); });
   }
   HVDD_ASSIGN_OR_RETURN(auto access, AccessPolicy::Create(options.auth, options.state_dir));
   daemon->access_ = std::move(access);
@@ -109,6 +124,14 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
     shims.socket_dir = (std::filesystem::path(options.state_dir) / "shims").string();
     // Exit statuses wait for a daemon at least as long as workers do.
     shims.shim_idle_timeout = std::max(options.worker_grace, absl::Minutes(10));
+    if (!options.store.empty()) {
+      absl::StatusOr<std::vector<std::string>> members = ParseEtcdUrl(options.store);
+      if (members.ok()) {
+        std::sort(members->begin(), members->end());
+        shims.remote_namespace =
+            SharedShimNamespace(absl::StrCat(absl::StrJoin(*members, ","), options.etcd.prefix));
+      }
+    }
     HVDD_ASSIGN_OR_RETURN(std::unique_ptr<ShimLauncher> shim_launcher,
                           ShimLauncher::Create(shims));
     ShimLauncher* shim = shim_launcher.get();
@@ -163,6 +186,14 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
     for (const ResumableJob& job : running) daemon->ResumeJob(job, options);
   }
   HVDD_RETURN_IF_ERROR(daemon->Serve(options));
+  if (daemon->leadership_loss_ != nullptr) {
+    daemon->leadership_loss_->Connect([d = daemon.get()] {
+      d->RequestStop(
+          {"no longer the leader (etcd says its lease is gone, or refused a write "
+           "under it)",
+           /*stop_jobs=*/false, /*deposed=*/true});
+    });
+  }
   return daemon;
 }
 
@@ -230,8 +261,10 @@ absl::Status DaemonServer::OpenJournal(const DaemonOptions& options) {
     etcd.ca_file = options.etcd.ca_file;
     etcd.cert_file = options.etcd.cert_file;
     etcd.key_file = options.etcd.key_file;
-    HVDD_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> client, EtcdClient::Create(etcd));
-    HVDD_ASSIGN_OR_RETURN(journal_, EtcdJournal::Open(std::move(client), options.etcd.prefix));
+    if (etcd_ == nullptr) {
+      HVDD_ASSIGN_OR_RETURN(etcd_, EtcdClient::Create(etcd));
+    }
+    HVDD_ASSIGN_OR_RETURN(journal_, EtcdJournal::Open(etcd_, options.etcd.prefix));
   }
   // Recorded before the others see an event, so the record is never behind
   // what an operator was shown.
@@ -343,13 +376,18 @@ StopRequest DaemonServer::AwaitStop() {
   return *stop_;
 }
 
-void DaemonServer::ShutdownWith(const std::string& reason, bool stop_jobs) {
+void DaemonServer::StepDown(const std::string& reason) {
+  ShutdownWith(reason, /*stop_jobs=*/false, /*deposed=*/true);
+}
+
+void DaemonServer::ShutdownWith(const std::string& reason, bool stop_jobs, bool deposed) {
   if (shut_down_) return;
   shut_down_ = true;
   if (server_ && server_->GetHealthCheckService() != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
   }
-  const bool leave_jobs = !stop_jobs && shim_launcher_ != nullptr;
+  // A deposed leader's jobs are the new leader's: it ends none of them.
+  const bool leave_jobs = (deposed || !stop_jobs) && shim_launcher_ != nullptr;
   if (leave_jobs) {
     // The drivers stop deciding first, then the shims are let go: from here
     // on nothing is recorded, and the next daemon takes the jobs back.
@@ -369,12 +407,19 @@ void DaemonServer::ShutdownWith(const std::string& reason, bool stop_jobs) {
 
 DaemonServer::~DaemonServer() {
   if (jobs_) Shutdown("daemon stopped");
+  if (leadership_loss_) leadership_loss_->Connect(nullptr);
   metrics_http_.reset();
   status_page_.reset();  // its streams read the jobs
   // Drivers (inside jobs_) go before the launchers whose callbacks they own.
   jobs_.reset();
   router_.reset();
   for (std::unique_ptr<Launcher>& launcher : launchers_) launcher.reset();
+  // Nothing writes any more: a standby need not wait out the lease (unless
+  // this one was deposed, and the lease is gone anyway).
+  if (election_) {
+    if (election_->is_leader()) election_->Resign();
+    election_.reset();
+  }
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // horovodd binary and embedded by horovodrun when no daemon is named.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,10 +17,13 @@
 #include "daemon/auth/auth_policy.h"
 #include "daemon/config/auth_settings.h"
 #include "daemon/config/daemon_config.h"
+#include "daemon/etcd_client/etcd_client.h"
 #include "daemon/job/job_manager.h"
 #include "daemon/job_events/job_observer.h"
 #include "daemon/journal/journal.h"
 #include "daemon/launch/launcher.h"
+#include "daemon/leadership/leader_election.h"
+#include "daemon/leadership/leadership_loss.h"
 #include "daemon/metrics/metrics.h"
 #include "daemon/metrics/metrics_http.h"
 #include "daemon/service/job_event_logger.h"
@@ -92,6 +96,23 @@ struct DaemonOptions {
 struct StopRequest {
   std::string reason;      // the ended jobs' reason, and the log's
   bool stop_jobs = false;  // end the running jobs even if they would be left running
+  // This daemon no longer leads (etcd says its lease is gone, or refused a
+  // write under it): every job is left to the new leader, whatever stop_jobs
+  // and leave_jobs_running say (StepDown).
+  bool deposed = false;
+};
+
+// With an etcd store (issue 36): the leadership a standby won, handed to
+// DaemonServer::Start. Its lease is kept alive from the moment it is won.
+struct Leadership {
+  std::shared_ptr<EtcdClient> etcd;
+  std::unique_ptr<LeaderElection> election;  // elected; its thread renews the lease
+  std::shared_ptr<LeadershipLoss> loss;      // told when the lease is gone
+  // The listen address with the port the standby listened on (fixed from
+  // then on: the leader serves where it was advertised).
+  std::string listen_address;
+  // Whether a standby served (and "listening on" was said) before it led.
+  bool stood_by = false;
 };
 
 class DaemonServer {
@@ -101,7 +122,17 @@ class DaemonServer {
   // plaintext beyond loopback without tls.allow_insecure), UNAVAILABLE when
   // it cannot listen, FAILED_PRECONDITION for a token file others may read,
   // and the journal's error (naming the path) for a state dir it cannot use.
-  static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(const DaemonOptions& options);
+  // With an etcd store, `leadership` is what StandBy returned.
+  static absl::StatusOr<std::unique_ptr<DaemonServer>> Start(const DaemonOptions& options,
+                                                             Leadership leadership = {});
+  // With an etcd store: campaigns for the leadership, serving JobService as
+  // a standby (daemon/standby: reads forwarded to the leader, writes refused
+  // naming it) on options.listen_address until this daemon is elected;
+  // `on_listening(address)` once it serves as a standby. CANCELLED when
+  // SIGTERM or SIGINT (blocked, and so pending) or StopDaemon comes first;
+  // UNAVAILABLE / INVALID_ARGUMENT as Start for the listener and etcd.
+  static absl::StatusOr<Leadership> StandBy(
+      const DaemonOptions& options, const std::function<void(const std::string&)>& on_listening);
   ~DaemonServer();  // Shutdown("daemon stopped") if not done yet
 
   // host:port clients and workers dial.
@@ -136,6 +167,9 @@ class DaemonServer {
   void Shutdown(const std::string& reason);
   // Shutdown(reason) ending the jobs whatever leave_jobs_running says.
   void ShutdownStoppingJobs(const std::string& reason);
+  // Shutdown of a deposed leader: the drivers stop deciding and every worker
+  // is left to the new leader, nothing recorded, whatever leave_jobs_running says.
+  void StepDown(const std::string& reason);
   // Records a stop; the first one asked for wins. Any thread.
   void RequestStop(StopRequest request);
   // Blocks until a stop is requested (horovodd's main), then returns it.
@@ -148,7 +182,7 @@ class DaemonServer {
   // A job an earlier run left running: its shim reattached, its driver
   // resumed (never fails: workers not found count as lost).
   void ResumeJob(const ResumableJob& job, const DaemonOptions& options);
-  void ShutdownWith(const std::string& reason, bool stop_jobs);
+  void ShutdownWith(const std::string& reason, bool stop_jobs, bool deposed = false);
 
   std::string address_;
   std::string metrics_address_;
@@ -158,6 +192,9 @@ class DaemonServer {
   // Observers outlive the job manager, which calls them from its drivers.
   Metrics metrics_;
   std::unique_ptr<Journal> journal_;  // null without a state dir or store
+  std::shared_ptr<EtcdClient> etcd_;  // with an etcd store: the journal's and the election's
+  std::unique_ptr<LeaderElection> election_;         // leading with an etcd store; else null
+  std::shared_ptr<LeadershipLoss> leadership_loss_;  // with election_
   JobEventLogger job_logger_;
   std::unique_ptr<HeartbeatSchedule> heartbeats_;  // each job's, for its Attach streams
   ObserverList observers_;

@@ -18,6 +18,7 @@
 #include <system_error>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -34,6 +35,7 @@ using horovodd::daemon::DaemonConfig;
 using horovodd::daemon::DaemonFlags;
 
 constexpr int kBadUsage = 2;
+constexpr int kDeposed = 75;  // EX_TEMPFAIL: another horovodd leads now
 
 int WaitForTerminationSignal() {
   sigset_t set;
@@ -172,15 +174,34 @@ int main(int argc, char** argv) {
   options.tls = config.tls;
   options.log_job_events = true;
   options.stoppable_over_rpc = true;  // horovodctl stop
-  auto started = horovodd::daemon::DaemonServer::Start(options);
+  // Scripts and tests read these two lines to find the daemon.
+  const auto say_listening = [](const std::string& address) {
+    std::cout << "horovodd listening on " << address << std::endl;
+  };
+  // With an etcd store, several horovodd share it: this one serves as a
+  // standby until it leads (issue 36).
+  horovodd::daemon::Leadership leadership;
+  if (!options.store.empty()) {
+    auto led = horovodd::daemon::DaemonServer::StandBy(options, say_listening);
+    if (absl::IsCancelled(led.status())) {
+      HVDD_LOG(INFO) << led.status().message();
+      return 0;
+    }
+    if (!led.ok()) {
+      HVDD_LOG(ERROR) << "cannot start: " << led.status().message();
+      return 1;
+    }
+    leadership = std::move(*led);
+  }
+  const bool stood_by = leadership.stood_by;
+  auto started = horovodd::daemon::DaemonServer::Start(options, std::move(leadership));
   if (!started.ok()) {
     HVDD_LOG(ERROR) << "cannot start: " << started.status().message();
     return 1;
   }
   auto& daemon = **started;
 
-  // Scripts and tests read these two lines to find the daemon.
-  std::cout << "horovodd listening on " << daemon.address() << std::endl;
+  if (!stood_by) say_listening(daemon.address());
   if (!daemon.metrics_address().empty()) {
     std::cout << "horovodd metrics on http://" << daemon.metrics_address() << "/metrics"
               << std::endl;
@@ -234,6 +255,15 @@ int main(int argc, char** argv) {
   }).detach();
   const horovodd::daemon::StopRequest stop = daemon.AwaitStop();
   const std::string& reason = stop.reason;
+  if (stop.deposed) {
+    // Another horovodd leads: it drives the jobs now. Exit 75 (EX_TEMPFAIL)
+    // for systemd to start this one again, as a standby.
+    systemd.Stopping(absl::StrCat(reason, ", leaving jobs to the new leader"));
+    HVDD_LOG(ERROR) << reason << ": stepping down, leaving every job to the new leader";
+    daemon.StepDown(reason);
+    HVDD_LOG(INFO) << "stopped";
+    return kDeposed;
+  }
   const bool leaving = !stop.stop_jobs && options.leave_jobs_running &&
                        !options.shim_binary.empty() && !config.state_dir.empty();
   systemd.Stopping(absl::StrCat(reason, leaving ? ", leaving jobs running" : ", ending jobs"));

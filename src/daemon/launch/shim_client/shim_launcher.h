@@ -59,7 +59,9 @@ struct ShimLauncherOptions {
   // The horovodd-shim on remote hosts; empty: shim_binary (the same install).
   std::string remote_shim_binary;
   // Names this daemon's shims among others of the same user on a host;
-  // empty: a hash of this machine's name and socket_dir (stable across restarts).
+  // empty: a hash of this machine's name and socket_dir (stable across
+  // restarts). Daemons that take each other's jobs over (an HA setup) share
+  // one: SharedShimNamespace.
   std::string remote_namespace;
   // Per step of reaching a remote shim (connect, start, open).
   absl::Duration remote_timeout = absl::Seconds(20);
@@ -80,6 +82,11 @@ struct ShimContents {
   // Shims not found, or found without their workers' way back: one line each.
   std::vector<std::string> warnings;
 };
+
+// A remote_namespace every daemon of one HA setup shares (`cluster` names
+// the setup: its etcd store and prefix), so a new leader finds the shims
+// the old one started on the workers' hosts.
+std::string SharedShimNamespace(const std::string& cluster);
 
 class ShimLauncher final : public Launcher {
  public:

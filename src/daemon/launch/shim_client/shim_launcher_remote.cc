@@ -15,17 +15,28 @@
 
 namespace horovodd::daemon {
 
+namespace {
+
+// FNV-1a in 16 hex digits: the same in every build and run (std::hash and
+// absl::Hash are not).
+std::string NamespaceHash(const std::string& text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, hash);
+  return hex;
+}
+
+}  // namespace
+
 std::string ShimNamespaceOf(const std::string& socket_dir) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  // FNV-1a: the same in every build and run (std::hash and absl::Hash are not).
-  uint64_t hash = 14695981039346656037ull;
-  for (char c : absl::StrCat(host, ":", socket_dir)) {
-    hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  }
-  char text[17];
-  std::snprintf(text, sizeof text, "%016" PRIx64, hash);
-  return text;
+  return NamespaceHash(absl::StrCat(host, ":", socket_dir));
+}
+
+std::string SharedShimNamespace(const std::string& cluster) {
+  return NamespaceHash(absl::StrCat("shared:", cluster));
 }
 
 absl::StatusOr<ShimContents> MergeShimContents(std::vector<absl::StatusOr<ShimContents>> found,
