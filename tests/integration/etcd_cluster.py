@@ -30,6 +30,8 @@ class EtcdCluster:
         """etcd://127.0.0.1:p1,... as horovodd --store takes it."""
         return "etcd://" + ",".join(f"127.0.0.1:{p}" for p in self.client_ports)
 
+    # Raft timings: etcd's defaults halved. Tighter ones make a loaded machine (two cores, a
+    # build beside) elect etcd leaders again and again, and short leases expire through them.
     def start(self, i):
         name = self.names[i]
         client = f"http://127.0.0.1:{self.client_ports[i]}"
@@ -42,7 +44,7 @@ class EtcdCluster:
              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
              "--initial-cluster", cluster, "--initial-cluster-state", "new",
              "--initial-cluster-token", self.token,
-             "--heartbeat-interval", "50", "--election-timeout", "500"],
+             "--heartbeat-interval", "100", "--election-timeout", "1000"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         log.close()
 
