@@ -70,6 +70,11 @@ class EtcdCluster:
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
 
+    def restart(self, i):
+        """Starts member i again, on its ports and data, if it is not running."""
+        if self.procs[i] is None or self.procs[i].poll() is not None:
+            self.start(i)
+
     def cleanup(self):
         for i in range(len(self.procs)):
             self.kill(i)

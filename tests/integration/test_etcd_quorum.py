@@ -27,7 +27,7 @@ def etcd(tmp_path):
 
 def etcd_config(tmp_path, etcd):
     config = tmp_path / "horovodd.yaml"
-    config.write_text(f"store: {etcd.url()}\n")
+    config.write_text(f"store: {etcd.url}\n")
     return config
 
 

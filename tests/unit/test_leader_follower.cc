@@ -1,5 +1,5 @@
 // cli/leader_follower against real gRPC servers on loopback port 0 that play
-// horovodd's HA roles by the contract of common/leader_hint.h: a leader that
+// horovodd's HA roles by the contract of common/standby_contract.h: a leader that
 // answers, standbys that refuse writes naming the leader (or none), daemons
 // that are gone. Checks that a call follows the hint, skips the dead, gives
 // up naming every address and why, never loops between two standbys that
@@ -20,7 +20,7 @@
 #include "absl/time/clock.h"
 #include "cli/leader_follower/job_watch.h"
 #include "cli/leader_follower/leader_follower.h"
-#include "common/leader_hint.h"
+#include "common/standby_contract.h"
 #include "horovodd.grpc.pb.h"
 
 namespace horovodd::cli {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "common/leader_hint.h"
+#include "common/standby_contract.h"
 
 namespace horovodd::cli {
 namespace {

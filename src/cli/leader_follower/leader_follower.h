@@ -1,5 +1,5 @@
 // How horovodrun and horovodctl reach "the" horovodd when an HA setup runs
-// several (one leader, standbys; see common/leader_hint.h): each call goes to
+// several (one leader, standbys; see common/standby_contract.h): each call goes to
 // the daemon that answered last, else to the addresses in their order; a
 // daemon that cannot be reached is skipped, a standby's refusal naming the
 // leader sends the call there (each address at most once per round, so two
