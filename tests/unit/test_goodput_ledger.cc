@@ -287,7 +287,7 @@ TEST_CASE("goodput: waits far longer than a step are stalls, counted once howeve
   f.ledger.Activity(1, waiting, f.Now());
   f.ledger.Activity(1, waiting, f.Now());
   REQUIRE(f.Goodput().stall_seconds() == Approx(4.5));
-  // A stall detector's own report overlaps it: still counted once.
+  // The stall detector's named stall overlaps it: still counted once.
   f.ledger.Stalled(f.Ago(5), f.Now());
   REQUIRE(f.Goodput().stall_seconds() == Approx(5));
   f.ledger.Committed(1, f.Now());
@@ -295,6 +295,24 @@ TEST_CASE("goodput: waits far longer than a step are stalls, counted once howeve
   const v1::JobGoodput g = f.Goodput();
   RequireAddsUp(g);
   REQUIRE(g.training_seconds() == Approx(11));
+}
+
+TEST_CASE("goodput: without a usual step a long wait is not judged a stall") {
+  Fixture f;
+  f.ledger.Start(f.Now());
+  f.ledger.GenerationReady(1, f.Now());
+  f.TrainFor(10);
+  // No commits (a fixed-size job): a collective of 30 s is training as far as the reports go.
+  v1::WorkerActivity waiting;
+  waiting.mutable_waiting()->set_waited_seconds(30);
+  f.Advance(30);
+  f.ledger.Activity(1, waiting, f.Now());
+  REQUIRE(f.Goodput().stall_seconds() == 0);
+  // The stall detector named it 10 s ago: from then it is a stall.
+  f.ledger.Stalled(f.Ago(10), f.Now());
+  const v1::JobGoodput g = f.Goodput();
+  REQUIRE(g.stall_seconds() == Approx(10));
+  RequireAddsUp(g);
 }
 
 TEST_CASE("goodput: a stall that ends in a failure is detection where they overlap") {

@@ -329,6 +329,8 @@ TEST_CASE("a heartbeat's activity report: bounded names, counts and finite secon
       {[](auto& a) { a.mutable_waiting()->set_waited_seconds(std::nan("")); },
        "waiting.waited_seconds"},
       {[](auto& a) { a.mutable_waiting()->set_waited_seconds(-2); }, "waiting.waited_seconds"},
+      {[](auto& a) { a.mutable_waiting()->set_since_unix(1.7e9); },
+       "waiting.since_unix is the daemon's to set"},
       {[](auto& a) { a.set_pending(-1); }, "pending"},
       {[](auto& a) { a.set_completed(-5); }, "completed"},
       {[](auto& a) { a.set_last_commit(-1); }, "last_commit"},

@@ -166,7 +166,7 @@ void GoodputLedger::Activity(int64_t generation, const v1::WorkerActivity& activ
   if (activity.last_commit() > 0 && activity.since_commit_seconds() >= 0) {
     Committed(generation, now - absl::Seconds(activity.since_commit_seconds()));
   }
-  if (activity.has_waiting()) {
+  if (activity.has_waiting() && step_ > absl::ZeroDuration()) {
     const absl::Duration waited = absl::Seconds(activity.waiting().waited_seconds());
     if (waited > std::max(kMinStall, step_ * kStallSteps)) Stalled(now - waited + step_, now);
   }

@@ -37,7 +37,10 @@ class GoodputLedger {
   enum class Part { kTraining, kStarting, kWaiting, kDetection, kReset, kReplay, kStall };
   static constexpr int kParts = 7;
   // A wait in a collective is a stall once it is this many usual steps long,
-  // and at least kMinStall; the part beyond one usual step counts.
+  // and at least kMinStall; the part beyond one usual step counts. Without a
+  // usual step (fewer than two commits: every fixed-size job) no wait is
+  // judged here: a long collective is not a stall; the StallDetector's named
+  // stalls come through Stalled instead.
   static constexpr double kStallSteps = 5;
   static constexpr absl::Duration kMinStall = absl::Seconds(1);
 
@@ -60,11 +63,11 @@ class GoodputLedger {
   void Committed(int64_t generation, absl::Time at);
   // What a worker of `generation` reported at `now` (its heartbeat): its
   // last commit, its usual step and what it waits in. A wait past
-  // kStallSteps usual steps goes to Stalled: the ledger judges stalls from
-  // these reports alone (the driver's StallDetector does not feed it).
+  // kStallSteps usual steps goes to Stalled.
   void Activity(int64_t generation, const v1::WorkerActivity& activity, absl::Time now);
   // Ranks have waited in a collective since `since`, far longer than usual,
-  // and still did at `now`. Called again as the stall goes on.
+  // and still did at `now`. Called again as the stall goes on (by Activity,
+  // and by the driver while its StallDetector has a stall named).
   void Stalled(absl::Time since, absl::Time now);
   // A worker reported at `at` that a collective of the running generation
   // failed: whatever failure the daemon notices next happened no later.

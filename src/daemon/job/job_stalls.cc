@@ -97,6 +97,10 @@ void JobDriver::CheckStalls() {
       reports.push_back(std::move(r));
     }
     StallDetector::Verdict verdict = stall_.Check(clock_.Now(), reports);
+    if (const std::optional<v1::StallReport>& named = stall_.current(); named.has_value()) {
+      goodput_.Stalled(absl::UnixEpoch() + absl::Seconds(named->collective().since_unix()),
+                       clock_.Now());
+    }
     if (verdict.cleared.has_value()) {
       recorder_.Record(v1::JobEvent::INFO,
                        absl::StrCat("the stall in ", verdict.cleared->collective().operation(),

@@ -456,7 +456,12 @@ absl::Status ValidateWorkerActivity(const v1::WorkerActivity& activity) {
     HVDD_RETURN_IF_ERROR(CheckText("waiting.operation", wait.operation(), kMaxOperationBytes));
     HVDD_RETURN_IF_ERROR(CheckNotNegative("waiting.process_set", wait.process_set()));
     HVDD_RETURN_IF_ERROR(CheckSeconds("waiting.waited_seconds", wait.waited_seconds(), false));
-    HVDD_RETURN_IF_ERROR(CheckSeconds("waiting.since_unix", wait.since_unix(), false));
+    // The daemon places the wait on its own clock from waited_seconds; a
+    // worker's clock need not agree with it, so a worker leaves this 0.
+    if (wait.since_unix() != 0) {
+      return absl::InvalidArgumentError(
+          "waiting.since_unix is the daemon's to set (from waited_seconds); a worker leaves it 0");
+    }
   }
   HVDD_RETURN_IF_ERROR(CheckNotNegative("pending", activity.pending()));
   HVDD_RETURN_IF_ERROR(CheckNotNegative("completed", activity.completed()));
