@@ -217,6 +217,60 @@ TEST_CASE("each running job's goodput and the seconds of each part are gauges") 
   CHECK_FALSE(absl::StrContains(page, "job-2"));  // ended: no longer exported
 }
 
+TEST_CASE("each rank of a running job has its activity as gauges") {
+  v1::JobStatus job;
+  job.set_job_id("job-1");
+  job.set_state(v1::RUNNING);
+  v1::WorkerStatus& waiting = *job.add_workers();
+  waiting.set_rank(0);
+  waiting.mutable_activity()->mutable_waiting()->set_waited_seconds(2.5);
+  waiting.mutable_activity()->set_step_seconds(0.5);
+  waiting.mutable_activity()->set_step_wait_seconds(0.125);
+  waiting.mutable_activity()->set_completed(12);
+  waiting.mutable_activity()->set_last_commit(12345678901);
+  v1::WorkerStatus& slow = *job.add_workers();
+  slow.set_rank(1);
+  slow.mutable_activity()->set_step_seconds(0.5);
+  slow.set_lost_seconds_per_step(0.375);
+  slow.set_straggler(true);
+  job.add_workers()->set_rank(2);  // nothing reported yet
+  v1::WorkerStatus& spare = *job.add_workers();
+  spare.set_rank(-1);
+  spare.mutable_activity()->set_completed(1);
+  v1::JobStatus ended = job;
+  ended.set_job_id("job-2");
+  ended.set_state(v1::FAILED);
+
+  const std::string page = Metrics::RenderRanks({job, ended});
+  const std::string zero = "{job=\"job-1\",rank=\"0\"}";
+  const std::string one = "{job=\"job-1\",rank=\"1\"}";
+  CHECK(absl::StrContains(page, "# TYPE horovodd_rank_wait_seconds gauge\n"));
+  CHECK(Sample(page, "horovodd_rank_wait_seconds" + zero) == 2.5);
+  CHECK(Sample(page, "horovodd_rank_wait_seconds" + one) == 0);  // in no collective
+  CHECK(Sample(page, "horovodd_rank_step_seconds" + zero) == 0.5);
+  CHECK(Sample(page, "horovodd_rank_collectives_completed" + zero) == 12);
+  // Counts are whole numbers, however large.
+  CHECK(absl::StrContains(page, "horovodd_rank_last_commit" + zero + " 12345678901\n"));
+  CHECK(Sample(page, "horovodd_rank_step_wait_seconds" + zero) == 0.125);
+  CHECK(Sample(page, "horovodd_rank_lost_seconds_per_step" + one) == 0.375);
+  CHECK(Sample(page, "horovodd_rank_straggler" + zero) == 0);
+  CHECK(Sample(page, "horovodd_rank_straggler" + one) == 1);
+  // Ranks that reported nothing, spares and ended jobs have no samples.
+  CHECK_FALSE(absl::StrContains(page, "rank=\"2\""));
+  CHECK_FALSE(absl::StrContains(page, "rank=\"-1\""));
+  CHECK_FALSE(absl::StrContains(page, "job-2"));
+  // Every metric once, each with its help and type, in a stable order.
+  size_t at = 0;
+  for (const char* name : {"horovodd_rank_wait_seconds", "horovodd_rank_step_seconds",
+                           "horovodd_rank_collectives_completed", "horovodd_rank_last_commit",
+                           "horovodd_rank_step_wait_seconds", "horovodd_rank_lost_seconds_per_step",
+                           "horovodd_rank_straggler"}) {
+    const size_t help = page.find(absl::StrCat("# HELP ", name, " "), at);
+    REQUIRE(help != std::string::npos);
+    at = help + 1;
+  }
+}
+
 TEST_CASE("the HTTP server answers GET /metrics with the rendered page") {
   int renders = 0;
   auto server = ServeMetrics("127.0.0.1:0", [&renders] {

@@ -1,5 +1,7 @@
 #include "daemon/metrics/metrics.h"
 
+#include <functional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -181,48 +183,43 @@ std::string Metrics::RenderRanks(const std::vector<v1::JobStatus>& jobs) {
            &w.activity(), &w});
     }
   }
+  // One gauge per row, each with a sample per rank; counts print whole.
+  struct Gauge {
+    const char* name;
+    const char* help;
+    std::function<std::string(const Rank&)> value;
+  };
+  const Gauge gauges[] = {
+      {"horovodd_rank_wait_seconds",
+       "How long each rank has waited in its oldest pending collective (0: in none).",
+       [](const Rank& r) {
+         return Number(r.activity->has_waiting() ? r.activity->waiting().waited_seconds() : 0);
+       }},
+      {"horovodd_rank_step_seconds",
+       "Each rank's step time: the mean interval between its recent commits (0: unknown).",
+       [](const Rank& r) { return Number(r.activity->step_seconds()); }},
+      {"horovodd_rank_collectives_completed",
+       "Collectives each rank completed in its current generation.",
+       [](const Rank& r) { return absl::StrCat(r.activity->completed()); }},
+      {"horovodd_rank_last_commit", "Commits each rank's state has seen.",
+       [](const Rank& r) { return absl::StrCat(r.activity->last_commit()); }},
+      {"horovodd_rank_step_wait_seconds",
+       "Of each rank's step, the mean time it had a collective pending.",
+       [](const Rank& r) { return Number(r.activity->step_wait_seconds()); }},
+      {"horovodd_rank_lost_seconds_per_step",
+       "Time per step the job loses waiting for each rank: the other ranks' median wait per "
+       "step less its own.",
+       [](const Rank& r) { return Number(r.worker->lost_seconds_per_step()); }},
+      {"horovodd_rank_straggler",
+       "1 for a rank the daemon counts a straggler (the others wait for it), else 0.",
+       [](const Rank& r) { return std::string(r.worker->straggler() ? "1" : "0"); }},
+  };
   std::string out;
-  Header(out, "horovodd_rank_wait_seconds", "gauge",
-         "How long each rank has waited in its oldest pending collective (0: in none).");
-  for (const Rank& r : ranks) {
-    const double waited = r.activity->has_waiting() ? r.activity->waiting().waited_seconds() : 0;
-    absl::StrAppend(&out, "horovodd_rank_wait_seconds{", r.labels, "} ", Number(waited), "\n");
-  }
-  Header(out, "horovodd_rank_step_seconds", "gauge",
-         "Each rank's step time: the mean interval between its recent commits (0: unknown).");
-  for (const Rank& r : ranks) {
-    absl::StrAppend(&out, "horovodd_rank_step_seconds{", r.labels, "} ",
-                    Number(r.activity->step_seconds()), "\n");
-  }
-  Header(out, "horovodd_rank_collectives_completed", "gauge",
-         "Collectives each rank completed in its current generation.");
-  for (const Rank& r : ranks) {
-    absl::StrAppend(&out, "horovodd_rank_collectives_completed{", r.labels, "} ",
-                    r.activity->completed(), "\n");
-  }
-  Header(out, "horovodd_rank_last_commit", "gauge", "Commits each rank's state has seen.");
-  for (const Rank& r : ranks) {
-    absl::StrAppend(&out, "horovodd_rank_last_commit{", r.labels, "} ", r.activity->last_commit(),
-                    "\n");
-  }
-  Header(out, "horovodd_rank_step_wait_seconds", "gauge",
-         "Of each rank's step, the mean time it had a collective pending.");
-  for (const Rank& r : ranks) {
-    absl::StrAppend(&out, "horovodd_rank_step_wait_seconds{", r.labels, "} ",
-                    Number(r.activity->step_wait_seconds()), "\n");
-  }
-  Header(out, "horovodd_rank_lost_seconds_per_step", "gauge",
-         "Time per step the job loses waiting for each rank: the other ranks' median wait per "
-         "step less its own.");
-  for (const Rank& r : ranks) {
-    absl::StrAppend(&out, "horovodd_rank_lost_seconds_per_step{", r.labels, "} ",
-                    Number(r.worker->lost_seconds_per_step()), "\n");
-  }
-  Header(out, "horovodd_rank_straggler", "gauge",
-         "1 for a rank the daemon counts a straggler (the others wait for it), else 0.");
-  for (const Rank& r : ranks) {
-    absl::StrAppend(&out, "horovodd_rank_straggler{", r.labels, "} ", r.worker->straggler() ? 1 : 0,
-                    "\n");
+  for (const Gauge& gauge : gauges) {
+    Header(out, gauge.name, "gauge", gauge.help);
+    for (const Rank& r : ranks) {
+      absl::StrAppend(&out, gauge.name, "{", r.labels, "} ", gauge.value(r), "\n");
+    }
   }
   return out;
 }
