@@ -117,25 +117,31 @@ void LeaderElection::Loop() {
                                                         : options_.lease_ttl / 3);
     if (stop_.HasBeenNotified()) break;
     bool lost = false;
+    int64_t lease = 0;
     {
       absl::MutexLock lock(&mu_);
-      if (!leader_) {
-        lost = true;  // resigned
-      } else {
-        absl::StatusOr<absl::Duration> renewed = etcd_->KeepAlive(lease_);
-        renewal_failed = !renewed.ok();
-        if (renewed.ok()) {
-          last_renewal_ = absl::Now();
-        } else if (renewed.status().code() == absl::StatusCode::kNotFound) {
-          // Only etcd's word that the lease is gone deposes a leader: one that
-          // cannot reach a quorum (etcd's own election, a partition) leads on,
-          // and its writes fail meanwhile; they are fenced should another lead
-          // by the time etcd answers again.
-          HVDD_LOG(WARNING) << "no longer leading: " << renewed.status().message();
-          lease_ = 0;
-          leader_ = false;
-          lost = true;
-        }
+      if (!leader_) lost = true;  // resigned
+      lease = lease_;
+    }
+    if (!lost) {
+      // Outside mu_: a renewal may wait on every member's deadline, and the
+      // journal's writes ask for the fence (mu_) on the jobs' threads.
+      absl::StatusOr<absl::Duration> renewed = etcd_->KeepAlive(lease);
+      absl::MutexLock lock(&mu_);
+      renewal_failed = !renewed.ok();
+      if (!leader_ || lease_ != lease) {
+        lost = true;  // resigned meanwhile
+      } else if (renewed.ok()) {
+        last_renewal_ = absl::Now();
+      } else if (renewed.status().code() == absl::StatusCode::kNotFound) {
+        // Only etcd's word that the lease is gone deposes a leader: one that
+        // cannot reach a quorum (etcd's own election, a partition) leads on,
+        // and its writes fail meanwhile; they are fenced should another lead
+        // by the time etcd answers again.
+        HVDD_LOG(WARNING) << "no longer leading: " << renewed.status().message();
+        lease_ = 0;
+        leader_ = false;
+        lost = true;
       }
     }
     if (lost) {
