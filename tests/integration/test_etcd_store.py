@@ -38,7 +38,8 @@ def test_a_job_outlives_its_daemon_and_an_etcd_member_with_its_records_in_etcd(
     HostsFile(tmp_path, "localhost:2")
     config = store_config(tmp_path, etcd)
     daemon = daemons.start(config=config)
-    assert "job records in etcd://" in daemon.output()
+    # Logged on stderr beside "listening" on stdout: either may come first.
+    daemon.wait_for_output("job records in etcd://", "the daemon to say where its records are")
     job_id = submit_elastic_train(daemon, tmp_path, epochs=30, delay_ms=15, samples=SAMPLES)
     before = daemon.training(job_id, 2)
     pids = running_pids(before)

@@ -52,9 +52,19 @@ def events(daemon, job):
 
 
 def ended(daemon, job):
-    return wait_for(lambda: (lambda s: s if s["state"] in ("SUCCEEDED", "FAILED", "CANCELLED")
-                             else None)(ctl_json(daemon, "status", job)),
-                    "the job to end", timeout=JOB_DEADLINE)
+    try:
+        return wait_for(lambda: (lambda s: s if s["state"] in ("SUCCEEDED", "FAILED", "CANCELLED")
+                                 else None)(ctl_json(daemon, "status", job)),
+                        "the job to end", timeout=JOB_DEADLINE)
+    except AssertionError as timed_out:
+        # Say where it was: its state, its ranks and its last events.
+        status = ctl_json(daemon, "status", job)
+        ranks = [(w.get("rank"), w.get("host"), w.get("state"), w.get("activity"))
+                 for w in status.get("workers", [])]
+        recent = [e.get("message") for e in status.get("recent_events", [])][-20:]
+        raise AssertionError(f"{timed_out}: state {status.get('state')}, generation "
+                             f"{status.get('generation')}, ranks {ranks}, events {recent}") \
+            from None
 
 
 def with_code(evs, code):
