@@ -62,9 +62,12 @@ def ended(daemon, job):
         ranks = [(w.get("rank"), w.get("host"), w.get("state"), w.get("activity"))
                  for w in status.get("workers", [])]
         recent = [e.get("message") for e in status.get("recent_events", [])][-20:]
+        # A rank that failed on its own: its last output says why.
+        failed = {w.get("rank"): ctl(daemon, "logs", job, w.get("rank"), "-n", 30).stdout
+                  for w in status.get("workers", []) if w.get("state") == "WORKER_FAILED"}
         raise AssertionError(f"{timed_out}: state {status.get('state')}, generation "
-                             f"{status.get('generation')}, ranks {ranks}, events {recent}") \
-            from None
+                             f"{status.get('generation')}, ranks {ranks}, events {recent}, "
+                             f"output of failed ranks {failed}") from None
 
 
 def with_code(evs, code):

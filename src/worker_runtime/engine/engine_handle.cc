@@ -104,6 +104,16 @@ absl::Status Handle::Wait(absl::Duration timeout) const {
   return state_->Wait(timeout);
 }
 
+std::optional<absl::Status> Handle::WaitFor(absl::Duration timeout) const {
+  absl::Status status = Wait(timeout);
+  if (!absl::IsDeadlineExceeded(status)) return status;
+  // The time ran out, or the request failed with DEADLINE_EXCEEDED: only a
+  // completed request's status is its own. It may have completed between the
+  // end of the wait and this look, so its status is read again.
+  if (!Poll()) return std::nullopt;
+  return Wait(absl::ZeroDuration());
+}
+
 absl::StatusOr<Tensor> Handle::TakeOutput() const {
   if (state_ == nullptr) return InvalidHandle();
   return state_->TakeOutput();

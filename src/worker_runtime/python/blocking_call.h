@@ -4,6 +4,7 @@
 #include <Python.h>
 #include <pybind11/pybind11.h>
 
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -41,15 +42,13 @@ inline constexpr absl::Duration kSignalCheckInterval = absl::Milliseconds(50);
 // request completes). Returns the request's status.
 inline absl::Status WaitInterruptibly(const Handle& handle) {
   while (true) {
-    absl::Status status;
+    std::optional<absl::Status> status;
     {
       pybind11::gil_scoped_release release;
-      status = handle.Wait(kSignalCheckInterval);
+      status = handle.WaitFor(kSignalCheckInterval);
     }
-    // DEADLINE_EXCEEDED from a request that is done is its own error.
-    const bool still_running = absl::IsDeadlineExceeded(status) && !handle.Poll();
     if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
-    if (!still_running) return status;
+    if (status.has_value()) return *status;
   }
 }
 

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,11 @@ class Handle {
   // DEADLINE_EXCEEDED when it is still running after `timeout` (the request
   // goes on; wait again). FAILED_PRECONDITION for an invalid handle.
   absl::Status Wait(absl::Duration timeout = absl::InfiniteDuration()) const;
+  // Waits up to `timeout`: the request's status once it has completed, or
+  // nullopt while it runs on. Unlike Wait(timeout), a request whose own error
+  // is DEADLINE_EXCEEDED, or that completes just as the time runs out, is
+  // never mistaken for one still running (a loop of short waits needs this).
+  std::optional<absl::Status> WaitFor(absl::Duration timeout) const;
 
   // For requests with a result the engine allocates (allgather): waits, then
   // moves the result out. FAILED_PRECONDITION for in-place requests and when
