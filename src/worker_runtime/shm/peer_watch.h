@@ -37,6 +37,9 @@ class PeerWatch {
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
 
+  // How many processes it watches.
+  size_t size() const { return peers_.size(); }
+
  private:
   struct Peer {
     int index;

@@ -108,10 +108,14 @@ struct alignas(kLine) ShmGroup::RankControl {
   // 1 + the CPU this rank last waited on (0: none yet), for peers deciding
   // whether to spin (SharesCpu) and where to move (SpreadOut).
   std::atomic<uint32_t> cpu;
+  // This rank's process, published when it maps the segment, for its
+  // neighbours' watches (WatchNeighbours).
+  std::atomic<int32_t> pid;
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<int32_t>::is_always_lock_free);
 
 size_t ShmGroup::SegmentBytes(int size, size_t slot_bytes) {
   const size_t control = sizeof(Header) + size * sizeof(RankControl);
@@ -126,6 +130,7 @@ ShmGroup::ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> s
       allowed_cpus_(AllowedCpus()),
       spin_checks_(options.size > std::max<int>(1, allowed_cpus_.size()) ? 0 : kSpinChecks),
       segment_(std::move(segment)) {
+  control(rank_).pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
   SetPids(options.pids);
 }
 
@@ -136,8 +141,30 @@ void ShmGroup::SetPids(std::vector<pid_t> pids) {
   HVDD_CHECK_EQ(pids.size(), static_cast<size_t>(size_));
   watch_.reset();
   pids_ = std::move(pids);
-  watch_ = PeerWatch::Start(pids_, [this](int r) { PeerExited(r); });
+  // Only the neighbours: every local rank that dies has a live one among
+  // its neighbours (unless all died), whose Fail() reaches every rank.
+  std::vector<pid_t> watched(size_, 0);
+  for (int r : Neighbours()) watched[r] = pids_[r];
+  watch_ = PeerWatch::Start(watched, [this](int r) { PeerExited(r); });
 }
+
+std::vector<int> ShmGroup::Neighbours() const {
+  std::vector<int> neighbours;
+  if (size_ < 2) return neighbours;
+  neighbours.push_back((rank_ + size_ - 1) % size_);
+  if (size_ > 2) neighbours.push_back((rank_ + 1) % size_);
+  return neighbours;
+}
+
+void ShmGroup::WatchNeighbours() {
+  std::vector<pid_t> pids = pids_;
+  for (int r : Neighbours()) {
+    pids[r] = static_cast<pid_t>(control(r).pid.load(std::memory_order_acquire));
+  }
+  SetPids(std::move(pids));
+}
+
+size_t ShmGroup::watched_peers() const { return watch_ == nullptr ? 0 : watch_->size(); }
 
 void ShmGroup::PeerExited(int r) {
   uint32_t none = 0;

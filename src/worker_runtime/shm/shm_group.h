@@ -24,8 +24,12 @@
 // Abort() (the generation was superseded) and Fail() (a collective failed
 // here) set the segment's state word and ring: every wait of every local
 // rank then fails at once, and so does every later one. A local peer's exit
-// does the same: each process's PeerWatch (peer_watch.h) fails the group the
-// moment a peer's pidfd turns readable, so no wait polls for it.
+// does the same: each process's PeerWatch (peer_watch.h) watches its two
+// neighbours among the local ranks (local rank - 1 and + 1, round the
+// host) and fails the group the moment one's pidfd turns readable, so no
+// wait polls for it. Watching neighbours only keeps a host's set-up linear
+// in its ranks; a rank that dies always has a live neighbour to notice,
+// unless every other rank died with it.
 #pragma once
 
 #include <sys/types.h>
@@ -66,8 +70,9 @@ struct GroupOptions {
   int rank = 0;  // this process's index in the group (its local rank)
   int size = 1;  // the host's local ranks
   size_t slot_bytes = kDefaultSlotBytes;
-  // Each local rank's process id, by index (watched for exits; this
-  // process's own entry and entries <= 0 are not).
+  // Each local rank's process id, by index, where known: this rank's
+  // neighbours' are watched for exits (entries <= 0 and this process's own
+  // are not).
   std::vector<pid_t> pids;
 };
 
@@ -85,8 +90,16 @@ class ShmGroup {
   ShmGroup& operator=(const ShmGroup&) = delete;
 
   // The leader creates the group before it learns its peers' pids. Restarts
-  // the watch over the new pids.
+  // the watch over the new pids (its neighbours').
   void SetPids(std::vector<pid_t> pids);
+  // Restarts the watch over the pids the neighbours published in the
+  // segment when they mapped it: once every local rank has (a group set up
+  // without anyone's pids).
+  void WatchNeighbours();
+  // The local ranks this one watches: local rank - 1 and + 1, round the host.
+  std::vector<int> Neighbours() const;
+  // How many processes this rank's watch looks at (tests, diagnostics).
+  size_t watched_peers() const;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
