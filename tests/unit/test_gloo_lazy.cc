@@ -204,6 +204,31 @@ TEST_CASE("the record allgather gives every rank's record and talks to rank +- 2
   }
 }
 
+TEST_CASE("the ring agreement answers on every rank over the neighbours' pairs only",
+          "[collectives][connect][lazy]") {
+  gloo::rendezvous::HashStore store;
+  for (int ranks : {2, 3, 24, 64}) {
+    RankGroup group(store, absl::StrCat("agree", ranks), ranks);
+    // All hold; then one rank (the first, a middle one, the last) does not.
+    for (int against : {-1, 0, ranks / 2, ranks - 1}) {
+      std::vector<std::string> got = OnEveryRank<std::string>(ranks, [&](int rank) {
+        absl::StatusOr<bool> all = internal::RingAllTrue(group.context(rank), rank != against);
+        if (!all.ok()) return all.status().ToString();
+        return std::string(*all ? "yes" : "no");
+      });
+      for (int rank = 0; rank < ranks; ++rank) {
+        INFO(ranks << " ranks, rank " << rank << " against " << against);
+        CHECK(got[rank] == (against < 0 ? "yes" : "no"));
+      }
+    }
+    if (ranks <= internal::kAllPeersMaxRanks) continue;  // connected in full when built
+    for (int rank = 0; rank < ranks; ++rank) {
+      INFO(ranks << " ranks, rank " << rank);
+      CHECK(ConnectedPeers(group.context(rank)) == Neighbours(rank, ranks));
+    }
+  }
+}
+
 TEST_CASE("a lazy ring of two connects its one pair", "[collectives][connect][lazy]") {
   gloo::rendezvous::HashStore store;
   RankGroup group(store, "pair", 2);

@@ -367,6 +367,45 @@ absl::Status GlooContext::ConnectOrThrow(const std::vector<int>& peers, const st
   return absl::OkStatus();
 }
 
+absl::Status GlooContext::StoreFailure(const std::string& what, const std::exception& e) {
+  if (aborted()) return health();
+  std::string message =
+      absl::StrCat(what, " (gloo context rank ", rank, " of ", size, ") failed: ", e.what());
+  if (IsGlooTimeoutMessage(e.what())) return absl::DeadlineExceededError(message);
+  return absl::UnavailableError(message);
+}
+
+absl::Status GlooContext::PublishKey(const std::string& key, const std::vector<char>& value) {
+  HVDD_RETURN_IF_ERROR(health());
+  if (store_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("gloo context (rank ", rank, ") has no rendezvous store to publish ", key));
+  }
+  try {
+    store_->set(key, value);
+  } catch (const std::exception& e) {
+    return StoreFailure(absl::StrCat("publishing ", key), e);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<char>> GlooContext::ReadKey(const std::string& key) {
+  HVDD_RETURN_IF_ERROR(health());
+  if (store_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("gloo context (rank ", rank, ") has no rendezvous store to read ", key));
+  }
+  try {
+    store_->wait({key}, getTimeout());
+    std::vector<char> value = store_->get(key);
+    keys_read_total.fetch_add(1, std::memory_order_relaxed);
+    key_bytes_read_total.fetch_add(static_cast<int64_t>(value.size()), std::memory_order_relaxed);
+    return value;
+  } catch (const std::exception& e) {
+    return StoreFailure(absl::StrCat("reading ", key), e);
+  }
+}
+
 void GlooContext::MarkFailed(const absl::Status& failure) {
   absl::MutexLock lock(&mu_);
   if (failure_.ok()) failure_ = failure;

@@ -159,6 +159,17 @@ class GlooContext final : public gloo::rendezvous::Context {
   // wait. Every rank's first peers must be the ones that name it among
   // theirs.
   absl::Status ConnectFirst(const std::vector<int>& peers);
+  // A small record shared through the ring's rendezvous store (the one
+  // ConnectPeers uses) rather than over pairs, for what one rank tells
+  // many at set-up (comm_factory/host_layout.h: a host's segment). Keys
+  // must not look like the pairs' ("<rank>", "<rank>-<peer>",
+  // "<rank>.<batch>"). Collective thread only. FAILED_PRECONDITION without
+  // a store; a timeout is DEADLINE_EXCEEDED, any other failure UNAVAILABLE
+  // (ABORTED once the context is).
+  bool has_store() const { return store_ != nullptr; }
+  absl::Status PublishKey(const std::string& key, const std::vector<char>& value);
+  // Waits (up to the context's timeout) until `key` is published.
+  absl::StatusOr<std::vector<char>> ReadKey(const std::string& key);
   // Whether the pair to `peer` is connected. Collective thread only.
   bool connected(int peer) const { return connected_[peer] != 0; }
   // How many pairs are connected. Collective thread only.
@@ -193,6 +204,8 @@ class GlooContext final : public gloo::rendezvous::Context {
   // key for all of them ("" for the first pairs).
   absl::Status Connect(const std::vector<int>& peers, const std::string* batch);
   absl::Status ConnectOrThrow(const std::vector<int>& peers, const std::string* batch);
+  // What a store call threw, as a status (see PublishKey).
+  absl::Status StoreFailure(const std::string& what, const std::exception& e);
   void ClosePairs() ABSL_LOCKS_EXCLUDED(pairs_mu_);
 
   const absl::Duration collective_timeout_;

@@ -51,4 +51,12 @@ absl::Status Barrier(GlooContext& context);
 absl::StatusOr<std::vector<uint8_t>> AllgatherRecords(GlooContext& context, const void* mine,
                                                       size_t bytes);
 
+// Whether `mine` holds on every rank, passed round the ring over the
+// neighbours' pairs only (the first a lazy ring connects): rank 0's value
+// goes to rank 1, which adds its own and passes it on, up to rank n - 1,
+// which sends the answer round once more. 2 (n - 1) messages in a row, one
+// process awake at a time: no pair beyond the ring's and O(1) work per rank,
+// where a tree would connect log2(n) new pairs per rank.
+absl::StatusOr<bool> RingAllTrue(GlooContext& context, bool mine);
+
 }  // namespace horovodd::internal
