@@ -101,6 +101,29 @@ def test_a_local_peer_killed_mid_collective_the_survivors_reset_and_finish(horov
     assert dev_shm() == before
 
 
+def test_a_peer_only_its_neighbours_watch_killed_the_survivors_reset_and_finish(horovodrun,
+                                                                                 tmp_path):
+    # Five local workers: each watches its two neighbours among the local ranks, so ranks 0
+    # and 4 do not watch rank 2; they learn of its death through the group its neighbours
+    # fail (or the daemon's new generation), and the four survivors set up a new segment.
+    before = dev_shm()
+    run = horovodrun("-np", 5, "--min-np", 4, "--max-np", 5, "-H", "localhost:5",
+                     *train_args(tmp_path, epochs=KILL_EPOCHS))
+    workers = run.wait_for_size(5)
+    first = wait_for_segments(workers.values(), "the first generation's segment")
+    assert len(set(first.values())) == 1
+    run.wait_for_line(rf"epoch 1/{KILL_EPOCHS}", "the first epoch to end")
+    os.kill(workers[2], signal.SIGKILL)
+    after = run.wait_for_size(4)
+    assert sorted(after.values()) == sorted(pid for rank, pid in workers.items() if rank != 2)
+    second = wait_for_segments(after.values(), "the second generation's segment")
+    assert len(set(second.values())) == 1
+    assert set(second.values()).isdisjoint(first.values())
+    assert run.wait() == 0, run.output()
+    assert check_converged(tmp_path, 4, epochs=KILL_EPOCHS)["resets"] >= 1
+    assert dev_shm() == before
+
+
 def test_sigkill_of_every_worker_leaves_nothing(horovodrun, tmp_path):
     before = dev_shm()
     run = horovodrun("-np", 2, "-H", "localhost:2", *train_args(tmp_path, delay_ms=5, epochs=50))

@@ -532,6 +532,90 @@ TEST_CASE("a reset at 64 ranks on four hosts gives every rank its host, local an
   }
 }
 
+TEST_CASE("a reset at 64 ranks on one host sets up shared memory over the neighbours only",
+          "[shm][connect]") {
+  // The daemon says every rank is on this host: nothing is exchanged about
+  // where ranks are. Each rank reads one key (the leader's segment; the
+  // leader none), passes one agreement round the ring's first pairs, and
+  // watches its two neighbours.
+  gloo::rendezvous::HashStore store;
+  constexpr int kRanks = 64;
+  for (int generation = 1; generation <= 2; ++generation) {
+    // The second generation: the survivors of a kill, ranked again from 0.
+    const int ranks = kRanks - (generation - 1);
+    RankGroup group(store, absl::StrCat("onehost", generation), ranks);
+    const internal::RingConnectTotals before = internal::ProcessRingConnectTotals();
+    const std::vector<Connected> connected = ConnectEveryRank(group, [&](int rank) {
+      LocalOptions options;
+      options.local_rank = rank;
+      options.local_size = ranks;
+      options.slot_bytes = 4096;
+      return options;
+    });
+    const internal::RingConnectTotals after = internal::ProcessRingConnectTotals();
+    CHECK(after.pairs_connected == before.pairs_connected);
+    CHECK(after.keys_read - before.keys_read == ranks - 1);
+    for (int rank = 0; rank < ranks; ++rank) {
+      INFO("generation " << generation << ", rank " << rank);
+      REQUIRE(connected[rank].status == "OK");
+      CHECK(connected[rank].has_group);
+      CHECK(AllLocal(*connected[rank].comm));
+      CHECK(connected[rank].host_of_rank == std::vector<int>(ranks, 0));
+      for (int peer = 0; peer < ranks; ++peer) {
+        const int distance = std::min((peer - rank + ranks) % ranks, (rank - peer + ranks) % ranks);
+        INFO("peer " << peer);
+        CHECK(group.context(rank).connected(peer) == (distance == 1));
+      }
+    }
+    // And its collectives run in shared memory on every rank: an allreduce
+    // and a broadcast from the last rank.
+    const std::vector<std::string> errors = OnEveryRank<std::string>(ranks, [&](int rank) {
+      Communicator& comm = *connected[rank].comm;
+      Tensor t = MakeTensor(DType::kFloat64, {3000}, [&](int64_t i) { return rank + i % 7; });
+      AllreduceOptions sum;
+      sum.op = ReduceOp::kSum;
+      if (absl::Status st = comm.Allreduce(t.view(), sum); !st.ok()) return st.ToString();
+      const std::string mismatch = testing::FirstMismatch(t, [&](int64_t i) {
+        return ranks * (ranks - 1) / 2.0 + ranks * static_cast<double>(i % 7);
+      });
+      if (!mismatch.empty()) return mismatch;
+      Tensor b = MakeTensor(DType::kFloat64, {100}, [&](int64_t i) { return rank * 1000.0 + i; });
+      if (absl::Status st = comm.Broadcast(b.view(), ranks - 1); !st.ok()) return st.ToString();
+      return testing::FirstMismatch(b, [&](int64_t i) { return (ranks - 1) * 1000.0 + i; });
+    });
+    CHECK(errors == std::vector<std::string>(ranks, ""));
+  }
+}
+
+TEST_CASE("one rank on the host without shared memory keeps every rank on the TCP ring",
+          "[shm][connect]") {
+  gloo::rendezvous::HashStore store;
+  constexpr int kRanks = 24;
+  // The leader, a middle rank, the last rank.
+  for (int off : {0, kRanks / 2, kRanks - 1}) {
+    INFO("shared memory off on rank " << off);
+    RankGroup group(store, absl::StrCat("offon", off), kRanks);
+    const std::vector<Connected> connected = ConnectEveryRank(group, [&](int rank) {
+      LocalOptions options;
+      options.enabled = rank != off;
+      options.local_rank = rank;
+      options.local_size = kRanks;
+      options.slot_bytes = 4096;
+      return options;
+    });
+    for (int rank = 0; rank < kRanks; ++rank) {
+      INFO("rank " << rank);
+      REQUIRE(connected[rank].status == "OK");
+      CHECK_FALSE(connected[rank].has_group);
+      CHECK(connected[rank].host_of_rank.empty());
+      CHECK_FALSE(AllLocal(*connected[rank].comm));
+    }
+    CHECK(OnEveryRank<std::string>(kRanks, [&](int rank) {
+            return connected[rank].comm->Barrier().ToString();
+          }) == std::vector<std::string>(kRanks, "OK"));
+  }
+}
+
 TEST_CASE("aborting a ring wakes its ranks waiting in shared memory", "[shm]") {
   gloo::rendezvous::HashStore store;
   RankGroup ring(store, "abort", 2);

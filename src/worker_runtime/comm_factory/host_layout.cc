@@ -92,6 +92,66 @@ absl::StatusOr<std::unique_ptr<shm::ShmGroup>> OpenGroup(
                                static_cast<int>(leader[kSegmentFd]));
 }
 
+// The segment's key in the ring's store (host_layout.h), and what it holds.
+constexpr char kSegmentKey[] = "shm-segment";
+enum SegmentWord : int { kSegmentPid, kSegmentLeaderFd, kSegmentBootId, kSegmentWords };
+
+// ConnectHostGroups where every rank of the ring is on this host (the
+// daemon's answer says so: local size == ring size, local rank == ring
+// rank): nothing to learn about where ranks are. The leader publishes its
+// segment (pid, descriptor, boot) under one key of the ring's store, which
+// every peer reads; the ranks agree over the ring's own pairs (RingAllTrue)
+// that every one of them mapped it; then each watches its neighbours' pids,
+// which they published in the segment. O(1) keys, pairs and messages per
+// rank.
+absl::StatusOr<HostLayout> ConnectAllLocal(GlooCommunicator& ring, const LocalOptions& options) {
+  HostLayout layout;
+  GlooContext& context = ring.context();
+  context.set_spans_hosts_with_peers(false);
+  const int n = ring.size();
+  // Every rank runs every step whatever it can do, so that all agree.
+  const bool placed = options.local_rank == ring.rank();
+  std::unique_ptr<shm::ShmGroup> group;
+  shm::GroupOptions group_options;
+  group_options.rank = ring.rank();
+  group_options.size = n;
+  group_options.slot_bytes = options.slot_bytes;
+  group_options.pids.assign(n, 0);  // the neighbours' come from the segment
+  if (ring.rank() == 0) {
+    int64_t words[kSegmentWords] = {getpid(), -1, shm::BootId()};
+    if (options.enabled && placed) {
+      absl::StatusOr<std::unique_ptr<shm::ShmGroup>> made = shm::ShmGroup::Create(group_options);
+      if (made.ok()) {
+        group = *std::move(made);
+        words[kSegmentLeaderFd] = group->segment().fd();
+      }
+    }
+    const char* bytes = reinterpret_cast<const char*>(words);
+    HVDD_RETURN_IF_ERROR(
+        context.PublishKey(kSegmentKey, std::vector<char>(bytes, bytes + sizeof(words))));
+  } else {
+    HVDD_ASSIGN_OR_RETURN(const std::vector<char> key, context.ReadKey(kSegmentKey));
+    int64_t words[kSegmentWords] = {0, -1, 0};
+    if (key.size() == sizeof(words)) std::memcpy(words, key.data(), sizeof(words));
+    if (options.enabled && placed && words[kSegmentLeaderFd] >= 0 &&
+        words[kSegmentBootId] == shm::BootId()) {
+      absl::StatusOr<std::unique_ptr<shm::ShmGroup>> opened =
+          shm::ShmGroup::Attach(group_options, static_cast<pid_t>(words[kSegmentPid]),
+                                static_cast<int>(words[kSegmentLeaderFd]));
+      if (opened.ok()) group = *std::move(opened);
+    }
+  }
+  HVDD_ASSIGN_OR_RETURN(const bool all_up, RingAllTrue(context, group != nullptr));
+  if (group != nullptr) group->segment().CloseFd();  // every peer mapped it
+  if (!all_up) return layout;
+  group->WatchNeighbours();
+  layout.host_of_rank.assign(n, 0);
+  layout.group = std::move(group);
+  layout.all_local = true;
+  layout.crossing.mode = options.hierarchical;
+  return layout;
+}
+
 }  // namespace
 
 absl::StatusOr<HostLayout> ConnectHostGroups(GlooCommunicator& ring, const LocalOptions& options) {
@@ -100,6 +160,7 @@ absl::StatusOr<HostLayout> ConnectHostGroups(GlooCommunicator& ring, const Local
   // so that a ring whose ranks disagree on HOROVODD_SHM still agrees.
   if (ring.size() == 1) return layout;
   const int n = ring.size();
+  if (options.local_size == n && ring.context().has_store()) return ConnectAllLocal(ring, options);
   // The leader of a host with peers creates the segment before the exchange.
   std::unique_ptr<shm::ShmGroup> created;
   if (options.enabled && options.local_rank == 0 && options.local_size > 1) {

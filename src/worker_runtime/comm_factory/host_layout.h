@@ -40,9 +40,14 @@ struct HostLayout {
 };
 
 // Run by every rank of a freshly connected ring, before its first
-// collective: the ranks exchange where they are (two small allgathers of
-// log2(n) rounds each, gloo_ops.h's AllgatherRecords), each host's leader
-// creates the segment and its local peers map it. Also tells the ring's context whether its ranks
+// collective: each host's leader creates the segment and its local peers
+// map it. Where every rank is on this host (options.local_size is the
+// ring's size) and the ring keeps its rendezvous store (a lazy ring), the
+// daemon's answer says all there is to know: the leader publishes its
+// segment under one key, and the ranks agree round the ring that all of
+// them mapped it, O(1) work per rank. Otherwise the ranks exchange where
+// they are (two small allgathers of log2(n) rounds each, gloo_ops.h's
+// AllgatherRecords). Also tells the ring's context whether its ranks
 // span hosts with several ranks each (GlooContext::spans_hosts_with_peers). Only the ring's own
 // failures are errors; a group that cannot be set up (another machine behind one host name, no
 // memfd) leaves every rank without one.
