@@ -11,7 +11,6 @@ import pytest
 
 import netns_hosts
 from harness import BUILD
-from sshd import Sshd
 
 RANK_PROBE = BUILD / "tests" / "integration" / "rank_probe"
 PROBE_LINE = re.compile(r"probe rank (\d+)/4 local (\d+)/2 cross (\d+)/2 host (\S+) pid")
@@ -30,18 +29,9 @@ def hosts(tmp_path_factory):
     """(TwoHosts, host A's sshd, host B's sshd); B's takes A's port and key."""
     if not RANK_PROBE.exists():
         pytest.fail(f"build first: missing {RANK_PROBE}")
-    directory = tmp_path_factory.mktemp("netns-sshd")
-    with netns_hosts.TwoHosts() as two:
-        a = Sshd(directory / "a", addresses=[two.addresses[0]], netns_prefix=two.prefix(0))
-        b = Sshd(directory / "b", addresses=[two.addresses[1]], like=a,
-                 netns_prefix=two.prefix(1))
-        try:
-            a.start()
-            b.start()
-            yield two, a, b
-        finally:
-            b.stop()
-            a.stop()
+    with netns_hosts.TwoHosts() as two, \
+            netns_hosts.with_sshd(two, tmp_path_factory.mktemp("netns-sshd")) as servers:
+        yield two, servers[0], servers[1]
 
 
 def run_job(horovodrun, hosts, tmp_path, hierarchical):

@@ -9,11 +9,9 @@ sample of every epoch exactly once. (TCP makes a one-way loss stall both ways: w
 which is a race, so either end may be the awaited one; the rules are the same.)
 
 The kernel here has no netem nor prio qdisc: the drop is an htb class whose leaf (pfifo limit 0)
-drops every packet the u32 filter sends it, which is what netem's loss 100% does on one
-direction."""
+drops every packet the u32 filter sends it (netns_hosts.Hosts.drop)."""
 
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -21,7 +19,6 @@ import pytest
 
 import netns_hosts
 from harness import BUILD, read_result
-from sshd import Sshd
 
 PYTHON = "/usr/bin/python3"
 PROBE = Path(__file__).resolve().parent / "stall_probe.py"
@@ -39,43 +36,9 @@ pytestmark = pytest.mark.skipif(not netns_hosts.available(),
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
     """(TwoHosts, host A's sshd, host B's sshd); B's takes A's port and key."""
-    directory = tmp_path_factory.mktemp("netns-sshd")
-    with netns_hosts.TwoHosts() as two:
-        a = Sshd(directory / "a", addresses=[two.addresses[0]], netns_prefix=two.prefix(0))
-        b = Sshd(directory / "b", addresses=[two.addresses[1]], like=a,
-                 netns_prefix=two.prefix(1))
-        try:
-            a.start()
-            b.start()
-            yield two, a, b
-        finally:
-            b.stop()
-            a.stop()
-
-
-def tc(two, host, *args):
-    subprocess.run([*two.prefix(host), "tc", *args], check=True, capture_output=True, text=True)
-
-
-def drop_tcp_except_ssh(two, host, ssh_port):
-    """From now on every TCP packet `host` sends over the link is dropped, except its sshd's."""
-    link = two.links[host]
-    tc(two, host, "qdisc", "add", "dev", link, "root", "handle", "1:", "htb", "default", "10")
-    tc(two, host, "class", "add", "dev", link, "parent", "1:", "classid", "1:10", "htb", "rate",
-       "10gbit")
-    tc(two, host, "class", "add", "dev", link, "parent", "1:", "classid", "1:20", "htb", "rate",
-       "10gbit")
-    tc(two, host, "qdisc", "add", "dev", link, "parent", "1:20", "handle", "20:", "pfifo",
-       "limit", "0")
-    tc(two, host, "filter", "add", "dev", link, "parent", "1:", "protocol", "ip", "prio", "1",
-       "u32", "match", "ip", "sport", str(ssh_port), "0xffff", "flowid", "1:10")
-    tc(two, host, "filter", "add", "dev", link, "parent", "1:", "protocol", "ip", "prio", "2",
-       "u32", "match", "ip", "protocol", "6", "0xff", "flowid", "1:20")
-
-
-def restore(two, host):
-    subprocess.run([*two.prefix(host), "tc", "qdisc", "del", "dev", two.links[host], "root"],
-                   capture_output=True)
+    with netns_hosts.TwoHosts() as two, \
+            netns_hosts.with_sshd(two, tmp_path_factory.mktemp("netns-sshd")) as servers:
+        yield two, servers[0], servers[1]
 
 
 def test_a_link_dropping_one_way_is_named_by_its_ends_and_the_awaited_end_evicted(
@@ -97,7 +60,7 @@ def test_a_link_dropping_one_way_is_named_by_its_ends_and_the_awaited_end_evicte
             "both ranks training at size 2")
         # A few steps in, host B's packets to host A stop (both processes live on).
         time.sleep(1.0)
-        drop_tcp_except_ssh(two, 1, b.port)
+        two.drop(1, 0, keep_sport=b.port)
         dropped = time.monotonic()
         try:
             match = run.wait_for(lambda lines: next(filter(None, map(NAMED.search, lines)), None),
@@ -107,7 +70,7 @@ def test_a_link_dropping_one_way_is_named_by_its_ends_and_the_awaited_end_evicte
             run.wait_for(lambda lines: any("evicted: held up" in line for line in lines),
                          "the awaited end evicted")
         finally:
-            restore(two, 1)
+            two.restore(1)
         assert run.wait() == 0, run.output()
     finally:
         a.kill_sessions()
