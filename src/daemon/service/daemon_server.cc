@@ -86,6 +86,25 @@ std::vector<RemoteShimHost> RemoteShimHostsOf(const ResumableJob& job) {
   return hosts;
 }
 
+// Where the shims live on the workers' hosts with an etcd store: named by
+// the etcd cluster's id and the prefix, which every daemon of one setup
+// shares however its config names the members (by address or name, in any
+// order, each host through its own route), so a new leader finds the shims
+// another started.
+absl::StatusOr<std::string> EtcdShimNamespace(EtcdClient& etcd, const std::string& prefix) {
+  etcdserverpb::RangeRequest request;
+  request.set_key(prefix + "leader");
+  request.set_count_only(true);
+  absl::StatusOr<etcdserverpb::RangeResponse> response = etcd.Range(request);
+  if (!response.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot read the etcd cluster's id (it names the "
+                                               "shims' dir on the workers' hosts): ",
+                                               response.status().message()));
+  }
+  return SharedShimNamespace(
+      absl::StrCat("etcd-cluster-", absl::Hex(response->header().cluster_id()), ":", prefix));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOptions& given,
@@ -124,13 +143,9 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
     shims.socket_dir = (std::filesystem::path(options.state_dir) / "shims").string();
     // Exit statuses wait for a daemon at least as long as workers do.
     shims.shim_idle_timeout = std::max(options.worker_grace, absl::Minutes(10));
-    if (!options.store.empty()) {
-      absl::StatusOr<std::vector<std::string>> members = ParseEtcdUrl(options.store);
-      if (members.ok()) {
-        std::sort(members->begin(), members->end());
-        shims.remote_namespace =
-            SharedShimNamespace(absl::StrCat(absl::StrJoin(*members, ","), options.etcd.prefix));
-      }
+    if (daemon->etcd_ != nullptr) {
+      HVDD_ASSIGN_OR_RETURN(shims.remote_namespace,
+                            EtcdShimNamespace(*daemon->etcd_, options.etcd.prefix));
     }
     HVDD_ASSIGN_OR_RETURN(std::unique_ptr<ShimLauncher> shim_launcher,
                           ShimLauncher::Create(shims));
