@@ -65,6 +65,11 @@ struct ShimLauncherOptions {
   std::string remote_namespace;
   // Per step of reaching a remote shim (connect, start, open).
   absl::Duration remote_timeout = absl::Seconds(20);
+  // How long a reattach asks a host's sshd again for the workers' port while
+  // it refuses: the SSH connection of a daemon that vanished without closing
+  // it (its host lost, its network cut) holds the port until the host's sshd
+  // drops that connection (ClientAliveInterval x ClientAliveCountMax).
+  absl::Duration tunnel_reclaim_timeout = absl::Seconds(60);
 };
 
 // A remote host that held workers of a job, to find its shim again.

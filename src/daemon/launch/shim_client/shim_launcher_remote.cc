@@ -9,7 +9,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/host_port.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "daemon/launch/shim_client/shim_launcher_internal.h"
 
@@ -101,7 +104,20 @@ absl::Status ShimLauncher::ReopenTunnel(Shim& shim, const std::string& workers_a
   std::optional<LoopbackAddress> daemon = ParseLoopbackAddress(daemon_address);
   std::optional<LoopbackAddress> on_host = ParseLoopbackAddress(workers_address);
   if (!daemon || !on_host) return absl::OkStatus();  // the workers dial the daemon directly
+  const absl::Time deadline = absl::Now() + options_.tunnel_reclaim_timeout;
   absl::StatusOr<std::string> opened = shim.link->OpenTunnel(*daemon, on_host->port);
+  for (bool told = false; absl::IsUnavailable(opened.status()) && absl::Now() < deadline;) {
+    if (!told) {
+      HVDD_LOG(WARNING) << "job " << shim.key.first << shim.where() << ": "
+                        << opened.status().message() << "; asking again for up to "
+                        << absl::FormatDuration(options_.tunnel_reclaim_timeout)
+                        << " (a vanished daemon's SSH connection holds the port until the "
+                           "host's sshd drops it)";
+      told = true;
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+    opened = shim.link->OpenTunnel(*daemon, on_host->port);
+  }
   if (!opened.ok()) {
     return absl::UnavailableError(
         absl::StrCat("the workers of job ", shim.key.first, shim.where(),

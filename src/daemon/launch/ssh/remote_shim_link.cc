@@ -203,7 +203,7 @@ absl::StatusOr<std::string> RemoteShimLink::OpenTunnel(const LoopbackAddress& da
   absl::Mutex done_mu;
   bool done = false;
   absl::StatusOr<std::string> result =
-      absl::UnavailableError(absl::StrCat("the SSH connection to ", host_, " is gone"));
+      absl::AbortedError(absl::StrCat("the SSH connection to ", host_, " is gone"));
   {
     absl::MutexLock lock(&mu_);
     if (ended_) return result;

@@ -73,7 +73,8 @@ class RemoteShimLink {
   // Opens the remote port forward back to `daemon` on the host's 127.0.0.1,
   // on `port_on_host` (0: the host's sshd picks one). Returns the address a
   // worker on the host dials. Once per link; UNAVAILABLE, naming the host
-  // and the port, when sshd refuses (the port is taken, or forwarding is off).
+  // and the port, when sshd refuses (the port is taken, or forwarding is off);
+  // ABORTED once the SSH connection is gone.
   absl::StatusOr<std::string> OpenTunnel(const LoopbackAddress& daemon, int port_on_host);
 
   const std::string& host() const { return host_; }
