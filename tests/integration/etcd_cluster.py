@@ -12,7 +12,10 @@ from harness import EVENT_DEADLINE, free_port
 
 
 class EtcdCluster:
-    def __init__(self, root, members=3):
+    def __init__(self, root, members=3, client_addresses=("127.0.0.1",)):
+        """client_addresses: where each member serves clients (on its client
+        port), 127.0.0.1 first: the members advertise that one."""
+        self.client_addresses = list(client_addresses)
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.names = [f"m{i}" for i in range(members)]
@@ -28,19 +31,24 @@ class EtcdCluster:
     @property
     def url(self):
         """etcd://127.0.0.1:p1,... as horovodd --store takes it."""
-        return "etcd://" + ",".join(f"127.0.0.1:{p}" for p in self.client_ports)
+        return self.url_at("127.0.0.1")
+
+    def url_at(self, address):
+        """The store URL of the members at one of client_addresses."""
+        return "etcd://" + ",".join(f"{address}:{p}" for p in self.client_ports)
 
     # Raft timings: etcd's defaults halved. Tighter ones make a loaded machine (two cores, a
     # build beside) elect etcd leaders again and again, and short leases expire through them.
     def start(self, i):
         name = self.names[i]
         client = f"http://127.0.0.1:{self.client_ports[i]}"
+        listen = ",".join(f"http://{a}:{self.client_ports[i]}" for a in self.client_addresses)
         peer = f"http://127.0.0.1:{self.peer_ports[i]}"
         cluster = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(self.names, self.peer_ports))
         log = open(self.root / f"{name}.log", "ab")
         self.procs[i] = subprocess.Popen(
             ["etcd", "--name", name, "--data-dir", str(self.root / name),
-             "--listen-client-urls", client, "--advertise-client-urls", client,
+             "--listen-client-urls", listen, "--advertise-client-urls", client,
              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
              "--initial-cluster", cluster, "--initial-cluster-state", "new",
              "--initial-cluster-token", self.token,

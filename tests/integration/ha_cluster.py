@@ -15,9 +15,17 @@ class HaPair:
     """etcd and the daemons "a" and "b" (started by start(name)); cleanup()
     ends every daemon and its shims, then the etcd members, by PID."""
 
-    def __init__(self, root, lease_ttl=3, env=None):
+    def __init__(self, root, lease_ttl=3, env=None, hosts=None, placement=None):
+        """hosts, placement: netns_hosts.Hosts with uplinks, and {name: host}:
+        each daemon runs on its host, listens on its address and reaches etcd
+        (in the root namespace) through its uplink. Without them every
+        daemon runs here, on 127.0.0.1."""
         self.root = root
-        self.etcd = EtcdCluster(root / "etcd", members=3)
+        self.hosts = hosts
+        self.placement = placement or {}
+        gateways = [hosts.gateway(i) for i in range(hosts.count)] if hosts else []
+        self.etcd = EtcdCluster(root / "etcd", members=3,
+                                client_addresses=["127.0.0.1", *gateways])
         # One admin token for every daemon of the setup, as an operator copies it to each host.
         self.token = root / "admin.token"
         fd = os.open(self.token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -25,12 +33,20 @@ class HaPair:
             out.write(secrets.token_hex(32) + "\n")
         self.lease_ttl = lease_ttl
         self.env = env
-        self.listen = {name: f"127.0.0.1:{free_port()}" for name in ("a", "b")}
+        self.listen = {name: f"{self._address(name)}:{free_port()}" for name in ("a", "b")}
         self.started = []
+
+    def _address(self, name):
+        return self.hosts.addresses[self.placement[name]] if name in self.placement else "127.0.0.1"
+
+    def _prefix(self, name):
+        return self.hosts.prefix(self.placement[name]) if name in self.placement else ()
 
     def config(self, name):
         path = self.root / f"horovodd-{name}.yaml"
-        path.write_text(f"store: {self.etcd.url}\n"
+        store = (self.etcd.url_at(self.hosts.gateway(self.placement[name]))
+                 if name in self.placement else self.etcd.url)
+        path.write_text(f"store: {store}\n"
                         f"etcd:\n  prefix: /hvdd-test/\n  lease_ttl: {self.lease_ttl}s\n"
                         f"auth:\n  admin_token_file: {self.token}\n"
                         f"shim:\n  binary: {HOROVODD_SHIM.resolve()}\n")
@@ -41,7 +57,7 @@ class HaPair:
 
     def start(self, name):
         daemon = Daemon(self.state_dir(name), self.listen[name], cwd=self.root, env=self.env,
-                        config=self.config(name))
+                        config=self.config(name), prefix=self._prefix(name))
         daemon.token_file = self.token
         daemon.name = name
         self.started.append(daemon)

@@ -258,14 +258,18 @@ class Daemon:
 
     LISTENING = "horovodd listening on "
 
-    def __init__(self, state_dir, listen="127.0.0.1:0", cwd=None, env=None, config=None):
+    def __init__(self, state_dir, listen="127.0.0.1:0", cwd=None, env=None, config=None,
+                 prefix=()):
+        """prefix: argv that execs horovodd elsewhere (`ip netns exec NS`: the
+        pid stays horovodd's); its horovodctl and horovodrun run there too."""
         for binary in (HOROVODD, HOROVODCTL, HOROVODD_SHIM):
             assert binary.exists(), f"build first: missing {binary}"
         # The admin token the daemon keeps in its state dir (the same across restarts).
         self.token_file = Path(state_dir) / "admin.token"
         self.lines = []
         self._cond = threading.Condition()
-        args = [str(HOROVODD), "--listen", listen, "--metrics-listen", "", "--state-dir",
+        self.prefix = list(prefix)
+        args = [*self.prefix, str(HOROVODD), "--listen", listen, "--metrics-listen", "", "--state-dir",
                 str(state_dir)]
         if config:
             args += ["--config", str(config)]
@@ -323,7 +327,8 @@ class Daemon:
         return ["--daemon", self.address, "--token-file", str(self.token_file)]
 
     def ctl(self, *args):
-        return subprocess.run([str(HOROVODCTL), *self.client_args(), *map(str, args)],
+        return subprocess.run([*self.prefix, str(HOROVODCTL), *self.client_args(),
+                               *map(str, args)],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=CLI_DEADLINE)
 
@@ -353,7 +358,8 @@ class Daemon:
 
     def submit_detached(self, *command, cwd=None):
         result = subprocess.run(
-            [str(HOROVODRUN), *self.client_args(), "--detach", *map(str, command)],
+            [*self.prefix, str(HOROVODRUN), *self.client_args(), "--detach",
+             *map(str, command)],
             cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
             timeout=CLI_DEADLINE)
         assert result.returncode == 0, result.stderr

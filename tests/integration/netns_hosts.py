@@ -74,9 +74,15 @@ class Hosts:
     longer be named.
     """
 
+    _made_here = 0  # Hosts made by this process: each tag its own
+
     def __init__(self, count=2, rate=None, tag=None, uplink=False):
         assert 2 <= count <= len(ADDRESSES), count
-        tag = tag or str(os.getpid())
+        if tag is None:
+            # The kernel dismantles a deleted namespace (and its links) later:
+            # the next Hosts of this process must not need its names.
+            Hosts._made_here += 1
+            tag = f"{os.getpid()}{Hosts._made_here % 100:02d}"
         self.count = count
         self.addresses = ADDRESSES[:count]
         self.rate = rate
@@ -167,17 +173,11 @@ class Hosts:
     def close(self):
         for namespace in reversed(self._made):
             subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
-        # An uplink's root end goes with its namespace's end, once the kernel
-        # has dismantled the namespace (after `del` returns): wait, so the
-        # next Hosts of this tag finds its names and addresses free.
-        deadline = time.monotonic() + 30
-        for me in range(len(self._made) if self.uplink else 0):
-            while subprocess.run(["ip", "link", "show", "dev", self._root_end(me)],
-                                 capture_output=True).returncode == 0:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{self._root_end(me)} outlives its namespace")
-                time.sleep(0.05)
         self._made = []
+
+    def sysctl(self, host, setting):
+        """Sets a per-namespace sysctl ("net.ipv4.tcp_retries2=5") on host i."""
+        _run([*self.prefix(host), "sysctl", "-qw", setting])
 
     def prefix(self, host):
         """The argv prefix that runs a command on host i."""

@@ -50,7 +50,7 @@ def submit_over_ssh(daemon, sshd, tmp_path, epochs, delay_ms, min_np=2):
             "--discovery-interval", 0.2, *sshd.client_args(tmp_path / "known_hosts"),
             ELASTIC_TRAIN, "--epochs", epochs, "--samples", SAMPLES, "--step-delay-ms", delay_ms,
             "--output", tmp_path / "result.json"]
-    result = subprocess.run([str(a) for a in args], cwd=tmp_path, stdin=subprocess.DEVNULL,
+    result = subprocess.run([*daemon.prefix, *map(str, args)], cwd=tmp_path, stdin=subprocess.DEVNULL,
                             capture_output=True, text=True, timeout=CLI_DEADLINE)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
