@@ -173,7 +173,8 @@ class RecordingLauncher final : public daemon::Launcher {
 // generator's.
 class ReadyObserver final : public daemon::JobObserver {
  public:
-  void OnJobSubmitted(const std::string&, const v1::JobSpec&, absl::Time created) override {
+  void OnJobSubmitted(const std::string&, const v1::JobSpec&, absl::Time created,
+                      const std::string&) override {
     std::lock_guard<std::mutex> lock(mu_);
     submitted_ = created;
   }

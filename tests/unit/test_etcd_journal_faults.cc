@@ -63,7 +63,7 @@ TEST_CASE("Losing one etcd member of three changes nothing", "[journal][etcd]") 
   hvdd_test::EtcdTestCluster cluster(3);
   auto journal = Open(cluster.Client());
   const double t0 = absl::ToUnixSeconds(absl::Now());
-  journal->OnJobSubmitted("job-1", Spec(), absl::Now());
+  journal->OnJobSubmitted("job-1", Spec(), absl::Now(), "");
   journal->OnJobEvent("job-1", StateEvent(1, v1::RUNNING, t0, 1));
   // The member the client was using goes.
   cluster.Kill(0);
@@ -84,7 +84,7 @@ TEST_CASE("Without etcd's quorum, records queue without blocking and are written
   std::shared_ptr<EtcdClient> client = cluster.Client(call_timeout);
   auto journal = Open(client);
   const double t0 = absl::ToUnixSeconds(absl::Now());
-  journal->OnJobSubmitted("job-1", Spec(), absl::Now());
+  journal->OnJobSubmitted("job-1", Spec(), absl::Now(), "");
   journal->OnJobEvent("job-1", StateEvent(1, v1::RUNNING, t0, 1));
   REQUIRE(journal->Writable().ok());
 

@@ -60,7 +60,7 @@ TEST_CASE("heartbeat schedule: learns a job at submit (its largest size), forget
   spec.set_max_np(4096);
   spec.set_liveness_timeout_seconds(60);
   CHECK(schedule.IntervalMs("job-1") == 0);
-  schedule.OnJobSubmitted("job-1", spec, absl::Now());
+  schedule.OnJobSubmitted("job-1", spec, absl::Now(), "");
   CHECK(schedule.IntervalMs("job-1") == 2048);
   CHECK(schedule.IntervalMs("job-2") == 0);
 

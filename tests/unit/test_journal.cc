@@ -112,7 +112,7 @@ std::vector<std::string> Ids(const std::vector<ArchivedJob>& jobs) {
 
 // Records a job that ran, grew once (one reset) and succeeded.
 void RecordSucceededJob(Journal& journal, const std::string& id, double t0) {
-  journal.OnJobSubmitted(id, ElasticSpec(), absl::FromUnixSeconds(static_cast<int64_t>(t0)));
+  journal.OnJobSubmitted(id, ElasticSpec(), absl::FromUnixSeconds(static_cast<int64_t>(t0)), "");
   journal.OnJobEvent(id, MakeEvent(1, v1::JobEvent::INFO, t0 + 1, 0, "job submitted"));
   journal.OnJobEvent(id, MakeEvent(2, v1::JobEvent::INFO, t0 + 2, 1, "generation 1 planned"));
   v1::JobEvent output = MakeEvent(3, v1::JobEvent::OUTPUT, t0 + 3, 1, "loss 0.5");
@@ -200,7 +200,7 @@ TEMPLATE_TEST_CASE("An ended job's workers, hosts and resets come back with it",
     final_status.set_last_commit(7);
     *final_status.add_recent_events() = MakeEvent(99, v1::JobEvent::INFO, t0, 0, "not kept twice");
     // As a driver does: the final status just before JOB_ENDED.
-    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000));
+    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000), "");
     journal->OnJobEvent("job-1", StateEvent(1, v1::RUNNING, t0 + 1, 1));
     journal->OnJobFinalStatus("job-1", final_status);
     journal->OnJobEvent("job-1", EndEvent(2, v1::FAILED, t0 + 2, 1, "worker 3 failed"));
@@ -266,12 +266,12 @@ TEST_CASE("A journal written by the previous schema is upgraded in place and kep
     CHECK(jobs[0].status.spec().name() == "resnet");
     CHECK(jobs[0].status.workers_size() == 0);  // version 1 did not keep them
   }
-  // Upgraded: a job ending now keeps its tables, and the file reads as version 4.
+  // Upgraded: a job ending now keeps its tables, and the file reads as version 5.
   {
     auto journal = OpenJournal(dir);
     v1::JobStatus final_status;
     final_status.add_workers()->set_host("a");
-    journal->OnJobSubmitted("job-2", ElasticSpec(), absl::FromUnixSeconds(1700000100));
+    journal->OnJobSubmitted("job-2", ElasticSpec(), absl::FromUnixSeconds(1700000100), "");
     journal->OnJobFinalStatus("job-2", final_status);
     journal->OnJobEvent("job-2", EndEvent(1, v1::SUCCEEDED, 1700000101, 1, "done"));
   }
@@ -286,7 +286,40 @@ TEST_CASE("A journal written by the previous schema is upgraded in place and kep
   absl::StatusOr<bool> row = (*version)->Step();
   REQUIRE(row.ok());
   REQUIRE(*row);
-  CHECK((*version)->Int(0) == 4);
+  CHECK((*version)->Int(0) == 5);
+}
+
+TEMPLATE_TEST_CASE("A job's client request id is recovered with it, ended or still running",
+                   "[journal]", SqliteStore, EtcdStore) {
+  TestType dir;
+  const double t0 = 1700000000;
+  {
+    auto journal = OpenJournal(dir);
+    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000),
+                            "0123456789abcdef0123456789abcdef");
+    journal->OnJobEvent("job-1", EndEvent(1, v1::SUCCEEDED, t0 + 1, 1, "done"));
+    journal->OnJobSubmitted("job-2", ElasticSpec(), absl::FromUnixSeconds(1700000002),
+                            "fedcba9876543210-running");
+    journal->OnJobEvent("job-2", StateEvent(1, v1::RUNNING, t0 + 3, 1));
+    JobCheckpoint checkpoint;
+    checkpoint.status.set_job_id("job-2");
+    checkpoint.status.set_state(v1::RUNNING);
+    checkpoint.planned_generation = 1;
+    journal->OnJobCheckpoint("job-2", checkpoint);
+    journal->OnJobSubmitted("job-3", ElasticSpec(), absl::FromUnixSeconds(1700000004), "");
+    journal->OnJobEvent("job-3", EndEvent(1, v1::FAILED, t0 + 5, 1, "failed"));
+  }
+  auto journal = OpenJournal(dir);
+  std::vector<ResumableJob> running;
+  auto jobs = journal->Recover(&running);
+  INFO(jobs.status().ToString());
+  REQUIRE(jobs.ok());
+  REQUIRE(Ids(*jobs) == std::vector<std::string>{"job-1", "job-3"});
+  CHECK((*jobs)[0].status.client_request_id() == "0123456789abcdef0123456789abcdef");
+  CHECK((*jobs)[1].status.client_request_id().empty());
+  REQUIRE(running.size() == 1);
+  CHECK(running[0].job_id == "job-2");
+  CHECK(running[0].client_request_id == "fedcba9876543210-running");
 }
 
 TEMPLATE_TEST_CASE("A job that had not ended when the journal closed comes back FAILED, once",
@@ -295,7 +328,7 @@ TEMPLATE_TEST_CASE("A job that had not ended when the journal closed comes back 
   const double t0 = NowUnix() - 60;
   {
     auto journal = OpenJournal(dir);
-    journal->OnJobSubmitted("job-4", ElasticSpec(), absl::Now());
+    journal->OnJobSubmitted("job-4", ElasticSpec(), absl::Now(), "");
     journal->OnJobEvent("job-4", MakeEvent(1, v1::JobEvent::INFO, t0, 0, "job submitted"));
     journal->OnJobEvent("job-4", StateEvent(2, v1::RUNNING, t0 + 1, 1));
     v1::JobEvent ready = MakeEvent(3, v1::JobEvent::MEMBERSHIP, t0 + 1, 1);
@@ -333,8 +366,8 @@ TEMPLATE_TEST_CASE("A job keeps only its newest events past the per-job limit", 
   const double t0 = NowUnix() - 600;
   {
     auto journal = OpenJournal(dir, limits);
-    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::Now());
-    journal->OnJobSubmitted("job-2", ElasticSpec(), absl::Now());
+    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::Now(), "");
+    journal->OnJobSubmitted("job-2", ElasticSpec(), absl::Now(), "");
     for (uint64_t seq = 1; seq <= 25; ++seq) {
       journal->OnJobEvent("job-1", MakeEvent(seq, v1::JobEvent::WARNING, t0 + seq));
       journal->OnJobEvent("job-2", MakeEvent(seq, v1::JobEvent::INFO, t0 + seq));
@@ -365,7 +398,7 @@ TEMPLATE_TEST_CASE("Only the most recently ended jobs are kept past the finished
     // started before jobs 4 to 6.
     for (int n = 1; n <= 6; ++n) {
       const std::string id = "job-" + std::to_string(n);
-      journal->OnJobSubmitted(id, ElasticSpec(), absl::Now());
+      journal->OnJobSubmitted(id, ElasticSpec(), absl::Now(), "");
       journal->OnJobEvent(id, MakeEvent(1, v1::JobEvent::INFO, t0 + n));
     }
     for (int n : {2, 4, 5, 6, 3}) {
@@ -392,7 +425,7 @@ TEMPLATE_TEST_CASE("Jobs recorded from several threads at once are all recovered
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&journal, t] {
         const std::string id = "job-" + std::to_string(t + 1);
-        journal->OnJobSubmitted(id, ElasticSpec(), absl::Now());
+        journal->OnJobSubmitted(id, ElasticSpec(), absl::Now(), "");
         for (uint64_t seq = 1; seq < kEvents; ++seq) {
           journal->OnJobEvent(id, MakeEvent(seq, v1::JobEvent::INFO, NowUnix(), 1));
         }
@@ -466,7 +499,7 @@ TEST_CASE("A state dir or database that cannot be used is refused, naming it") {
     CHECK(journal.status().code() == absl::StatusCode::kFailedPrecondition);
     CHECK(journal.status().message() ==
           "journal " + dir.File("horovodd.db") +
-              " was written by a newer horovodd (schema version 7; this one reads version 4)");
+              " was written by a newer horovodd (schema version 7; this one reads version 5)");
   }
   SECTION("the state dir is not writable") {
     // root writes anywhere: only an unprivileged user sees this refusal.
@@ -523,7 +556,7 @@ TEMPLATE_TEST_CASE(
   TestType dir;
   {
     auto journal = OpenJournal(dir);
-    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000));
+    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000), "");
     journal->OnJobEvent("job-1", StateEvent(1, v1::RUNNING, 1700000001, 3));
     JobCheckpoint older = RunningCheckpoint();
     older.status.set_last_commit(5);
@@ -581,7 +614,7 @@ TEMPLATE_TEST_CASE(
   TestType dir;
   {
     auto journal = OpenJournal(dir);
-    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000));
+    journal->OnJobSubmitted("job-1", ElasticSpec(), absl::FromUnixSeconds(1700000000), "");
     journal->OnJobCheckpoint("job-1", RunningCheckpoint());
   }
   const auto jobs = RecoverFrom(dir);  // Recover() with nowhere to put running jobs

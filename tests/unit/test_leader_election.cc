@@ -42,7 +42,7 @@ TEST_CASE("One daemon leads, the other sees where, and takes over once the leade
   REQUIRE(journal.ok());
   std::atomic<int> refused{0};
   (*journal)->SetFence(a->Fence(), [&refused] { ++refused; });
-  (*journal)->OnJobSubmitted("job-1", v1::JobSpec(), absl::Now());
+  (*journal)->OnJobSubmitted("job-1", v1::JobSpec(), absl::Now(), "");
   CHECK(refused == 0);
 
   absl::Notification b_elected;

@@ -78,8 +78,8 @@ TEST_CASE("a fresh daemon shows every metric at zero") {
 
 TEST_CASE("job events move jobs between states and count workers, resets and failures") {
   Metrics metrics;
-  metrics.OnJobSubmitted("job-1", v1::JobSpec(), absl::Now());
-  metrics.OnJobSubmitted("job-2", v1::JobSpec(), absl::Now());
+  metrics.OnJobSubmitted("job-1", v1::JobSpec(), absl::Now(), "");
+  metrics.OnJobSubmitted("job-2", v1::JobSpec(), absl::Now(), "");
   CHECK(Sample(metrics.Render(), "horovodd_jobs{state=\"pending\"}") == 2);
 
   metrics.OnJobEvent("job-1", State(v1::RUNNING));

@@ -174,6 +174,32 @@ TEST_CASE("a job past the size limits is RESOURCE_EXHAUSTED naming the config ke
                 "discovery.hosts[0].slots 100");
 }
 
+TEST_CASE("a submission's client request id: empty, or 16 to 128 of [A-Za-z0-9._-]") {
+  const DaemonLimits limits;
+  v1::SubmitJobRequest request = ValidSubmit();
+  for (const std::string id :
+       {std::string(), std::string(16, 'a'), std::string(128, 'Z'),
+        std::string("0123456789abcdef0123456789abcdef"), std::string("Aa0-_.Aa0-_.Aa0-_.")}) {
+    INFO(id);
+    request.set_client_request_id(id);
+    CHECK(ValidateRequest(request, limits).ok());
+  }
+  request.set_client_request_id(std::string(15, 'a'));
+  CHECK_REFUSED(ValidateRequest(request, limits), kInvalidArgument,
+                "client_request_id is 15 characters; it must be 16 to 128");
+  request.set_client_request_id(std::string(129, 'a'));
+  CHECK_REFUSED(ValidateRequest(request, limits), kInvalidArgument,
+                "client_request_id is 129 characters");
+  for (const std::string id :
+       {std::string("with a space 0123456"), std::string("slash/0123456789ab"),
+        std::string("nul\0in-the-middle-0", 19), std::string("ümlaut-0123456789")}) {
+    INFO(id);
+    request.set_client_request_id(id);
+    CHECK_REFUSED(ValidateRequest(request, limits), kInvalidArgument,
+                  "holds a character other than letters, digits");
+  }
+}
+
 TEST_CASE("job ids, host names, ranks and reasons of the JobService calls") {
   v1::GetJobRequest get;
   CHECK_REFUSED(ValidateRequest(get, kLimits), kInvalidArgument, "job_id is empty");

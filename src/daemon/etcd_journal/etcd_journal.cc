@@ -199,7 +199,7 @@ absl::StatusOr<std::deque<uint64_t>*> EtcdJournal::EventSeqs(const std::string& 
 }
 
 void EtcdJournal::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                                 absl::Time created) {
+                                 absl::Time created, const std::string& client_request_id) {
   absl::Status status;
   {
     absl::MutexLock lock(&mu_);
@@ -209,6 +209,7 @@ void EtcdJournal::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& s
     *s.mutable_spec() = spec;
     s.set_state(v1::PENDING);
     s.set_created_unix(UnixSeconds(created));
+    s.set_client_request_id(client_request_id);
     job.event_seqs.emplace();
     int64_t revision = 0;
     status = Write({PutOp(JobKey(job_id), job.record.SerializeAsString())}, &revision);

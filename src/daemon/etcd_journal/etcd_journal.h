@@ -82,8 +82,8 @@ class EtcdJournal final : public Journal {
   void SetFence(etcdserverpb::Compare compare, std::function<void()> on_refused)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                      absl::Time created) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec, absl::Time created,
+                      const std::string& client_request_id) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnJobFinalStatus(const std::string& job_id, const v1::JobStatus& status) override

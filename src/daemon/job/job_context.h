@@ -32,6 +32,9 @@ struct JobContext {
   // Write JobCheckpoints to the observer (a daemon that takes jobs back
   // after a restart); off, nothing is computed for them.
   bool checkpoints = false;
+  // The submission's SubmitJobRequest.client_request_id ("" for none),
+  // shown in the job's status.
+  std::string client_request_id;
 };
 
 }  // namespace horovodd::daemon

@@ -45,7 +45,7 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
           },
           [this](const std::string& why) { end_.Finish(v1::FAILED, why); }),
       kv_(context_.kv_limits, loop_),
-      status_(context_.job_id, spec_, clock_, lifecycle_, workers_, generations_, hosts_.manager(),
+      status_(context_, spec_, clock_, lifecycle_, workers_, generations_, hosts_.manager(),
               resets_, goodput_, events_),
       checkpointer_(context_, loop_, lifecycle_, generations_, hosts_.manager(),
                     [this] { return status_.Now(); }),

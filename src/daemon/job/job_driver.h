@@ -121,6 +121,8 @@ class JobDriver {
   const EventLog& events() const { return events_; }
   const std::string& job_id() const { return context_.job_id; }
   const std::string& worker_token() const { return context_.worker_token; }
+  const v1::JobSpec& spec() const { return spec_; }
+  const std::string& client_request_id() const { return context_.client_request_id; }
 
  private:
   // Why a new generation may be needed.

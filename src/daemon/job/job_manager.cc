@@ -1,10 +1,14 @@
 #include "daemon/job/job_manager.h"
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 #include "common/status_macros.h"
 #include "daemon/auth/auth_token.h"
 
@@ -36,8 +40,15 @@ absl::Status NoSuchJob(const std::string& job_id) {
 
 JobManager::~JobManager() { Shutdown("daemon stopped", absl::Seconds(5)); }
 
-absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
+absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec,
+                                               const std::string& client_request_id) {
   if (auto st = ValidateJobSpec(spec); !st.ok()) return st;
+  {
+    // Answered even while the store cannot take records: nothing is written.
+    absl::MutexLock lock(&mu_);
+    HVDD_ASSIGN_OR_RETURN(std::string earlier, RepeatedLocked(client_request_id, spec));
+    if (!earlier.empty()) return earlier;
+  }
   if (store_ != nullptr) HVDD_RETURN_IF_ERROR(store_->Writable());
   absl::StatusOr<std::string> worker_token = GenerateToken();
   if (!worker_token.ok()) return worker_token.status();
@@ -47,30 +58,68 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec) {
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError("daemon is shutting down");
+    // Checked again under the lock that adds the job: two submissions with
+    // one id racing each other make one job.
+    HVDD_ASSIGN_OR_RETURN(std::string earlier, RepeatedLocked(client_request_id, spec));
+    if (!earlier.empty()) return earlier;
     id = absl::StrCat(kJobIdPrefix, next_job_number_++);
     driver = std::make_shared<JobDriver>(
         JobContext{id, worker_address_, launcher_, observer_, std::move(*worker_token), worker_env_,
-                   kv_limits_, &RealClock(), checkpoints_},
+                   kv_limits_, &RealClock(), checkpoints_, client_request_id},
         spec);
     jobs_[id] = driver;
+    if (!client_request_id.empty()) job_of_request_[client_request_id] = id;
     forgotten = ForgetOldEndedLocked();
   }
   forgotten.clear();  // outside the lock: destroying a driver joins its loop
-  if (observer_ != nullptr) observer_->OnJobSubmitted(id, spec, RealClock().Now());
+  if (observer_ != nullptr) {
+    observer_->OnJobSubmitted(id, spec, RealClock().Now(), client_request_id);
+  }
   driver->Start();
   return id;
 }
 
+std::string JobManager::JobOfRequest(const std::string& client_request_id) const {
+  if (client_request_id.empty()) return "";
+  absl::MutexLock lock(&mu_);
+  auto it = job_of_request_.find(client_request_id);
+  return it == job_of_request_.end() ? "" : it->second;
+}
+
+absl::StatusOr<std::string> JobManager::RepeatedLocked(const std::string& client_request_id,
+                                                       const v1::JobSpec& spec) const {
+  if (client_request_id.empty()) return std::string();
+  auto it = job_of_request_.find(client_request_id);
+  if (it == job_of_request_.end()) return std::string();
+  const std::string& id = it->second;
+  const v1::JobSpec* earlier = nullptr;
+  if (auto live = jobs_.find(id); live != jobs_.end()) {
+    earlier = &live->second->spec();
+  } else if (auto old = archived_.find(id); old != archived_.end()) {
+    earlier = &old->second->status.spec();
+  }
+  HVDD_CHECK(earlier != nullptr) << "client request id " << client_request_id << " names " << id
+                                 << ", which is neither live nor archived";
+  if (!google::protobuf::util::MessageDifferencer::Equals(*earlier, spec)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("client_request_id '", client_request_id, "' was used to submit ", id,
+                     ", whose spec differs from this one; a new job needs a new id"));
+  }
+  return id;
+}
+
 std::shared_ptr<JobDriver> JobManager::Readmit(const std::string& job_id, const v1::JobSpec& spec,
-                                               std::string worker_token) {
+                                               std::string worker_token,
+                                               const std::string& client_request_id) {
   absl::MutexLock lock(&mu_);
   next_job_number_ = std::max(next_job_number_, JobNumber(job_id) + 1);
   auto driver = std::make_shared<JobDriver>(
       JobContext{job_id, worker_address_, launcher_, observer_, std::move(worker_token),
-                 worker_env_, kv_limits_, &RealClock(), checkpoints_},
+                 worker_env_, kv_limits_, &RealClock(), checkpoints_, client_request_id},
       spec);
   jobs_[job_id] = driver;
   archived_.erase(job_id);
+  if (!client_request_id.empty()) job_of_request_[client_request_id] = job_id;
   return driver;
 }
 
@@ -94,7 +143,9 @@ std::vector<std::shared_ptr<JobDriver>> JobManager::ForgetOldEndedLocked() {
   for (const auto& [id, job] : archived_) ended.emplace(JobNumber(id), id);
   std::vector<std::shared_ptr<JobDriver>> forgotten;
   size_t excess = ended.size() > kMaxEndedJobs ? ended.size() - kMaxEndedJobs : 0;
+  std::set<std::string> gone;
   for (auto it = ended.begin(); excess > 0; ++it, --excess) {
+    gone.insert(it->second);
     auto live = jobs_.find(it->second);
     if (live != jobs_.end()) {
       forgotten.push_back(std::move(live->second));
@@ -102,6 +153,9 @@ std::vector<std::shared_ptr<JobDriver>> JobManager::ForgetOldEndedLocked() {
     } else {
       archived_.erase(it->second);
     }
+  }
+  for (auto it = job_of_request_.begin(); !gone.empty() && it != job_of_request_.end();) {
+    it = gone.count(it->second) > 0 ? job_of_request_.erase(it) : std::next(it);
   }
   return forgotten;
 }
@@ -112,6 +166,9 @@ void JobManager::AddArchived(std::vector<ArchivedJob> jobs) {
     const std::string id = job.status.job_id();
     next_job_number_ = std::max(next_job_number_, JobNumber(id) + 1);
     if (jobs_.count(id) == 0) {
+      if (!job.status.client_request_id().empty()) {
+        job_of_request_[job.status.client_request_id()] = id;
+      }
       archived_[id] = std::make_shared<const ArchivedJob>(std::move(job));
     }
   }

@@ -63,12 +63,24 @@ class JobManager {
   // continue after the highest archived one, so no id is ever reused.
   void AddArchived(std::vector<ArchivedJob> jobs) ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec) ABSL_LOCKS_EXCLUDED(mu_);
+  // A new job, or, when `client_request_id` (SubmitJobRequest's, already
+  // validated) names a job this manager knows (live, taken back or
+  // archived), that job's id: a client retrying a submission whose answer it
+  // lost gets the job it made, not a second one. ALREADY_EXISTS when that
+  // job's spec differs from `spec` (the id was reused for another job).
+  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec,
+                                     const std::string& client_request_id = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The job submitted with `client_request_id`, if this manager knows it; "" if not.
+  std::string JobOfRequest(const std::string& client_request_id) const ABSL_LOCKS_EXCLUDED(mu_);
   // A job an earlier run of the daemon was running, to be taken back
   // (JobDriver::Resume next): its old id and worker token, so its workers
-  // get back in. Not a submission: observers are not told of it.
+  // get back in, and its submission's client request id. Not a submission:
+  // observers are not told of it.
   std::shared_ptr<JobDriver> Readmit(const std::string& job_id, const v1::JobSpec& spec,
-                                     std::string worker_token) ABSL_LOCKS_EXCLUDED(mu_);
+                                     std::string worker_token,
+                                     const std::string& client_request_id = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The daemon goes and leaves its jobs running for the next one: refuses
   // new jobs and stops every driver (JobDriver::Abandon) without ending it.
   void Abandon() ABSL_LOCKS_EXCLUDED(mu_);
@@ -107,6 +119,12 @@ class JobManager {
   // Removes the oldest ended jobs beyond kMaxEndedJobs; returns the drivers
   // so that they are destroyed (their loops joined) outside mu_.
   std::vector<std::shared_ptr<JobDriver>> ForgetOldEndedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For a submission with `client_request_id`: the id of the job an earlier
+  // one with that id made, "" if none (or no id); ALREADY_EXISTS when that
+  // job's spec is not `spec`.
+  absl::StatusOr<std::string> RepeatedLocked(const std::string& client_request_id,
+                                             const v1::JobSpec& spec) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Launcher* const launcher_;
   JobObserver* const observer_;
@@ -121,6 +139,9 @@ class JobManager {
   int64_t next_job_number_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::shared_ptr<JobDriver>> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<const ArchivedJob>> archived_ ABSL_GUARDED_BY(mu_);
+  // Client request id -> job id, for the jobs of jobs_ and archived_ that
+  // were submitted with one; forgotten with the job.
+  std::map<std::string, std::string> job_of_request_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace horovodd::daemon

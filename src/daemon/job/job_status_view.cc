@@ -15,12 +15,12 @@ double UnixSeconds(absl::Time t) {
 
 }  // namespace
 
-JobStatusView::JobStatusView(const std::string& job_id, const v1::JobSpec& spec, const Clock& clock,
+JobStatusView::JobStatusView(const JobContext& context, const v1::JobSpec& spec, const Clock& clock,
                              const JobLifecycle& lifecycle, const WorkerTable& workers,
                              const GenerationPlanner& generations,
                              const discovery::HostManager& hosts, const ResetHistory& resets,
                              const GoodputLedger& goodput, const EventLog& events)
-    : job_id_(job_id),
+    : context_(context),
       spec_(spec),
       clock_(clock),
       lifecycle_(lifecycle),
@@ -33,7 +33,8 @@ JobStatusView::JobStatusView(const std::string& job_id, const v1::JobSpec& spec,
 
 v1::JobStatus JobStatusView::Now() const {
   v1::JobStatus s;
-  s.set_job_id(job_id_);
+  s.set_job_id(context_.job_id);
+  s.set_client_request_id(context_.client_request_id);
   *s.mutable_spec() = spec_;
   s.set_state(lifecycle_.state());
   s.set_reason(lifecycle_.reason());

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "daemon/goodput/goodput_ledger.h"
+#include "daemon/job/job_context.h"
 #include "daemon/job_events/event_log.h"
 #include "daemon/job_events/reset_history.h"
 #include "daemon/job_lifecycle/job_lifecycle.h"
@@ -25,7 +26,7 @@ namespace horovodd::daemon {
 class JobStatusView {
  public:
   // Everything given outlives the view.
-  JobStatusView(const std::string& job_id, const v1::JobSpec& spec, const Clock& clock,
+  JobStatusView(const JobContext& context, const v1::JobSpec& spec, const Clock& clock,
                 const JobLifecycle& lifecycle, const WorkerTable& workers,
                 const GenerationPlanner& generations, const discovery::HostManager& hosts,
                 const ResetHistory& resets, const GoodputLedger& goodput, const EventLog& events);
@@ -38,7 +39,7 @@ class JobStatusView {
   v1::JobStatus Now() const;
 
  private:
-  const std::string& job_id_;
+  const JobContext& context_;
   const v1::JobSpec& spec_;
   const Clock& clock_;
   const JobLifecycle& lifecycle_;

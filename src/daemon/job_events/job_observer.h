@@ -42,8 +42,10 @@ struct JobCheckpoint {
 class JobObserver {
  public:
   virtual ~JobObserver() = default;
+  // `client_request_id`: the submission's SubmitJobRequest.client_request_id
+  // ("" for none), which the journal keeps with the job.
   virtual void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                              absl::Time created) {}
+                              absl::Time created, const std::string& client_request_id) {}
   // Every event of the job, worker OUTPUT included, after it was stamped.
   virtual void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) {}
   // Once, just before its JOB_ENDED event: the job's status as it ended
@@ -58,9 +60,9 @@ class JobObserver {
 class ObserverList final : public JobObserver {
  public:
   void Add(JobObserver* observer) { observers_.push_back(observer); }
-  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                      absl::Time created) override {
-    for (auto* o : observers_) o->OnJobSubmitted(job_id, spec, created);
+  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec, absl::Time created,
+                      const std::string& client_request_id) override {
+    for (auto* o : observers_) o->OnJobSubmitted(job_id, spec, created, client_request_id);
   }
   void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override {
     for (auto* o : observers_) o->OnJobEvent(job_id, event);

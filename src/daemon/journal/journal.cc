@@ -29,6 +29,7 @@ std::vector<ArchivedJob> SplitOffResumable(std::vector<ArchivedJob> all,
     ResumableJob resume;
     resume.job_id = job.status.job_id();
     resume.spec = job.status.spec();
+    resume.client_request_id = job.status.client_request_id();
     resume.created = absl::FromUnixMicros(static_cast<int64_t>(job.status.created_unix() * 1e6));
     resume.checkpoint = std::move(it->second);
     running->push_back(std::move(resume));

@@ -39,6 +39,7 @@ struct ResumableJob {
   std::string job_id;
   v1::JobSpec spec;
   absl::Time created;
+  std::string client_request_id;  // its submission's ("" for none)
   JobCheckpoint checkpoint;
 };
 

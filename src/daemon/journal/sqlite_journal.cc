@@ -27,7 +27,8 @@ using journal_internal::UnixSeconds;
 // 2: jobs.final_status (version 1 files are upgraded in place).
 // 3: checkpoints (running jobs a restarted daemon takes back).
 // 4: checkpoint_hosts (their hosts' cooldowns).
-constexpr int64_t kSchemaVersion = 4;
+// 5: jobs.client_request_id (a repeated submission finds its job).
+constexpr int64_t kSchemaVersion = 5;
 
 // As many as a live job's status shows.
 constexpr size_t kRecentEvents = 20;
@@ -49,7 +50,8 @@ CREATE TABLE jobs (
   generation INTEGER NOT NULL DEFAULT 0,  -- newest ready generation
   size INTEGER NOT NULL DEFAULT 0,        -- its number of workers
   resets INTEGER NOT NULL DEFAULT 0,
-  final_status BLOB NOT NULL DEFAULT x''  -- horovodd.v1.JobStatus at the end: workers, hosts
+  final_status BLOB NOT NULL DEFAULT x'', -- horovodd.v1.JobStatus at the end: workers, hosts
+  client_request_id TEXT NOT NULL DEFAULT ''  -- SubmitJobRequest.client_request_id
 );
 CREATE INDEX jobs_by_finished ON jobs (finished);
 CREATE TABLE events (
@@ -151,6 +153,10 @@ absl::Status Upgrade(SqliteDb& db, int64_t version) {
   }
   if (version <= 2) HVDD_RETURN_IF_ERROR(db.Exec(kCheckpointsTable));
   if (version <= 3) HVDD_RETURN_IF_ERROR(db.Exec(kCheckpointHostsTable));
+  if (version <= 4) {
+    HVDD_RETURN_IF_ERROR(
+        db.Exec("ALTER TABLE jobs ADD COLUMN client_request_id TEXT NOT NULL DEFAULT ''"));
+  }
   if (version == kSchemaVersion) return absl::OkStatus();
   return db.Exec(absl::StrCat("UPDATE schema_version SET version = ", kSchemaVersion));
 }
@@ -197,7 +203,8 @@ absl::Status SqliteJournal::Statements::Prepare(SqliteDb& db) {
       {&commit, "COMMIT"},
       {&rollback, "ROLLBACK"},
       {&insert_job,
-       "INSERT INTO jobs (id, name, spec, state, created_unix) VALUES (?1, ?2, ?3, ?4, ?5)"},
+       "INSERT INTO jobs (id, name, spec, state, created_unix, client_request_id)"
+       " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
       {&insert_event,
        "INSERT INTO events (job_id, seq, time_unix, kind, code, message, generation, state, "
        "size, reset_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
@@ -227,7 +234,7 @@ absl::Status SqliteJournal::Statements::Prepare(SqliteDb& db) {
       {&last_seq, "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1"},
       {&all_jobs,
        "SELECT id, spec, state, reason, created_unix, started_unix, ended_unix, generation,"
-       " size, resets, final_status FROM jobs ORDER BY rowid"},
+       " size, resets, final_status, client_request_id FROM jobs ORDER BY rowid"},
       // Only for a job still running: a late checkpoint does not revive one.
       {&put_checkpoint,
        "INSERT OR REPLACE INTO checkpoints (job_id, status, planned_generation,"
@@ -302,13 +309,14 @@ void SqliteJournal::NoteWrite(const absl::Status& status, const std::string& wha
 }
 
 void SqliteJournal::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                                   absl::Time created) {
+                                   absl::Time created, const std::string& client_request_id) {
   absl::MutexLock lock(&mu_);
   absl::Status status = statements_->insert_job->BindText(1, job_id)
                             .BindText(2, spec.name())
                             .BindBlob(3, spec.SerializeAsString())
                             .BindText(4, v1::JobState_Name(v1::PENDING))
                             .BindDouble(5, UnixSeconds(created))
+                            .BindText(6, client_request_id)
                             .Run();
   if (status.ok()) stored_events_[job_id] = 0;
   NoteWrite(status, absl::StrCat("the submission of ", job_id));
@@ -434,6 +442,7 @@ absl::StatusOr<std::vector<ArchivedJob>> SqliteJournal::ReadAll() {
     *s.mutable_hosts() = std::move(*tables.mutable_hosts());
     *s.mutable_reset_history() = std::move(*tables.mutable_reset_history());
     s.set_last_commit(tables.last_commit());
+    s.set_client_request_id(row.Text(11));
     jobs.push_back(std::move(job));
     return absl::OkStatus();
   });

@@ -39,8 +39,8 @@ class SqliteJournal final : public Journal {
       std::vector<ResumableJob>* running = nullptr) override ABSL_LOCKS_EXCLUDED(mu_);
   std::string Describe() const override { return path_; }
 
-  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                      absl::Time created) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec, absl::Time created,
+                      const std::string& client_request_id) override ABSL_LOCKS_EXCLUDED(mu_);
   // Records every event but OUTPUT; keeps the job's row current.
   void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override
       ABSL_LOCKS_EXCLUDED(mu_);

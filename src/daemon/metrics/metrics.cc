@@ -44,7 +44,8 @@ void Metrics::SetState(Job& job, v1::JobState state) {
   if (Terminal(state)) job.workers = 0;
 }
 
-void Metrics::OnJobSubmitted(const std::string& job_id, const v1::JobSpec&, absl::Time) {
+void Metrics::OnJobSubmitted(const std::string& job_id, const v1::JobSpec&, absl::Time,
+                             const std::string&) {
   absl::MutexLock lock(&mu_);
   jobs_[job_id] = Job{};
 }

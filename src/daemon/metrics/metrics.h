@@ -24,8 +24,8 @@ class Metrics final : public JobObserver {
   // clients calling made-up methods cannot grow the page without bound.
   static constexpr size_t kMaxRpcMethods = 64;
 
-  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                      absl::Time created) override;
+  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec, absl::Time created,
+                      const std::string& client_request_id) override;
   void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override;
 
   // A job an earlier run of the daemon recorded; it counts in `state`.

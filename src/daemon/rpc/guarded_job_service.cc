@@ -180,8 +180,13 @@ template <typename Call>
 grpc::Status GuardedJobService::AdmitJob(const v1::SubmitJobRequest& request, Call call) {
   absl::MutexLock lock(&submit_mu_);
   v1::SubmitJobRequest limited = request;
-  HVDD_RETURN_IF_ERROR_WITH(ApplyJobLimits(limits_, UnfinishedJobs(), *limited.mutable_spec()),
-                            ToGrpcStatus(_));
+  // A repeated submission (its client request id names a job) makes no job,
+  // so limits.max_jobs does not refuse it; its spec is capped as the first
+  // one's was, for JobManager::Submit to compare them.
+  const bool repeated = !jobs_->JobOfRequest(request.client_request_id()).empty();
+  HVDD_RETURN_IF_ERROR_WITH(
+      ApplyJobLimits(limits_, repeated ? 0 : UnfinishedJobs(), *limited.mutable_spec()),
+      ToGrpcStatus(_));
   return call(limited);
 }
 

@@ -15,7 +15,9 @@ grpc::Status NoSuchJob(const std::string& id) {
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
                                        v1::SubmitJobResponse* response) {
-  HVDD_ASSIGN_OR_RETURN(std::string id, jobs_->Submit(request->spec()), ToGrpcStatus(_));
+  HVDD_ASSIGN_OR_RETURN(std::string id,
+                        jobs_->Submit(request->spec(), request->client_request_id()),
+                        ToGrpcStatus(_));
   response->set_job_id(std::move(id));
   return grpc::Status::OK;
 }

@@ -246,7 +246,7 @@ absl::Duration HeartbeatSchedule::IntervalFor(int64_t workers, double liveness_t
 }
 
 void HeartbeatSchedule::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                                       absl::Time) {
+                                       absl::Time, const std::string&) {
   // The most workers the job may grow to: its rate must fit the budget then.
   const int64_t workers = std::max<int64_t>(spec.num_proc(), spec.max_np());
   const int64_t ms =

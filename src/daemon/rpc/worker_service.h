@@ -40,8 +40,8 @@ class HeartbeatSchedule final : public JobObserver {
   static absl::Duration IntervalFor(int64_t workers, double liveness_timeout_s);
 
   // Learns each job's interval when it is submitted, forgets it at its end.
-  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
-                      absl::Time created) override;
+  void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec, absl::Time created,
+                      const std::string& client_request_id) override;
   void OnJobEvent(const std::string& job_id, const v1::JobEvent& event) override;
 
   // The job's interval in milliseconds; 0 for a job it does not know.

@@ -232,10 +232,11 @@ void DaemonServer::ResumeJob(const ResumableJob& job, const DaemonOptions& optio
     absl::StatusOr<std::string> fresh = GenerateToken();
     token = fresh.ok() ? *fresh : std::string();
   }
-  std::shared_ptr<JobDriver> driver = jobs_->Readmit(job.job_id, job.spec, token);
+  std::shared_ptr<JobDriver> driver =
+      jobs_->Readmit(job.job_id, job.spec, token, job.client_request_id);
   // What a submission would have told them; the journal has the job already.
-  metrics_.OnJobSubmitted(job.job_id, job.spec, job.created);
-  heartbeats_->OnJobSubmitted(job.job_id, job.spec, job.created);
+  metrics_.OnJobSubmitted(job.job_id, job.spec, job.created, job.client_request_id);
+  heartbeats_->OnJobSubmitted(job.job_id, job.spec, job.created, job.client_request_id);
   absl::Duration grace = options.worker_grace;
   auto own = job.spec.env().find("HOROVODD_DAEMON_GRACE_S");
   double seconds = 0;

@@ -270,6 +270,24 @@ absl::Status ValidateJobId(absl::string_view field, absl::string_view job_id) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateClientRequestId(absl::string_view id) {
+  constexpr absl::string_view kField = "client_request_id";
+  if (id.empty()) return absl::OkStatus();
+  if (id.size() < kMinClientRequestIdBytes || id.size() > kMaxClientRequestIdBytes) {
+    return Invalid(kField, absl::StrCat("is ", id.size(), " characters; it must be ",
+                                        kMinClientRequestIdBytes, " to ", kMaxClientRequestIdBytes,
+                                        " (a random id, e.g. 32 hex digits), or empty"));
+  }
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return Invalid(kField, absl::StrCat("'", absl::CEscape(id),
+                                          "' holds a character other than letters, digits, "
+                                          "'-', '_', '.'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateHostName(absl::string_view field, absl::string_view host) {
   if (host.empty()) return Invalid(field, "is empty");
   if (host.size() > kMaxHostBytes) {
@@ -339,6 +357,7 @@ absl::Status ValidateJobSpecFields(const v1::JobSpec& spec) {
 }
 
 absl::Status ValidateRequest(const v1::SubmitJobRequest& request, const DaemonLimits& limits) {
+  HVDD_RETURN_IF_ERROR(ValidateClientRequestId(request.client_request_id()));
   const v1::JobSpec& spec = request.spec();
   // Size first: the field checks below walk the whole spec.
   const size_t bytes = spec.ByteSizeLong();

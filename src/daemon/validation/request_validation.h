@@ -52,6 +52,11 @@ absl::Status ValidateJobSpecFields(const v1::JobSpec& spec);
 // The parts, for callers that check one value (`field` names it in messages).
 // A job id as the daemon makes them: 1 to 128 of [A-Za-z0-9._-].
 absl::Status ValidateJobId(absl::string_view field, absl::string_view job_id);
+// SubmitJobRequest.client_request_id: empty, or 16 to 128 of [A-Za-z0-9._-]
+// (long enough to be random: two clients' ids must not meet).
+inline constexpr size_t kMinClientRequestIdBytes = 16;
+inline constexpr size_t kMaxClientRequestIdBytes = 128;
+absl::Status ValidateClientRequestId(absl::string_view id);
 // A host name or IP address (IPv6 may be in brackets): 1 to 255 of
 // [A-Za-z0-9.-_:[]], not starting with '-' (it reaches ssh and logs).
 absl::Status ValidateHostName(absl::string_view field, absl::string_view host);
