@@ -196,6 +196,14 @@ int Run(const horovodd::cli::RunOptions& options) {
 
   horovodd::v1::SubmitJobRequest submit;
   *submit.mutable_spec() = options.spec;
+  // One id for every try below: a try whose answer was lost (a timeout, the
+  // daemon gone, a takeover) made the job, and the next try gets that job.
+  absl::StatusOr<std::string> request_id = horovodd::cli::NewClientRequestId();
+  if (!request_id.ok()) {
+    std::cerr << "horovodrun: error: " << request_id.status().message() << "\n";
+    return 1;
+  }
+  submit.set_client_request_id(*request_id);
   horovodd::v1::SubmitJobResponse submitted;
   {
     // A daemon still starting (or an election under way) is waited for.

@@ -1,8 +1,11 @@
 #include "cli/leader_follower/leader_follower.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/random.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <optional>
 #include <set>
@@ -39,6 +42,23 @@ std::optional<std::string> Refusal(const grpc::Status& status, const grpc::Clien
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> NewClientRequestId() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::InternalError(
+          absl::StrCat("cannot make a client request id: getrandom: ", std::strerror(errno)));
+    }
+    got += static_cast<size_t>(n);
+  }
+  std::string id;
+  for (unsigned char byte : bytes) absl::StrAppend(&id, absl::Hex(byte, absl::kZeroPad2));
+  return id;
+}
 
 absl::StatusOr<std::vector<std::string>> SplitDaemonAddresses(const std::string& text) {
   std::vector<std::string> addresses;

@@ -34,6 +34,13 @@ class Status;
 
 namespace horovodd::cli {
 
+// A SubmitJobRequest.client_request_id: 128 random bits from the kernel as 32
+// hex digits. Made once per job a client means to submit and sent with every
+// try, so a submission retried on another daemon (Run) after its answer was
+// lost answers the job the first try made instead of making a second one.
+// INTERNAL when the kernel has no randomness to give.
+absl::StatusOr<std::string> NewClientRequestId();
+
 // "h1:7451, h2:7451" to its addresses (blanks dropped); INVALID_ARGUMENT for
 // an empty list or an empty element ("h1:7451,,h2:7451").
 absl::StatusOr<std::vector<std::string>> SplitDaemonAddresses(const std::string& text);
