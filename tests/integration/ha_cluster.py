@@ -1,7 +1,8 @@
 """Two horovodd of one HA setup (issue 36): a real three-member etcd on
 loopback (etcd_cluster.py), each daemon on its own state dir and address as
 if on its own machine, sharing the store, the admin token (auth.admin_token_file)
-and so the jobs. Used by test_ha_takeover.py and bench/ha_takeover.py."""
+and so the jobs (and, when given, one `tls` section). Used by test_ha_takeover.py,
+test_ha_tls.py, test_submit_idempotency.py and bench/ha_takeover.py."""
 
 import os
 import secrets
@@ -15,7 +16,7 @@ class HaPair:
     """etcd and the daemons "a" and "b" (started by start(name)); cleanup()
     ends every daemon and its shims, then the etcd members, by PID."""
 
-    def __init__(self, root, lease_ttl=3, env=None, hosts=None, placement=None):
+    def __init__(self, root, lease_ttl=3, env=None, hosts=None, placement=None, tls=None):
         """hosts, placement: netns_hosts.Hosts with uplinks, and {name: host}:
         each daemon runs on its host, listens on its address and reaches etcd
         (in the root namespace) through its uplink. Without them every
@@ -33,6 +34,8 @@ class HaPair:
             out.write(secrets.token_hex(32) + "\n")
         self.lease_ttl = lease_ttl
         self.env = env
+        # The `tls` section of every daemon's config (key: path), as on each host of a setup.
+        self.tls = tls or {}
         self.listen = {name: f"{self._address(name)}:{free_port()}" for name in ("a", "b")}
         self.started = []
 
@@ -49,7 +52,9 @@ class HaPair:
         path.write_text(f"store: {store}\n"
                         f"etcd:\n  prefix: /hvdd-test/\n  lease_ttl: {self.lease_ttl}s\n"
                         f"auth:\n  admin_token_file: {self.token}\n"
-                        f"shim:\n  binary: {HOROVODD_SHIM.resolve()}\n")
+                        f"shim:\n  binary: {HOROVODD_SHIM.resolve()}\n" +
+                        ("tls:\n" + "".join(f"  {k}: {v}\n" for k, v in self.tls.items())
+                         if self.tls else ""))
         return path
 
     def state_dir(self, name):
