@@ -2,6 +2,7 @@
 // worker table, the generation planner and the liveness monitor. No loop, no
 // threads: each test feeds a part facts and times and checks what the driver
 // would show a user (status fields, rendezvous answers, lost reasons).
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -284,6 +285,75 @@ TEST_CASE("generation planner: forms a generation once every member waits, then 
   CHECK(table.at(2).joined_generation == 1);
   CHECK(table.at(2).rank->load() == 1);
   CHECK(planner.RemovedAnswer().removed());
+}
+
+TEST_CASE("generation planner: members and ranks are known through every change",
+          "[job_parts]") {
+  GenerationPlanner planner(0);
+  WorkerTable table;
+  AddWaiting(table, 4, "a");
+  planner.Begin(Plan{}, kT0);
+  for (int64_t id : {1, 2, 3, 4}) planner.AddMember(id);
+  planner.RemoveMember(3);
+  CHECK(planner.IsMember(1));
+  CHECK_FALSE(planner.IsMember(3));
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+  CHECK(planner.RankOf(4) == 2);
+  CHECK(planner.RankOf(3) == -1);
+
+  // The next plan keeps 4 and 1, in that order; the ranks stay the ready
+  // generation's until it forms.
+  Plan next;
+  next.survivors = {{4, "a"}, {1, "a"}};
+  planner.Begin(next, kT0);
+  CHECK(planner.IsMember(4));
+  CHECK_FALSE(planner.IsMember(2));
+  CHECK(planner.RankOf(2) == 1);
+  for (int64_t id : {1, 4}) table.at(id).after_generation = 1;
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+  CHECK(planner.RankOf(4) == 0);
+  CHECK(planner.RankOf(1) == 1);
+  CHECK(planner.RankOf(2) == -1);
+
+  // Taken back after a restart: the ready members' ranks, the planned ones' membership.
+  GenerationPlanner restored(0);
+  restored.Restore(/*ready=*/3, {2, 1}, /*planned=*/4, {}, table, kT0);
+  CHECK(restored.RankOf(1) == 1);
+  CHECK(restored.IsMember(2));
+  GenerationPlanner planned(0);
+  planned.Restore(/*ready=*/0, {}, /*planned=*/1, {3, 4}, table, kT0);
+  CHECK(planned.IsMember(3));
+  CHECK_FALSE(planned.IsMember(1));
+  CHECK(planned.RankOf(3) == -1);
+}
+
+TEST_CASE("bind addresses: each host is looked up once", "[job_parts]") {
+  std::map<std::string, int> lookups;
+  BindAddresses addresses([&lookups](const std::string& host) {
+    ++lookups[host];
+    return "addr-of-" + host;
+  });
+  CHECK(addresses.For("node1") == "addr-of-node1");
+  CHECK(addresses.For("node1") == "addr-of-node1");
+  CHECK(addresses.For("node2") == "addr-of-node2");
+  CHECK(lookups == std::map<std::string, int>{{"node1", 1}, {"node2", 1}});
+  // The lookup itself: localhost and addresses need no name service.
+  CHECK(BindAddressFor("localhost") == "127.0.0.1");
+  CHECK(BindAddressFor("10.1.2.3") == "10.1.2.3");
+}
+
+TEST_CASE("generation planner: a ready answer names its host's bind address", "[job_parts]") {
+  GenerationPlanner planner(0);
+  WorkerTable table;
+  AddWaiting(table, 2, "localhost");
+  planner.Begin(Plan{}, kT0);
+  for (int64_t id : {1, 2}) planner.AddMember(id);
+  REQUIRE(planner.AllWaiting(table));
+  planner.MarkReady(table);
+  CHECK(planner.ReadyAnswer(table.at(1), 0).bind_address() == "127.0.0.1");
+  CHECK(planner.bind_addresses().For("localhost") == "127.0.0.1");
 }
 
 TEST_CASE("generation planner: a generation that only drops workers shrinks the last one",

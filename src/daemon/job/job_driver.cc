@@ -61,7 +61,7 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
           },
           [this] { return status_.Now(); }),
       starter_(
-          context_, spec_, loop_, events_,
+          context_, spec_, loop_, events_, generations_.bind_addresses(),
           [this](int64_t id, const ExitInfo& exit, absl::Time exited_at) {
             OnWorkerExit(id, exit, exited_at);
           },

@@ -269,11 +269,9 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit, absl::Time exited
     }
     return;
   }
-  const std::vector<int64_t>& ready_members = generations_.ready_members();
-  const bool in_ready =
-      generations_.ready_generation() > 0 &&
-      w->joined_generation == generations_.ready_generation() &&
-      std::find(ready_members.begin(), ready_members.end(), id) != ready_members.end();
+  const bool in_ready = generations_.ready_generation() > 0 &&
+                        w->joined_generation == generations_.ready_generation() &&
+                        generations_.RankOf(id) >= 0;
   // A command that never uses the runtime (horovodrun -np 2 hostname) has no
   // ready generation: its planned members are the job.
   const bool plain = generations_.ready_generation() == 0 && generations_.IsMember(id);
@@ -285,8 +283,7 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit, absl::Time exited
       // Workers started for a generation that never formed are not needed.
       for (int64_t m : generations_.members()) {
         Worker& other = workers_.at(m);
-        if (!plain && other.handle != 0 &&
-            std::find(ready_members.begin(), ready_members.end(), m) == ready_members.end()) {
+        if (!plain && other.handle != 0 && generations_.RankOf(m) < 0) {
           other.state = v1::WORKER_REMOVED;
           context_.launcher->Signal(other.handle, SIGTERM).IgnoreError();
         }

@@ -14,11 +14,13 @@ extern char** environ;
 namespace horovodd::daemon {
 
 WorkerStarter::WorkerStarter(const JobContext& context, const v1::JobSpec& spec, EventLoop& loop,
-                             EventLog& events, ExitHandler on_exit, LaunchedHandler on_launched)
+                             EventLog& events, BindAddresses& bind_addresses, ExitHandler on_exit,
+                             LaunchedHandler on_launched)
     : context_(context),
       spec_(spec),
       loop_(loop),
       events_(events),
+      bind_addresses_(bind_addresses),
       on_exit_(std::move(on_exit)),
       on_launched_(std::move(on_launched)) {}
 
@@ -31,9 +33,9 @@ void WorkerStarter::PlanRanks(const Plan& plan) {
   planned_ranks_ = AssignRanks(hosts_by_rank);
 }
 
-std::map<std::string, std::string> WorkerStarter::Environment(const Worker& w,
-                                                              int planned_rank) const {
-  std::map<std::string, std::string> env;
+const std::map<std::string, std::string>& WorkerStarter::JobEnvironment() {
+  if (job_environment_.has_value()) return *job_environment_;
+  std::map<std::string, std::string>& env = job_environment_.emplace();
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string entry(*e);
     auto eq = entry.find('=');
@@ -50,8 +52,6 @@ std::map<std::string, std::string> WorkerStarter::Environment(const Worker& w,
   env["HOROVODD_WORKER_TOKEN"] = context_.worker_token;       // environment only, never argv
   env[kDaemonAddressVariable] = context_.daemon_address;
   env["HOROVODD_JOB_ID"] = context_.job_id;
-  env["HOROVODD_WORKER_ID"] = std::to_string(w.id);
-  env["HOROVODD_BIND_ADDR"] = BindAddressFor(w.host);
   // The worker binds its rings to this interface's address on its own host.
   std::vector<std::string> interfaces(spec_.network_interfaces().begin(),
                                       spec_.network_interfaces().end());
@@ -65,7 +65,6 @@ std::map<std::string, std::string> WorkerStarter::Environment(const Worker& w,
     env["HOROVOD_GLOO_IFACE"] = env["HOROVODD_NETWORK_INTERFACE"];
     env["NCCL_SOCKET_IFNAME"] = absl::StrJoin(interfaces, ",");
   }
-  env["HOROVOD_HOSTNAME"] = w.host;
   env["HOROVOD_ELASTIC"] = spec_.elastic() ? "1" : "0";
   // The daemon names and acts on stalls (daemon/stall/): the workers' own
   // check only warns.
@@ -74,6 +73,13 @@ std::map<std::string, std::string> WorkerStarter::Environment(const Worker& w,
   }
   env["HOROVOD_CONTROLLER"] = "gloo";
   env["HOROVOD_CPU_OPERATIONS"] = "gloo";
+  return env;
+}
+
+std::map<std::string, std::string> WorkerStarter::Environment(const Worker& w, int planned_rank) {
+  std::map<std::string, std::string> env = JobEnvironment();
+  env["HOROVODD_WORKER_ID"] = std::to_string(w.id);
+  env["HOROVOD_HOSTNAME"] = w.host;
   // What the plan gives this worker, as Horovod's launcher sets it at spawn: scripts read
   // HOROVOD_SIZE and friends before init(). The runtime sets them again at each rendezvous.
   RankInfo planned;
@@ -105,9 +111,15 @@ std::optional<absl::StatusOr<LaunchedProcess>> WorkerStarter::Launch(const Worke
   launch.route = JobRouteOf(spec_);
   ProcessCallbacks callbacks = CallbacksFor(w);
   // Remote and Slurm launches wait on other machines (sshd, slurmctld): off the loop.
-  if (LaunchesHere(launch)) return context_.launcher->Launch(launch, std::move(callbacks));
+  if (LaunchesHere(launch)) {
+    launch.spec.env["HOROVODD_BIND_ADDR"] = bind_addresses_.For(w.host);  // a local name
+    return context_.launcher->Launch(launch, std::move(callbacks));
+  }
   pool_.Submit(
       [this, id = w.id, launch = std::move(launch), callbacks = std::move(callbacks)]() mutable {
+        // A name lookup, which may wait on DNS: here rather than on the loop,
+        // whose rendezvous answers then find the host's address looked up.
+        launch.spec.env["HOROVODD_BIND_ADDR"] = bind_addresses_.For(launch.host);
         Launcher* launcher = context_.launcher;
         absl::StatusOr<LaunchedProcess> launched = launcher->Launch(launch, std::move(callbacks));
         if (!loop_.Post([this, id, launched] { on_launched_(id, launched); }) && launched.ok()) {

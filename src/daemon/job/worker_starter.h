@@ -28,6 +28,7 @@
 #include "daemon/launch/launch_pool.h"
 #include "daemon/launch/launcher.h"
 #include "daemon/loop/event_loop.h"
+#include "daemon/membership/generation_planner.h"
 #include "daemon/membership/membership.h"
 #include "daemon/workers/worker_table.h"
 #include "horovodd.pb.h"
@@ -48,8 +49,11 @@ class WorkerStarter {
       std::function<void(int64_t worker_id, const absl::StatusOr<LaunchedProcess>& launched)>;
 
   // Everything given outlives the starter; `on_exit` and `on_launched` run on `loop`.
+  // A worker's HOROVODD_BIND_ADDR is `bind_addresses`' for its host (looked
+  // up on the pool for a host elsewhere).
   WorkerStarter(const JobContext& context, const v1::JobSpec& spec, EventLoop& loop,
-                EventLog& events, ExitHandler on_exit, LaunchedHandler on_launched);
+                EventLog& events, BindAddresses& bind_addresses, ExitHandler on_exit,
+                LaunchedHandler on_launched);
 
   // Horovod's ranks for the generation `plan` is about to launch (survivors,
   // then new workers), for the HOROVOD_* variables each new worker starts with.
@@ -70,16 +74,23 @@ class WorkerStarter {
   void Shutdown();
 
  private:
-  std::map<std::string, std::string> Environment(const Worker& w, int planned_rank) const;
+  // `w`'s environment but HOROVODD_BIND_ADDR (Launch sets it).
+  std::map<std::string, std::string> Environment(const Worker& w, int planned_rank);
+  // What every worker of the job gets (the daemon's environment, the user's
+  // --env, the job's): built once, at the first launch, as each launch
+  // would otherwise read the whole environment again.
+  const std::map<std::string, std::string>& JobEnvironment();
 
   const JobContext& context_;
   const v1::JobSpec& spec_;
   EventLoop& loop_;
   EventLog& events_;
+  BindAddresses& bind_addresses_;
   const ExitHandler on_exit_;
   const LaunchedHandler on_launched_;
   // The planned generation's ranks, by planned rank.
   std::vector<RankInfo> planned_ranks_;
+  std::optional<std::map<std::string, std::string>> job_environment_;
   LaunchPool pool_{kMaxConcurrentLaunches};
 };
 

@@ -27,8 +27,24 @@ std::string BindAddressFor(const std::string& host) {
   return out;
 }
 
-bool GenerationPlanner::IsMember(int64_t id) const {
-  return std::find(members_.begin(), members_.end(), id) != members_.end();
+std::string BindAddresses::For(const std::string& host) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = addresses_.find(host);
+    if (it != addresses_.end()) return it->second;
+  }
+  // Outside the lock: two first lookups of one host may both resolve it.
+  std::string address = resolve_(host);
+  absl::MutexLock lock(&mu_);
+  return addresses_.try_emplace(host, std::move(address)).first->second;
+}
+
+bool GenerationPlanner::IsMember(int64_t id) const { return member_ids_.contains(id); }
+
+void GenerationPlanner::IndexMembers() {
+  member_ids_.clear();
+  member_ids_.reserve(members_.size());
+  member_ids_.insert(members_.begin(), members_.end());
 }
 
 bool GenerationPlanner::Holds(int64_t id) const {
@@ -42,8 +58,8 @@ std::vector<int64_t> GenerationPlanner::TakeHeld() {
 }
 
 int GenerationPlanner::RankOf(int64_t id) const {
-  auto it = std::find(ready_members_.begin(), ready_members_.end(), id);
-  return it == ready_members_.end() ? -1 : static_cast<int>(it - ready_members_.begin());
+  auto it = ready_ranks_.find(id);
+  return it == ready_ranks_.end() ? -1 : it->second;
 }
 
 bool GenerationPlanner::Told(int64_t id) const {
@@ -58,14 +74,19 @@ Plan GenerationPlanner::Next(const WorkerTable& workers, const discovery::HostMa
     // The held workers back among the members, in the ready generation's
     // rank order; workers started since come after them.
     current.clear();
+    const absl::flat_hash_set<int64_t> held(held_.begin(), held_.end());
+    absl::flat_hash_set<int64_t> listed;
     for (int64_t id : ready_members_) {
-      if (IsMember(id) || Holds(id)) current.push_back(id);
+      if (IsMember(id) || held.contains(id)) {
+        current.push_back(id);
+        listed.insert(id);
+      }
     }
     for (int64_t id : members_) {
-      if (std::find(current.begin(), current.end(), id) == current.end()) current.push_back(id);
+      if (listed.insert(id).second) current.push_back(id);
     }
     for (int64_t id : held_) {
-      if (std::find(current.begin(), current.end(), id) == current.end()) current.push_back(id);
+      if (listed.insert(id).second) current.push_back(id);
     }
   }
   for (int64_t id : current) {
@@ -115,6 +136,7 @@ void GenerationPlanner::Begin(const Plan& plan, absl::Time now) {
   rendezvous_scan_ = 0;
   for (const auto& m : plan.survivors) members_.push_back(m.worker_id);
   for (const auto& m : plan.promoted) members_.push_back(m.worker_id);
+  IndexMembers();
   held_ = plan.left_blacklisted;
 }
 
@@ -125,19 +147,23 @@ void GenerationPlanner::Restore(int64_t ready, std::vector<int64_t> ready_member
   ForgetJoiners();
   planned_at_ = now;
   ready_members_.clear();  // nothing to shrink from
+  ready_ranks_.clear();
   if (ready_members.empty()) {
     generation_ = planned;
     members_ = std::move(planned_members);
+    IndexMembers();
     return;
   }
   generation_ = ready;
   generation_floor_ = std::max(ready, planned);
   members_ = std::move(ready_members);
+  IndexMembers();
   MarkReady(workers);
 }
 
 void GenerationPlanner::RemoveMember(int64_t id) {
   members_.erase(std::remove(members_.begin(), members_.end(), id), members_.end());
+  member_ids_.erase(id);
   rendezvous_scan_ = 0;
 }
 
@@ -193,6 +219,11 @@ void GenerationPlanner::MarkReady(const WorkerTable& workers) {
   excluded_ranks_ = removed.value_or(std::vector<int>());
   ready_generation_ = generation_;
   ready_members_ = members_;
+  ready_ranks_.clear();
+  ready_ranks_.reserve(ready_members_.size());
+  for (size_t rank = 0; rank < ready_members_.size(); ++rank) {
+    ready_ranks_[ready_members_[rank]] = static_cast<int>(rank);
+  }
   std::vector<std::string> hosts;
   hosts.reserve(members_.size());
   for (int64_t id : members_) hosts.push_back(workers.at(id).host);
@@ -215,7 +246,7 @@ v1::RendezvousResponse GenerationPlanner::ReadyAnswer(Worker& w, int rank) const
     response.set_shrinks_generation(shrinks_generation_);
     response.mutable_excluded_ranks()->Add(excluded_ranks_.begin(), excluded_ranks_.end());
   }
-  response.set_bind_address(BindAddressFor(w.host));
+  response.set_bind_address(bind_addresses_.For(w.host));
   if (w.joined_generation != ready_generation_) w.generations_joined++;
   w.joined_generation = ready_generation_;
   w.state = v1::WORKER_RUNNING;

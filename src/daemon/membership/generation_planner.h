@@ -9,9 +9,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/membership/membership.h"
 #include "daemon/workers/worker_table.h"
@@ -19,6 +25,30 @@
 #include "horovodd.pb.h"
 
 namespace horovodd::daemon {
+
+// The address a worker on `host` binds its rings to: its IPv4 address
+// (127.0.0.1 for localhost), or `host` itself when it does not resolve.
+// May look the name up (getaddrinfo): keep it off the loop (BindAddresses).
+std::string BindAddressFor(const std::string& host);
+
+// BindAddressFor each host, looked up once and kept: a generation's answers
+// name every member's address, and a name lookup may wait on DNS. The
+// launches of workers on other hosts look theirs up on the launch pool
+// (WorkerStarter), so the answers on the loop find them here.
+//
+// Thread-safe.
+class BindAddresses {
+ public:
+  using Resolver = std::function<std::string(const std::string& host)>;
+  explicit BindAddresses(Resolver resolve = BindAddressFor) : resolve_(std::move(resolve)) {}
+
+  std::string For(const std::string& host) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const Resolver resolve_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::string> addresses_ ABSL_GUARDED_BY(mu_);
+};
 
 class GenerationPlanner {
  public:
@@ -39,6 +69,7 @@ class GenerationPlanner {
   // When the members were told of generation() (its elastic timeout counts from here).
   absl::Time planned_at() const { return planned_at_; }
 
+  // O(1): every rendezvous call asks (a scan would make a generation's calls O(N^2)).
   bool IsMember(int64_t id) const;
   // Whether `id` is held: a worker of the ready generation that generation()
   // leaves out because its host is blacklisted. It hears that it leaves only
@@ -49,7 +80,7 @@ class GenerationPlanner {
   bool Holds(int64_t id) const;
   // The held workers, once generation() formed: they leave now. Clears them.
   std::vector<int64_t> TakeHeld();
-  // Rank in the ready generation; -1 when not in it.
+  // Rank in the ready generation; -1 when not in it. O(1).
   int RankOf(int64_t id) const;
   // Whether member `id` knows of generation() (or will at once: a joiner).
   bool Told(int64_t id) const;
@@ -65,7 +96,10 @@ class GenerationPlanner {
   // it promotes are the members (workers it starts join with AddMember); the
   // workers it removes from blacklisted hosts are held (Holds).
   void Begin(const Plan& plan, absl::Time now);
-  void AddMember(int64_t id) { members_.push_back(id); }
+  void AddMember(int64_t id) {
+    members_.push_back(id);
+    member_ids_.insert(id);
+  }
   // A planned member that never started leaves the plan.
   void RemoveMember(int64_t id);
 
@@ -92,7 +126,8 @@ class GenerationPlanner {
   // generation() formed: it is the ready one, its members get ranks.
   void MarkReady(const WorkerTable& workers);
   // The answer to `w`'s rendezvous call for the ready generation, where `w`
-  // has `rank` there; sets what `w` learns from it.
+  // has `rank` there; sets what `w` learns from it. Its bind address is
+  // bind_addresses()'s.
   v1::RendezvousResponse ReadyAnswer(Worker& w, int rank) const;
   // The answer to a worker that is no longer part of the job.
   v1::RendezvousResponse RemovedAnswer() const;
@@ -102,14 +137,20 @@ class GenerationPlanner {
   // `w` as events name it: "worker 3 (rank 1, a, pid 9)", with its rank in
   // the ready generation if it has one.
   std::string Describe(const Worker& w) const;
+  // The job's bind addresses (ReadyAnswer's; its launches fill them).
+  BindAddresses& bind_addresses() { return bind_addresses_; }
 
  private:
+  // member_ids_ from members_ anew.
+  void IndexMembers();
+
   const int max_np_;
   const int hot_spares_;
   const int first_size_;
   int64_t generation_ = 0;
   int64_t ready_generation_ = 0;
   std::vector<int64_t> members_;
+  absl::flat_hash_set<int64_t> member_ids_;  // members_, for IsMember
   // members_[0, rendezvous_scan_) were seen waiting for generation_; reset
   // whenever members_ changes.
   size_t rendezvous_scan_ = 0;
@@ -117,6 +158,7 @@ class GenerationPlanner {
   bool joiners_pending_ = false;
   std::vector<int64_t> held_;  // see Holds
   std::vector<int64_t> ready_members_;
+  absl::flat_hash_map<int64_t, int> ready_ranks_;  // ready_members_' ranks, for RankOf
   std::vector<RankInfo> rank_infos_;  // of ready_members_
   // ready_generation_ is generation shrinks_generation_ without the workers
   // of excluded_ranks_ there (0: it is not); see RendezvousResponse.
@@ -124,6 +166,7 @@ class GenerationPlanner {
   std::vector<int> excluded_ranks_;
   absl::Time planned_at_;
   int64_t generation_floor_ = 0;  // Begin numbers the next one above it (Restore)
+  mutable BindAddresses bind_addresses_;
 };
 
 // Whether `w` is a hot spare: started, outside every generation, waiting
@@ -136,9 +179,5 @@ inline bool IsSpare(const Worker& w) {
 // drained"), from `hosts` as they are at `now`.
 std::string WhyLeaving(const Plan& plan, const Worker& w, const discovery::HostManager& hosts,
                        absl::Time now);
-
-// The address a worker on `host` binds its rings to: its IPv4 address
-// (127.0.0.1 for localhost), or `host` itself when it does not resolve.
-std::string BindAddressFor(const std::string& host);
 
 }  // namespace horovodd::daemon

@@ -1,8 +1,18 @@
 #include "daemon/membership/membership.h"
 
 #include <algorithm>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
 
 namespace horovodd::daemon {
+namespace {
+
+// Counts per host, looked up for every worker of a plan: hashed, as their
+// order never matters.
+using HostCounts = absl::flat_hash_map<std::string, int>;
+
+}  // namespace
 
 Plan PlanGeneration(const PlanInput& input) {
   Plan plan;
@@ -11,8 +21,8 @@ Plan PlanGeneration(const PlanInput& input) {
     if (!input.lost.count(m.worker_id)) alive.push_back(m);
   }
   // Per host, keep at most its discovered slots, dropping the highest ranks.
-  std::map<std::string, int> kept_on_host;
-  std::map<std::string, int> alive_on_host;
+  HostCounts kept_on_host;
+  HostCounts alive_on_host;
   for (const auto& m : alive) alive_on_host[m.host]++;
   std::vector<bool> keep(alive.size(), true);
   for (size_t i = alive.size(); i-- > 0;) {
@@ -55,7 +65,7 @@ Plan PlanGeneration(const PlanInput& input) {
     if (blacklisted_leaver[i]) plan.left_blacklisted.push_back(alive[i].worker_id);
   }
   // Spares stay where their host still has a usable slot beyond the survivors'.
-  std::map<std::string, int> usable_slots(input.usable.begin(), input.usable.end());
+  HostCounts usable_slots(input.usable.begin(), input.usable.end());
   std::vector<Member> spares;
   for (const Member& s : input.spares) {
     if (kept_on_host[s.host] < usable_slots[s.host]) {
@@ -65,7 +75,7 @@ Plan PlanGeneration(const PlanInput& input) {
       plan.spares_removed.push_back(s.worker_id);
     }
   }
-  std::map<std::string, int> free_on_host;
+  HostCounts free_on_host;
   int free = 0;
   for (const auto& [host, slots] : input.usable) {
     free_on_host[host] = std::max(0, slots - kept_on_host[host]);
@@ -94,8 +104,8 @@ Plan PlanGeneration(const PlanInput& input) {
     spares.pop_back();
   }
   plan.spares = wanted;
-  std::map<std::string, int> members_on_host;
-  std::map<std::string, int> processes_on_host;
+  HostCounts members_on_host;
+  HostCounts processes_on_host;
   for (const Member& m : plan.survivors) members_on_host[m.host]++;
   for (const Member& m : plan.promoted) members_on_host[m.host]++;
   for (const std::string& host : plan.new_hosts) members_on_host[host]++;
@@ -124,7 +134,7 @@ Plan PlanGeneration(const PlanInput& input) {
 std::vector<RankInfo> AssignRanks(const std::vector<std::string>& hosts_by_rank) {
   const int size = static_cast<int>(hosts_by_rank.size());
   std::vector<RankInfo> out(size);
-  std::map<std::string, int> local_count;
+  HostCounts local_count;
   for (int r = 0; r < size; ++r) {
     out[r].rank = r;
     out[r].size = size;
@@ -132,7 +142,7 @@ std::vector<RankInfo> AssignRanks(const std::vector<std::string>& hosts_by_rank)
   }
   // Hosts in order of their first rank; cross rank counts hosts having this
   // local rank before this one.
-  std::map<int, int> hosts_with_local_rank;
+  absl::flat_hash_map<int, int> hosts_with_local_rank;
   for (int r = 0; r < size; ++r) {
     out[r].local_size = local_count[hosts_by_rank[r]];
     out[r].cross_rank = hosts_with_local_rank[out[r].local_rank]++;
