@@ -74,6 +74,32 @@ TEST_CASE("launch pool: at most max_threads tasks at once, all of them run", "[l
   CHECK(most.load() == 3);
 }
 
+// Whether this thread ran a task already (a thread id may be reused by a
+// later thread; its thread_locals start anew).
+thread_local bool ran_a_task = false;
+
+TEST_CASE("launch pool: tasks one after another reuse a thread", "[launch]") {
+  LaunchPool pool(4);
+  std::atomic<int> threads{0};
+  for (int i = 0; i < 20; ++i) {
+    std::atomic<bool> done{false};
+    pool.Submit([&] {
+      if (!ran_a_task) ++threads;
+      ran_a_task = true;
+      done = true;
+    });
+    REQUIRE(WaitUntil([&] { return done.load(); }, kPatience));
+    // Time for the thread to be back waiting (it may still be on its way
+    // when a loaded machine lets the next Submit come first: then a second
+    // thread starts, and the two share the rest).
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Each task came after the one before had ended: the thread that ran it
+  // waited for the next (LaunchPool::kLinger) rather than ending, as a
+  // thread of its own each would have.
+  CHECK(threads.load() <= 3);
+}
+
 TEST_CASE("launch pool: shutdown waits for running tasks and drops the rest", "[launch]") {
   Gate gate;
   std::atomic<int> started{0}, finished{0};

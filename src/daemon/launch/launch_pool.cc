@@ -30,7 +30,8 @@ void LaunchPool::Submit(std::function<void()> task) {
       it = next;
     }
     queue_.push_back(std::move(task));
-    if (runners_.size() < max_threads_) {
+    // A free runner takes it (it waits on WorkOrStopping).
+    if (queue_.size() > idle_ && runners_.size() < max_threads_) {
       runners_.emplace_back();
       Runner* runner = &runners_.back();
       try {
@@ -52,7 +53,14 @@ void LaunchPool::Submit(std::function<void()> task) {
 
 void LaunchPool::Drain(Runner* self) {
   absl::MutexLock lock(&mu_);
-  while (!queue_.empty()) {
+  while (!stopping_) {
+    if (queue_.empty()) {
+      ++idle_;
+      mu_.AwaitWithTimeout(absl::Condition(this, &LaunchPool::WorkOrStopping), kLinger);
+      --idle_;
+      if (queue_.empty()) break;  // stopping, or nothing came
+      continue;
+    }
     std::function<void()> task = std::move(queue_.front());
     queue_.pop_front();
     mu_.Unlock();

@@ -6,7 +6,10 @@
 // the workers of several hosts one after another.
 //
 // Up to max_threads launches run at once; threads are started when work
-// arrives and end when the queue is empty, so an idle job holds none.
+// arrives and no thread is free, and end once the queue has been empty for
+// kLinger, so an idle job holds none, and a job launching thousands of
+// workers, one after another from its loop, does not start a thread for
+// each.
 #pragma once
 
 #include <cstddef>
@@ -16,11 +19,15 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace horovodd::daemon {
 
 class LaunchPool {
  public:
+  // How long a thread with nothing to do waits for more before it ends.
+  static constexpr absl::Duration kLinger = absl::Seconds(1);
+
   explicit LaunchPool(size_t max_threads) : max_threads_(max_threads < 1 ? 1 : max_threads) {}
   // Shutdown().
   ~LaunchPool();
@@ -40,12 +47,16 @@ class LaunchPool {
     bool done = false;  // guarded by the pool's mu_; the thread is about to return
   };
   void Drain(Runner* self) ABSL_LOCKS_EXCLUDED(mu_);
+  bool WorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !queue_.empty();
+  }
 
   const size_t max_threads_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   std::list<Runner> runners_ ABSL_GUARDED_BY(mu_);  // joined once done
+  size_t idle_ ABSL_GUARDED_BY(mu_) = 0;            // runners waiting for work
 };
 
 }  // namespace horovodd::daemon
