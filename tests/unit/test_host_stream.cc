@@ -18,6 +18,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "daemon/rpc/host_outbox.h"
+#include "daemon/workers/worker_channel.h"
 #include "horovodd.grpc.pb.h"
 #include "recording_daemon.h"
 #include "wait_until.h"
@@ -71,6 +72,45 @@ TEST_CASE("a host outbox answers a heartbeat round with one empty batch", "[host
   const v1::HostDaemonMessage* next = outbox.WriteDone();
   REQUIRE(next != nullptr);
   CHECK(next->workers_size() == 1);
+}
+
+TEST_CASE("a host outbox holds messages until flushed, in one batch", "[host_stream]") {
+  HostOutbox outbox;
+  for (int64_t w = 1; w <= 8; ++w) outbox.Hold(w, Generation(4));
+  CHECK_FALSE(outbox.writing());
+  CHECK(outbox.queued() == 8);
+  const v1::HostDaemonMessage* batch = outbox.Flush();
+  REQUIRE(batch != nullptr);
+  CHECK(batch->workers_size() == 8);
+  CHECK(outbox.Flush() == nullptr);  // a write is in flight
+  // Held behind a write in flight: the next write takes them.
+  outbox.Hold(9, Generation(5));
+  CHECK(outbox.Flush() == nullptr);
+  const v1::HostDaemonMessage* next = outbox.WriteDone();
+  REQUIRE(next != nullptr);
+  CHECK(next->workers_size() == 1);
+  CHECK(outbox.WriteDone() == nullptr);
+  CHECK(outbox.Flush() == nullptr);  // nothing held
+}
+
+TEST_CASE("a channel batch runs what was deferred once its outermost scope closes",
+          "[host_stream]") {
+  CHECK(daemon::ChannelBatch::Current() == nullptr);
+  std::vector<int> flushed;
+  {
+    daemon::ChannelBatch outer;
+    CHECK(daemon::ChannelBatch::Current() == &outer);
+    {
+      daemon::ChannelBatch inner;
+      CHECK(daemon::ChannelBatch::Current() == &outer);  // the outermost holds it all
+      daemon::ChannelBatch::Current()->Defer([&] { flushed.push_back(1); });
+    }
+    CHECK(flushed.empty());
+    // What a flush sends is not held by the batch that flushes.
+    outer.Defer([&] { flushed.push_back(daemon::ChannelBatch::Current() == nullptr ? 2 : -2); });
+  }
+  CHECK(flushed == std::vector<int>{1, 2});
+  CHECK(daemon::ChannelBatch::Current() == nullptr);
 }
 
 TEST_CASE("a closed host outbox queues and writes nothing more", "[host_stream]") {
@@ -205,6 +245,12 @@ TEST_CASE("a host stream relays its workers' rendezvous, heartbeats and next gen
   }
   CHECK(ranks == std::set<int>{0, 1, 2});
   for (const auto& batch : host.received()) CHECK(batch.heartbeat_interval_ms() > 0);
+  // The generation's answers to the host's workers went in one write.
+  for (const auto& batch : host.received()) {
+    int answers = 0;
+    for (const auto& relayed : batch.workers()) answers += relayed.message().has_rendezvous();
+    CHECK((answers == 0 || answers == 3));
+  }
 
   // A heartbeat round of all three in one message is answered.
   const size_t before = host.received().size();
@@ -228,6 +274,14 @@ TEST_CASE("a host stream relays its workers' rendezvous, heartbeats and next gen
       }
       return false;
     }));
+  }
+  // Both survivors heard of it in one write.
+  for (const auto& batch : host.received()) {
+    int news = 0;
+    for (const auto& relayed : batch.workers()) {
+      news += !relayed.message().has_rendezvous() && relayed.message().generation() > generation;
+    }
+    CHECK((news == 0 || news == 2));
   }
   // The survivors rendezvous again on the same stream.
   v1::HostMessage again;

@@ -149,14 +149,17 @@ void JobDriver::TryCompleteRendezvous() {
   if (static_cast<int>(generations_.members().size()) < spec_.min_np()) return;
   if (!generations_.AllWaiting(workers_)) return;
   generations_.MarkReady(workers_);
-  for (int64_t id : generations_.TakeHeld()) {
-    Worker& w = workers_.at(id);
-    if (w.waiting) w.Answer(generations_.RemovedAnswer());
-  }
   const std::vector<int64_t>& members = generations_.members();
-  for (size_t rank = 0; rank < members.size(); ++rank) {
-    Worker& w = workers_.at(members[rank]);
-    w.Answer(generations_.ReadyAnswer(w, static_cast<int>(rank)));
+  {
+    ChannelBatch batch;  // the answers go out together: one write per host stream
+    for (int64_t id : generations_.TakeHeld()) {
+      Worker& w = workers_.at(id);
+      if (w.waiting) w.Answer(generations_.RemovedAnswer());
+    }
+    for (size_t rank = 0; rank < members.size(); ++rank) {
+      Worker& w = workers_.at(members[rank]);
+      w.Answer(generations_.ReadyAnswer(w, static_cast<int>(rank)));
+    }
   }
   lifecycle_.MoveTo(v1::RUNNING, generations_.generation());
   const absl::Time now = clock_.Now();

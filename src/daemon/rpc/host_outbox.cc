@@ -6,10 +6,20 @@ namespace horovodd::daemon {
 
 const v1::HostDaemonMessage* HostOutbox::Add(int64_t worker_id, v1::DaemonMessage message) {
   if (closed_) return nullptr;
+  Hold(worker_id, std::move(message));
+  return writing_ ? nullptr : StartNext();
+}
+
+void HostOutbox::Hold(int64_t worker_id, v1::DaemonMessage message) {
+  if (closed_) return;
   v1::RelayedDaemonMessage* relayed = next_.add_workers();
   relayed->set_worker_id(worker_id);
   *relayed->mutable_message() = std::move(message);
-  return writing_ ? nullptr : StartNext();
+}
+
+const v1::HostDaemonMessage* HostOutbox::Flush() {
+  if (closed_ || writing_ || next_.workers_size() == 0) return nullptr;
+  return StartNext();
 }
 
 const v1::HostDaemonMessage* HostOutbox::Echo() {

@@ -24,6 +24,12 @@ class HostOutbox {
   // when no write is in flight (the caller starts it), else nullptr: the
   // message goes with the next batch.
   const v1::HostDaemonMessage* Add(int64_t worker_id, v1::DaemonMessage message);
+  // Queues `message` for worker `worker_id` without starting a write: it
+  // goes with the next batch (Flush, WriteDone or Echo).
+  void Hold(int64_t worker_id, v1::DaemonMessage message);
+  // The batch to write now, when something is queued and no write is in
+  // flight (the caller starts it), else nullptr.
+  const v1::HostDaemonMessage* Flush();
   // An empty batch to answer a heartbeat round, unless a write is in flight
   // or pending (then nullptr).
   const v1::HostDaemonMessage* Echo();

@@ -96,10 +96,21 @@ class HostStream final : public grpc::ServerBidiReactor<v1::HostMessage, v1::Hos
 
   void OnDone() override {
     while (!members_.empty()) Detach(members_.begin()->first);
+    {
+      absl::MutexLock lock(&self_->mu);
+      self_->stream = nullptr;
+    }
     delete this;
   }
 
  private:
+  // This stream for whoever outlives it: a batch's flush (Enqueue).
+  struct Self {
+    explicit Self(HostStream* stream) : stream(stream) {}
+    absl::Mutex mu;
+    HostStream* stream ABSL_GUARDED_BY(mu);
+  };
+
   // One relayed worker, as its job's driver sees it.
   struct Relayed : WorkerChannel {
     explicit Relayed(HostStream* stream, int64_t worker_id)
@@ -183,7 +194,10 @@ class HostStream final : public grpc::ServerBidiReactor<v1::HostMessage, v1::Hos
     });
   }
 
+  // Within a ChannelBatch the message waits for the batch to close, when
+  // everything the batch sent this host goes in one write.
   void Enqueue(int64_t worker_id, v1::DaemonMessage message) {
+    ChannelBatch* batch = ChannelBatch::Current();
     const v1::HostDaemonMessage* first = nullptr;
     {
       absl::MutexLock lock(&mu_);
@@ -191,7 +205,30 @@ class HostStream final : public grpc::ServerBidiReactor<v1::HostMessage, v1::Hos
       // Every message says it, as on an Attach stream, for relays that pass
       // them on as they are.
       if (heartbeat_interval_ms_ > 0) message.set_heartbeat_interval_ms(heartbeat_interval_ms_);
-      first = outbox_.Add(worker_id, std::move(message));
+      if (batch == nullptr) {
+        first = outbox_.Add(worker_id, std::move(message));
+      } else {
+        outbox_.Hold(worker_id, std::move(message));
+        if (!flush_deferred_) {
+          flush_deferred_ = true;
+          batch->Defer([self = self_] {
+            absl::MutexLock lock(&self->mu);
+            if (self->stream != nullptr) self->stream->FlushHeld();
+          });
+        }
+      }
+    }
+    if (first != nullptr) StartWrite(first);
+  }
+
+  // The batch that held messages here closed.
+  void FlushHeld() {
+    const v1::HostDaemonMessage* first = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      flush_deferred_ = false;
+      if (finished_ || finish_pending_) return;
+      first = outbox_.Flush();
     }
     if (first != nullptr) StartWrite(first);
   }
@@ -238,8 +275,10 @@ class HostStream final : public grpc::ServerBidiReactor<v1::HostMessage, v1::Hos
   HostOutbox outbox_ ABSL_GUARDED_BY(mu_);
   bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool flush_deferred_ ABSL_GUARDED_BY(mu_) = false;  // a batch will flush what it held
   int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  const std::shared_ptr<Self> self_ = std::make_shared<Self>(this);
 };
 
 }  // namespace

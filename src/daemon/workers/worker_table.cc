@@ -97,6 +97,7 @@ void WorkerTable::SignalAll(Launcher* launcher, int signal) const {
 }
 
 void WorkerTable::SendToAttached(const v1::DaemonMessage& message) const {
+  ChannelBatch batch;  // one write per host stream
   for (const auto& [id, w] : workers_) {
     if (w.channel && !w.gone()) w.channel->Send(message);
   }

@@ -92,7 +92,8 @@ class WorkerTable {
   bool AllGone() const;
   // Sends `signal` to every worker that has a process.
   void SignalAll(Launcher* launcher, int signal) const;
-  // Sends `message` on the Attach stream of every worker that has one and a process.
+  // Sends `message` on the Attach stream of every worker that has one and a
+  // process; in one batch (ChannelBatch), so a host's stream writes it once.
   void SendToAttached(const v1::DaemonMessage& message) const;
 
   // What the launcher calls with each output line of `w`: an OUTPUT event
