@@ -1,9 +1,11 @@
 // What one AttachHost stream has to write to its host, batched: every
 // message queued for any of the host's workers while a write is in flight
-// goes out together in the next one. A generation announced to a host's
-// eight workers thus costs the daemon two writes, not eight, and a
-// heartbeat round's answer is one empty message (none while a write is in
-// flight: that one already tells the host the daemon is there).
+// goes out together in the next one, and messages held (Hold: the driver
+// tells the whole generation within a ChannelBatch) go together when
+// flushed. A generation announced to a host's eight workers thus costs the
+// daemon one write, not eight, and a heartbeat round's answer is one empty
+// message (none while a write is in flight: that one already tells the
+// host the daemon is there).
 //
 // Not thread-safe: the stream calls it under its own mutex. A returned
 // batch stays put until the next WriteDone.
