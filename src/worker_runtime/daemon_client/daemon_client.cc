@@ -505,8 +505,11 @@ void DaemonClient::HeartbeatLoop() {
       if (stream_ != nullptr) sent = stream_->Write(message);
     }
     // A Write only reaches the transport's buffers; a READY channel is what
-    // says the daemon's end is still there.
-    if (sent && channel_->GetState(false) == GRPC_CHANNEL_READY) MarkContact();
+    // says the daemon's end is still there (a relay's end says nothing of it:
+    // the daemon's echo, relayed, does).
+    if (sent && !options_.relayed && channel_->GetState(false) == GRPC_CHANNEL_READY) {
+      MarkContact();
+    }
     absl::Time last_contact;
     {
       absl::MutexLock lock(&contact_mu_);

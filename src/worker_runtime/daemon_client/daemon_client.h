@@ -49,6 +49,10 @@ struct DaemonClientOptions {
   // with the job's size); from then on the daemon's, which judges liveness,
   // at most a quarter of daemon_grace (heartbeats also feed that watchdog).
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  // `address` is the relay of this worker's shim, not the daemon
+  // (HOROVODD_DAEMON_RELAYED=1): a heartbeat written there says nothing of
+  // the daemon, so only the daemon's answers count as contact.
+  bool relayed = false;
   // How long the daemon may stay out of reach before on_daemon_lost runs.
   absl::Duration daemon_grace = absl::Seconds(30);
   // Deadline of each KvSet.

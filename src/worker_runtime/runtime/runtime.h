@@ -55,6 +55,7 @@ struct RuntimeOptions {
 
   // From the environment the daemon gives its workers: HOROVODD_DAEMON_ADDR,
   // HOROVODD_JOB_ID, HOROVODD_WORKER_ID (required), HOROVODD_WORKER_TOKEN,
+  // HOROVODD_DAEMON_RELAYED (the address is its shim's relay),
   // HOROVODD_HEARTBEAT_MS (the interval until the daemon's first message
   // names the job's own), HOROVODD_DAEMON_GRACE_S, HOROVODD_RING_TIMEOUT_S
   // (or Horovod's HOROVOD_GLOO_TIMEOUT_SECONDS, which it overrides),

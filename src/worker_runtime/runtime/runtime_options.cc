@@ -69,6 +69,7 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
         absl::StrCat("HOROVODD_WORKER_ID must be an integer, got '", worker, "'"));
   }
   options.daemon.token = OptionalEnv("HOROVODD_WORKER_TOKEN");
+  options.daemon.relayed = OptionalEnv("HOROVODD_DAEMON_RELAYED") == "1";
   options.daemon.tls_ca_file = OptionalEnv("HOROVODD_TLS_CA");
   options.daemon.tls_cert_file = OptionalEnv("HOROVODD_TLS_CERT");
   options.daemon.tls_key_file = OptionalEnv("HOROVODD_TLS_KEY");
