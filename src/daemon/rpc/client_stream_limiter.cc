@@ -10,11 +10,22 @@ ClientStreamLimiter::Slot& ClientStreamLimiter::Slot::operator=(Slot&& other) no
     Release();
     counts_ = std::move(other.counts_);
     client_ = std::move(other.client_);
+    gauge_ = std::move(other.gauge_);
   }
   return *this;
 }
 
+void ClientStreamLimiter::Slot::CountIn(std::shared_ptr<std::atomic<int64_t>> gauge) {
+  if (gauge_) gauge_->fetch_sub(1);
+  gauge_ = std::move(gauge);
+  if (gauge_) gauge_->fetch_add(1);
+}
+
 void ClientStreamLimiter::Slot::Release() {
+  if (gauge_) {
+    gauge_->fetch_sub(1);
+    gauge_.reset();
+  }
   if (!counts_) return;
   absl::MutexLock lock(&counts_->mu);
   auto it = counts_->open.find(client_);

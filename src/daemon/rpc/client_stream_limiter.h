@@ -7,6 +7,8 @@
 // client may open many connections.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +37,10 @@ class ClientStreamLimiter {
     Slot& operator=(Slot&& other) noexcept;
     ~Slot() { Release(); }
 
+    // Counts this stream in `gauge` too (a kind of stream the daemon
+    // reports, e.g. its host streams) until the slot is released.
+    void CountIn(std::shared_ptr<std::atomic<int64_t>> gauge);
+
    private:
     friend class ClientStreamLimiter;
     Slot(std::shared_ptr<Counts> counts, std::string client)
@@ -43,6 +49,7 @@ class ClientStreamLimiter {
 
     std::shared_ptr<Counts> counts_;  // null: holds nothing
     std::string client_;
+    std::shared_ptr<std::atomic<int64_t>> gauge_;  // null: counted nowhere else
   };
 
   // `what` names the streams and `config_key` the limit in messages.

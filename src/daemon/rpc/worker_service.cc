@@ -285,6 +285,20 @@ std::unique_ptr<ClientStreamLimiter> WorkerServiceImpl::MakeAttachLimiter(
                                                limits.max_attach_streams_per_client);
 }
 
+std::string WorkerServiceImpl::RenderMetrics() const {
+  return absl::StrCat(
+      "# HELP horovodd_attach_streams Workers' own Attach streams open now.\n"
+      "# TYPE horovodd_attach_streams gauge\n"
+      "horovodd_attach_streams ",
+      attach_open_->load(),
+      "\n"
+      "# HELP horovodd_host_streams AttachHost streams open now (one per host whose "
+      "workers a relay carries).\n"
+      "# TYPE horovodd_host_streams gauge\n"
+      "horovodd_host_streams ",
+      host_open_->load(), "\n");
+}
+
 template <typename Request>
 bool WorkerServiceImpl::Accepted(const Request& request, grpc::ServerUnaryReactor* reactor) const {
   absl::Status st = ValidateRequest(request, limits_);
@@ -340,6 +354,7 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::DaemonMessage>* WorkerServiceImpl
     grpc::CallbackServerContext* context) {
   auto slot = attach_streams_->Acquire(context->peer());
   if (!slot.ok()) return new RefusedStream(slot.status());
+  slot->CountIn(attach_open_);
   return new AttachStream(context, jobs_, access_, &limits_, heartbeats_, std::move(*slot));
 }
 
@@ -347,6 +362,7 @@ grpc::ServerBidiReactor<v1::HostMessage, v1::HostDaemonMessage>* WorkerServiceIm
     grpc::CallbackServerContext* context) {
   auto slot = attach_streams_->Acquire(context->peer());
   if (!slot.ok()) return new RefusedHostStream(slot.status());
+  slot->CountIn(host_open_);
   return NewHostStream(context, jobs_, access_, &limits_, heartbeats_, std::move(*slot));
 }
 

@@ -5,6 +5,8 @@
 
 #include <grpcpp/server_builder.h>
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -72,6 +74,13 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   // Set before serving; outlives the service.
   void set_heartbeat_schedule(const HeartbeatSchedule* schedule) { heartbeats_ = schedule; }
 
+  // Gauges of the streams open now, in the Prometheus text format:
+  // horovodd_attach_streams (workers' own Attach streams) and
+  // horovodd_host_streams (AttachHost streams, one per relaying host).
+  std::string RenderMetrics() const;
+  int64_t open_attach_streams() const { return attach_open_->load(); }
+  int64_t open_host_streams() const { return host_open_->load(); }
+
   grpc::ServerUnaryReactor* KvSet(grpc::CallbackServerContext* context,
                                   const v1::KvSetRequest* request,
                                   v1::KvSetResponse* response) override;
@@ -108,6 +117,9 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   DaemonLimits limits_;
   const HeartbeatSchedule* heartbeats_ = nullptr;
   std::unique_ptr<ClientStreamLimiter> attach_streams_ = MakeAttachLimiter(limits_);
+  // Shared with the streams' slots, which may outlive the service.
+  std::shared_ptr<std::atomic<int64_t>> attach_open_ = std::make_shared<std::atomic<int64_t>>(0);
+  std::shared_ptr<std::atomic<int64_t>> host_open_ = std::make_shared<std::atomic<int64_t>>(0);
   static std::unique_ptr<ClientStreamLimiter> MakeAttachLimiter(const DaemonLimits& limits);
 };
 

@@ -356,7 +356,8 @@ absl::Status DaemonServer::Serve(const DaemonOptions& options) {
         live.push_back(driver->Status());
       }
       return metrics_.Render() + Metrics::RenderRanks(live) + Metrics::RenderGoodput(live) +
-             Metrics::RenderSpares(live) + access_->RenderMetrics();
+             Metrics::RenderSpares(live) + access_->RenderMetrics() +
+             worker_service_->RenderMetrics();
     });
     if (!http.ok()) return http.status();
     metrics_http_ = std::move(*http);

@@ -9,7 +9,8 @@
 // the process the daemon started exits 0: that exit says the socket is ready.
 // Its log is stderr (--log PATH redirects it), lines "horovodd-shim: ..."
 // through common/log.h. Any failure before the detach is logged and exits 1;
-// a bad command line prints the usage and exits 2.
+// a bad command line prints the usage and exits 2. HOROVODD_SHIM_RELAY=1 in
+// its environment relays its workers' daemon traffic (ShimServerOptions::relay).
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -78,6 +79,11 @@ int main(int argc, char** argv) {
     }
   }
   if (options.job_id.empty() || socket_path.empty()) return Usage("--job and --socket are needed");
+  // Inherited from the daemon that starts a local shim; a job's environment
+  // may say it per launch instead (ShimServerOptions::relay).
+  if (const char* relay = getenv("HOROVODD_SHIM_RELAY"); relay != nullptr) {
+    options.relay = std::string(relay) == "1";
+  }
 
   if (!log_path.empty()) {
     const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

@@ -402,6 +402,7 @@ void ShimServer::HandleLaunch(const v1::Launch& launch) {
     daemon::WorkerLaunch worker;
     worker.spec.argv.assign(launch.argv().begin(), launch.argv().end());
     worker.spec.env.insert(launch.env().begin(), launch.env().end());
+    RelayWorker(worker.spec.env);
     worker.spec.working_dir = launch.working_dir();
     daemon::ProcessCallbacks callbacks;
     callbacks.on_line = [this, id](daemon::OutputStream stream, std::string_view line) {
@@ -423,6 +424,40 @@ void ShimServer::HandleLaunch(const v1::Launch& launch) {
   // Launched goes before any of the worker's output: on the wire directly,
   // ahead of what is still queued.
   wire_ += EncodeFrame(event);
+}
+
+void ShimServer::RelayWorker(std::map<std::string, std::string>& env) {
+  auto flag = env.find("HOROVODD_SHIM_RELAY");
+  const bool asked = flag != env.end() ? flag->second == "1" : options_.relay;
+  auto address = env.find("HOROVODD_DAEMON_ADDR");
+  if (!asked || address == env.end() || address->second.empty()) return;
+  if (!relay_) {
+    HostRelayOptions relay;
+    relay.daemon_address = address->second;
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        WorkerCredentials(env);
+    absl::StatusOr<std::unique_ptr<HostRelay>> started = absl::UnknownError("");
+    if (credentials.ok()) {
+      relay.credentials = *std::move(credentials);
+      started = HostRelay::Start(std::move(relay));
+    } else {
+      started = credentials.status();
+    }
+    if (!started.ok()) {
+      HVDD_LOG(WARNING) << "cannot relay the workers (they dial " << address->second
+                        << " themselves): " << started.status().message();
+      return;
+    }
+    relay_ = std::move(*started);
+    relay_upstream_ = address->second;
+    HVDD_LOG(INFO) << "relaying the workers' daemon traffic from " << relay_->address() << " to "
+                   << address->second << " on one host stream";
+  }
+  // A worker told of another daemon address (a tunnel reopened elsewhere)
+  // dials it itself.
+  if (relay_upstream_ != address->second) return;
+  address->second = relay_->address();
+  env[kDaemonRelayedVariable] = "1";
 }
 
 void ShimServer::MoveQueuedToWire() {

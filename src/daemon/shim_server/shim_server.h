@@ -35,6 +35,7 @@
 #include "common/unique_fd.h"
 #include "daemon/launch/local_launcher.h"
 #include "daemon/shim_protocol/shim_protocol.h"
+#include "daemon/shim_relay/host_relay.h"
 #include "shim.pb.h"
 
 namespace horovodd::shim {
@@ -48,6 +49,11 @@ struct ShimServerOptions {
   // The output kept while the daemon does not read it (lines and bytes).
   size_t max_buffered_lines = 20000;
   size_t max_buffered_bytes = 16 << 20;
+  // Relay the workers' daemon traffic (shim_relay/host_relay.h): one
+  // AttachHost stream to the daemon for all of them, their
+  // HOROVODD_DAEMON_ADDR pointed at the relay. Also on for a launch whose
+  // environment says HOROVODD_SHIM_RELAY=1.
+  bool relay = false;
 };
 
 class ShimServer {
@@ -86,6 +92,10 @@ class ShimServer {
   void Handle(const v1::ShimRequest& request);
   void Greet(const v1::Hello& hello);
   void HandleLaunch(const v1::Launch& launch);
+  // Points `env` at the relay (started by the first launch that asks for
+  // it) when this launch is relayed; a launch it cannot relay dials the
+  // daemon itself.
+  void RelayWorker(std::map<std::string, std::string>& env);
   void MoveQueuedToWire();
   void FlushWire();
   void HandleSignals();
@@ -126,6 +136,10 @@ class ShimServer {
   bool connected_ ABSL_GUARDED_BY(mu_) = false;        // mirrors greeted_, for OnExit
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
 
+  // Run()'s thread creates it; it outlives the workers (destroyed after
+  // launcher_), so none loses its relay before it ends.
+  std::unique_ptr<HostRelay> relay_;
+  std::string relay_upstream_;  // the daemon address relay_ dials
   // Last: its destructor kills and reaps the workers, running OnExit.
   std::unique_ptr<daemon::LocalLauncher> launcher_;
 };
