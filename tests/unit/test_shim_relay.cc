@@ -289,9 +289,8 @@ TEST_CASE("a relay carries several workers' streams on one host stream each its 
 
   Worker w1(relay->address(), 1), w2(relay->address(), 2), w3(relay->address(), 3);
   for (Worker* w : {&w1, &w2, &w3}) REQUIRE(w->Hello());
-  REQUIRE(WaitUntil([&] {
-    return !host->From(1).empty() && !host->From(2).empty() && !host->From(3).empty();
-  }));
+  REQUIRE(WaitUntil(
+      [&] { return !host->From(1).empty() && !host->From(2).empty() && !host->From(3).empty(); }));
   for (int64_t id : {1, 2, 3}) {
     const v1::WorkerMessage hello = host->From(id).front();
     REQUIRE(hello.has_hello());
@@ -353,8 +352,7 @@ TEST_CASE("a rendezvous before the hello is refused as the daemon refuses it", "
   CHECK(w.status()->error_code() == grpc::StatusCode::FAILED_PRECONDITION);
 }
 
-TEST_CASE("the end of the host stream ends its workers' streams with its status",
-          "[shim_relay]") {
+TEST_CASE("the end of the host stream ends its workers' streams with its status", "[shim_relay]") {
   FakeDaemon daemon;
   auto relay = StartRelay(daemon.address());
   REQUIRE(WaitUntil([&] { return daemon.streams() == 1; }));
@@ -453,8 +451,7 @@ TEST_CASE("a relay forwards unary calls with the daemon's answer and errors", "[
   v1::KvSetRequest set;
   v1::KvSetResponse set_response;
   grpc::ClientContext unserved;
-  CHECK(stub->KvSet(&unserved, set, &set_response).error_code() ==
-        grpc::StatusCode::UNIMPLEMENTED);
+  CHECK(stub->KvSet(&unserved, set, &set_response).error_code() == grpc::StatusCode::UNIMPLEMENTED);
 
   // With no daemon, as for a worker dialling a dead daemon.
   daemon.Stop();

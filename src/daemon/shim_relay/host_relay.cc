@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -200,32 +200,36 @@ class HostRelay::Core final : public v1::WorkerService::CallbackService {
   grpc::ServerUnaryReactor* KvSet(grpc::CallbackServerContext* context,
                                   const v1::KvSetRequest* request,
                                   v1::KvSetResponse* response) override {
-    return ForwardCall(context, /*wait_for_ready=*/false, [&](grpc::ClientContext* client, auto done) {
-      stub_->async()->KvSet(client, request, response, std::move(done));
-    });
+    return ForwardCall(context, /*wait_for_ready=*/false,
+                       [&](grpc::ClientContext* client, auto done) {
+                         stub_->async()->KvSet(client, request, response, std::move(done));
+                       });
   }
   grpc::ServerUnaryReactor* KvGet(grpc::CallbackServerContext* context,
                                   const v1::KvGetRequest* request,
                                   v1::KvGetResponse* response) override {
-    return ForwardCall(context, /*wait_for_ready=*/false, [&](grpc::ClientContext* client, auto done) {
-      stub_->async()->KvGet(client, request, response, std::move(done));
-    });
+    return ForwardCall(context, /*wait_for_ready=*/false,
+                       [&](grpc::ClientContext* client, auto done) {
+                         stub_->async()->KvGet(client, request, response, std::move(done));
+                       });
   }
   // The runtime's commit reports wait for a restarting daemon (until their
   // deadline); so does the relay's.
   grpc::ServerUnaryReactor* ReportCommit(grpc::CallbackServerContext* context,
                                          const v1::CommitReport* request,
                                          v1::Empty* response) override {
-    return ForwardCall(context, /*wait_for_ready=*/true, [&](grpc::ClientContext* client, auto done) {
-      stub_->async()->ReportCommit(client, request, response, std::move(done));
-    });
+    return ForwardCall(context, /*wait_for_ready=*/true,
+                       [&](grpc::ClientContext* client, auto done) {
+                         stub_->async()->ReportCommit(client, request, response, std::move(done));
+                       });
   }
   grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* context,
                                           const v1::FailureReport* request,
                                           v1::Empty* response) override {
-    return ForwardCall(context, /*wait_for_ready=*/false, [&](grpc::ClientContext* client, auto done) {
-      stub_->async()->ReportFailure(client, request, response, std::move(done));
-    });
+    return ForwardCall(context, /*wait_for_ready=*/false,
+                       [&](grpc::ClientContext* client, auto done) {
+                         stub_->async()->ReportFailure(client, request, response, std::move(done));
+                       });
   }
   grpc::ServerBidiReactor<v1::HostMessage, v1::HostDaemonMessage>* AttachHost(
       grpc::CallbackServerContext*) override {
@@ -379,9 +383,8 @@ class HostRelay::Core final : public v1::WorkerService::CallbackService {
     absl::Duration backoff = kFirstBackoff;
     while (OpenLink()) {
       absl::MutexLock lock(&mu_);
-      auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return link_ == nullptr || stopping_;
-      };
+      auto ended = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return link_ == nullptr || stopping_; };
       mu_.Await(absl::Condition(&ended));
       if (stopping_) break;
       backoff = heard_ ? kFirstBackoff : std::min(backoff * 2, kMaxBackoff);
@@ -447,7 +450,7 @@ class HostRelay::Core final : public v1::WorkerService::CallbackService {
 
   template <typename Call>
   grpc::ServerUnaryReactor* ForwardCall(grpc::CallbackServerContext* context, bool wait_for_ready,
-                                    Call call) {
+                                        Call call) {
     auto* forwarded = new ForwardedCall(context);
     forwarded->client()->set_wait_for_ready(wait_for_ready);
     call(forwarded->client(), [forwarded](grpc::Status status) { forwarded->Finish(status); });
@@ -463,7 +466,7 @@ class HostRelay::Core final : public v1::WorkerService::CallbackService {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<HostLink> link_ ABSL_GUARDED_BY(mu_);  // the open host stream, if any
-  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;        // link_'s, counting from 1
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;              // link_'s, counting from 1
   int64_t links_opened_ ABSL_GUARDED_BY(mu_) = 0;
   bool heard_ ABSL_GUARDED_BY(mu_) = false;  // link_ got something from the daemon
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -510,8 +513,8 @@ class LocalStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::
     }
     if (in_.has_hello()) {
       if (worker_id_ != 0 && in_.hello().worker_id() != worker_id_) {
-        EndStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                               "a stream attaches one worker only"));
+        EndStream(
+            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a stream attaches one worker only"));
         return;
       }
       worker_id_ = in_.hello().worker_id();
@@ -595,7 +598,7 @@ class LocalStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::
  private:
   HostRelay::Core* const core_;
   const std::shared_ptr<Peer> peer_;
-  v1::WorkerMessage in_;  // owned by the read chain
+  v1::WorkerMessage in_;   // owned by the read chain
   int64_t worker_id_ = 0;  // from its hello; the read chain's, then OnDone's
   absl::Mutex mu_;
   std::deque<v1::DaemonMessage> outbox_ ABSL_GUARDED_BY(mu_);
@@ -644,10 +647,9 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> WorkerCredentials(
     return grpc::InsecureChannelCredentials();
   }
   grpc::SslCredentialsOptions ssl;
-  for (const auto& [variable, field] :
-       {std::pair{"HOROVODD_TLS_CA", &ssl.pem_root_certs},
-        std::pair{"HOROVODD_TLS_CERT", &ssl.pem_cert_chain},
-        std::pair{"HOROVODD_TLS_KEY", &ssl.pem_private_key}}) {
+  for (const auto& [variable, field] : {std::pair{"HOROVODD_TLS_CA", &ssl.pem_root_certs},
+                                        std::pair{"HOROVODD_TLS_CERT", &ssl.pem_cert_chain},
+                                        std::pair{"HOROVODD_TLS_KEY", &ssl.pem_private_key}}) {
     const std::string path = get(variable);
     if (path.empty()) continue;
     std::ifstream in(path);

@@ -434,8 +434,7 @@ void ShimServer::RelayWorker(std::map<std::string, std::string>& env) {
   if (!relay_) {
     HostRelayOptions relay;
     relay.daemon_address = address->second;
-    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-        WorkerCredentials(env);
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = WorkerCredentials(env);
     absl::StatusOr<std::unique_ptr<HostRelay>> started = absl::UnknownError("");
     if (credentials.ok()) {
       relay.credentials = *std::move(credentials);
