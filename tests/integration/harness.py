@@ -12,6 +12,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -259,7 +260,7 @@ class Daemon:
     LISTENING = "horovodd listening on "
 
     def __init__(self, state_dir, listen="127.0.0.1:0", cwd=None, env=None, config=None,
-                 prefix=()):
+                 prefix=(), metrics=False):
         """prefix: argv that execs horovodd elsewhere (`ip netns exec NS`: the
         pid stays horovodd's); its horovodctl and horovodrun run there too."""
         for binary in (HOROVODD, HOROVODCTL, HOROVODD_SHIM):
@@ -269,8 +270,9 @@ class Daemon:
         self.lines = []
         self._cond = threading.Condition()
         self.prefix = list(prefix)
-        args = [*self.prefix, str(HOROVODD), "--listen", listen, "--metrics-listen", "", "--state-dir",
-                str(state_dir)]
+        # metrics: serve /metrics on a free loopback port (metrics_text reads it).
+        args = [*self.prefix, str(HOROVODD), "--listen", listen, "--metrics-listen",
+                "127.0.0.1:0" if metrics else "", "--state-dir", str(state_dir)]
         if config:
             args += ["--config", str(config)]
         full_env = dict(os.environ)
@@ -281,6 +283,20 @@ class Daemon:
         threading.Thread(target=self._read, daemon=True).start()
         line = self.wait_for_output(self.LISTENING, "the daemon to listen")
         self.address = line[line.index(self.LISTENING) + len(self.LISTENING):].strip()
+
+    METRICS = re.compile(r"horovodd metrics on (http://\S+/metrics)")
+
+    def metrics_text(self):
+        """The daemon's /metrics page (started with metrics=True)."""
+        match = self.METRICS.search(self.output())
+        assert match, "the daemon serves no metrics:\n" + self.output()
+        with urllib.request.urlopen(match.group(1), timeout=CLI_DEADLINE) as page:
+            return page.read().decode()
+
+    def metric(self, name):
+        """The value of the unlabelled metric `name` on /metrics (None if absent)."""
+        match = re.search(rf"^{re.escape(name)} (\S+)$", self.metrics_text(), re.MULTILINE)
+        return float(match.group(1)) if match else None
 
     def _read(self):
         for line in self.proc.stdout:
@@ -397,15 +413,17 @@ class StandaloneDaemons:
     cleanup() ends every daemon, then every shim below `root` (their workers
     go with them), by PID."""
 
-    def __init__(self, root, env=None):
+    def __init__(self, root, env=None, metrics=False):
         self.root = Path(root)
         self.state_dir = self.root / "state"
         self.listen = f"127.0.0.1:{free_port()}"
         self.env = env
+        self.metrics = metrics
         self.started = []
 
     def start(self, config=None):
-        daemon = Daemon(self.state_dir, self.listen, cwd=self.root, env=self.env, config=config)
+        daemon = Daemon(self.state_dir, self.listen, cwd=self.root, env=self.env, config=config,
+                        metrics=self.metrics)
         self.started.append(daemon)
         return daemon
 
