@@ -34,8 +34,13 @@ class Reports {
     for (int r = 0; r < n; ++r) {
       activity_[r].set_since_commit_seconds(-1);
       waiting_since_[r] = absl::InfinitePast();
+      worker_ids_[r] = WorkerOf(r);
     }
   }
+  // Rank r's worker id, unless renumbered: 10 + r.
+  static int64_t WorkerOf(int rank) { return 10 + rank; }
+  // Another process now holds `rank` (a new generation renumbered the ranks).
+  void Renumber(int rank, int64_t worker_id) { worker_ids_[rank] = worker_id; }
   void Wait(int rank, const std::string& name, absl::Time since,
             const std::string& operation = "allreduce") {
     waiting_since_[rank] = since;
@@ -66,7 +71,7 @@ class Reports {
       }
       RankReport report;
       report.rank = r;
-      report.worker_id = 10 + r;
+      report.worker_id = worker_ids_[r];
       report.host = r < 2 ? "a" : "b";
       report.pid = 100 + r;
       report.activity = &a;
@@ -82,6 +87,7 @@ class Reports {
   std::map<int, std::string> names_;
   std::map<int, std::string> operations_;
   std::map<int, absl::Time> peer_since_;
+  std::map<int, int64_t> worker_ids_;
 };
 
 std::vector<int> CulpritRanks(const v1::StallReport& report) {
@@ -310,29 +316,55 @@ void Steps(Reports& reports, int rank, double step, double wait) {
   reports.activity(rank).set_step_wait_seconds(wait);
 }
 
+// An elastic job's detector, in a generation that began at kT0, evicting
+// stragglers above `factor` (0: none).
+StallDetector StragglerDetector(double factor) {
+  StallSettings s = Settings(absl::Seconds(60), absl::Minutes(5));
+  s.evict_stragglers = factor;
+  StallDetector detector(s, /*elastic=*/true);
+  detector.NewGeneration(kT0);
+  return detector;
+}
+
+// Ranks 0 and 1 compute 0.1 s a step and wait 0.4 s for rank 2, which computes 0.5 s.
+void Rank2Slow(Reports& reports) {
+  for (int r : {0, 1}) Steps(reports, r, 0.5, 0.4);
+  Steps(reports, 2, 0.5, 0.0);
+}
+
+// The stragglers Check hands back for eviction, run every period from `now`
+// until `until` (where `now` ends), and when it handed back the first.
+struct Evictions {
+  std::vector<v1::StallCulprit> culprits;
+  absl::Time first;
+};
+Evictions CheckUntil(StallDetector& detector, Reports& reports, absl::Time& now, absl::Time until) {
+  Evictions out;
+  for (; now < until; now += detector.period()) {
+    StallDetector::Verdict v = detector.Check(now, reports.At(now));
+    if (!v.evict_stragglers.empty() && out.culprits.empty()) out.first = now;
+    for (auto& c : v.evict_stragglers) out.culprits.push_back(c);
+  }
+  return out;
+}
+
 TEST_CASE("a straggler is measured, and evicted only when asked after a window", "[stall]") {
   for (double factor : {0.0, 3.0}) {
-    StallSettings s = Settings(absl::Seconds(60), absl::Minutes(5));
-    s.evict_stragglers = factor;
-    StallDetector detector(s, /*elastic=*/true);
-    detector.NewGeneration(kT0);
+    StallDetector detector = StragglerDetector(factor);
     Reports reports(4);
     // Rank 2 computes 0.5 s a step, the others 0.1 s and wait 0.4 s for it.
     for (int r : {0, 1, 3}) Steps(reports, r, 0.5, 0.4);
     Steps(reports, 2, 0.5, 0.0);
-    std::vector<v1::StallCulprit> evicted;
-    absl::Time evicted_at;
-    for (absl::Time now = kT0; now < kT0 + absl::Seconds(30); now += detector.period()) {
-      StallDetector::Verdict v = detector.Check(now, reports.At(now));
-      if (!v.evict_stragglers.empty() && evicted.empty()) evicted_at = now;
-      for (auto& c : v.evict_stragglers) evicted.push_back(c);
-    }
-    const auto& straggling = detector.straggling();
-    REQUIRE(straggling.count(2) == 1);
-    CHECK(straggling.at(2).straggler);
-    CHECK(straggling.at(2).lost_seconds_per_step == Approx(0.4));
-    CHECK_FALSE(straggling.at(0).straggler);
-    CHECK(straggling.at(0).lost_seconds_per_step == Approx(0.0));
+    absl::Time now = kT0;
+    const Evictions evictions = CheckUntil(detector, reports, now, kT0 + absl::Seconds(30));
+    const std::vector<v1::StallCulprit>& evicted = evictions.culprits;
+    const absl::Time evicted_at = evictions.first;
+    const auto& straggling = detector.straggling();  // by worker id
+    REQUIRE(straggling.count(Reports::WorkerOf(2)) == 1);
+    CHECK(straggling.at(Reports::WorkerOf(2)).straggler);
+    CHECK(straggling.at(Reports::WorkerOf(2)).lost_seconds_per_step == Approx(0.4));
+    CHECK_FALSE(straggling.at(Reports::WorkerOf(0)).straggler);
+    CHECK(straggling.at(Reports::WorkerOf(0)).lost_seconds_per_step == Approx(0.0));
     if (factor == 0) {
       CHECK(evicted.empty());
     } else {
@@ -345,27 +377,39 @@ TEST_CASE("a straggler is measured, and evicted only when asked after a window",
 }
 
 TEST_CASE("a rank slower for a moment is not evicted", "[stall]") {
-  StallSettings s = Settings(absl::Seconds(60), absl::Minutes(5));
-  s.evict_stragglers = 2;
-  StallDetector detector(s, true);
-  detector.NewGeneration(kT0);
+  StallDetector detector = StragglerDetector(2);
   Reports reports(3);
-  for (int r : {0, 1}) Steps(reports, r, 0.5, 0.4);
-  Steps(reports, 2, 0.5, 0.0);
+  Rank2Slow(reports);
   absl::Time now = kT0;
-  for (; now < kT0 + absl::Seconds(8); now += detector.period()) {
-    CHECK(detector.Check(now, reports.At(now)).evict_stragglers.empty());
-  }
+  CHECK(CheckUntil(detector, reports, now, kT0 + absl::Seconds(8)).culprits.empty());
   // It catches up: the window starts over.
   for (int r : {0, 1, 2}) Steps(reports, r, 0.2, 0.05);
   CHECK(detector.Check(now, reports.At(now)).evict_stragglers.empty());
-  CHECK_FALSE(detector.straggling().at(2).straggler);
-  for (int r : {0, 1}) Steps(reports, r, 0.5, 0.4);
-  Steps(reports, 2, 0.5, 0.0);
+  CHECK_FALSE(detector.straggling().at(Reports::WorkerOf(2)).straggler);
+  Rank2Slow(reports);
   const absl::Time restart = now;
-  for (; now < restart + absl::Seconds(8); now += detector.period()) {
-    CHECK(detector.Check(now, reports.At(now)).evict_stragglers.empty());
-  }
+  CHECK(CheckUntil(detector, reports, now, restart + absl::Seconds(8)).culprits.empty());
+}
+
+TEST_CASE("a renumbered rank is not evicted for another process's slowness", "[stall]") {
+  StallDetector detector = StragglerDetector(2);
+  Reports reports(3);
+  Rank2Slow(reports);
+  // Worker 12, rank 2, is slow for most of a window.
+  absl::Time now = kT0;
+  CHECK(CheckUntil(detector, reports, now, kT0 + absl::Seconds(8)).culprits.empty());
+  REQUIRE(detector.straggling().at(12).straggler);
+  // Worker 13 takes rank 2, as slow. Its own window starts now: worker 12's
+  // eight seconds are not held against it.
+  reports.Renumber(2, 13);
+  const absl::Time renumbered = now;
+  const Evictions evicted = CheckUntil(detector, reports, now, renumbered + absl::Seconds(12));
+  CHECK(detector.straggling().count(12) == 0);
+  CHECK(detector.straggling().at(13).straggler);
+  REQUIRE(evicted.culprits.size() == 1);
+  CHECK(evicted.culprits[0].worker_id() == 13);
+  CHECK(evicted.culprits[0].rank() == 2);
+  CHECK(evicted.first - renumbered >= StallDetector::kStragglerWindow);
 }
 
 TEST_CASE("a job's stall settings come from its workers' variables", "[stall]") {

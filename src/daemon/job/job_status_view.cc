@@ -65,7 +65,7 @@ v1::JobStatus JobStatusView::Now() const {
       }
     }
     if (stall_ != nullptr && ws->rank() >= 0) {
-      auto it = stall_->straggling().find(ws->rank());
+      auto it = stall_->straggling().find(id);
       if (it != stall_->straggling().end()) {
         ws->set_lost_seconds_per_step(it->second.lost_seconds_per_step);
         ws->set_straggler(it->second.straggler);

@@ -258,7 +258,7 @@ void StallDetector::JudgeStragglers(absl::Time now, const std::vector<RankReport
   std::vector<double> steps;
   for (const Rate& x : rates) steps.push_back(x.step);
   const absl::Duration window = std::max(kStragglerWindow, absl::Seconds(10 * Median(steps)));
-  std::set<int> slow_now;
+  std::set<int64_t> slow_now;
   for (const Rate& x : rates) {
     std::vector<double> computes, waits;
     for (const Rate& y : rates) {
@@ -270,12 +270,12 @@ void StallDetector::JudgeStragglers(absl::Time now, const std::vector<RankReport
     Straggling s;
     s.lost_seconds_per_step = std::max(0.0, Median(waits) - x.wait);
     s.straggler = x.compute > kShownFactor * others_compute && s.lost_seconds_per_step > 1e-3;
-    straggling_[x.r->rank] = s;
+    straggling_[x.r->worker_id] = s;
     if (settings_.evict_stragglers > 0 && elastic_ &&
         x.compute > settings_.evict_stragglers * others_compute) {
-      slow_now.insert(x.r->rank);
-      auto [it, fresh] = slow_since_.emplace(x.r->rank, now);
-      if (now - it->second >= window && straggler_evicted_.insert(x.r->rank).second) {
+      slow_now.insert(x.r->worker_id);
+      auto [it, fresh] = slow_since_.emplace(x.r->worker_id, now);
+      if (now - it->second >= window && straggler_evicted_.insert(x.r->worker_id).second) {
         v1::StallCulprit c = CulpritOf(*x.r, now);
         c.set_last_did(absl::StrCat(
             c.last_did(), "; computes ",

@@ -17,6 +17,9 @@
 // Each rank's loss (the others' median wait per step less its own) is kept
 // for status; with --evict-stragglers FACTOR, a rank above FACTOR times the
 // others' median compute for a sustained window is handed back for eviction.
+// What is judged of a straggler is kept by worker id, not rank: ranks are
+// renumbered from one generation to the next, and a process's slowness must
+// never be held against another that takes its number.
 //
 // Decides only: pure (time is an argument), owned by one JobDriver and used
 // on its loop thread.
@@ -76,8 +79,8 @@ class StallDetector {
     double lost_seconds_per_step = 0;
     bool straggler = false;
   };
-  // By rank, as of the last Check.
-  const std::map<int, Straggling>& straggling() const { return straggling_; }
+  // By worker id, as of the last Check.
+  const std::map<int64_t, Straggling>& straggling() const { return straggling_; }
 
   // How often Check is worth running: a stall is named at most this late.
   absl::Duration period() const;
@@ -91,10 +94,11 @@ class StallDetector {
   const bool elastic_;
   absl::Time generation_at_ = absl::InfinitePast();
   std::optional<v1::StallReport> current_;
-  std::map<int, Straggling> straggling_;
-  // Since when each rank has been above the eviction factor.
-  std::map<int, absl::Time> slow_since_;
-  std::set<int> straggler_evicted_;
+  // By worker id (see the top).
+  std::map<int64_t, Straggling> straggling_;
+  // Since when each worker has been above the eviction factor.
+  std::map<int64_t, absl::Time> slow_since_;
+  std::set<int64_t> straggler_evicted_;
 };
 
 }  // namespace horovodd::daemon
