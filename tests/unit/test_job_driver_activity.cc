@@ -1,5 +1,6 @@
 // The driver's view of its ranks on a SimulatedClock: each worker's latest
-// activity report, goodput of a job that resets, and the straggler guard.
+// activity report, goodput of a job that resets, the straggler guard, and a
+// stall's eviction below --min-np.
 #include <csignal>
 #include <string>
 #include <vector>
@@ -186,6 +187,52 @@ TEST_CASE("simulated time: stragglers on every host are not all evicted below --
   CHECK(EventsWithCode(status, "worker_evicted") == 1);
   CHECK(EventsWithCode(status, "straggler_kept") == 1);
   CHECK_FALSE(driver.Ended());
+}
+
+TEST_CASE("simulated time: a stall evicts below --min-np; the job fails at --elastic-timeout",
+          "[job_driver]") {
+  v1::JobSpec spec = TwoHostJob::Spec();
+  spec.set_min_np(3);
+  // Under the fixture's --liveness-timeout (60 s): the silent workers are
+  // not lost before the job's wait for slots ends.
+  spec.set_elastic_timeout_seconds(30);
+  (*spec.mutable_env())["HOROVOD_STALL_CHECK_TIME_SECONDS"] = "5";
+  (*spec.mutable_env())["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = "10";
+  TwoHostJob two(spec);
+  JobDriver& driver = *two.job.driver;
+  SimulatedClock& clock = two.job.clock;
+  // Ranks 1-3 wait in 'grad'; rank 0 (worker 1, localhost) never submits it
+  // and says so after the others began to wait.
+  for (int64_t id = 2; id <= 4; ++id) driver.Heartbeat(id, WaitingIn("grad", 0, 5));
+  driver.Status();  // barrier: the reports arrived before time moves on
+  clock.Advance(absl::Seconds(4));
+  v1::WorkerActivity idle;
+  idle.set_completed(5);
+  idle.set_since_commit_seconds(-1);
+  driver.Heartbeat(1, idle);
+  driver.Status();
+
+  // Past the shutdown time. Without localhost, 2 ranks would be left
+  // (--min-np 3): the culprit is evicted all the same, and said to be.
+  clock.Advance(absl::Seconds(7));
+  REQUIRE(WaitUntil([&] { return !two.job.launcher.signals().empty(); }));
+  v1::JobStatus status = driver.Status();  // barrier: that check is over
+  CHECK(two.job.launcher.signals() == std::vector<int>{SIGTERM});
+  CHECK(EventsWithCode(status, "stall_evict") == 1);
+  CHECK(EventsWithCode(status, "stall_below_min_np") == 1);
+  CHECK(EventsWithCode(status, "worker_evicted") == 1);
+  CHECK(WorkerOf(status, 1).state() == v1::WORKER_FAILED);
+
+  // As after any failure that leaves too few slots: the job waits for them
+  // up to --elastic-timeout, then fails.
+  clock.Advance(absl::Seconds(29));
+  CHECK_FALSE(driver.Status().state() == v1::FAILED);
+  CHECK_FALSE(driver.Ended());
+  clock.Advance(absl::Seconds(2));
+  status = EndedStatus(driver);
+  CHECK(status.state() == v1::FAILED);
+  CHECK_THAT(status.reason(),
+             Catch::Contains("could not reach --min-np 3 within --elastic-timeout 30s"));
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -167,8 +168,13 @@ class JobDriver {
   void WatchStalls();
   void CheckStalls();
   // The stall lasted past the job's act time: an elastic job evicts its
-  // culprits, a fixed-size one fails naming them.
+  // culprits (below --min-np too, saying so), a fixed-size one fails naming them.
   void ActOnStall(const v1::StallReport& stall);
+  // The hosts of the ready generation's ranks already on their way out
+  // (evicted or lost): a failure blacklists its host, so every rank there goes.
+  std::set<std::string> LeavingHosts() const;
+  // How many of the ready generation's ranks are on none of `gone`.
+  int RanksLeftWithout(const std::set<std::string>& gone) const;
   // Ends worker `worker_id` for `reason` (SIGTERM, SIGKILL after kEvictGrace);
   // its exit counts as a failure, as a lost worker's does.
   void Evict(int64_t worker_id, const std::string& reason);

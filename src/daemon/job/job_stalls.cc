@@ -134,18 +134,12 @@ void JobDriver::CheckStalls() {
     // An evicted or lost rank's host is blacklisted, so every rank there
     // goes: the hosts already on their way out count as gone for each
     // straggler judged after them.
-    std::set<std::string> leaving;
-    for (int64_t id : generations_.ready_members()) {
-      const Worker& w = workers_.at(id);
-      if (!w.lost_reason.empty()) leaving.insert(w.host);
-    }
+    std::set<std::string> leaving = LeavingHosts();
     for (const v1::StallCulprit& c : verdict.evict_stragglers) {
       if (lifecycle_.Terminal()) return;
-      int left = 0;
-      for (int64_t id : generations_.ready_members()) {
-        const std::string& host = workers_.at(id).host;
-        left += host != c.host() && leaving.count(host) == 0;
-      }
+      std::set<std::string> gone = leaving;
+      gone.insert(c.host());
+      const int left = RanksLeftWithout(gone);
       if (left < std::max(spec_.min_np(), 1)) {
         recorder_.Record(
             v1::JobEvent::WARNING,
@@ -189,15 +183,61 @@ void JobDriver::ActOnStall(const v1::StallReport& stall) {
                      "stall_unresolved");
     return;
   }
+  // Of a link, the end whose data did not arrive; its exit counts as a
+  // failure, so where the ends' hosts differ its host is blacklisted.
+  std::vector<const v1::StallCulprit*> evicted;
   for (const v1::StallCulprit& c : stall.culprits()) {
+    if (stall.kind() != "link" || c.awaited()) evicted.push_back(&c);
+  }
+  // Unlike a straggler's, a stall's eviction does not wait for --min-np: the
+  // stalled job makes no progress at any size, and a hung rank holds it up
+  // as a failed one would. Horovod, after a failure that leaves too few
+  // slots, waits up to --elastic-timeout for hosts, then fails; so does the
+  // job here once the culprits' hosts are gone (replan's below-min timer).
+  std::set<std::string> gone = LeavingHosts();
+  for (const v1::StallCulprit* c : evicted) gone.insert(c->host());
+  int left = RanksLeftWithout(gone);
+  if (left == 0) {
+    // Where no host would be left, the planner keeps the ranks on the
+    // blacklisted ones (blacklisted_kept): all but the evicted and the lost.
+    std::set<int64_t> evicted_ids;
+    for (const v1::StallCulprit* c : evicted) evicted_ids.insert(c->worker_id());
+    for (int64_t id : generations_.ready_members()) {
+      left += workers_.at(id).lost_reason.empty() && evicted_ids.count(id) == 0;
+    }
+  }
+  if (left < std::max(spec_.min_np(), 1)) {
+    recorder_.Record(
+        v1::JobEvent::WARNING,
+        absl::StrCat("evicting the stall's culprits leaves ", left, " rank(s), under --min-np ",
+                     spec_.min_np(),
+                     ": they are evicted all the same (the stalled job makes no progress at any "
+                     "size); unless --min-np slots come back, the job waits up to "
+                     "--elastic-timeout ",
+                     spec_.elastic_timeout_seconds(), "s for them, then fails"),
+        "stall_below_min_np");
+  }
+  for (const v1::StallCulprit* c : evicted) {
     if (lifecycle_.Terminal()) return;
-    // Of a link, the end whose data did not arrive; its exit counts as a
-    // failure, so where the ends' hosts differ its host is blacklisted.
-    if (stall.kind() == "link" && !c.awaited()) continue;
-    Evict(c.worker_id(),
+    Evict(c->worker_id(),
           absl::StrCat("held up ", stall.collective().operation(), " '", stall.collective().name(),
                        "' past ", absl::FormatDuration(stall_.settings().act_after)));
   }
+}
+
+std::set<std::string> JobDriver::LeavingHosts() const {
+  std::set<std::string> leaving;
+  for (int64_t id : generations_.ready_members()) {
+    const Worker& w = workers_.at(id);
+    if (!w.lost_reason.empty()) leaving.insert(w.host);
+  }
+  return leaving;
+}
+
+int JobDriver::RanksLeftWithout(const std::set<std::string>& gone) const {
+  int left = 0;
+  for (int64_t id : generations_.ready_members()) left += gone.count(workers_.at(id).host) == 0;
+  return left;
 }
 
 void JobDriver::Evict(int64_t worker_id, const std::string& reason) {
