@@ -12,6 +12,7 @@
 #include <gloo/rendezvous/prefix_store.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/tensor/float16.h"
 
@@ -176,6 +177,17 @@ bool ThreadIsInFutexWait(pid_t thread_id) {
   std::ifstream file(absl::StrCat("/proc/self/task/", thread_id, "/syscall"));
   std::string number;
   return static_cast<bool>(file >> number) && number == std::to_string(SYS_futex);
+}
+
+std::optional<internal::PeerWait::Waiting> SeenWaitingFor(const internal::PeerWait& waits,
+                                                          int rank) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    std::optional<internal::PeerWait::Waiting> w = waits.Current();
+    if (w.has_value() && w->rank == rank) return w;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return std::nullopt;
 }
 
 }  // namespace horovodd::testing

@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "horovodd/tensor.h"
+#include "worker_runtime/comm/peer_wait.h"
 #include "worker_runtime/gloo/gloo_context.h"
 
 namespace horovodd::testing {
@@ -109,5 +111,10 @@ double Reduce(ReduceOp op, DType dtype, const std::vector<double>& values);
 // (blocked on a condition variable or mutex) right now.
 pid_t CurrentThreadId();
 bool ThreadIsInFutexWait(pid_t thread_id);
+
+// The first wait `waits` shows for peer `rank`, polled every millisecond for
+// up to 20 s (none if it never shows one).
+std::optional<internal::PeerWait::Waiting> SeenWaitingFor(const internal::PeerWait& waits,
+                                                          int rank);
 
 }  // namespace horovodd::testing

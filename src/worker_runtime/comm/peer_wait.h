@@ -7,7 +7,9 @@
 // for a peer's data (a receive); the daemon client's heartbeat thread reads
 // it. Entering costs a clock read and two relaxed stores, leaving one store:
 // nothing polls, and nothing else runs on the collective path. One per
-// runtime (ActivityTracker owns it); the global set's transports hold it.
+// runtime (ActivityTracker owns it); the global set's transports hold it:
+// the TCP ring's receives, and the host's shared-memory rounds where every
+// rank of the job shares the host (shm/shm_group.h).
 #pragma once
 
 #include <atomic>
@@ -26,6 +28,9 @@ class PeerWait {
     since_nanos_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
     rank_.store(rank, std::memory_order_release);
   }
+  // Collective thread: the same wait goes on, now for `rank`'s data (a
+  // barrier waits for whichever peer has not arrived yet). One store.
+  void Redirect(int rank) { rank_.store(rank, std::memory_order_release); }
   // Collective thread: it waits no more.
   void Leave() { rank_.store(-1, std::memory_order_release); }
 

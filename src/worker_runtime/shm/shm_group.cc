@@ -261,11 +261,11 @@ void ShmGroup::SetState(uint32_t state) {
 void ShmGroup::Abort() { SetState(kAborted); }
 void ShmGroup::Fail() { SetState(kFailed); }
 
-bool ShmGroup::AllArrived(uint64_t round) const {
+int ShmGroup::FirstMissing(uint64_t round) const {
   for (int r = 0; r < size_; ++r) {
-    if (control(r).arrived.load(std::memory_order_acquire) < round) return false;
+    if (control(r).arrived.load(std::memory_order_acquire) < round) return r;
   }
-  return true;
+  return -1;
 }
 
 absl::Status ShmGroup::Sync(absl::Time deadline) {
@@ -273,7 +273,26 @@ absl::Status ShmGroup::Sync(absl::Time deadline) {
   const uint64_t round = ++syncs_;
   control(rank_).arrived.store(round, std::memory_order_seq_cst);
   Notify();
-  return Await([&] { return AllArrived(round); }, deadline);
+  if (peer_wait_ == nullptr) return Await([&] { return FirstMissing(round) < 0; }, deadline);
+  // A look that finds a peer missing enters the wait (a clock read, two
+  // stores), a later one that finds another redirects it (one store).
+  int awaited = -1;
+  const absl::Status status = Await(
+      [&] {
+        const int missing = FirstMissing(round);
+        if (missing >= 0 && missing != awaited) {
+          if (awaited < 0) {
+            peer_wait_->Enter(missing);
+          } else {
+            peer_wait_->Redirect(missing);
+          }
+          awaited = missing;
+        }
+        return missing < 0;
+      },
+      deadline);
+  if (awaited >= 0) peer_wait_->Leave();
+  return status;
 }
 
 void ShmGroup::Notify() {

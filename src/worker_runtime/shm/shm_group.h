@@ -44,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker_runtime/comm/peer_wait.h"
 #include "worker_runtime/shm/peer_watch.h"
 #include "worker_runtime/shm/shm_segment.h"
 
@@ -100,6 +101,11 @@ class ShmGroup {
   std::vector<int> Neighbours() const;
   // How many processes this rank's watch looks at (tests, diagnostics).
   size_t watched_peers() const;
+  // Where the group's indices are the job's ranks (every rank of the job on
+  // this host): each Sync that has to wait records the first peer not
+  // arrived in `wait` (comm/peer_wait.h), for the daemon's stall detector.
+  // Set before the first Sync; `wait` outlives the group.
+  void set_peer_wait(PeerWait* wait) { peer_wait_ = wait; }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -154,7 +160,8 @@ class ShmGroup {
   ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> segment);
   Header& header() const;
   RankControl& control(int r) const;
-  bool AllArrived(uint64_t round) const;
+  // The first rank not arrived at Sync `round`, or -1 when every one has.
+  int FirstMissing(uint64_t round) const;
   // Publishes that this rank waits on `cpu`; whether another local rank
   // last said it waits on the same one.
   bool SharesCpu(int cpu);
@@ -182,6 +189,7 @@ class ShmGroup {
   uint64_t syncs_ = 0;
   uint64_t shared_cpu_sleeps_ = 0;
   uint64_t cpu_moves_ = 0;
+  PeerWait* peer_wait_ = nullptr;
   // Last: destroyed first, while the segment its thread touches is mapped.
   std::unique_ptr<PeerWatch> watch_;
 };

@@ -15,6 +15,10 @@ ShmCommunicator::ShmCommunicator(std::shared_ptr<GlooCommunicator> ring,
     : ring_(std::move(ring)), group_(std::move(group)), negotiator_(*this) {
   HVDD_CHECK_EQ(group_->size(), ring_->size());
   HVDD_CHECK_EQ(group_->rank(), ring_->rank());
+  // The group's indices are the ring's ranks: where the ring records whom it
+  // waits for (the job's global ring), the rounds in shared memory do too.
+  // The ring's context, and so its record, outlives group_.
+  group_->set_peer_wait(ring_->context().peer_wait());
 }
 
 absl::Time ShmCommunicator::Deadline() const { return CollectiveDeadline(ring_->context()); }
