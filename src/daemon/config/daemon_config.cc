@@ -187,32 +187,31 @@ absl::Status SetStopJobs(const std::string& origin, const std::string& value, Da
   return absl::OkStatus();
 }
 
-// Seconds ("600") or a duration ("10m", "90s", "1h").
-absl::Status SetDaemonGrace(const std::string& origin, const std::string& value, DaemonConfig& c) {
+// Seconds ("600") or a duration ("90s", "10m"), at least `minimum`;
+// `examples` are the durations the error suggests.
+absl::Status SetDurationAtLeast(const std::string& origin, const std::string& value,
+                                absl::Duration minimum, const char* examples, absl::Duration& out) {
   double seconds = 0;
-  absl::Duration grace;
+  absl::Duration parsed;
   if (absl::SimpleAtod(value, &seconds)) {
-    grace = absl::Seconds(seconds);
-  } else if (!absl::ParseDuration(value, &grace)) {
-    return Bad(origin, value, "is not a duration (seconds, or e.g. 10m, 90s)");
+    parsed = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(value, &parsed)) {
+    return Bad(origin, value, absl::StrCat("is not a duration (seconds, or e.g. ", examples, ")"));
   }
-  if (grace < absl::Seconds(1)) return Bad(origin, value, "is shorter than 1s");
-  c.worker_daemon_grace = grace;
+  if (parsed < minimum) {
+    return Bad(origin, value, absl::StrCat("is shorter than ", absl::FormatDuration(minimum)));
+  }
+  out = parsed;
   return absl::OkStatus();
 }
 
-// Whole seconds ("5") or a duration ("5s"), at least 2s: etcd counts leases in seconds.
+absl::Status SetDaemonGrace(const std::string& origin, const std::string& value, DaemonConfig& c) {
+  return SetDurationAtLeast(origin, value, absl::Seconds(1), "10m, 90s", c.worker_daemon_grace);
+}
+
+// At least 2s: etcd counts leases in seconds.
 absl::Status SetLeaseTtl(const std::string& origin, const std::string& value, DaemonConfig& c) {
-  double seconds = 0;
-  absl::Duration ttl;
-  if (absl::SimpleAtod(value, &seconds)) {
-    ttl = absl::Seconds(seconds);
-  } else if (!absl::ParseDuration(value, &ttl)) {
-    return Bad(origin, value, "is not a duration (seconds, or e.g. 5s)");
-  }
-  if (ttl < absl::Seconds(2)) return Bad(origin, value, "is shorter than 2s");
-  c.etcd.lease_ttl = ttl;
-  return absl::OkStatus();
+  return SetDurationAtLeast(origin, value, absl::Seconds(2), "5s", c.etcd.lease_ttl);
 }
 
 absl::Status SetEtcdAdvertise(const std::string& origin, const std::string& value,
