@@ -109,6 +109,23 @@ def human(size):
     return f"{size >> 20} MiB" if size >= (1 << 20) else f"{size >> 10} KiB"
 
 
+def parse_step(line):
+    """A worker log's STEP line as a dict (with its ring counters and join
+    times where the line has them); None for any other line."""
+    m = STEP.match(line)
+    if not m:
+        return None
+    step = {"t": float(m.group(1)), "rank": int(m.group(2)), "size": int(m.group(3)),
+            "gen": int(m.group(4))}
+    c = RING_COUNTERS.search(line)
+    if c:
+        step["pairs"], step["keys"], step["key_bytes"] = map(int, c.groups())
+    j = JOIN_TIMES.search(line)
+    if j:
+        step["join"] = dict(zip(JOIN_PHASES, map(float, j.group(1).split(","))))
+    return step
+
+
 def read_steps(path, start=0):
     """The STEP lines of a worker's log from byte `start` on (a line cut by
     `start` is skipped): the logs grow by a line every few ms per worker, and
@@ -120,16 +137,8 @@ def read_steps(path, start=0):
                 f.seek(start)
                 f.readline()
             for line in f:
-                m = STEP.match(line)
-                if m:
-                    step = {"t": float(m.group(1)), "rank": int(m.group(2)),
-                            "size": int(m.group(3)), "gen": int(m.group(4))}
-                    c = RING_COUNTERS.search(line)
-                    if c:
-                        step["pairs"], step["keys"], step["key_bytes"] = map(int, c.groups())
-                    j = JOIN_TIMES.search(line)
-                    if j:
-                        step["join"] = dict(zip(JOIN_PHASES, map(float, j.group(1).split(","))))
+                step = parse_step(line)
+                if step is not None:
                     steps.append(step)
     except FileNotFoundError:
         pass
@@ -149,18 +158,9 @@ def read_steps_from(path, offset):
         return steps, offset
     end = data.rfind(b"\n") + 1
     for line in data[:end].decode(errors="replace").splitlines():
-        m = STEP.match(line)
-        if not m:
-            continue
-        step = {"t": float(m.group(1)), "rank": int(m.group(2)), "size": int(m.group(3)),
-                "gen": int(m.group(4))}
-        c = RING_COUNTERS.search(line)
-        if c:
-            step["pairs"], step["keys"], step["key_bytes"] = map(int, c.groups())
-        j = JOIN_TIMES.search(line)
-        if j:
-            step["join"] = dict(zip(JOIN_PHASES, map(float, j.group(1).split(","))))
-        steps.append(step)
+        step = parse_step(line)
+        if step is not None:
+            steps.append(step)
     return steps, offset + end
 
 
