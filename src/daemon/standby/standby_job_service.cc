@@ -63,14 +63,14 @@ void StandbyJobService::Forwarding(const grpc::ServerContext& from, grpc::Client
   to.set_deadline(from.deadline());
 }
 
-template <typename Request, typename Response, typename Call>
+template <typename Request, typename Response>
 grpc::Status StandbyJobService::Forward(grpc::ServerContext* context, const Request& request,
-                                        Response* response, Call call) {
+                                        Response* response, StubCall<Request, Response> call) {
   Leader leader = CurrentLeader();
   if (leader.stub == nullptr) return NoLeader();
   grpc::ClientContext forwarded;
   Forwarding(*context, forwarded);
-  grpc::Status status = call(*leader.stub, &forwarded, request, response);
+  grpc::Status status = ((*leader.stub).*call)(&forwarded, request, response);
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         absl::StrCat("this horovodd (", Self(),
@@ -115,27 +115,19 @@ grpc::Status StandbyJobService::StopDaemon(grpc::ServerContext*, const v1::StopD
 
 grpc::Status StandbyJobService::GetJob(grpc::ServerContext* context,
                                        const v1::GetJobRequest* request, v1::JobStatus* response) {
-  return Forward(context, *request, response,
-                 [](v1::JobService::Stub& stub, grpc::ClientContext* c, const v1::GetJobRequest& r,
-                    v1::JobStatus* out) { return stub.GetJob(c, r, out); });
+  return Forward(context, *request, response, &v1::JobService::Stub::GetJob);
 }
 
 grpc::Status StandbyJobService::ListJobs(grpc::ServerContext* context,
                                          const v1::ListJobsRequest* request,
                                          v1::ListJobsResponse* response) {
-  return Forward(
-      context, *request, response,
-      [](v1::JobService::Stub& stub, grpc::ClientContext* c, const v1::ListJobsRequest& r,
-         v1::ListJobsResponse* out) { return stub.ListJobs(c, r, out); });
+  return Forward(context, *request, response, &v1::JobService::Stub::ListJobs);
 }
 
 grpc::Status StandbyJobService::GetWorkerOutput(grpc::ServerContext* context,
                                                 const v1::GetWorkerOutputRequest* request,
                                                 v1::GetWorkerOutputResponse* response) {
-  return Forward(
-      context, *request, response,
-      [](v1::JobService::Stub& stub, grpc::ClientContext* c, const v1::GetWorkerOutputRequest& r,
-         v1::GetWorkerOutputResponse* out) { return stub.GetWorkerOutput(c, r, out); });
+  return Forward(context, *request, response, &v1::JobService::Stub::GetWorkerOutput);
 }
 
 grpc::Status StandbyJobService::WatchJob(grpc::ServerContext* context,

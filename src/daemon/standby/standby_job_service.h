@@ -63,9 +63,15 @@ class StandbyJobService final : public v1::JobService::Service {
   grpc::Status Refuse(grpc::ServerContext* context);
   // A client context for the forwarded call: the caller's token and deadline.
   static void Forwarding(const grpc::ServerContext& from, grpc::ClientContext& to);
-  template <typename Request, typename Response, typename Call>
+  // A unary read of the leader's stub (&v1::JobService::Stub::GetJob, ...).
+  template <typename Request, typename Response>
+  using StubCall = grpc::Status (v1::JobService::Stub::*)(grpc::ClientContext*, const Request&,
+                                                          Response*);
+  // Forwards a unary read to the leader (UNAVAILABLE while none leads, or
+  // naming it when it cannot be reached).
+  template <typename Request, typename Response>
   grpc::Status Forward(grpc::ServerContext* context, const Request& request, Response* response,
-                       Call call);
+                       StubCall<Request, Response> call);
 
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   const std::function<void()> stop_;
