@@ -93,6 +93,20 @@ TEST_CASE("a host outbox holds messages until flushed, in one batch", "[host_str
   CHECK(outbox.Flush() == nullptr);  // nothing held
 }
 
+TEST_CASE("a write finishing while messages are held does not take them", "[host_stream]") {
+  // A generation's answers held for one write while an earlier write (a
+  // welcome) finishes: they wait for the flush, and go out together.
+  HostOutbox outbox;
+  REQUIRE(outbox.Add(1, Generation(3)) != nullptr);
+  outbox.Hold(2, Generation(4));
+  outbox.Hold(3, Generation(4));
+  CHECK(outbox.WriteDone() == nullptr);
+  CHECK(outbox.queued() == 2);
+  const v1::HostDaemonMessage* batch = outbox.Flush();
+  REQUIRE(batch != nullptr);
+  CHECK(batch->workers_size() == 2);
+}
+
 TEST_CASE("a channel batch runs what was deferred once its outermost scope closes",
           "[host_stream]") {
   CHECK(daemon::ChannelBatch::Current() == nullptr);

@@ -6,19 +6,26 @@ namespace horovodd::daemon {
 
 const v1::HostDaemonMessage* HostOutbox::Add(int64_t worker_id, v1::DaemonMessage message) {
   if (closed_) return nullptr;
-  Hold(worker_id, std::move(message));
+  v1::RelayedDaemonMessage* relayed = next_.add_workers();
+  relayed->set_worker_id(worker_id);
+  *relayed->mutable_message() = std::move(message);
   return writing_ ? nullptr : StartNext();
 }
 
 void HostOutbox::Hold(int64_t worker_id, v1::DaemonMessage message) {
   if (closed_) return;
-  v1::RelayedDaemonMessage* relayed = next_.add_workers();
+  v1::RelayedDaemonMessage* relayed = held_.add_workers();
   relayed->set_worker_id(worker_id);
   *relayed->mutable_message() = std::move(message);
 }
 
 const v1::HostDaemonMessage* HostOutbox::Flush() {
-  if (closed_ || writing_ || next_.workers_size() == 0) return nullptr;
+  if (closed_) return nullptr;
+  for (v1::RelayedDaemonMessage& relayed : *held_.mutable_workers()) {
+    *next_.add_workers() = std::move(relayed);
+  }
+  held_.Clear();
+  if (writing_ || next_.workers_size() == 0) return nullptr;
   return StartNext();
 }
 
@@ -36,6 +43,7 @@ const v1::HostDaemonMessage* HostOutbox::WriteDone() {
 void HostOutbox::Close() {
   closed_ = true;
   next_.Clear();
+  held_.Clear();
 }
 
 const v1::HostDaemonMessage* HostOutbox::StartNext() {

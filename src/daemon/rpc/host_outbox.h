@@ -26,11 +26,12 @@ class HostOutbox {
   // when no write is in flight (the caller starts it), else nullptr: the
   // message goes with the next batch.
   const v1::HostDaemonMessage* Add(int64_t worker_id, v1::DaemonMessage message);
-  // Queues `message` for worker `worker_id` without starting a write: it
-  // goes with the next batch (Flush, WriteDone or Echo).
+  // Keeps `message` for worker `worker_id` until Flush: a write finishing
+  // meanwhile does not take it, so what is held between two flushes goes out
+  // in one batch.
   void Hold(int64_t worker_id, v1::DaemonMessage message);
-  // The batch to write now, when something is queued and no write is in
-  // flight (the caller starts it), else nullptr.
+  // Queues what is held. Returns the batch to write now, when something is
+  // queued and no write is in flight (the caller starts it), else nullptr.
   const v1::HostDaemonMessage* Flush();
   // An empty batch to answer a heartbeat round, unless a write is in flight
   // or pending (then nullptr).
@@ -43,8 +44,8 @@ class HostOutbox {
 
   bool writing() const { return writing_; }
   bool closed() const { return closed_; }
-  // Messages queued for the next batch.
-  int queued() const { return next_.workers_size(); }
+  // Messages queued or held for the next batches.
+  int queued() const { return next_.workers_size() + held_.workers_size(); }
 
  private:
   const v1::HostDaemonMessage* StartNext();
@@ -52,6 +53,7 @@ class HostOutbox {
   int64_t heartbeat_interval_ms_ = 0;
   v1::HostDaemonMessage in_flight_;
   v1::HostDaemonMessage next_;
+  v1::HostDaemonMessage held_;  // only `workers` is used
   bool writing_ = false;
   bool closed_ = false;
 };
