@@ -400,5 +400,4 @@ class SimHost final : public grpc::ClientBidiReactor<v1::HostMessage, v1::HostDa
   bool done_ = false;                                       // guarded by mu_
 };
 
-
 }  // namespace horovodd::bench

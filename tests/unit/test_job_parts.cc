@@ -287,8 +287,7 @@ TEST_CASE("generation planner: forms a generation once every member waits, then 
   CHECK(planner.RemovedAnswer().removed());
 }
 
-TEST_CASE("generation planner: members and ranks are known through every change",
-          "[job_parts]") {
+TEST_CASE("generation planner: members and ranks are known through every change", "[job_parts]") {
   GenerationPlanner planner(0);
   WorkerTable table;
   AddWaiting(table, 4, "a");

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -159,7 +159,7 @@ class GenerationPlanner {
   std::vector<int64_t> held_;  // see Holds
   std::vector<int64_t> ready_members_;
   absl::flat_hash_map<int64_t, int> ready_ranks_;  // ready_members_' ranks, for RankOf
-  std::vector<RankInfo> rank_infos_;  // of ready_members_
+  std::vector<RankInfo> rank_infos_;               // of ready_members_
   // ready_generation_ is generation shrinks_generation_ without the workers
   // of excluded_ranks_ there (0: it is not); see RendezvousResponse.
   int64_t shrinks_generation_ = 0;

@@ -97,9 +97,10 @@ absl::StatusOr<std::string> EtcdShimNamespace(EtcdClient& etcd, const std::strin
   request.set_count_only(true);
   absl::StatusOr<etcdserverpb::RangeResponse> response = etcd.Range(request);
   if (!response.ok()) {
-    return absl::UnavailableError(absl::StrCat("cannot read the etcd cluster's id (it names the "
-                                               "shims' dir on the workers' hosts): ",
-                                               response.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot read the etcd cluster's id (it names the "
+                     "shims' dir on the workers' hosts): ",
+                     response.status().message()));
   }
   return SharedShimNamespace(
       absl::StrCat("etcd-cluster-", absl::Hex(response->header().cluster_id()), ":", prefix));
