@@ -102,13 +102,15 @@ class NullChannel final : public WorkerChannel {
 // One job on simulated time. Status() doubles as a barrier: it runs on the
 // job's loop after everything posted before it.
 struct SimulatedJob {
-  explicit SimulatedJob(v1::JobSpec spec) {
+  // `gate`: the daemon's decision gate the job asks (null: always open).
+  explicit SimulatedJob(v1::JobSpec spec, std::shared_ptr<DecisionGate> gate = nullptr) {
     JobContext context;
     context.job_id = "job-sim";
     context.daemon_address = "127.0.0.1:1";
     context.launcher = &launcher;
     context.worker_token = "token";
     context.clock = &clock;
+    context.gate = std::move(gate);
     driver = std::make_unique<JobDriver>(std::move(context), std::move(spec));
     driver->Start();
   }
@@ -170,7 +172,8 @@ struct TwoHostJob {
     }
     return spec;
   }
-  explicit TwoHostJob(v1::JobSpec spec = Spec()) : job(std::move(spec)) {
+  explicit TwoHostJob(v1::JobSpec spec = Spec(), std::shared_ptr<DecisionGate> gate = nullptr)
+      : job(std::move(spec), std::move(gate)) {
     REQUIRE(WaitUntil([&] { return job.launcher.worker_ids().size() == 4; }));
     REQUIRE(job.launcher.hosts() ==
             std::vector<std::string>{"localhost", "localhost", "127.0.0.1", "127.0.0.1"});

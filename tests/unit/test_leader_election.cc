@@ -1,7 +1,9 @@
 // Leader election over a real three-member etcd cluster: one of two
 // campaigners leads and the other sees its address; the leader's fence lets
 // its journal write and refuses a deposed leader's; a leader that stops
-// renewing (as a killed one does) is replaced within its lease TTL.
+// renewing (as a killed one does) is replaced within its lease TTL; a leader
+// that cannot renew for a TTL holds its decision gate until it renews again,
+// and closes it when deposed.
 #include <atomic>
 
 #include <catch2/catch.hpp>
@@ -82,8 +84,10 @@ TEST_CASE(
   hvdd_test::EtcdTestCluster cluster(3);
   LeaderElectionOptions options = Options("host-a:7451");
   options.campaign_after_deposed = false;  // as horovodd, which exits
+  options.gate = std::make_shared<DecisionGate>();
   LeaderElection a(cluster.Client(absl::Milliseconds(500)), options);
   REQUIRE(*a.TryLead());
+  CHECK(options.gate->open());
   std::atomic<int> deposed{0};
   a.Run(nullptr, [&deposed] { ++deposed; });
   cluster.Kill(1);
@@ -92,8 +96,16 @@ TEST_CASE(
   absl::SleepFor(absl::Seconds(4));
   CHECK(deposed == 0);
   CHECK(a.is_leader());
+  // But after a TTL without renewal its jobs hold their decisions.
+  CHECK(options.gate->state() == DecisionGate::State::kHeld);
+  CHECK_THAT(options.gate->why_held(),
+             Catch::StartsWith("cannot renew the leader's etcd lease for ") &&
+                 Catch::EndsWith("s (etcd unreachable or without quorum)"));
   cluster.Restart(1);
   cluster.Restart(2);
+  // The quorum is back and the lease still holds: a renewal reopens the gate.
+  for (int i = 0; i < 200 && !options.gate->open(); ++i) absl::SleepFor(absl::Milliseconds(100));
+  CHECK(options.gate->open());
 
   // etcd ends the lease (as it does once the TTL passes without renewal): deposed.
   auto observer = cluster.Client();
@@ -110,6 +122,7 @@ TEST_CASE(
   for (int i = 0; i < 100 && deposed == 0; ++i) absl::SleepFor(absl::Milliseconds(100));
   CHECK(deposed == 1);
   CHECK_FALSE(a.is_leader());
+  CHECK(options.gate->state() == DecisionGate::State::kClosed);
 }
 
 }  // namespace

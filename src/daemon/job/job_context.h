@@ -5,8 +5,10 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
+#include "daemon/decision_gate/decision_gate.h"
 #include "daemon/job_events/job_observer.h"
 #include "daemon/kv_namespace/kv_namespace.h"
 #include "daemon/launch/launcher.h"
@@ -35,6 +37,9 @@ struct JobContext {
   // The submission's SubmitJobRequest.client_request_id ("" for none),
   // shown in the job's status.
   std::string client_request_id;
+  // Whether the job may act on processes and membership now (a leader that
+  // cannot renew its etcd lease holds them); null: always.
+  std::shared_ptr<DecisionGate> gate;
 };
 
 }  // namespace horovodd::daemon

@@ -43,7 +43,9 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
             if (detected) resets_.Detected(clock_.Now());
             Replan(cause, ReplanTrigger::kMembershipChange);
           },
-          [this](const std::string& why) { end_.Finish(v1::FAILED, why); }),
+          [this](const std::string& why) {
+            if (!HoldFailure(why)) end_.Finish(v1::FAILED, why);
+          }),
       kv_(context_.kv_limits, loop_),
       status_(context_, spec_, clock_, lifecycle_, workers_, generations_, hosts_.manager(),
               resets_, goodput_, events_),
@@ -78,9 +80,14 @@ JobDriver::JobDriver(JobContext context, v1::JobSpec spec)
              spec_.elastic()),
       loop_(&clock_) {
   status_.ShowStalls(&stall_);
+  if (context_.gate != nullptr) {
+    gate_watch_ = context_.gate->Watch([this] { loop_.Post([this] { GateChanged(); }); });
+    if (!context_.gate->open()) loop_.Post([this] { GateChanged(); });
+  }
 }
 
 JobDriver::~JobDriver() {
+  if (context_.gate != nullptr) context_.gate->Unwatch(gate_watch_);
   hosts_.StopDiscovery();
   loop_.Stop();
   starter_.Shutdown();  // a launch finishing now finds the loop stopped

@@ -14,8 +14,9 @@
 // happens next: which generation to plan, what a worker's exit or loss
 // means, when the job fails; and says so in the job's events. Its methods
 // are spread over job_driver.cc (construction, entry points),
-// job_membership.cc (generations, exits, losses) and job_resume.cc (taking
-// a job back after a restart).
+// job_membership.cc (generations, exits, losses), job_resume.cc (taking
+// a job back after a restart) and job_hold.cc (decisions held while the
+// daemon's decision gate is shut: a leader that cannot renew its etcd lease).
 //
 // Threading: every field below, the parts included, is owned by `loop_`'s
 // thread; time comes from JobContext::clock. Public methods may be called
@@ -29,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -179,6 +181,19 @@ class JobDriver {
   // its exit counts as a failure, as a lost worker's does.
   void Evict(int64_t worker_id, const std::string& reason);
 
+  // Held decisions (job_hold.cc). While the gate (JobContext::gate) is not
+  // open, the job acts on no process and no membership: a worker's exit or
+  // loss, a replan, an elastic-timeout failure and stall actions wait, and
+  // are taken once it reopens; workers train on meanwhile. True if held (the
+  // trigger is kept where it must be).
+  bool Held();
+  bool HoldExit(int64_t worker_id, const ExitInfo& exit, absl::Time exited_at);
+  bool HoldLoss(int64_t worker_id, const std::string& reason);
+  bool HoldReplan(const std::string& cause, ReplanTrigger trigger);
+  bool HoldFailure(const std::string& why);
+  // The gate moved: says so in the job's events; reopened, acts on what was held.
+  void GateChanged();
+
   // Resume, on the loop thread (job_resume.cc).
   void ResumeNow(const JobCheckpoint& checkpoint, const std::vector<ReattachedWorker>& found,
                  absl::Duration daemon_away, absl::Duration worker_grace,
@@ -219,6 +234,22 @@ class JobDriver {
   std::string first_failure_;
   // Whether the job said it has fewer spares than --hot-spares (said once).
   bool said_spares_short_ = false;
+
+  // ---- what waits while the decision gate is shut (job_hold.cc) ----
+  struct HeldExit {
+    int64_t worker_id;
+    ExitInfo exit;
+    absl::Time exited_at;
+  };
+  struct HeldDecisions {
+    bool said = false;  // the hold is in the job's events
+    std::vector<HeldExit> exits;
+    std::set<int64_t> lost;  // said lost; the liveness monitor reports them again
+    std::optional<std::pair<std::string, ReplanTrigger>> replan;
+    std::optional<std::string> failure;
+  };
+  HeldDecisions held_;
+  int64_t gate_watch_ = 0;
   EventLoop loop_;  // last: destroyed (joined) first
 };
 

@@ -65,7 +65,7 @@ absl::StatusOr<std::string> JobManager::Submit(const v1::JobSpec& spec,
     id = absl::StrCat(kJobIdPrefix, next_job_number_++);
     driver = std::make_shared<JobDriver>(
         JobContext{id, worker_address_, launcher_, observer_, std::move(*worker_token), worker_env_,
-                   kv_limits_, &RealClock(), checkpoints_, client_request_id},
+                   kv_limits_, &RealClock(), checkpoints_, client_request_id, gate_},
         spec);
     jobs_[id] = driver;
     if (!client_request_id.empty()) job_of_request_[client_request_id] = id;
@@ -115,7 +115,7 @@ std::shared_ptr<JobDriver> JobManager::Readmit(const std::string& job_id, const 
   next_job_number_ = std::max(next_job_number_, JobNumber(job_id) + 1);
   auto driver = std::make_shared<JobDriver>(
       JobContext{job_id, worker_address_, launcher_, observer_, std::move(worker_token),
-                 worker_env_, kv_limits_, &RealClock(), checkpoints_, client_request_id},
+                 worker_env_, kv_limits_, &RealClock(), checkpoints_, client_request_id, gate_},
       spec);
   jobs_[job_id] = driver;
   archived_.erase(job_id);

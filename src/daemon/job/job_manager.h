@@ -58,6 +58,9 @@ class JobManager {
   // (Journal::Writable: etcd without quorum); set before serving, outlives
   // the manager.
   void set_store(Journal* store) { store_ = store; }
+  // Every job's drivers hold their decisions while `gate` is not open
+  // (JobContext::gate); null (no election): never held. Set before serving.
+  void set_decision_gate(std::shared_ptr<DecisionGate> gate) { gate_ = std::move(gate); }
 
   // Jobs an earlier run recorded; call before serving. New job numbers
   // continue after the highest archived one, so no id is ever reused.
@@ -133,6 +136,7 @@ class JobManager {
   KvLimits kv_limits_;
   bool checkpoints_ = false;
   Journal* store_ = nullptr;
+  std::shared_ptr<DecisionGate> gate_;
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;

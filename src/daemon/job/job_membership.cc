@@ -19,7 +19,7 @@ std::string Millis(absl::Duration d) { return absl::StrCat(absl::ToInt64Millisec
 }  // namespace
 
 void JobDriver::Replan(const std::string& cause, ReplanTrigger trigger) {
-  if (!lifecycle_.MayPlan()) return;
+  if (!lifecycle_.MayPlan() || HoldReplan(cause, trigger)) return;
   const bool failure = trigger != ReplanTrigger::kMembershipChange;
   const absl::Time now = clock_.Now();
   Plan plan = generations_.Next(workers_, hosts_.manager(), now);
@@ -247,6 +247,8 @@ void JobDriver::OnWorkerExit(int64_t id, const ExitInfo& exit, absl::Time exited
   if (w == nullptr) return;
   WorkerTable::Exited(*w, exit);
   w->exited_at = exited_at;
+  // Its process is gone (recorded above); what that means waits (job_hold.cc).
+  if (!lifecycle_.Terminal() && HoldExit(id, exit, exited_at)) return;
   if (lifecycle_.Terminal()) {
     if (w->state == v1::WORKER_RUNNING || w->state == v1::WORKER_STARTING) {
       w->state = exit.success() ? v1::WORKER_SUCCEEDED : v1::WORKER_FAILED;
@@ -334,7 +336,7 @@ void JobDriver::OnWorkerFailed(Worker& w, const std::string& what) {
 
 void JobDriver::OnWorkerLost(int64_t worker_id, const std::string& reason, absl::Time last_seen) {
   Worker& w = workers_.at(worker_id);
-  if (!w.lost_reason.empty() || w.handle == 0) return;
+  if (!w.lost_reason.empty() || w.handle == 0 || HoldLoss(worker_id, reason)) return;
   w.lost_reason = reason;
   recorder_.Record(v1::JobEvent::WARNING,
                    absl::StrCat(generations_.Describe(w), " lost: ", reason, "; killing it"));

@@ -79,6 +79,11 @@ void JobDriver::WatchStalls() {
 void JobDriver::CheckStalls() {
   stall_timer_ = 0;
   if (lifecycle_.Terminal()) return;
+  // Judged (and acted on) once decisions go on again (job_hold.cc).
+  if (Held()) {
+    WatchStalls();
+    return;
+  }
   // Judged only while the generation trains: not while it resets, nor while
   // its ranks finish one by one.
   if (lifecycle_.state() == v1::RUNNING && !lifecycle_.Finishing() &&

@@ -94,6 +94,7 @@ void LeaderElection::Resign() {
   if (lease_ != 0) etcd_->RevokeLease(lease_).IgnoreError();
   lease_ = 0;
   leader_ = false;
+  if (options_.gate) options_.gate->Close();
 }
 
 void LeaderElection::Loop() {
@@ -133,6 +134,7 @@ void LeaderElection::Loop() {
         lost = true;  // resigned meanwhile
       } else if (renewed.ok()) {
         last_renewal_ = absl::Now();
+        if (options_.gate) options_.gate->Open();
       } else if (renewed.status().code() == absl::StatusCode::kNotFound) {
         // Only etcd's word that the lease is gone deposes a leader: one that
         // cannot reach a quorum (etcd's own election, a partition) leads on,
@@ -146,11 +148,22 @@ void LeaderElection::Loop() {
     }
     if (lost) {
       was_leader = false;
+      if (options_.gate) options_.gate->Close();
       if (on_deposed_) on_deposed_();
       if (!options_.campaign_after_deposed) return;
     } else {
       absl::MutexLock lock(&mu_);
       const absl::Duration unrenewed = absl::Now() - last_renewal_;
+      // A TTL without renewal: etcd may have ended the lease and a standby
+      // may lead, reattached to the same workers. Until etcd answers, this
+      // daemon's jobs act on no process (it cannot tell a partition from a
+      // lost quorum).
+      if (unrenewed >= options_.lease_ttl && options_.gate) {
+        options_.gate->Hold(absl::StrCat(
+            "cannot renew the leader's etcd lease for ",
+            absl::FormatDuration(absl::Trunc(unrenewed, absl::Seconds(1))),
+            " (etcd unreachable or without quorum)"));
+      }
       if (unrenewed >= options_.lease_ttl && absl::Now() - last_warned >= absl::Seconds(10)) {
         last_warned = absl::Now();
         HVDD_LOG(WARNING) << "cannot renew the leader's etcd lease for "

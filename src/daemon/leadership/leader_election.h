@@ -5,7 +5,10 @@
 // every TTL/3. When the leader dies (or cannot reach etcd for a TTL), its
 // lease expires, etcd deletes the key, and the next campaign wins. A leader
 // counts itself deposed only when etcd says its lease is gone: failed
-// renewals alone (etcd without a quorum) do not depose it.
+// renewals alone (etcd without a quorum) do not depose it; but once a leader
+// has gone a full TTL without renewing, a standby may lead already, so its
+// decision gate is held (its jobs act on no process) until a renewal
+// succeeds again (the gate opens) or etcd says the lease is gone (closed).
 //
 // Fence() is the compare a leader puts on every write (the key's lease is
 // still this daemon's): a deposed leader's writes fail instead of landing.
@@ -24,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "daemon/decision_gate/decision_gate.h"
 #include "daemon/etcd_client/etcd_client.h"
 
 namespace horovodd::daemon {
@@ -39,6 +43,9 @@ struct LeaderElectionOptions {
   // After on_deposed, Run campaigns again (true) or its thread ends (false: a
   // daemon that exits once deposed must not win again on its way out).
   bool campaign_after_deposed = true;
+  // Held while leading without a renewal for lease_ttl, open again on the
+  // next renewal, closed when deposed or resigned. May be null.
+  std::shared_ptr<DecisionGate> gate;
 };
 
 class LeaderElection {

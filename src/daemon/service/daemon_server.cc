@@ -121,6 +121,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   daemon->etcd_ = std::move(leadership.etcd);
   daemon->election_ = std::move(leadership.election);
   daemon->leadership_loss_ = std::move(leadership.loss);
+  daemon->decision_gate_ = std::move(leadership.gate);
   if (!options.state_dir.empty() || !options.store.empty()) {
     HVDD_RETURN_IF_ERROR(daemon->OpenJournal(options));
   }
@@ -181,6 +182,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(const DaemonOp
   daemon->jobs_->set_checkpoints(daemon->shim_launcher_ != nullptr && daemon->journal_ != nullptr);
   daemon->jobs_->set_worker_environment(WorkerTlsEnvironment(options.tls));
   daemon->jobs_->set_store(daemon->journal_.get());
+  daemon->jobs_->set_decision_gate(daemon->decision_gate_);
   daemon->access_->set_worker_token_check(
       [jobs = daemon->jobs_.get()](absl::string_view token) { return jobs->IsWorkerToken(token); });
   std::vector<ResumableJob> running;

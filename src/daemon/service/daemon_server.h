@@ -17,6 +17,7 @@
 #include "daemon/auth/auth_policy.h"
 #include "daemon/config/auth_settings.h"
 #include "daemon/config/daemon_config.h"
+#include "daemon/decision_gate/decision_gate.h"
 #include "daemon/etcd_client/etcd_client.h"
 #include "daemon/job/job_manager.h"
 #include "daemon/job_events/job_observer.h"
@@ -108,6 +109,9 @@ struct Leadership {
   std::shared_ptr<EtcdClient> etcd;
   std::unique_ptr<LeaderElection> election;  // elected; its thread renews the lease
   std::shared_ptr<LeadershipLoss> loss;      // told when the lease is gone
+  // Held by the election while the lease goes unrenewed: the jobs' drivers
+  // act on no process meanwhile (decision_gate.h).
+  std::shared_ptr<DecisionGate> gate;
   // The listen address with the port the standby listened on (fixed from
   // then on: the leader serves where it was advertised).
   std::string listen_address;
@@ -195,6 +199,7 @@ class DaemonServer {
   std::shared_ptr<EtcdClient> etcd_;  // with an etcd store: the journal's and the election's
   std::unique_ptr<LeaderElection> election_;         // leading with an etcd store; else null
   std::shared_ptr<LeadershipLoss> leadership_loss_;  // with election_
+  std::shared_ptr<DecisionGate> decision_gate_;      // with election_; the jobs ask it
   JobEventLogger job_logger_;
   std::unique_ptr<HeartbeatSchedule> heartbeats_;  // each job's, for its Attach streams
   ObserverList observers_;

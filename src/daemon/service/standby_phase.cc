@@ -102,6 +102,8 @@ absl::StatusOr<Leadership> DaemonServer::StandBy(
   election.lease_ttl = options.etcd.lease_ttl;
   // A daemon deposed exits (75) and comes back as a standby (systemd's Restart=).
   election.campaign_after_deposed = false;
+  leadership.gate = std::make_shared<DecisionGate>();
+  election.gate = leadership.gate;
   leadership.election = std::make_unique<LeaderElection>(leadership.etcd, election);
   leadership.loss = std::make_shared<LeadershipLoss>();
 
