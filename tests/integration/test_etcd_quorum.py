@@ -3,11 +3,18 @@ etcd's faults, with a real three-member etcd on loopback ports: losing one
 member changes nothing; losing the quorum (two of three) leaves the running
 job training, its steps advancing, while the daemon refuses a submit and a
 drain with an error naming etcd, and once the quorum is back the records
-written meanwhile reach etcd (a new daemon reads the job SUCCEEDED).
+written meanwhile reach etcd (a new daemon reads the job SUCCEEDED). A
+worker killed once the leader has gone a lease TTL without renewing (its
+decisions held: it cannot tell a lost quorum from a partition behind which a
+standby leads) resets nothing until the quorum is back; then the job resets
+and finishes.
 
 Every process (etcd members, horovodd, shims) is ended by PID."""
 
+import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -90,3 +97,41 @@ def test_without_etcd_quorum_jobs_train_on_and_new_work_is_refused(daemons, etcd
     again = daemons.start(config=config)
     assert again.status(job_id)["state"] == "SUCCEEDED"
     assert [j for j in again.jobs()] == [job_id]
+
+
+def test_a_worker_lost_without_etcd_quorum_is_acted_on_once_the_quorum_is_back(
+        daemons, etcd, tmp_path):
+    HostsFile(tmp_path, "localhost:2")
+    daemon = daemons.start(config=etcd_config(tmp_path, etcd))
+    job_id = submit_elastic_train(daemon, tmp_path, epochs=40, delay_ms=50, min_np=1,
+                                  samples=SAMPLES)
+    status = daemon.training(job_id, 2)
+    generation = status["generation"]
+
+    etcd.kill(1)
+    etcd.kill(2)
+    # A lease TTL (5 s) without renewal: the job holds its decisions.
+    daemon.wait_for_output(
+        f"{job_id}: decisions held: cannot renew the leader's etcd lease for ",
+        "the job to hold its decisions")
+    victim = next(w["pid"] for w in daemon.status(job_id)["workers"]
+                  if w.get("state") == "WORKER_RUNNING" and w.get("rank") == 1)
+    os.kill(victim, signal.SIGKILL)
+    time.sleep(3)
+    # Nothing acted on: no reset, no launch, no generation planned.
+    status = daemon.status(job_id)
+    assert status["state"] == "RUNNING", status
+    assert status["generation"] == generation, status
+    assert status.get("resets", 0) == 0, status
+    output = daemon.output()
+    assert f"generation {generation + 1} planned" not in output, output
+
+    etcd.restart(1)
+    etcd.restart(2)
+    daemon.wait_for_output(f"{job_id}: decisions resume: the leader's etcd lease is renewed",
+                           "the job to decide again")
+    daemon.wait_for_output(f"generation {generation + 1} planned", "the reset")
+    final = daemon.ended(job_id)
+    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert final.get("resets", 0) >= 1, final
+    check_result(tmp_path, 40)
