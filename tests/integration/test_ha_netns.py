@@ -169,6 +169,12 @@ def test_a_leader_parted_from_etcd_alone(cluster, tmp_path):
                       and b.status(job_id).get("last_commit", 0) > commit),
              "the job to train on under b with a cut off from etcd")
     assert a.proc.poll() is None, a.output()
+    # a, a lease TTL without renewing, holds its decisions: its lost links to the shims (b
+    # took them) are no lost workers to it, and it plans, launches and kills nothing.
+    out = a.output()
+    assert f"{job_id}: decisions held: cannot renew the leader's etcd lease for " in out, out
+    assert f"generation {before['generation'] + 1} planned" not in out, out
+    assert "killing it" not in out and "job FAILED" not in out, out
     status = b.status(job_id)
     assert status["state"] == "RUNNING", (status, a.output())
     assert running_pids(status) == running_pids(before), (status, a.output())

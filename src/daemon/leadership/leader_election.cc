@@ -14,6 +14,7 @@ LeaderElection::LeaderElection(std::shared_ptr<EtcdClient> etcd, LeaderElectionO
 LeaderElection::~LeaderElection() {
   stop_.Notify();
   if (thread_.joinable()) thread_.join();
+  if (gate_thread_.joinable()) gate_thread_.join();
 }
 
 absl::Status LeaderElection::EnsureLease() {
@@ -87,6 +88,27 @@ void LeaderElection::Run(std::function<void()> on_elected, std::function<void()>
   on_elected_ = std::move(on_elected);
   on_deposed_ = std::move(on_deposed);
   thread_ = std::thread([this] { Loop(); });
+  if (options_.gate) gate_thread_ = std::thread([this] { HoldGateWhenUnrenewed(); });
+}
+
+void LeaderElection::HoldGateWhenUnrenewed() {
+  // Its own thread: a renewal (Loop) may wait on every member's deadline
+  // (a partition drops packets), longer than the TTL.
+  while (!stop_.WaitForNotificationWithTimeout(options_.campaign_interval)) {
+    absl::MutexLock lock(&mu_);
+    if (!leader_) continue;
+    // A TTL without renewal: etcd may have ended the lease and a standby may
+    // lead, reattached to the same workers. Until etcd answers, this
+    // daemon's jobs act on no process (it cannot tell a partition from a lost
+    // quorum). Loop reopens the gate at the next renewal.
+    const absl::Duration unrenewed = absl::Now() - last_renewal_;
+    if (unrenewed >= options_.lease_ttl) {
+      options_.gate->Hold(absl::StrCat(
+          "cannot renew the leader's etcd lease for ",
+          absl::FormatDuration(absl::Trunc(unrenewed, absl::Seconds(1))),
+          " (etcd unreachable or without quorum)"));
+    }
+  }
 }
 
 void LeaderElection::Resign() {
@@ -154,16 +176,6 @@ void LeaderElection::Loop() {
     } else {
       absl::MutexLock lock(&mu_);
       const absl::Duration unrenewed = absl::Now() - last_renewal_;
-      // A TTL without renewal: etcd may have ended the lease and a standby
-      // may lead, reattached to the same workers. Until etcd answers, this
-      // daemon's jobs act on no process (it cannot tell a partition from a
-      // lost quorum).
-      if (unrenewed >= options_.lease_ttl && options_.gate) {
-        options_.gate->Hold(absl::StrCat(
-            "cannot renew the leader's etcd lease for ",
-            absl::FormatDuration(absl::Trunc(unrenewed, absl::Seconds(1))),
-            " (etcd unreachable or without quorum)"));
-      }
       if (unrenewed >= options_.lease_ttl && absl::Now() - last_warned >= absl::Seconds(10)) {
         last_warned = absl::Now();
         HVDD_LOG(WARNING) << "cannot renew the leader's etcd lease for "

@@ -14,7 +14,8 @@
 // still this daemon's): a deposed leader's writes fail instead of landing.
 //
 // Threading: Run starts one thread that campaigns and keeps the lease
-// alive; the callbacks come from it. The rest is safe from any thread.
+// alive; the callbacks come from it. With a gate, a second thread holds it
+// once the lease goes unrenewed for a TTL (a renewal may block longer). The rest is safe from any thread.
 #pragma once
 
 #include <atomic>
@@ -72,6 +73,8 @@ class LeaderElection {
 
  private:
   void Loop();
+  // Holds options_.gate once the leader has gone a TTL without renewing.
+  void HoldGateWhenUnrenewed() ABSL_LOCKS_EXCLUDED(mu_);
   // A fresh lease if there is none.
   absl::Status EnsureLease() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -85,6 +88,7 @@ class LeaderElection {
   absl::Time last_renewal_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
   std::thread thread_;
+  std::thread gate_thread_;  // with options_.gate
 };
 
 }  // namespace horovodd::daemon
