@@ -171,8 +171,10 @@ def test_a_leader_parted_from_etcd_alone(cluster, tmp_path):
     assert a.proc.poll() is None, a.output()
     # a, a lease TTL without renewing, holds its decisions: its lost links to the shims (b
     # took them) are no lost workers to it, and it plans, launches and kills nothing.
+    # (Its log line may follow the job's record, whose etcd write waits out its deadline.)
+    a.wait_for_output(f"{job_id}: decisions held: cannot renew the leader's etcd lease for ",
+                      "a to hold its decisions", timeout=60)
     out = a.output()
-    assert f"{job_id}: decisions held: cannot renew the leader's etcd lease for " in out, out
     assert f"generation {before['generation'] + 1} planned" not in out, out
     assert "killing it" not in out and "job FAILED" not in out, out
     status = b.status(job_id)
