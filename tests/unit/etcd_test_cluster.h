@@ -42,8 +42,10 @@ class EtcdTestCluster {
     initial_cluster_ = absl::StrJoin(peers, ",");
     token_ = absl::StrCat("hvdd-test-", std::random_device()());
     for (size_t i = 0; i < members_.size(); ++i) Start(i);
-    // Ready when a linearizable read succeeds on every member: a leader is elected.
-    for (size_t i = 0; i < members_.size(); ++i) WaitServing(i, absl::Seconds(30));
+    // Ready when a linearizable read succeeds on every member: a leader is
+    // elected. Generous: with the short raft timings below, elections on a
+    // starved 2-core machine (the whole suite beside it) may take several rounds.
+    for (size_t i = 0; i < members_.size(); ++i) WaitServing(i, absl::Seconds(90));
   }
   ~EtcdTestCluster() {
     for (size_t i = 0; i < members_.size(); ++i) Kill(i);

@@ -46,9 +46,9 @@ TEST_CASE("held decisions: a worker lost while held resets the job only once the
 
   gate->Hold(kWhy);
   REQUIRE(WaitUntil([&] { return CountCode(driver.Status(), "decisions_held") == 1; }));
-  CHECK(Said(driver.Status(),
-             std::string("decisions held: ") + kWhy +
-                 "; workers train on; a lost worker is acted on when etcd answers"));
+  CHECK(
+      Said(driver.Status(), std::string("decisions held: ") + kWhy +
+                                "; workers train on; a lost worker is acted on when etcd answers"));
 
   // Worker 2 (localhost) exits with 1; worker 1 sees its ring break.
   two.job.launcher.Exit(1, 1);

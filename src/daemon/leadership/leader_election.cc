@@ -103,10 +103,10 @@ void LeaderElection::HoldGateWhenUnrenewed() {
     // quorum). Loop reopens the gate at the next renewal.
     const absl::Duration unrenewed = absl::Now() - last_renewal_;
     if (unrenewed >= options_.lease_ttl) {
-      options_.gate->Hold(absl::StrCat(
-          "cannot renew the leader's etcd lease for ",
-          absl::FormatDuration(absl::Trunc(unrenewed, absl::Seconds(1))),
-          " (etcd unreachable or without quorum)"));
+      options_.gate->Hold(
+          absl::StrCat("cannot renew the leader's etcd lease for ",
+                       absl::FormatDuration(absl::Trunc(unrenewed, absl::Seconds(1))),
+                       " (etcd unreachable or without quorum)"));
     }
   }
 }

@@ -15,7 +15,8 @@
 //
 // Threading: Run starts one thread that campaigns and keeps the lease
 // alive; the callbacks come from it. With a gate, a second thread holds it
-// once the lease goes unrenewed for a TTL (a renewal may block longer). The rest is safe from any thread.
+// once the lease goes unrenewed for a TTL (a renewal may block longer). The rest is safe from any
+// thread.
 #pragma once
 
 #include <atomic>
