@@ -147,6 +147,7 @@ def test_a_leader_cut_off_and_back_is_fenced_and_steps_down(cluster, tmp_path):
     # Its first word from etcd deposed it: a renewal answered "lease not found", or a write
     # the fence refused; nothing it decided meanwhile was written.
     assert ("no longer leading" in out
+            or "no longer the leader (etcd says its lease is gone" in out
             or "no longer leads (its etcd lease is gone): the write was refused" in out), out
     assert b.proc.poll() is None, b.output()
     assert_finished_without_reset(b, job_id, tmp_path / "result.json", EPOCHS,

@@ -298,7 +298,10 @@ def test_slurm_not_running_is_one_clear_error(slurm, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("horovodrun: error: Slurm does not answer for job 1: "), lines
-    assert "Unable to contact slurm controller" in lines[0], lines
+    # scontrol's own words, or, when it retries the dead controller past horovodrun's
+    # deadline (a loaded machine), that deadline: either way one line naming Slurm.
+    assert ("Unable to contact slurm controller" in lines[0]
+            or "scontrol -o show job 1': timed out after" in lines[0]), lines
 
 
 class socket_on_free_port:

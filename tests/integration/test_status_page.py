@@ -322,7 +322,9 @@ def test_the_admin_cancels_a_job_after_saying_yes(horovodd, tab, tmp_path):
     tab.click("#confirm-yes")
     tab.wait_for("document.getElementById('job').dataset.state === 'CANCELLED'",
                  "the job to be cancelled")
-    assert "done" in tab.text("#notice")
+    # The job's stream may show the cancel before the POST's answer says how it went.
+    tab.wait_for("document.getElementById('notice').textContent.includes('done')",
+                 "the notice that the cancel was done")
     status, body = api(daemon.page_url + f"api/jobs/{job}", VIEWER_TOKEN)
     assert body["state"] == "CANCELLED" and "cancelled from the status page" in body["reason"]
 
