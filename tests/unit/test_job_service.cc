@@ -10,40 +10,21 @@
 #include "daemon/service/daemon_server.h"
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"
+#include "served_daemon.h"
 
 using namespace horovodd;
 
 namespace {
-
-constexpr int kDeadlineSeconds = 60;  // "did not hang", not an expectation
-
-struct TestDaemon {
-  std::unique_ptr<daemon::DaemonServer> server;
-  std::unique_ptr<v1::JobService::Stub> stub;
-
-  TestDaemon() {
-    daemon::DaemonOptions options;
-    options.listen_address = "127.0.0.1:0";
-    auto started = daemon::DaemonServer::Start(options);
-    REQUIRE(started.ok());
-    server = std::move(*started);
-    stub = v1::JobService::NewStub(cli::CreateDaemonChannel(
-        server->address(), grpc::InsecureChannelCredentials(), server->admin_token()));
-  }
-};
-
-void SetDeadline(grpc::ClientContext& context) {
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(kDeadlineSeconds));
-}
 
 // A spec the daemon accepts: one local worker running `argv`.
 v1::JobSpec ValidSpec(std::vector<std::string> argv) {
   return testing::OneLocalWorkerSpec(std::move(argv));
 }
 
-grpc::Status Submit(TestDaemon& d, const v1::JobSpec& spec, std::string* job_id = nullptr) {
+grpc::Status Submit(testing::ServedDaemon& d, const v1::JobSpec& spec,
+                    std::string* job_id = nullptr) {
   grpc::ClientContext context;
-  SetDeadline(context);
+  testing::SetCallDeadline(context);
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
   v1::SubmitJobResponse response;
@@ -52,18 +33,18 @@ grpc::Status Submit(TestDaemon& d, const v1::JobSpec& spec, std::string* job_id 
   return st;
 }
 
-int JobCount(TestDaemon& d) {
+int JobCount(testing::ServedDaemon& d) {
   grpc::ClientContext context;
-  SetDeadline(context);
+  testing::SetCallDeadline(context);
   v1::ListJobsResponse response;
   REQUIRE(d.stub->ListJobs(&context, v1::ListJobsRequest(), &response).ok());
   return response.jobs_size();
 }
 
 // Reads the whole watch stream; returns its status and the last event.
-grpc::Status WatchToEnd(TestDaemon& d, const std::string& job_id, v1::JobEvent* last) {
+grpc::Status WatchToEnd(testing::ServedDaemon& d, const std::string& job_id, v1::JobEvent* last) {
   grpc::ClientContext context;
-  SetDeadline(context);
+  testing::SetCallDeadline(context);
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   auto reader = d.stub->WatchJob(&context, request);
@@ -82,14 +63,14 @@ grpc::Status WatchToEnd(TestDaemon& d, const std::string& job_id, v1::JobEvent* 
 }  // namespace
 
 TEST_CASE("a spec with no command is refused with INVALID_ARGUMENT and no job is made") {
-  TestDaemon d;
+  testing::ServedDaemon d;
   CHECK_STATUS(Submit(d, ValidSpec({})), INVALID_ARGUMENT, "argv is empty");
   CHECK_STATUS(Submit(d, ValidSpec({""})), INVALID_ARGUMENT, "argv is empty");
   CHECK(JobCount(d) == 0);
 }
 
 TEST_CASE("min_np above max_np is refused naming both values") {
-  TestDaemon d;
+  testing::ServedDaemon d;
   v1::JobSpec spec = ValidSpec({"/bin/true"});
   spec.set_min_np(3);
   spec.set_max_np(2);
@@ -99,12 +80,12 @@ TEST_CASE("min_np above max_np is refused naming both values") {
 }
 
 TEST_CASE("an unknown job is NOT_FOUND for every call that names one") {
-  TestDaemon d;
+  testing::ServedDaemon d;
   const std::string missing = "job-404";
   const std::string message = "no job 'job-404'";
   {
     grpc::ClientContext context;
-    SetDeadline(context);
+    testing::SetCallDeadline(context);
     v1::GetJobRequest request;
     request.set_job_id(missing);
     v1::JobStatus response;
@@ -112,7 +93,7 @@ TEST_CASE("an unknown job is NOT_FOUND for every call that names one") {
   }
   {
     grpc::ClientContext context;
-    SetDeadline(context);
+    testing::SetCallDeadline(context);
     v1::CancelJobRequest request;
     request.set_job_id(missing);
     v1::CancelJobResponse response;
@@ -124,7 +105,7 @@ TEST_CASE("an unknown job is NOT_FOUND for every call that names one") {
   }
   for (bool drain : {true, false}) {
     grpc::ClientContext context;
-    SetDeadline(context);
+    testing::SetCallDeadline(context);
     v1::DrainHostRequest request;
     request.set_host("localhost");
     request.set_job_id(missing);
@@ -135,7 +116,7 @@ TEST_CASE("an unknown job is NOT_FOUND for every call that names one") {
   }
   {
     grpc::ClientContext context;
-    SetDeadline(context);
+    testing::SetCallDeadline(context);
     v1::GetWorkerOutputRequest request;
     request.set_job_id(missing);
     v1::GetWorkerOutputResponse response;
@@ -145,22 +126,22 @@ TEST_CASE("an unknown job is NOT_FOUND for every call that names one") {
 }
 
 TEST_CASE("draining without a host name is INVALID_ARGUMENT") {
-  TestDaemon d;
+  testing::ServedDaemon d;
   grpc::ClientContext context;
-  SetDeadline(context);
+  testing::SetCallDeadline(context);
   v1::DrainHostRequest request;
   v1::DrainHostResponse response;
   CHECK_STATUS(d.stub->DrainHost(&context, request, &response), INVALID_ARGUMENT, "no host given");
 }
 
 TEST_CASE("a negative rank is INVALID_ARGUMENT; a cancelled job's watch ends with its end") {
-  TestDaemon d;
+  testing::ServedDaemon d;
   std::string job_id;
   REQUIRE(Submit(d, ValidSpec({"/bin/sleep", "600"}), &job_id).ok());
   CHECK(job_id == "job-1");
   {
     grpc::ClientContext context;
-    SetDeadline(context);
+    testing::SetCallDeadline(context);
     v1::GetWorkerOutputRequest request;
     request.set_job_id(job_id);
     request.set_rank(-1);
@@ -170,7 +151,7 @@ TEST_CASE("a negative rank is INVALID_ARGUMENT; a cancelled job's watch ends wit
   }
   {
     grpc::ClientContext context;
-    SetDeadline(context);
+    testing::SetCallDeadline(context);
     v1::CancelJobRequest request;
     request.set_job_id(job_id);
     request.set_reason("test is done");
@@ -184,7 +165,7 @@ TEST_CASE("a negative rank is INVALID_ARGUMENT; a cancelled job's watch ends wit
   CHECK(last.message() == "test is done");
 
   grpc::ClientContext context;
-  SetDeadline(context);
+  testing::SetCallDeadline(context);
   v1::GetJobRequest request;
   request.set_job_id(job_id);
   v1::JobStatus status;
@@ -197,9 +178,9 @@ TEST_CASE("a negative rank is INVALID_ARGUMENT; a cancelled job's watch ends wit
 TEST_CASE(
     "StopDaemon: refused by an embedded daemon; a standalone one hands the stop to its main") {
   {
-    TestDaemon embedded;  // stoppable_over_rpc unset, as horovodrun's
+    testing::ServedDaemon embedded;  // stoppable_over_rpc unset, as horovodrun's
     grpc::ClientContext context;
-    SetDeadline(context);
+    testing::SetCallDeadline(context);
     v1::StopDaemonResponse response;
     CHECK_STATUS(embedded.stub->StopDaemon(&context, v1::StopDaemonRequest(), &response),
                  FAILED_PRECONDITION, "runs inside horovodrun");
@@ -212,7 +193,7 @@ TEST_CASE(
   auto stub = v1::JobService::NewStub(cli::CreateDaemonChannel(
       (*started)->address(), grpc::InsecureChannelCredentials(), (*started)->admin_token()));
   grpc::ClientContext context;
-  SetDeadline(context);
+  testing::SetCallDeadline(context);
   v1::StopDaemonRequest request;
   request.set_stop_jobs(true);
   request.set_reason("maintenance");

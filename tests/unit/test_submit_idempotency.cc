@@ -21,41 +21,23 @@
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"
 #include "journal_test_support.h"
+#include "served_daemon.h"
 
 using namespace horovodd;
 
 namespace {
 
-constexpr int kDeadlineSeconds = 60;  // "did not hang", not an expectation
+using testing::kCallDeadlineSeconds;
 constexpr char kId[] = "3f2a9c0e5b7d4e1f8a6c2b9d0e4f7a1c";
-
-struct TestDaemon {
-  std::unique_ptr<daemon::DaemonServer> server;
-  std::unique_ptr<v1::JobService::Stub> stub;
-
-  explicit TestDaemon(daemon::DaemonOptions options = {}) {
-    options.listen_address = "127.0.0.1:0";
-    auto started = daemon::DaemonServer::Start(options);
-    INFO(started.status().ToString());
-    REQUIRE(started.ok());
-    server = std::move(*started);
-    stub = v1::JobService::NewStub(cli::CreateDaemonChannel(
-        server->address(), grpc::InsecureChannelCredentials(), server->admin_token()));
-  }
-};
-
-void SetDeadline(grpc::ClientContext& context) {
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(kDeadlineSeconds));
-}
 
 v1::JobSpec Spec(std::vector<std::string> argv) {
   return testing::OneLocalWorkerSpec(std::move(argv));
 }
 
-grpc::Status Submit(TestDaemon& d, const v1::JobSpec& spec, const std::string& request_id,
-                    std::string* job_id = nullptr) {
+grpc::Status Submit(testing::ServedDaemon& d, const v1::JobSpec& spec,
+                    const std::string& request_id, std::string* job_id = nullptr) {
   grpc::ClientContext context;
-  SetDeadline(context);
+  testing::SetCallDeadline(context);
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
   request.set_client_request_id(request_id);
@@ -65,7 +47,8 @@ grpc::Status Submit(TestDaemon& d, const v1::JobSpec& spec, const std::string& r
   return status;
 }
 
-std::string SubmitOk(TestDaemon& d, const v1::JobSpec& spec, const std::string& request_id) {
+std::string SubmitOk(testing::ServedDaemon& d, const v1::JobSpec& spec,
+                     const std::string& request_id) {
   std::string job_id;
   const grpc::Status status = Submit(d, spec, request_id, &job_id);
   INFO(status.error_message());
@@ -73,17 +56,17 @@ std::string SubmitOk(TestDaemon& d, const v1::JobSpec& spec, const std::string& 
   return job_id;
 }
 
-std::vector<v1::JobStatus> Jobs(TestDaemon& d) {
+std::vector<v1::JobStatus> Jobs(testing::ServedDaemon& d) {
   grpc::ClientContext context;
-  SetDeadline(context);
+  testing::SetCallDeadline(context);
   v1::ListJobsResponse response;
   REQUIRE(d.stub->ListJobs(&context, v1::ListJobsRequest(), &response).ok());
   return {response.jobs().begin(), response.jobs().end()};
 }
 
-v1::JobStatus Status(TestDaemon& d, const std::string& job_id) {
+v1::JobStatus Status(testing::ServedDaemon& d, const std::string& job_id) {
   grpc::ClientContext context;
-  SetDeadline(context);
+  testing::SetCallDeadline(context);
   v1::GetJobRequest request;
   request.set_job_id(job_id);
   v1::JobStatus status;
@@ -91,8 +74,8 @@ v1::JobStatus Status(TestDaemon& d, const std::string& job_id) {
   return status;
 }
 
-void AwaitEnded(TestDaemon& d, const std::string& job_id) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(kDeadlineSeconds);
+void AwaitEnded(testing::ServedDaemon& d, const std::string& job_id) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(kCallDeadlineSeconds);
   while (absl::Now() < deadline) {
     const v1::JobState state = Status(d, job_id).state();
     if (state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED) return;
@@ -101,9 +84,9 @@ void AwaitEnded(TestDaemon& d, const std::string& job_id) {
   FAIL("job " << job_id << " did not end");
 }
 
-void Cancel(TestDaemon& d, const std::string& job_id) {
+void Cancel(testing::ServedDaemon& d, const std::string& job_id) {
   grpc::ClientContext context;
-  SetDeadline(context);
+  testing::SetCallDeadline(context);
   v1::CancelJobRequest request;
   request.set_job_id(job_id);
   v1::CancelJobResponse response;
@@ -113,7 +96,7 @@ void Cancel(TestDaemon& d, const std::string& job_id) {
 }  // namespace
 
 TEST_CASE("a submission repeated with its client request id answers the job it made") {
-  TestDaemon d;
+  testing::ServedDaemon d;
   const v1::JobSpec spec = Spec({"/bin/sleep", "30"});
   const std::string job_id = SubmitOk(d, spec, kId);
   CHECK(SubmitOk(d, spec, kId) == job_id);
@@ -138,7 +121,7 @@ TEST_CASE("a submission repeated with its client request id answers the job it m
 }
 
 TEST_CASE("a client request id reused for another spec is ALREADY_EXISTS and makes no job") {
-  TestDaemon d;
+  testing::ServedDaemon d;
   const std::string job_id = SubmitOk(d, Spec({"/bin/sleep", "30"}), kId);
   grpc::Status status = Submit(d, Spec({"/bin/sleep", "31"}), kId);
   CHECK(status.error_code() == grpc::StatusCode::ALREADY_EXISTS);
@@ -149,7 +132,7 @@ TEST_CASE("a client request id reused for another spec is ALREADY_EXISTS and mak
 }
 
 TEST_CASE("a malformed client request id is INVALID_ARGUMENT naming the field and makes no job") {
-  TestDaemon d;
+  testing::ServedDaemon d;
   const v1::JobSpec spec = Spec({"/bin/true"});
   struct Case {
     std::string id;
@@ -175,7 +158,7 @@ TEST_CASE("a malformed client request id is INVALID_ARGUMENT naming the field an
 }
 
 TEST_CASE("submissions racing with one client request id make one job") {
-  TestDaemon d;
+  testing::ServedDaemon d;
   const v1::JobSpec spec = Spec({"/bin/sleep", "30"});
   constexpr int kClients = 8;
   std::vector<std::string> answers(kClients);
@@ -203,7 +186,7 @@ TEST_CASE("limits.max_jobs does not refuse a repeated submission: it makes no jo
   // and the repeated spec is capped alike before the two are compared.
   v1::JobSpec spec = testing::LocalJobSpec({"/bin/sleep", "30"}, 1, 1, 0);
   spec.set_elastic(true);
-  TestDaemon d(options);
+  testing::ServedDaemon d(options);
   const std::string job_id = SubmitOk(d, spec, kId);
   CHECK(SubmitOk(d, spec, kId) == job_id);
   const grpc::Status refused = Submit(d, spec, "a-new-job-over-the-limit");
@@ -219,11 +202,11 @@ TEST_CASE("a daemon restarted on its journal still knows a submission's client r
   const v1::JobSpec spec = Spec({"/bin/true"});
   std::string job_id;
   {
-    TestDaemon d(options);
+    testing::ServedDaemon d(options);
     job_id = SubmitOk(d, spec, kId);
     AwaitEnded(d, job_id);
   }
-  TestDaemon d(options);
+  testing::ServedDaemon d(options);
   CHECK(SubmitOk(d, spec, kId) == job_id);
   REQUIRE(Jobs(d).size() == 1);
   CHECK(Status(d, job_id).client_request_id() == kId);
