@@ -464,3 +464,12 @@ def submit_elastic_train(daemon, workdir, epochs, delay_ms, np=2, min_np=2, max_
         *args, *extra, ELASTIC_TRAIN, "--epochs", epochs, "--samples", samples,
         "--step-delay-ms", delay_ms, "--output", Path(workdir) / "result.json",
         *extra_train_args, cwd=workdir)
+
+
+def assert_succeeded(daemon, final):
+    """The job ended SUCCEEDED; otherwise its reason, and the daemon's whole log
+    printed (pytest shows a failed test's output in full, where it cuts a long
+    assertion message short)."""
+    if final["state"] != "SUCCEEDED":
+        print(daemon.output())
+    assert final["state"] == "SUCCEEDED", (final["state"], final.get("reason"))

@@ -1,7 +1,7 @@
 """What a job that lived through daemon restarts must show at its end (the
 SSH and Slurm variants of test_daemon_restart.py share it)."""
 
-from harness import read_result, wait_pid_gone
+from harness import read_result, wait_pid_gone, assert_succeeded
 from test_daemon_restart import SAMPLES
 
 
@@ -9,7 +9,7 @@ def assert_finished_without_reset(daemon, job_id, result_file, epochs, generatio
     """The job ends SUCCEEDED in `generation` with no reset, every epoch saw
     every sample exactly once, and its workers (`pids`) are gone."""
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
     assert final.get("resets", 0) == 0, daemon.output()
     assert final["generation"] == generation, final
     result = read_result(result_file)

@@ -15,6 +15,7 @@ import os
 import signal
 import time
 
+from harness import assert_succeeded
 from harness import (HostsFile, _pid_alive, daemons, read_result, running_pids, shim_pids,
                      submit_elastic_train, wait_for, wait_pid_gone)
 
@@ -101,7 +102,7 @@ def test_a_job_survives_killed_workers_and_daemons(daemons, tmp_path):
     stop_file.touch()
 
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
     assert final.get("resets", 0) >= 1, final
     result = read_result(tmp_path / "result.json")
     epochs = result["epochs_completed"]

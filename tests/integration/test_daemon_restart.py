@@ -22,6 +22,7 @@ import signal
 import subprocess
 import time
 
+from harness import assert_succeeded
 from harness import (CLI_DEADLINE, EVENT_DEADLINE, HOROVODCTL, HostsFile, _pid_alive, daemons,
                      read_result, running_pids, shim_pids, submit_elastic_train, wait_for,
                      wait_pid_gone)
@@ -67,7 +68,7 @@ def test_an_elastic_job_trains_through_a_sigkill_and_a_sigterm_of_its_daemon(dae
     assert running_pids(daemon.status(job_id)) == pids
 
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
     assert final.get("resets", 0) == 0, daemon.output()
     assert final["generation"] == generation
     result = read_result(tmp_path / "result.json")
@@ -101,7 +102,7 @@ def test_a_worker_killed_while_the_daemon_is_down_is_handled_on_its_return(daemo
 
     daemon = daemons.start()
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
     assert final.get("resets", 0) >= 1, final
     result = read_result(tmp_path / "result.json")
     assert result["epochs_completed"] == 30

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from harness import assert_succeeded
 from harness import CLI_DEADLINE, DISCOVER_HOSTS, ELASTIC_TRAIN, HOROVODRUN, HostsFile, _pid_alive, \
     daemons, read_result, running_pids, shim_pids, wait_for  # noqa: F401 (daemons: the fixture)
 from remote_shims import remote_shim_pid, remote_shim_root, remove_remote_shims
@@ -115,7 +116,7 @@ def test_a_host_whose_shim_is_gone_after_the_restart_counts_its_workers_as_lost(
     assert f"on {HOSTS[1]}" in daemon.output() and "count as lost" in daemon.output(), \
         daemon.output()
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
     assert final.get("resets", 0) >= 1, final
     result = read_result(tmp_path / "result.json")
     assert result["samples_per_epoch"] == [SAMPLES] * 30

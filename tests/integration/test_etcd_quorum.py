@@ -19,6 +19,7 @@ import time
 import pytest
 
 from etcd_cluster import EtcdCluster
+from harness import assert_succeeded
 from harness import (CLI_DEADLINE, HOROVODRUN, HostsFile, daemons, read_result,  # noqa: F401
                      submit_elastic_train, wait_for)
 
@@ -51,7 +52,7 @@ def test_losing_one_etcd_member_of_three_changes_nothing(daemons, etcd, tmp_path
     daemon.training(job_id, 2)
     etcd.kill(0)
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
     assert final.get("resets", 0) == 0, final
     check_result(tmp_path, 20)
     assert "etcd store unavailable" not in daemon.output()
@@ -88,7 +89,7 @@ def test_without_etcd_quorum_jobs_train_on_and_new_work_is_refused(daemons, etcd
     etcd.restart(1)
     etcd.restart(2)
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
     assert final.get("resets", 0) == 0, final
     check_result(tmp_path, 30)
     daemon.wait_for_output("the queued records are written", "the journal to catch up")
@@ -132,6 +133,6 @@ def test_a_worker_lost_without_etcd_quorum_is_acted_on_once_the_quorum_is_back(
                            "the job to decide again")
     daemon.wait_for_output(f"generation {generation + 1} planned", "the reset")
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
     assert final.get("resets", 0) >= 1, final
     check_result(tmp_path, 40)

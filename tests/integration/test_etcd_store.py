@@ -13,6 +13,7 @@ import signal
 import pytest
 
 from etcd_cluster import EtcdCluster
+from harness import assert_succeeded
 from harness import (Daemon, HostsFile, _pid_alive, daemons, read_result, running_pids,
                      submit_elastic_train, wait_pid_gone)
 
@@ -52,7 +53,7 @@ def test_a_job_outlives_its_daemon_and_an_etcd_member_with_its_records_in_etcd(
     daemon.wait_for_output(f"job {job_id} taken back", "the job to be taken back from etcd")
     assert running_pids(daemon.status(job_id)) == pids
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
     assert final.get("resets", 0) == 0, daemon.output()
     result = read_result(tmp_path / "result.json")
     assert result["samples_per_epoch"] == [SAMPLES] * 30

@@ -9,6 +9,7 @@ import re
 import signal
 import socket
 
+from harness import assert_succeeded
 from harness import (DISCOVER_HOSTS, ELASTIC_TRAIN, HostsFile, _pid_alive, daemons,  # noqa: F401
                      read_result, submit_elastic_train, wait_for, wait_pid_gone)
 
@@ -192,7 +193,7 @@ def test_spares_live_through_a_daemon_sigkill_and_restart(daemons, tmp_path):
     status = wait_for(swapped, "the spare to take rank 1")
     assert status["size"] == 2
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
     assert final.get("resets", 0) == 1, final
     result = read_result(tmp_path / "result.json")
     assert result["samples_per_epoch"] == [SAMPLES] * 30

@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from harness import assert_succeeded
 from harness import (CLI_DEADLINE, DISCOVER_HOSTS, ELASTIC_TRAIN, HOROVODRUN, HostsFile,
                      StandaloneDaemons, _pid_alive, read_result, running_pids, shim_pids,
                      submit_elastic_train, wait_for)
@@ -106,7 +107,7 @@ def test_without_the_switch_each_worker_dials_the_daemon_itself(direct, tmp_path
     wait_streams(daemon, host_streams=0, attach_streams=2)
     assert "relaying" not in shim_log(tmp_path, job_id)
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
 
 
 # ---- two SSH hosts, each with its shim and its relay
@@ -156,7 +157,7 @@ def test_a_sigkill_of_one_hosts_shim_loses_its_workers_and_the_job_goes_on(
     assert all(_pid_alive(pid) for pid in set(pids) - set(lost))
 
     final = daemon.ended(job_id)
-    assert final["state"] == "SUCCEEDED", (final, daemon.output())
+    assert_succeeded(daemon, final)
     assert final.get("resets", 0) >= 1, final
     result = read_result(tmp_path / "result.json")
     assert result["epochs_completed"] == 40
