@@ -23,8 +23,8 @@ bool JobDriver::HoldExit(int64_t worker_id, const ExitInfo& exit, absl::Time exi
   if (!Held()) return false;
   held_.exits.push_back({worker_id, exit, exited_at});
   recorder_.Record(v1::JobEvent::WARNING,
-                   absl::StrCat(generations_.Describe(workers_.at(worker_id)), " ",
-                                exit.Describe(), "; acted on when decisions resume"),
+                   absl::StrCat(generations_.Describe(workers_.at(worker_id)), " ", exit.Describe(),
+                                "; acted on when decisions resume"),
                    "worker_exit_held");
   return true;
 }
