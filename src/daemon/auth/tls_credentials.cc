@@ -2,31 +2,12 @@
 
 #include <grpcpp/security/server_credentials.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/loopback.h"
 #include "common/status_macros.h"
 
 namespace horovodd::daemon {
-
-absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view setting) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat(setting, ": cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (text.str().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(setting, ": ", path, " is empty"));
-  }
-  return text.str();
-}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const TlsSettings& settings, absl::string_view host) {

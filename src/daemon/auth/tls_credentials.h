@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/pem_file.h"
 #include "daemon/config/auth_settings.h"
 
 namespace grpc {
@@ -29,7 +30,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 // every worker; empty without TLS.
 std::map<std::string, std::string> WorkerTlsEnvironment(const TlsSettings& settings);
 
-// The whole of a PEM file; NOT_FOUND naming `setting` and the path otherwise.
-absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view setting);
+// ReadPemFile (common/pem_file.h) reads the files these name.
+using ::horovodd::ReadPemFile;
 
 }  // namespace horovodd::daemon

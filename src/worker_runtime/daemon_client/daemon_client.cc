@@ -1,10 +1,6 @@
 #include "worker_runtime/daemon_client/daemon_client.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
@@ -12,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/pem_file.h"
 #include "common/status_macros.h"
 #include "worker_runtime/daemon_client/process_exit.h"
 
@@ -67,17 +64,6 @@ void ExitForLostDaemon(const DaemonClientOptions& options) {
   ExitProcess(ExitReason::kDaemonLost);
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, const char* variable) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat(variable, ": cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
     const DaemonClientOptions& options) {
   if (!options.tls) return grpc::InsecureChannelCredentials();
@@ -87,7 +73,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
         std::tuple{&options.tls_cert_file, "HOROVODD_TLS_CERT", &ssl.pem_cert_chain},
         std::tuple{&options.tls_key_file, "HOROVODD_TLS_KEY", &ssl.pem_private_key}}) {
     if (path->empty()) continue;
-    HVDD_ASSIGN_OR_RETURN(*field, ReadPem(*path, variable));
+    HVDD_ASSIGN_OR_RETURN(*field, ReadPemFile(*path, variable));
   }
   return grpc::SslCredentials(ssl);
 }

@@ -1,0 +1,26 @@
+#include "common/pem_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace horovodd {
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view setting) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat(setting, ": cannot read ", path, ": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(setting, ": ", path, " is empty"));
+  }
+  return text.str();
+}
+
+}  // namespace horovodd
