@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "shm_test_support.h"
 #include "test_collectives_harness.h"
 #include "worker_runtime/comm/peer_wait.h"
 #include "worker_runtime/shm/cpu_spread.h"
@@ -37,47 +38,12 @@ namespace {
 
 using internal::shm::GroupOptions;
 using internal::shm::ShmGroup;
+using testing::Deadline;
 using testing::FirstMismatch;
+using testing::ForkIdlePeer;
+using testing::MakeGroups;
 using testing::MakeTensor;
 using testing::OnEveryRank;
-
-absl::Time Deadline() { return absl::Now() + absl::Seconds(60); }
-
-// Groups over one segment, index = local rank, for the ranks whose pid is
-// ours (every rank when `pids` is empty; the others stand for processes
-// that never arrive). The leader, rank 0, must be ours.
-std::vector<std::unique_ptr<ShmGroup>> MakeGroups(int size, size_t slot_bytes,
-                                                  std::vector<pid_t> pids = {}) {
-  GroupOptions options;
-  options.size = size;
-  options.slot_bytes = slot_bytes;
-  options.pids = pids.empty() ? std::vector<pid_t>(size, getpid()) : std::move(pids);
-  std::vector<std::unique_ptr<ShmGroup>> groups;
-  options.rank = 0;
-  auto leader = ShmGroup::Create(options);
-  REQUIRE(leader.ok());
-  groups.push_back(*std::move(leader));
-  for (int r = 1; r < size && options.pids[r] == getpid(); ++r) {
-    options.rank = r;
-    auto peer = ShmGroup::Attach(options, getpid(), groups[0]->segment().fd());
-    REQUIRE(peer.ok());
-    groups.push_back(*std::move(peer));
-  }
-  groups[0]->segment().CloseFd();
-  return groups;
-}
-
-// A child process standing for a local peer that never arrives: the group
-// only needs its pid. The caller kills and reaps it.
-pid_t ForkIdlePeer() {
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    pause();
-    _exit(0);
-  }
-  return child;
-}
 
 // Element i of rank r's input: small integers, so every dtype and every
 // order of summation gives exact results.

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "shm_test_support.h"
 #include "test_collectives_harness.h"
 #include "worker_runtime/comm_factory/comm_factory.h"
 #include "worker_runtime/gloo/gloo_communicator.h"
@@ -31,14 +32,16 @@ namespace {
 using internal::Communicator;
 using internal::HierarchicalAllreduce;
 using internal::LocalOptions;
+using testing::AllLocal;
+using testing::Comms;
+using testing::Connected;
+using testing::ConnectEveryRank;
+using testing::ConnectLocal;
 using testing::MakeTensor;
 using testing::OnEveryRank;
 using testing::RankGroup;
 
 double Value(int rank, int64_t i) { return static_cast<double>((rank + i) % 3 + 1); }
-
-// Every rank's communicator.
-using Comms = std::vector<std::shared_ptr<Communicator>>;
 
 // The ring's own communicators: everything over TCP.
 Comms OverTcp(RankGroup& group) {
@@ -47,57 +50,6 @@ Comms OverTcp(RankGroup& group) {
     comms.push_back(std::make_shared<internal::GlooCommunicator>(group.shared(r)));
   }
   return comms;
-}
-
-// What ConnectHostGroups gave each rank, and the communicator chosen from it.
-struct Connected {
-  std::string status;
-  bool has_group = false;
-  std::vector<int> host_of_rank;
-  std::shared_ptr<Communicator> comm;
-};
-
-std::vector<Connected> ConnectEveryRank(RankGroup& group,
-                                        const std::function<LocalOptions(int rank)>& places) {
-  return OnEveryRank<Connected>(group.size(), [&](int rank) {
-    Connected c;
-    auto ring = std::make_shared<internal::GlooCommunicator>(group.shared(rank));
-    absl::StatusOr<internal::HostLayout> layout = internal::ConnectHostGroups(*ring, places(rank));
-    c.status = layout.status().ToString();
-    if (!layout.ok()) return c;
-    c.has_group = layout->group != nullptr;
-    c.host_of_rank = layout->host_of_rank;
-    c.comm = internal::ChooseCommunicator(std::move(ring), *std::move(layout));
-    return c;
-  });
-}
-
-// Sets up every rank's local group: `hosts` hosts of equal size, ranks in
-// host order (as the daemon numbers them when each host joins whole).
-Comms ConnectLocal(RankGroup& group, int hosts, HierarchicalAllreduce hierarchical,
-                   size_t slot_bytes) {
-  const int per_host = group.size() / hosts;
-  const std::vector<Connected> connected = ConnectEveryRank(group, [&](int rank) {
-    LocalOptions options;
-    options.local_rank = rank % per_host;
-    options.local_size = per_host;
-    options.cross_rank = rank / per_host;
-    options.hierarchical = hierarchical;
-    options.slot_bytes = slot_bytes;
-    return options;
-  });
-  Comms comms;
-  for (const Connected& c : connected) {
-    REQUIRE(c.status == "OK");
-    REQUIRE(c.has_group);
-    comms.push_back(c.comm);
-  }
-  return comms;
-}
-
-// Every rank of the communicator shares this host's memory.
-bool AllLocal(const Communicator& comm) {
-  return dynamic_cast<const internal::ShmCommunicator*>(&comm) != nullptr;
 }
 
 // An allreduce of `bytes` goes hierarchical.
