@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,7 +26,6 @@
 #include "absl/time/clock.h"
 #include "shm_test_support.h"
 #include "test_collectives_harness.h"
-#include "worker_runtime/comm/peer_wait.h"
 #include "worker_runtime/shm/cpu_spread.h"
 #include "worker_runtime/shm/shm_collectives.h"
 #include "worker_runtime/shm/shm_group.h"
@@ -637,43 +635,6 @@ TEST_CASE("a forked child dropping its copy of a group leaves the parent's watch
   absl::Status status = internal::shm::Barrier(*groups[0], Deadline());
   CHECK(status.code() == absl::StatusCode::kUnavailable);
   CHECK(std::string(status.message()).find("exited") != std::string::npos);
-}
-
-// As the TCP ring's receives do (comm/peer_wait.h), a Sync names the first
-// peer not arrived yet, then the next once that one arrives (the wait keeps
-// its start), and nothing once every peer has.
-TEST_CASE("a shm Sync names the peer not arrived yet, then the next, then none",
-          "[shm][peer_wait]") {
-  std::vector<std::unique_ptr<ShmGroup>> groups = MakeGroups(3, 4096);
-  internal::PeerWait waits;
-  groups[0]->set_peer_wait(&waits);
-  CHECK_FALSE(waits.Current().has_value());
-
-  // Rank 0 arrives first; rank 1 comes once rank 0 is seen waiting for it,
-  // rank 2 once rank 0 is seen waiting for rank 2.
-  const absl::Time before = absl::Now();
-  std::optional<internal::PeerWait::Waiting> for_1, for_2;
-  absl::Notification saw_1, saw_2;
-  std::thread watcher([&] {
-    for_1 = testing::SeenWaitingFor(waits, 1);
-    saw_1.Notify();
-    for_2 = testing::SeenWaitingFor(waits, 2);
-    saw_2.Notify();
-  });
-  std::vector<absl::Status> done = OnEveryRank<absl::Status>(3, [&](int rank) {
-    if (rank == 1) saw_1.WaitForNotificationWithTimeout(absl::Seconds(20));
-    if (rank == 2) saw_2.WaitForNotificationWithTimeout(absl::Seconds(20));
-    return groups[rank]->Sync(Deadline());
-  });
-  watcher.join();
-  for (const absl::Status& s : done) CHECK(s.ok());
-  REQUIRE(for_1.has_value());
-  REQUIRE(for_2.has_value());
-  CHECK(for_1->since >= before - absl::Milliseconds(1));
-  CHECK(for_1->since <= absl::Now());
-  CHECK(for_2->since == for_1->since);  // one wait: its start stays
-  // Every peer arrived: it waits for no one.
-  CHECK_FALSE(waits.Current().has_value());
 }
 
 }  // namespace

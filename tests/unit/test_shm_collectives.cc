@@ -8,16 +8,13 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
 #include <gloo/rendezvous/hash_store.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "shm_test_support.h"
 #include "test_collectives_harness.h"
 #include "worker_runtime/comm_factory/comm_factory.h"
@@ -586,35 +583,6 @@ TEST_CASE("aborting a ring wakes its ranks waiting in shared memory", "[shm]") {
   CHECK(codes[0] == static_cast<int>(absl::StatusCode::kAborted));
   // Dead on both ranks from now on.
   CHECK_FALSE(group[1]->Barrier().ok());
-}
-
-// The group of a communicator whose ranks all share the host records whom
-// its rounds wait for in the ring's record (comm/peer_wait.h).
-TEST_CASE("a rank of an all-local communicator names the local peer its barrier waits for",
-          "[shm][peer_wait]") {
-  gloo::rendezvous::HashStore store;
-  RankGroup group(store, "shm-peer-wait", 2);
-  auto waits = std::make_shared<internal::PeerWait>();
-  group.context(1).set_peer_wait(waits);
-  Comms comms = ConnectLocal(group, 1, HierarchicalAllreduce::kOff, size_t{4096});
-  REQUIRE(AllLocal(*comms[0]));
-
-  // Rank 0 enters the barrier only once rank 1 has been seen waiting for it.
-  absl::Notification seen;
-  std::optional<internal::PeerWait::Waiting> observed;
-  std::thread watcher([&] {
-    observed = testing::SeenWaitingFor(*waits, 0);
-    seen.Notify();
-  });
-  std::vector<absl::Status> done = OnEveryRank<absl::Status>(2, [&](int rank) {
-    if (rank == 0) seen.WaitForNotificationWithTimeout(absl::Seconds(20));
-    return comms[rank]->Barrier();
-  });
-  watcher.join();
-  CHECK(done[0].ok());
-  CHECK(done[1].ok());
-  CHECK(observed.has_value());
-  CHECK_FALSE(waits->Current().has_value());
 }
 
 }  // namespace

@@ -4,8 +4,6 @@
 // wait keeps its start), and nothing once every peer has. Through
 // ShmCommunicator, the ring's record is the group's. Ranks are threads of
 // this process, each with its own ShmGroup over one segment.
-#include <unistd.h>
-
 #include <memory>
 #include <optional>
 #include <thread>
@@ -17,57 +15,27 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "shm_test_support.h"
 #include "test_collectives_harness.h"
 #include "worker_runtime/comm/peer_wait.h"
-#include "worker_runtime/comm_factory/comm_factory.h"
-#include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/shm/shm_group.h"
-#include "worker_runtime/shm_comm/shm_communicator.h"
 
 namespace horovodd {
 namespace {
 
 using internal::PeerWait;
-using internal::shm::GroupOptions;
 using internal::shm::ShmGroup;
+using testing::AllLocal;
+using testing::ConnectLocal;
+using testing::Deadline;
+using testing::MakeGroups;
 using testing::OnEveryRank;
 using testing::RankGroup;
-
-absl::Time Deadline() { return absl::Now() + absl::Seconds(60); }
-
-std::vector<std::unique_ptr<ShmGroup>> MakeGroups(int size) {
-  GroupOptions options;
-  options.size = size;
-  options.slot_bytes = 4096;
-  options.pids = std::vector<pid_t>(size, getpid());
-  std::vector<std::unique_ptr<ShmGroup>> groups;
-  auto leader = ShmGroup::Create(options);
-  REQUIRE(leader.ok());
-  groups.push_back(*std::move(leader));
-  for (int r = 1; r < size; ++r) {
-    options.rank = r;
-    auto peer = ShmGroup::Attach(options, getpid(), groups[0]->segment().fd());
-    REQUIRE(peer.ok());
-    groups.push_back(*std::move(peer));
-  }
-  groups[0]->segment().CloseFd();
-  return groups;
-}
-
-// The first wait `waits` shows for `rank` within 20 s.
-std::optional<PeerWait::Waiting> SeenWaitingFor(const PeerWait& waits, int rank) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (absl::Now() < deadline) {
-    std::optional<PeerWait::Waiting> w = waits.Current();
-    if (w.has_value() && w->rank == rank) return w;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return std::nullopt;
-}
+using testing::SeenWaitingFor;
 
 TEST_CASE("a shm Sync names the peer not arrived yet, then the next, then none",
           "[shm][peer_wait]") {
-  std::vector<std::unique_ptr<ShmGroup>> groups = MakeGroups(3);
+  std::vector<std::unique_ptr<ShmGroup>> groups = MakeGroups(3, 4096);
   PeerWait waits;
   groups[0]->set_peer_wait(&waits);
   CHECK_FALSE(waits.Current().has_value());
@@ -105,21 +73,8 @@ TEST_CASE("a rank of an all-local communicator names the local peer its barrier 
   RankGroup ring(store, "shm-peer-wait", 2);
   auto waits = std::make_shared<PeerWait>();
   ring.context(1).set_peer_wait(waits);
-  // Both ranks on this host: ShmCommunicator over the ring (null where the
-  // host's group could not be set up).
-  std::vector<std::shared_ptr<internal::Communicator>> comms =
-      OnEveryRank<std::shared_ptr<internal::Communicator>>(2, [&](int rank) {
-        auto gloo = std::make_shared<internal::GlooCommunicator>(ring.shared(rank));
-        internal::LocalOptions options;
-        options.local_rank = rank;
-        options.local_size = 2;
-        absl::StatusOr<internal::HostLayout> layout = internal::ConnectHostGroups(*gloo, options);
-        return layout.ok() ? internal::ChooseCommunicator(std::move(gloo), *std::move(layout))
-                           : nullptr;
-      });
-  for (const auto& comm : comms) {
-    REQUIRE(dynamic_cast<const internal::ShmCommunicator*>(comm.get()) != nullptr);
-  }
+  testing::Comms comms = ConnectLocal(ring, 1, internal::HierarchicalAllreduce::kOff, 4096);
+  REQUIRE(AllLocal(*comms[0]));
 
   // Rank 0 enters the barrier only once rank 1 has been seen waiting for it.
   absl::Notification seen;
