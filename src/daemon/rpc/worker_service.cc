@@ -1,12 +1,12 @@
 #include "daemon/rpc/worker_service.h"
 
 #include <algorithm>
-#include <deque>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/stream_outbox.h"
 #include "daemon/rpc/grpc_status.h"
 #include "daemon/rpc/host_stream.h"
 #include "daemon/validation/request_validation.h"
@@ -93,23 +93,13 @@ class AttachStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   }
 
   void OnWriteDone(bool ok) override {
-    const v1::DaemonMessage* next = nullptr;
-    std::optional<grpc::Status> finish;
+    Outbox::AfterWrite after;
     {
       absl::MutexLock lock(&mu_);
-      outbox_.pop_front();
-      if (ok && !outbox_.empty()) {
-        next = &outbox_.front();  // stays put: only this chain of writes pops
-      } else {
-        writing_ = false;
-        if (finish_pending_ && !finished_) {
-          finished_ = true;
-          finish = final_status_;
-        }
-      }
+      after = outbox_.WriteDone(ok);
     }
-    if (next != nullptr) StartWrite(next);
-    if (finish.has_value()) Finish(*finish);
+    if (after.next != nullptr) StartWrite(after.next);
+    if (after.finish.has_value()) Finish(*after.finish);
   }
 
   void OnDone() override {
@@ -122,6 +112,8 @@ class AttachStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   }
 
  private:
+  using Outbox = StreamOutbox<v1::DaemonMessage, grpc::Status>;
+
   struct Channel : WorkerChannel {
     absl::Mutex mu;
     AttachStream* stream ABSL_GUARDED_BY(mu) = nullptr;
@@ -157,18 +149,12 @@ class AttachStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
     const v1::DaemonMessage* first = nullptr;
     {
       absl::MutexLock lock(&mu_);
-      if (finished_ || finish_pending_) return;
-      outbox_.push_back(message);
+      v1::DaemonMessage queued = message;
       // Every message says it, so the worker follows it from its first one on.
-      if (heartbeat_interval_ms_ > 0) {
-        outbox_.back().set_heartbeat_interval_ms(heartbeat_interval_ms_);
-      }
-      if (writing_) return;
-      writing_ = true;
-      // Stays put: only OnWriteDone pops, and only after this write.
-      first = &outbox_.front();
+      if (heartbeat_interval_ms_ > 0) queued.set_heartbeat_interval_ms(heartbeat_interval_ms_);
+      first = outbox_.Push(std::move(queued));
     }
-    StartWrite(first);
+    if (first != nullptr) StartWrite(first);
   }
 
   // Heartbeats go both ways: each one the worker sends is answered with an
@@ -178,23 +164,18 @@ class AttachStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   void EchoHeartbeat() {
     {
       absl::MutexLock lock(&mu_);
-      if (writing_ || finished_ || finish_pending_) return;
+      if (outbox_.writing() || outbox_.closing()) return;
     }
     Enqueue(v1::DaemonMessage());
   }
 
   void EndStream(grpc::Status status) {
+    bool finish_now = false;
     {
       absl::MutexLock lock(&mu_);
-      if (finished_ || finish_pending_) return;
-      if (writing_) {
-        finish_pending_ = true;
-        final_status_ = status;
-        return;
-      }
-      finished_ = true;
+      finish_now = outbox_.ClaimFinish(status);
     }
-    Finish(status);
+    if (finish_now) Finish(status);
   }
 
   grpc::CallbackServerContext* const context_;
@@ -208,12 +189,8 @@ class AttachStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   std::shared_ptr<JobDriver> driver_;  // set on hello, by the read chain
   int64_t worker_id_ = 0;
   absl::Mutex mu_;
-  std::deque<v1::DaemonMessage> outbox_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  Outbox outbox_ ABSL_GUARDED_BY(mu_);
   int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 0;  // 0: announce none
-  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
 // An Attach refused before it starts (its client holds too many already).

@@ -5,12 +5,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/stream_outbox.h"
 #include "daemon/shim_relay/host_relay.h"
 #include "horovodd.grpc.pb.h"
 
@@ -41,23 +40,13 @@ class LocalStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::
   void OnReadDone(bool ok) override;
 
   void OnWriteDone(bool ok) override {
-    const v1::DaemonMessage* next = nullptr;
-    std::optional<grpc::Status> finish;
+    Outbox::AfterWrite after;
     {
       absl::MutexLock lock(&mu_);
-      outbox_.pop_front();
-      if (ok && !outbox_.empty()) {
-        next = &outbox_.front();
-      } else {
-        writing_ = false;
-        if (finish_pending_ && !finished_) {
-          finished_ = true;
-          finish = final_status_;
-        }
-      }
+      after = outbox_.WriteDone(ok);
     }
-    if (next != nullptr) StartWrite(next);
-    if (finish.has_value()) Finish(*finish);
+    if (after.next != nullptr) StartWrite(after.next);
+    if (after.finish.has_value()) Finish(*after.finish);
   }
 
   void OnDone() override;
@@ -67,11 +56,7 @@ class LocalStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::
   // so it outlives that call. Peer::Send's, under its mutex.
   const v1::DaemonMessage* Enqueue(const v1::DaemonMessage& message) {
     absl::MutexLock lock(&mu_);
-    if (finished_ || finish_pending_) return nullptr;
-    outbox_.push_back(message);
-    if (writing_) return nullptr;
-    writing_ = true;
-    return &outbox_.front();
+    return outbox_.Push(message);
   }
   void StartOwnWrite(const v1::DaemonMessage* message) { StartWrite(message); }
 
@@ -80,14 +65,7 @@ class LocalStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::
   // write in flight. Peer::End's, under its mutex.
   bool ClaimFinish(const grpc::Status& status) {
     absl::MutexLock lock(&mu_);
-    if (finished_ || finish_pending_) return false;
-    if (writing_) {
-      finish_pending_ = true;
-      final_status_ = status;
-      return false;
-    }
-    finished_ = true;
-    return true;
+    return outbox_.ClaimFinish(status);
   }
   void FinishNow(const grpc::Status& status) { Finish(status); }
 
@@ -96,16 +74,14 @@ class LocalStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::
   }
 
  private:
+  using Outbox = StreamOutbox<v1::DaemonMessage, grpc::Status>;
+
   HostRelay::Core* const core_;
   const std::shared_ptr<Peer> peer_;
   v1::WorkerMessage in_;   // owned by the read chain
   int64_t worker_id_ = 0;  // from its hello; the read chain's, then OnDone's
   absl::Mutex mu_;
-  std::deque<v1::DaemonMessage> outbox_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  Outbox outbox_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace horovodd::shim
