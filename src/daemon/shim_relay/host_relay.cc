@@ -1,12 +1,8 @@
 #include "daemon/shim_relay/host_relay.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -16,6 +12,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/log.h"
+#include "common/pem_file.h"
+#include "common/status_macros.h"
 #include "daemon/shim_relay/relay_core.h"
 #include "horovodd.grpc.pb.h"
 
@@ -259,14 +257,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> WorkerCredentials(
                                         std::pair{"HOROVODD_TLS_KEY", &ssl.pem_private_key}}) {
     const std::string path = get(variable);
     if (path.empty()) continue;
-    std::ifstream in(path);
-    if (!in) {
-      return absl::NotFoundError(
-          absl::StrCat(variable, ": cannot read ", path, ": ", std::strerror(errno)));
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    *field = text.str();
+    HVDD_ASSIGN_OR_RETURN(*field, ReadPemFile(path, variable));
   }
   return grpc::SslCredentials(ssl);
 }
