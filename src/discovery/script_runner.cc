@@ -235,6 +235,42 @@ int PollTimeoutMs(absl::Duration remaining) {
   return static_cast<int>(std::min<int64_t>(ms, INT_MAX));
 }
 
+// Reads everything already queued in `fd`, closing it at end of file; never waits.
+void DrainQueued(UniqueFd& fd, std::string& sink) {
+  while (fd.valid()) {
+    char buffer[kReadChunkBytes];
+    const ssize_t n = read(fd.get(), buffer, sizeof(buffer));
+    if (n > 0) {
+      sink.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      fd.Reset();
+    } else if (errno == EAGAIN) {
+      return;  // a writer still holds it open
+    }
+  }
+}
+
+// The last look at the deadline. A script's exit and its pipes' end of file arrive in
+// separate polls, so a script that ended just before the deadline can still have them (and
+// its last words) queued: take what is there without waiting, and call it a timeout only if
+// the script, or a writer of its pipes, really is still running.
+void FinishAtDeadline(pid_t pid, int pidfd, UniqueFd& out, UniqueFd& err, Capture& capture) {
+  if (!capture.exited) {
+    pollfd exit_fd{pidfd, POLLIN, 0};
+    if (poll(&exit_fd, 1, 0) == 1) {
+      capture.wait_status = KillGroupAndReap(pid);
+      capture.exited = true;
+    }
+  }
+  DrainQueued(out, capture.out);
+  DrainQueued(err, capture.err_tail);
+  if (capture.err_tail.size() > kStderrTailBytes) {
+    capture.err_tail.erase(0, capture.err_tail.size() - kStderrTailBytes);
+  }
+  capture.overflowed = capture.out.size() > kMaxScriptOutputBytes;
+  capture.timed_out = !capture.exited || out.valid() || err.valid();
+}
+
 // Drains both pipes until the script has exited and every writer has closed them, the
 // deadline passes, or stdout grows past the cap.
 absl::Status Collect(pid_t pid, int pidfd, UniqueFd out, UniqueFd err, absl::Time deadline,
@@ -242,7 +278,7 @@ absl::Status Collect(pid_t pid, int pidfd, UniqueFd out, UniqueFd err, absl::Tim
   while (!capture.exited || out.valid() || err.valid()) {
     const absl::Duration remaining = deadline - absl::Now();
     if (remaining <= absl::ZeroDuration()) {
-      capture.timed_out = true;
+      FinishAtDeadline(pid, pidfd, out, err, capture);
       return absl::OkStatus();
     }
     pollfd fds[3];
