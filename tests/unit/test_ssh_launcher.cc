@@ -270,6 +270,34 @@ TEST_CASE("SshLauncher: a failed start names the host and the reason", "[ssh]") 
     CHECK(launcher->Launch(launch, known.Callbacks()).ok());
     CHECK(known.AwaitExit().success());
   }
+  SECTION("accept-new from sessions starting at once records the key once") {
+    // Workers start on a new host together: each session finds the key missing.
+    constexpr int kSessions = 8;
+    const std::string known_hosts = sshd.dir + "/shared_known_hosts";
+    std::vector<ProcessRecorder> recorders(kSessions);
+    std::vector<absl::Status> started(kSessions);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kSessions; ++i) {
+      threads.emplace_back([&, i] {
+        WorkerLaunch launch = Shell("true");
+        SshOf(launch).known_hosts_file = known_hosts;
+        SshOf(launch).host_key_checking = SshOptions::HostKeyChecking::kAcceptNew;
+        started[i] = launcher->Launch(launch, recorders[i].Callbacks()).status();
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (int i = 0; i < kSessions; ++i) {
+      REQUIRE(started[i].ok());
+      CHECK(recorders[i].AwaitExit().success());
+    }
+    const std::string entry = absl::StrCat("[127.0.0.2]:", sshd.port, " ");
+    const std::string text = ReadFile(known_hosts);
+    size_t entries = 0;
+    for (size_t at = text.find(entry); at != std::string::npos; at = text.find(entry, at + 1)) {
+      ++entries;
+    }
+    CHECK(entries == 1);
+  }
   SECTION("a key the host does not accept") {
     const std::string other_key = sshd.dir + "/other_key";
     REQUIRE(std::system(absl::StrCat("rm -f ", other_key, "*; ssh-keygen -q -t ed25519 -N '' -f ",

@@ -1,13 +1,18 @@
 #include "daemon/launch/ssh/ssh_session.h"
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstdlib>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -17,6 +22,31 @@ namespace {
 struct LocalUser {
   std::string name;
   std::string home;
+};
+
+// Held while a known_hosts file is looked up and appended to: one session at a time in
+// this process (the mutex), and one process at a time (flock on the file, where it can be
+// opened; OpenSSH's client takes no lock, so only our own writers are kept apart).
+ABSL_CONST_INIT absl::Mutex known_hosts_mu(absl::kConstInit);
+
+class KnownHostsLock {
+ public:
+  explicit KnownHostsLock(const std::string& path) : hold_(&known_hosts_mu) {
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ >= 0) {
+      while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~KnownHostsLock() {
+    if (fd_ >= 0) close(fd_);  // drops the flock
+  }
+  KnownHostsLock(const KnownHostsLock&) = delete;
+  KnownHostsLock& operator=(const KnownHostsLock&) = delete;
+
+ private:
+  absl::MutexLock hold_;
+  int fd_ = -1;
 };
 
 LocalUser CurrentUser() {
@@ -107,16 +137,34 @@ absl::Status SshSession::VerifyHostKey(const SshOptions& options, const std::str
             "the host key of ", name_, " is not in ", known_hosts,
             " and --ssh-host-key-checking is strict: add it there, or use accept-new"));
       }
-      if (ssh_session_update_known_hosts(session_) != SSH_OK) {
-        return absl::PermissionDeniedError(absl::StrCat("cannot record the host key of ", name_,
-                                                        " in ", known_hosts, ": ", LastError()));
-      }
-      return absl::OkStatus();
+      return RecordHostKey(known_hosts);
     case SSH_KNOWN_HOSTS_ERROR:
       break;
   }
   return absl::PermissionDeniedError(absl::StrCat("cannot check the host key of ", name_,
                                                   " against ", known_hosts, ": ", LastError()));
+}
+
+absl::Status SshSession::RecordHostKey(const std::string& known_hosts) {
+  // Several workers start on a new host at once: without the lock each of their sessions
+  // finds the key missing and appends it, and the file holds it as many times.
+  KnownHostsLock lock(known_hosts);
+  // Looked up again under the lock: another session may have recorded it meanwhile.
+  switch (ssh_session_is_known_server(session_)) {
+    case SSH_KNOWN_HOSTS_OK:
+      return absl::OkStatus();
+    case SSH_KNOWN_HOSTS_UNKNOWN:
+    case SSH_KNOWN_HOSTS_NOT_FOUND:
+      break;
+    default:
+      return absl::PermissionDeniedError(absl::StrCat("the host key of ", name_, " changed in ",
+                                                      known_hosts, " while it was being recorded"));
+  }
+  if (ssh_session_update_known_hosts(session_) != SSH_OK) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot record the host key of ", name_, " in ",
+                                                    known_hosts, ": ", LastError()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SshSession::Authenticate(const SshOptions& options, const std::string& user) {

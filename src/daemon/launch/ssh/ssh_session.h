@@ -40,6 +40,8 @@ class SshSession {
   SshSession(ssh_session session, std::string name) : session_(session), name_(std::move(name)) {}
 
   absl::Status VerifyHostKey(const SshOptions& options, const std::string& known_hosts);
+  // accept-new: appends the host's key to `known_hosts` unless another session just did.
+  absl::Status RecordHostKey(const std::string& known_hosts);
   absl::Status Authenticate(const SshOptions& options, const std::string& user);
 
   const ssh_session session_;
