@@ -260,6 +260,43 @@ TEST_CASE("a stalled link is named by the oldest wait's two ends, awaited end ma
   CHECK_FALSE(detector.Check(now + absl::Seconds(1), reports.At(now + absl::Seconds(1))).act);
 }
 
+TEST_CASE("a link stalled one way is named, though its sender went on to the next collective",
+          "[stall]") {
+  // Rank 1's packets to rank 0 are lost: rank 1 received rank 0's data,
+  // completed "grad" and waits in "next" for rank 0, which still waits in
+  // "grad" for rank 1's data. Rank 1 is not missing: the link is.
+  StallDetector detector(Settings(absl::Seconds(2), absl::Seconds(4)), true);
+  detector.NewGeneration(kT0);
+  Reports reports(2);
+  const absl::Time since = kT0 + absl::Seconds(1);
+  reports.Wait(0, "grad", since);
+  reports.WaitOn(0, 1, since + absl::Milliseconds(10));
+  reports.Wait(1, "next", since + absl::Milliseconds(20), "allgather");
+  reports.WaitOn(1, 0, since + absl::Milliseconds(30));
+  absl::Time now = since + absl::Seconds(2) + absl::Milliseconds(100);
+  StallDetector::Verdict v = detector.Check(now, reports.At(now));
+  REQUIRE(v.named.has_value());
+  CHECK(v.named->kind() == "link");
+  REQUIRE(CulpritRanks(*v.named) == std::vector<int>{0, 1});
+  CHECK_FALSE(v.named->culprits(0).awaited());
+  CHECK(v.named->culprits(0).peer() == 1);
+  CHECK(v.named->culprits(1).awaited());
+  CHECK(v.named->culprits(1).peer() == 0);
+  CHECK(v.named->waiting_ranks_size() == 1);
+  CHECK(v.named->collective().name() == "grad");
+  // A rank that is only somewhere else (waiting for nobody) is missing, as before.
+  StallDetector other(Settings(absl::Seconds(2), absl::Seconds(4)), true);
+  other.NewGeneration(kT0);
+  Reports elsewhere(2);
+  elsewhere.Wait(0, "grad", since);
+  elsewhere.WaitOn(0, 1, since + absl::Milliseconds(10));
+  elsewhere.Wait(1, "next", since + absl::Milliseconds(20), "allgather");
+  v = other.Check(now, elsewhere.At(now));
+  REQUIRE(v.named.has_value());
+  CHECK(v.named->kind() == "missing");
+  CHECK(CulpritRanks(*v.named) == std::vector<int>{1});
+}
+
 TEST_CASE("a link whose transfers still move is no stall", "[stall]") {
   StallDetector detector(Settings(absl::Seconds(2), absl::Seconds(4)), true);
   detector.NewGeneration(kT0);

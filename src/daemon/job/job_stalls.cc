@@ -54,10 +54,19 @@ std::string Describe(const v1::StallReport& stall) {
   } else if (stall.kind() == "link") {
     const auto [waiting, awaited] = LinkEnds(stall);
     if (waiting != nullptr && awaited != nullptr) {
-      text =
-          absl::StrCat("link between ", End(*waiting), " and ", End(*awaited), " stalled: ", text,
-                       "; every rank submitted it and rank ", waiting->rank(), " waits for rank ",
-                       awaited->rank(), "'s data: ", absl::StrJoin(names, ", "));
+      const bool awaited_passed =
+          std::find(stall.waiting_ranks().begin(), stall.waiting_ranks().end(), awaited->rank()) ==
+          stall.waiting_ranks().end();
+      // One way stalled: the awaited end got its peer's data, went on, and waits for more.
+      const std::string how =
+          awaited_passed ? absl::StrCat("; rank ", awaited->rank(),
+                                        " completed it and waits for rank ", waiting->rank(),
+                                        " in its next collective, while rank ", waiting->rank(),
+                                        " still waits for rank ", awaited->rank(), "'s data: ")
+                         : absl::StrCat("; every rank submitted it and rank ", waiting->rank(),
+                                        " waits for rank ", awaited->rank(), "'s data: ");
+      text = absl::StrCat("link between ", End(*waiting), " and ", End(*awaited),
+                          " stalled: ", text, how, absl::StrJoin(names, ", "));
     } else {
       absl::StrAppend(&text, "; every rank submitted it; the transfers between these ends stall: ",
                       absl::StrJoin(names, ", "));

@@ -72,6 +72,35 @@ v1::StallCulprit CulpritOf(const RankReport& r, absl::Time now) {
   return c;
 }
 
+// The peer `r`'s transport is blocked on (the first it names), or -1.
+int FirstPeer(const RankReport& r) {
+  if (r.activity == nullptr || r.activity->waiting_on_ranks_size() == 0) return -1;
+  return r.activity->waiting_on_ranks(0);
+}
+
+// Makes `report` a link's: `waiter` has waited since `waiter_since` for the
+// data of `sender`, the awaited end; the lower rank first.
+void SetLink(v1::StallReport& report, const RankReport& waiter, const RankReport& sender,
+             absl::Time waiter_since, absl::Time now) {
+  report.set_kind("link");
+  v1::StallCulprit waiting = CulpritOf(waiter, now);
+  waiting.set_peer(sender.rank);
+  waiting.set_last_did(
+      absl::StrCat(waiting.last_did(), "; has waited ",
+                   absl::FormatDuration(absl::Trunc(now - waiter_since, absl::Milliseconds(100))),
+                   " for rank ", sender.rank, "'s data"));
+  v1::StallCulprit awaited = CulpritOf(sender, now);
+  awaited.set_peer(waiter.rank);
+  awaited.set_awaited(true);
+  if (waiter.rank < sender.rank) {
+    *report.add_culprits() = std::move(waiting);
+    *report.add_culprits() = std::move(awaited);
+  } else {
+    *report.add_culprits() = std::move(awaited);
+    *report.add_culprits() = std::move(waiting);
+  }
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -135,6 +164,23 @@ std::optional<v1::StallReport> StallDetector::FindStall(absl::Time now,
     missing.push_back(&r);
   }
   if (!missing.empty()) {
+    // A link that stalls one way can look like a missing rank: the sender's
+    // end received the waiter's data, completed the collective and waits in
+    // its next one for the waiter's, while the waiter still waits for the
+    // sender's. Two ranks each blocked on the other's transfers are a link.
+    for (const RankReport* w : waiters) {
+      const int peer = FirstPeer(*w);
+      for (const RankReport* m : missing) {
+        if (m->rank != peer || !InGlobalSet(m->activity) || FirstPeer(*m) != w->rank) continue;
+        const absl::Time waiter_since = PeerWaitSince(*w);
+        if (now - waiter_since < settings_.warning) {
+          *undecided = true;  // the waiter's transfers may still move
+          return std::nullopt;
+        }
+        SetLink(report, *w, *m, waiter_since, now);
+        return report;
+      }
+    }
     report.set_kind("missing");
     for (const RankReport* r : missing) *report.add_culprits() = CulpritOf(*r, now);
     return report;
@@ -166,23 +212,7 @@ std::optional<v1::StallReport> StallDetector::FindStall(absl::Time now,
       *undecided = true;
       return std::nullopt;
     }
-    report.set_kind("link");
-    v1::StallCulprit waiting = CulpritOf(*waiter, now);
-    waiting.set_peer(awaited);
-    waiting.set_last_did(
-        absl::StrCat(waiting.last_did(), "; has waited ",
-                     absl::FormatDuration(absl::Trunc(now - waiter_since, absl::Milliseconds(100))),
-                     " for rank ", awaited, "'s data"));
-    v1::StallCulprit sender = CulpritOf(*by_rank.at(awaited), now);
-    sender.set_peer(waiter->rank);
-    sender.set_awaited(true);
-    if (waiter->rank < awaited) {
-      *report.add_culprits() = std::move(waiting);
-      *report.add_culprits() = std::move(sender);
-    } else {
-      *report.add_culprits() = std::move(sender);
-      *report.add_culprits() = std::move(waiting);
-    }
+    SetLink(report, *waiter, *by_rank.at(awaited), waiter_since, now);
     return report;
   }
   report.set_kind("unknown");
