@@ -20,7 +20,7 @@
 namespace horovodd::internal::shm {
 namespace {
 
-constexpr uint64_t kMagic = 0x68766464'73686d32ULL;  // "hvddshm2"
+constexpr uint64_t kMagic = 0x68766464'73686d33ULL;  // "hvddshm3"
 constexpr size_t kLine = 128;  // a cache line pair: no false sharing between ranks
 constexpr size_t kPage = 4096;
 // The spin before sleeping: checks with a pause between them, then checks
@@ -52,6 +52,7 @@ std::vector<int> AllowedCpus() {
 }
 
 enum State : uint32_t { kUsable = 0, kAborted = 1, kFailed = 2 };
+enum Agreement : uint32_t { kUndecided = 0, kEveryoneMapped = 1, kNotEveryone = 2 };
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -97,6 +98,12 @@ struct alignas(kLine) ShmGroup::Header {
   // syncs_ of the rank that last moved itself to an emptier CPU, when it did
   // (SpreadOut).
   alignas(kLine) std::atomic<uint64_t> last_move;
+  // Arrivals at Syncs, all ranks together: every rank arrived at its k-th
+  // Sync once it reaches k * size (none can arrive at the next before).
+  alignas(kLine) std::atomic<uint64_t> arrivals;
+  // The set-up's verdict (Decide): 0 until the leader gives it, then
+  // kEveryoneMapped or kNotEveryone.
+  alignas(kLine) std::atomic<uint32_t> agreement;
   // Bumped (and woken) whenever a sleeper may need to look again.
   alignas(kLine) std::atomic<uint32_t> bell;
   std::atomic<uint32_t> sleepers;
@@ -111,6 +118,9 @@ struct alignas(kLine) ShmGroup::RankControl {
   // This rank's process, published when it maps the segment, for its
   // neighbours' watches (WatchNeighbours).
   std::atomic<int32_t> pid;
+  // Waits that say they wait for this rank (a Sync with a PeerWait): its
+  // arrival rings for them, so they move on to the next missing rank.
+  std::atomic<uint32_t> awaited_by;
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -162,6 +172,29 @@ void ShmGroup::WatchNeighbours() {
     pids[r] = static_cast<pid_t>(control(r).pid.load(std::memory_order_acquire));
   }
   SetPids(std::move(pids));
+}
+
+void ShmGroup::WatchLeader(pid_t leader) {
+  HVDD_CHECK(rank_ != 0);
+  watch_.reset();
+  std::vector<pid_t> watched(size_, 0);
+  watched[0] = leader;
+  watch_ = PeerWatch::Start(watched, [this](int r) { PeerExited(r); });
+}
+
+void ShmGroup::Decide(bool everyone_mapped) {
+  HVDD_CHECK(rank_ == 0);
+  header().agreement.store(everyone_mapped ? kEveryoneMapped : kNotEveryone,
+                           std::memory_order_seq_cst);
+  Notify();
+}
+
+absl::StatusOr<bool> ShmGroup::AwaitDecision(absl::Time deadline) {
+  const auto decided = [&] {
+    return header().agreement.load(std::memory_order_acquire) != kUndecided;
+  };
+  HVDD_RETURN_IF_ERROR(Await(decided, deadline));
+  return header().agreement.load(std::memory_order_acquire) == kEveryoneMapped;
 }
 
 size_t ShmGroup::watched_peers() const { return watch_ == nullptr ? 0 : watch_->size(); }
@@ -261,37 +294,56 @@ void ShmGroup::SetState(uint32_t state) {
 void ShmGroup::Abort() { SetState(kAborted); }
 void ShmGroup::Fail() { SetState(kFailed); }
 
-int ShmGroup::FirstMissing(uint64_t round) const {
-  for (int r = 0; r < size_; ++r) {
-    if (control(r).arrived.load(std::memory_order_acquire) < round) return r;
-  }
-  return -1;
-}
-
 absl::Status ShmGroup::Sync(absl::Time deadline) {
   HVDD_RETURN_IF_ERROR(health());
   const uint64_t round = ++syncs_;
+  // Per rank, for the waits that say whom they wait for (below).
   control(rank_).arrived.store(round, std::memory_order_seq_cst);
-  Notify();
-  if (peer_wait_ == nullptr) return Await([&] { return FirstMissing(round) < 0; }, deadline);
+  // One shared count, and only the last arrival rings (or one a wait names,
+  // below): a Sync of n ranks wakes the sleepers about once, not once per
+  // arrival (n wake-ups of up to n - 1 sleepers each, which at hundreds of
+  // ranks on a few CPUs was most of a Sync), and a look is one load.
+  const uint64_t all = round * static_cast<uint64_t>(size_);
+  const bool last = header().arrivals.fetch_add(1, std::memory_order_seq_cst) + 1 == all;
+  if (last || control(rank_).awaited_by.load(std::memory_order_seq_cst) > 0) Notify();
+  if (last) return absl::OkStatus();
+  const auto everyone_arrived = [&] {
+    return header().arrivals.load(std::memory_order_seq_cst) >= all;
+  };
+  if (peer_wait_ == nullptr) return Await(everyone_arrived, deadline);
   // A look that finds a peer missing enters the wait (a clock read, two
-  // stores), a later one that finds another redirects it (one store).
+  // stores), a later one that finds another redirects it (one store). The
+  // first missing rank only moves up, so the scans of one wait add up to
+  // one pass over the ranks. The rank waited for knows it (awaited_by), so
+  // its arrival wakes this wait to name the next one.
   int awaited = -1;
+  int scan_from = 0;
   const absl::Status status = Await(
       [&] {
-        const int missing = FirstMissing(round);
-        if (missing >= 0 && missing != awaited) {
-          if (awaited < 0) {
-            peer_wait_->Enter(missing);
-          } else {
-            peer_wait_->Redirect(missing);
-          }
-          awaited = missing;
+        if (everyone_arrived()) return true;
+        while (scan_from < size_ &&
+               control(scan_from).arrived.load(std::memory_order_seq_cst) >= round) {
+          ++scan_from;
         }
-        return missing < 0;
+        if (scan_from < size_ && scan_from != awaited) {
+          control(scan_from).awaited_by.fetch_add(1, std::memory_order_seq_cst);
+          if (awaited < 0) {
+            peer_wait_->Enter(scan_from);
+          } else {
+            control(awaited).awaited_by.fetch_sub(1, std::memory_order_seq_cst);
+            peer_wait_->Redirect(scan_from);
+          }
+          // Await looks again before it sleeps: an arrival that missed the
+          // count above is seen then.
+          awaited = scan_from;
+        }
+        return false;
       },
       deadline);
-  if (awaited >= 0) peer_wait_->Leave();
+  if (awaited >= 0) {
+    control(awaited).awaited_by.fetch_sub(1, std::memory_order_seq_cst);
+    peer_wait_->Leave();
+  }
   return status;
 }
 

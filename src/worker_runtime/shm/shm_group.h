@@ -97,6 +97,14 @@ class ShmGroup {
   // segment when they mapped it: once every local rank has (a group set up
   // without anyone's pids).
   void WatchNeighbours();
+  // While the group is set up (not the leader): watches the leader alone,
+  // whose death fails the group, until WatchNeighbours.
+  void WatchLeader(pid_t leader);
+  // The leader's verdict on the set-up, for every rank that mapped the
+  // segment: whether every local rank did. Given once.
+  void Decide(bool everyone_mapped);
+  // Waits (as Sync does) for the leader's verdict. Same errors as Sync.
+  absl::StatusOr<bool> AwaitDecision(absl::Time deadline);
   // The local ranks this one watches: local rank - 1 and + 1, round the host.
   std::vector<int> Neighbours() const;
   // How many processes this rank's watch looks at (tests, diagnostics).
@@ -160,8 +168,6 @@ class ShmGroup {
   ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> segment);
   Header& header() const;
   RankControl& control(int r) const;
-  // The first rank not arrived at Sync `round`, or -1 when every one has.
-  int FirstMissing(uint64_t round) const;
   // Publishes that this rank waits on `cpu`; whether another local rank
   // last said it waits on the same one.
   bool SharesCpu(int cpu);
