@@ -56,7 +56,11 @@ std::vector<Connected> ConnectEveryRank(
     auto ring = std::make_shared<internal::GlooCommunicator>(group.shared(rank));
     absl::StatusOr<internal::HostLayout> layout = internal::ConnectHostGroups(*ring, places(rank));
     c.status = layout.status().ToString();
-    if (!layout.ok()) return c;
+    if (!layout.ok()) {
+      // As a worker's runtime drops a ring whose set-up failed: its pairs close.
+      internal::AbortGlooContext(group.context(rank));
+      return c;
+    }
     c.has_group = layout->group != nullptr;
     c.host_of_rank = layout->host_of_rank;
     c.comm = internal::ChooseCommunicator(std::move(ring), *std::move(layout));

@@ -45,7 +45,8 @@ struct Connected {
 };
 
 // ConnectHostGroups and ChooseCommunicator on every rank of `group`, each
-// with the options places(rank).
+// with the options places(rank). A rank whose set-up fails aborts its ring,
+// as a worker drops it.
 std::vector<Connected> ConnectEveryRank(
     RankGroup& group, const std::function<internal::LocalOptions(int rank)>& places);
 

@@ -12,6 +12,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "shm_test_support.h"
 #include "test_collectives_harness.h"
@@ -138,6 +140,34 @@ TEST_CASE("a reset at 64 ranks on one host sets up shared memory over the neighb
       return testing::FirstMismatch(b, [&](int64_t i) { return (ranks - 1) * 1000.0 + i; });
     });
     CHECK(errors == std::vector<std::string>(ranks, ""));
+  }
+}
+
+TEST_CASE("a rank whose ring breaks during a one-host set-up fails every rank's at once",
+          "[shm][connect]") {
+  // Ranks above it pass their part on and wait for the leader's verdict in
+  // the segment; ranks below it wait for its part on the ring. Neither
+  // waits out the ring's timeout.
+  gloo::rendezvous::HashStore store;
+  constexpr int kRanks = 24;
+  for (int broken : {kRanks / 2, kRanks - 1}) {
+    INFO("rank " << broken << "'s ring aborted");
+    RankGroup group(store, absl::StrCat("broken", broken), kRanks);
+    const std::vector<Connected> connected = ConnectEveryRank(group, [&](int rank) {
+      if (rank == broken) internal::AbortGlooContext(group.context(rank));
+      LocalOptions options;
+      options.local_rank = rank;
+      options.local_size = kRanks;
+      options.slot_bytes = 4096;
+      return options;
+    });
+    for (int rank = 0; rank < kRanks; ++rank) {
+      INFO("rank " << rank << ": " << connected[rank].status);
+      CHECK(connected[rank].status != "OK");
+      // Failed by the break, not by sitting out the ring's timeout.
+      CHECK_FALSE(absl::StrContains(absl::AsciiStrToLower(connected[rank].status), "timeout"));
+      CHECK_FALSE(absl::StrContains(connected[rank].status, "DEADLINE_EXCEEDED"));
+    }
   }
 }
 

@@ -100,15 +100,18 @@ enum SegmentWord : int { kSegmentPid, kSegmentLeaderFd, kSegmentBootId, kSegment
 // daemon's answer says so: local size == ring size, local rank == ring
 // rank): nothing to learn about where ranks are. The leader publishes its
 // segment (pid, descriptor, boot) under one key of the ring's store, which
-// every peer reads; the ranks agree over the ring's own pairs (RingAllTrue)
-// that every one of them mapped it; then each watches its neighbours' pids,
-// which they published in the segment. O(1) keys, pairs and messages per
-// rank.
+// every peer reads and maps. Whether every rank mapped it is passed down the
+// ring's own pairs to the leader (AllTrueAtRankZero, n - 1 one-byte
+// messages), which gives its verdict in the segment: every rank that mapped
+// it reads it there at once, and one that did not knows the answer already.
+// Then each watches its neighbours' pids, which they published in the
+// segment. O(1) keys, pairs and messages per rank.
 absl::StatusOr<HostLayout> ConnectAllLocal(GlooCommunicator& ring, const LocalOptions& options) {
   HostLayout layout;
   GlooContext& context = ring.context();
   context.set_spans_hosts_with_peers(false);
   const int n = ring.size();
+  const bool leader = ring.rank() == 0;
   // Every rank runs every step whatever it can do, so that all agree.
   const bool placed = options.local_rank == ring.rank();
   std::unique_ptr<shm::ShmGroup> group;
@@ -117,13 +120,15 @@ absl::StatusOr<HostLayout> ConnectAllLocal(GlooCommunicator& ring, const LocalOp
   group_options.size = n;
   group_options.slot_bytes = options.slot_bytes;
   group_options.pids.assign(n, 0);  // the neighbours' come from the segment
-  if (ring.rank() == 0) {
+  bool segment_exists = false;
+  if (leader) {
     int64_t words[kSegmentWords] = {getpid(), -1, shm::BootId()};
     if (options.enabled && placed) {
       absl::StatusOr<std::unique_ptr<shm::ShmGroup>> made = shm::ShmGroup::Create(group_options);
       if (made.ok()) {
         group = *std::move(made);
         words[kSegmentLeaderFd] = group->segment().fd();
+        segment_exists = true;
       }
     }
     const char* bytes = reinterpret_cast<const char*>(words);
@@ -133,17 +138,34 @@ absl::StatusOr<HostLayout> ConnectAllLocal(GlooCommunicator& ring, const LocalOp
     HVDD_ASSIGN_OR_RETURN(const std::vector<char> key, context.ReadKey(kSegmentKey));
     int64_t words[kSegmentWords] = {0, -1, 0};
     if (key.size() == sizeof(words)) std::memcpy(words, key.data(), sizeof(words));
-    if (options.enabled && placed && words[kSegmentLeaderFd] >= 0 &&
-        words[kSegmentBootId] == shm::BootId()) {
+    segment_exists = words[kSegmentLeaderFd] >= 0;
+    if (options.enabled && placed && segment_exists && words[kSegmentBootId] == shm::BootId()) {
       absl::StatusOr<std::unique_ptr<shm::ShmGroup>> opened =
           shm::ShmGroup::Attach(group_options, static_cast<pid_t>(words[kSegmentPid]),
                                 static_cast<int>(words[kSegmentLeaderFd]));
-      if (opened.ok()) group = *std::move(opened);
+      if (opened.ok()) {
+        group = *std::move(opened);
+        // A leader that dies before its verdict must not leave us waiting for it.
+        group->WatchLeader(static_cast<pid_t>(words[kSegmentPid]));
+      }
     }
   }
-  HVDD_ASSIGN_OR_RETURN(const bool all_up, RingAllTrue(context, group != nullptr));
-  if (group != nullptr) group->segment().CloseFd();  // every peer mapped it
-  if (!all_up) return layout;
+  // Every rank read the same key: with no segment, none agrees on anything.
+  if (!segment_exists) return layout;
+  absl::StatusOr<bool> all_up = AllTrueAtRankZero(context, group != nullptr);
+  if (!all_up.ok()) {
+    // Wakes the ranks that passed their part on and wait for the verdict.
+    if (group != nullptr) group->Fail();
+    return all_up.status();
+  }
+  if (leader) {
+    group->Decide(*all_up);
+    group->segment().CloseFd();  // every peer tried to map it before passing on
+  } else if (group != nullptr) {
+    const absl::Time deadline = absl::Now() + absl::FromChrono(context.getTimeout());
+    HVDD_ASSIGN_OR_RETURN(all_up, group->AwaitDecision(deadline));
+  }
+  if (group == nullptr || !*all_up) return layout;
   group->WatchNeighbours();
   layout.host_of_rank.assign(n, 0);
   layout.group = std::move(group);

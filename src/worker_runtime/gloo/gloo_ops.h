@@ -51,12 +51,13 @@ absl::Status Barrier(GlooContext& context);
 absl::StatusOr<std::vector<uint8_t>> AllgatherRecords(GlooContext& context, const void* mine,
                                                       size_t bytes);
 
-// Whether `mine` holds on every rank, passed round the ring over the
-// neighbours' pairs only (the first a lazy ring connects): rank 0's value
-// goes to rank 1, which adds its own and passes it on, up to rank n - 1,
-// which sends the answer round once more. 2 (n - 1) messages in a row, one
-// process awake at a time: no pair beyond the ring's and O(1) work per rank,
-// where a tree would connect log2(n) new pairs per rank.
-absl::StatusOr<bool> RingAllTrue(GlooContext& context, bool mine);
+// Whether `mine` holds on every rank, as rank 0 learns it: passed along the
+// ring's neighbour pairs only (the first a lazy ring connects) from rank n - 1
+// down to rank 0, each rank adding its own. n - 1 messages in a row; rank 0's
+// answer is the whole ring's, any other rank's says only whether it and the
+// ranks above it hold. No pair beyond the ring's and O(1) work per rank, where
+// a tree would connect log2(n) new pairs per rank; the caller tells the
+// others rank 0's answer its own way (ConnectAllLocal: in the shared segment).
+absl::StatusOr<bool> AllTrueAtRankZero(GlooContext& context, bool mine);
 
 }  // namespace horovodd::internal
