@@ -390,6 +390,13 @@ class Bench:
                 split.append(f"daemon detected->ready {med('daemon') * 1e3:.0f} ms")
             if have("workers"):
                 split.append(f"workers ready->resumed {med('workers') * 1e3:.0f} ms")
+            if have("began"):
+                split.append(f"last survivor began its rejoin {med('began') * 1e3:.0f} ms "
+                             "after detected")
+            if have("cpu_workers") and have("cpu_daemon"):
+                split.append(f"CPU kill->resumed: survivors {med('cpu_workers'):.2f} s "
+                             f"({med('cpu_workers') / (n - 1) * 1e3:.1f} ms each), "
+                             f"daemon {med('cpu_daemon'):.2f} s")
             phase_names = [p for p in ("answered", "ring", "communicator", "synced", "stepped")
                            if all(p in r["phases"] for r in rounds)]
             if phase_names:
@@ -403,8 +410,9 @@ class Bench:
                 kbytes = statistics.median(w["key_bytes"] for w in work)
                 split.append(f"per rank: {pairs:.0f} pairs connected, {keys:.0f} keys "
                              f"({kbytes / 1024:.1f} KiB) read")
+            each = " / ".join(f"{r['total'] * 1e3:.0f}" for r in rounds)
             log(f"reset, {n} workers: kill->resumed {seconds * 1e3:.0f} ms (median of "
-                f"{len(rounds)}); " + "; ".join(split))
+                f"{len(rounds)}: {each} ms); " + "; ".join(split))
             peer = HOROVOD_RESET_S.get(n)
             table.append(("reset", f"{n:3d} workers kill->resumed", f"{seconds * 1e3:9.0f} ms",
                           f"{peer * 1e3:9.0f} ms" if peer else "", f"{peer / seconds:5.1f}"
@@ -457,7 +465,8 @@ class Bench:
             with open(os.path.join(workdir, "horovodrun.out")) as f:
                 took = re.findall(r"reset took (\d+) ms", f.read())
         out = {"total": m["t_resumed"] - m["t_kill"], "work": m["work"],
-               "detect": None, "daemon": None, "workers": None, "phases": {}}
+               "detect": None, "daemon": None, "workers": None, "phases": {}, "began": None,
+               "cpu_workers": m["cpu"]["workers"], "cpu_daemon": m["cpu"]["daemon"]}
         if record is not None:
             detected, ready = record
             out["detect"] = detected - m["t_kill"]
@@ -470,6 +479,8 @@ class Bench:
                      if phases.get(p)]
             marks.append(("stepped", m["t_resumed"]))
             out["phases"] = {p: t - ready for p, t in marks}
+            if phases.get("began"):
+                out["began"] = phases["began"] - detected
         elif took:
             out["daemon"] = int(took[0]) / 1e3
         return out

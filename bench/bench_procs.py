@@ -7,10 +7,11 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 RESULT = re.compile(r"RESULT (\w+) (.*)$")
-STEP = re.compile(r"STEP t=([\d.]+) rank=(\d+) size=(\d+) gen=(\d+) step=(\d+)")
+STEP = re.compile(r"STEP t=([\d.]+)(?: cpu=([\d.]+))? rank=(\d+) size=(\d+) gen=(\d+) step=(\d+)")
 # Our worker's ring connect counters, at the end of its STEP lines.
 RING_COUNTERS = re.compile(r"pairs=(\d+) keys=(\d+) key_bytes=(\d+)")
 # When the worker's last rejoin passed each phase (bench/hvdd_worker.cc), in order.
@@ -115,8 +116,10 @@ def parse_step(line):
     m = STEP.match(line)
     if not m:
         return None
-    step = {"t": float(m.group(1)), "rank": int(m.group(2)), "size": int(m.group(3)),
-            "gen": int(m.group(4))}
+    step = {"t": float(m.group(1)), "rank": int(m.group(3)), "size": int(m.group(4)),
+            "gen": int(m.group(5))}
+    if m.group(2):
+        step["cpu"] = float(m.group(2))  # the worker's own CPU seconds so far
     c = RING_COUNTERS.search(line)
     if c:
         step["pairs"], step["keys"], step["key_bytes"] = map(int, c.groups())
@@ -227,6 +230,22 @@ def measure_kill(proc, logs, n, resumed, startup_timeout, survivors_only=True):
     raise RuntimeError(f"the job did not resume within 120 s of the kill (exit {proc.poll()})")
 
 
+def cpu_seconds(pids):
+    """User + system CPU seconds of these processes so far (gone ones count 0)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # Fields after the command name (which may hold spaces): utime, stime are 14, 15.
+        rest = stat[stat.rindex(")") + 2:].split()
+        total += int(rest[11]) + int(rest[12])
+    return total / ticks
+
+
 def measure_reset(proc, logs, n, startup_timeout):
     """measure_kill for our elastic worker, in more detail: SIGKILLs the
     highest rank and waits until every survivor logged a step of the n - 1
@@ -239,8 +258,19 @@ def measure_reset(proc, logs, n, startup_timeout):
     # Each log from a little before the kill on: its last step before the
     # kill is in there.
     starts = {pid: max(0, file_size(path) - 4096) for pid, path in paths.items()}
+    # The daemon's CPU, sampled on a thread of its own: the loop below reads
+    # hundreds of logs a poll and may see the last resume well after it.
+    daemon_cpu = [(time.time(), cpu_seconds([proc.pid]))]
+    sampling = threading.Event()
+
+    def sample_daemon():
+        while not sampling.wait(0.01):
+            daemon_cpu.append((time.time(), cpu_seconds([proc.pid])))
+    sampler = threading.Thread(target=sample_daemon, daemon=True)
+    sampler.start()
     t_kill = time.time()
     os.kill(victim, signal.SIGKILL)
+    worker_cpu = []
     deadline = time.time() + 120
     firsts = {}
     work = []
@@ -264,17 +294,34 @@ def measure_reset(proc, logs, n, startup_timeout):
                 if "join" in s:
                     joins.append(s["join"])
                 before = last_before.get(pid)
+                if before and "cpu" in s and "cpu" in before:
+                    worker_cpu.append(s["cpu"] - before["cpu"])
                 if before and "pairs" in s and "pairs" in before:
                     work.append({k: s[k] - before[k] for k in ("pairs", "keys", "key_bytes")})
                 break
         if len(firsts) >= n - 1:
             # When the last survivor passed each phase of its rejoin.
             phases = {p: max(j[p] for j in joins) for p in JOIN_PHASES} if joins else {}
-            return {"t_kill": t_kill, "t_resumed": max(firsts.values()), "work": work,
-                    "phases": phases}
+            # CPU the reset took, what two cores have to share out: each
+            # survivor's from its last step before the kill to its first
+            # after it (as it reports it), the daemon's from the kill to the
+            # last survivor's first step.
+            sampling.set()
+            sampler.join()
+            t_resumed = max(firsts.values())
+            at_kill = daemon_cpu[0][1]  # taken just before the kill
+            at_resume = [c for t, c in daemon_cpu if t <= t_resumed]
+            # (A survivor whose last step before the kill fell outside the
+            # tail read counts as the others' mean.)
+            cpu = {"workers": (sum(worker_cpu) / len(worker_cpu) * (n - 1)
+                               if worker_cpu else None),
+                   "daemon": at_resume[-1] - at_kill if at_resume else None}
+            return {"t_kill": t_kill, "t_resumed": t_resumed, "work": work,
+                    "phases": phases, "cpu": cpu}
         if proc.poll() is not None:
             break
         time.sleep(0.05)
+    sampling.set()
     raise RuntimeError(f"the job did not resume within 120 s of the kill (exit {proc.poll()})")
 
 

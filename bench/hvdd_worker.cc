@@ -14,6 +14,7 @@
 //                                    (pairs connected, keys and key bytes read)
 //
 // Rank 0 prints the RESULT lines (bench_common.h) of the first two modes.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,6 +113,14 @@ double RealtimeSeconds() {
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
+// This process's user + system CPU time so far, all threads.
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& tv) { return tv.tv_sec + tv.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 // The reset benchmark's worker. A step is 2 ms of "compute" (a sleep: the
 // machine has 2 cores and up to 16 workers) and one allreduce of 1024 floats.
 absl::Status RunElastic(const std::string& dir) {
@@ -135,14 +144,14 @@ absl::Status RunElastic(const std::string& dir) {
       ++step;
       // Written as soon as the allreduce completed; the reader orders by time.
       const internal::RingConnectTotals rings = internal::ProcessRingConnectTotals();
-      std::fprintf(log,
-                   "STEP t=%.6f rank=%d size=%d gen=%lld step=%lld pairs=%lld keys=%lld "
-                   "key_bytes=%lld join=%.6f,%.6f,%.6f,%.6f,%.6f\n",
-                   RealtimeSeconds(), Rank(), Size(), static_cast<long long>(Generation()),
-                   static_cast<long long>(step), static_cast<long long>(rings.pairs_connected),
-                   static_cast<long long>(rings.keys_read),
-                   static_cast<long long>(rings.key_bytes_read), join.began, join.answered,
-                   join.ring_connected, join.communicator_ready, synced);
+      std::fprintf(
+          log,
+          "STEP t=%.6f cpu=%.6f rank=%d size=%d gen=%lld step=%lld pairs=%lld keys=%lld "
+          "key_bytes=%lld join=%.6f,%.6f,%.6f,%.6f,%.6f\n",
+          RealtimeSeconds(), CpuSeconds(), Rank(), Size(), static_cast<long long>(Generation()),
+          static_cast<long long>(step), static_cast<long long>(rings.pairs_connected),
+          static_cast<long long>(rings.keys_read), static_cast<long long>(rings.key_bytes_read),
+          join.began, join.answered, join.ring_connected, join.communicator_ready, synced);
       std::fflush(log);
       if (step % 10 != 0) continue;
       // Every rank stops at the same step: the stop flag is reduced (max).
