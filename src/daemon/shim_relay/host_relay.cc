@@ -72,8 +72,17 @@ void HostRelay::Core::Shutdown() {
     link = link_;
   }
   if (link) link->Cancel();
+  link.reset();  // not ours to keep alive: waited for below
   if (reconnect_.joinable()) reconnect_.join();
   if (server_) server_->Wait();
+  absl::MutexLock lock(&mu_);
+  auto destroyed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_links_ == 0; };
+  mu_.Await(absl::Condition(&destroyed));
+}
+
+void HostRelay::Core::LinkDestroyed() {
+  absl::MutexLock lock(&mu_);
+  --live_links_;
 }
 
 int HostRelay::Core::relayed_workers() const {
@@ -222,6 +231,7 @@ bool HostRelay::Core::OpenLink() {
     ++links_opened_;
     heard_ = false;
     link = std::make_shared<HostLink>(this, epoch_);
+    ++live_links_;
     link->Bind(stub_.get(), link);
     link_ = link;
     for (auto& [id, member] : members_) {

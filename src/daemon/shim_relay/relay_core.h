@@ -82,6 +82,8 @@ class HostRelay::Core final : public v1::WorkerService::CallbackService {
   // The host stream ended: so do the workers' streams it carried, with its
   // status (they reconnect and say hello again, on the next one).
   void LinkDone(HostLink* link, const grpc::Status& status);
+  // A HostLink's destructor: the last thing it does with this core.
+  void LinkDestroyed();
 
  private:
   struct Member {
@@ -119,6 +121,10 @@ class HostRelay::Core final : public v1::WorkerService::CallbackService {
   std::shared_ptr<HostLink> link_ ABSL_GUARDED_BY(mu_);  // the open host stream, if any
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;              // link_'s, counting from 1
   int64_t links_opened_ ABSL_GUARDED_BY(mu_) = 0;
+  // HostLinks not destroyed yet: Shutdown waits for none, so that no reactor
+  // of the relay's outlives it (its OnDone still ran after LinkDone, racing
+  // the core's and the process's end).
+  int live_links_ ABSL_GUARDED_BY(mu_) = 0;
   bool heard_ ABSL_GUARDED_BY(mu_) = false;  // link_ got something from the daemon
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::map<int64_t, Member> members_ ABSL_GUARDED_BY(mu_);  // by worker id
