@@ -3,6 +3,7 @@
 test's; each member is killed by its PID (SIGKILL), on kill() or cleanup()."""
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -19,14 +20,39 @@ class EtcdCluster:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.names = [f"m{i}" for i in range(members)]
-        self.client_ports = [free_port() for _ in self.names]
-        self.peer_ports = [free_port() for _ in self.names]
         self.procs = [None] * members
-        self.token = f"hvdd-test-{os.getpid()}-{time.monotonic_ns()}"
-        for i in range(members):
-            self.start(i)
-        for i in range(members):
-            self.wait_healthy(i)
+        # A free port can be taken by another test's process before etcd binds it: the
+        # cluster is then brought up again on new ports (a few times at most).
+        for attempt in range(3):
+            self.client_ports = [free_port() for _ in self.names]
+            self.peer_ports = [free_port() for _ in self.names]
+            self.token = f"hvdd-test-{os.getpid()}-{time.monotonic_ns()}"
+            for i in range(members):
+                self.start(i)
+            try:
+                for i in range(members):
+                    self.wait_healthy(i)
+                return
+            except AssertionError:
+                if attempt == 2 or not self.lost_a_port():
+                    self.cleanup()
+                    raise
+                self.cleanup()
+                for name in self.names:
+                    shutil.rmtree(self.root / name, ignore_errors=True)
+                    log = self.root / f"{name}.log"
+                    if log.exists():
+                        log.rename(self.root / f"{name}.log.{attempt + 1}")
+
+    def lost_a_port(self):
+        """Whether a member exited because its port was taken meanwhile."""
+        for i, name in enumerate(self.names):
+            if self.procs[i] is None or self.procs[i].poll() is None:
+                continue
+            log = self.root / f"{name}.log"
+            if log.exists() and b"address already in use" in log.read_bytes():
+                return True
+        return False
 
     @property
     def url(self):
