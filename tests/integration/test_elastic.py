@@ -4,6 +4,7 @@ file the discovery script reads, and by killing and stopping workers."""
 
 import os
 import signal
+import time
 
 from harness import DISCOVER_HOSTS, ELASTIC_TRAIN, HostsFile, read_result, wait_pid_gone
 
@@ -90,6 +91,28 @@ def test_a_stopped_worker_is_declared_lost(horovodrun, tmp_path):
             os.kill(workers[2], signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_a_stopped_daemon_does_not_declare_its_live_workers_silent(horovodrun, tmp_path):
+    # horovodrun (its embedded daemon) stopped for 6 s, three times the default
+    # --liveness-timeout, as a stalled machine or a debugger would stop it: the workers went
+    # on heartbeating into its sockets. On waking it has not heard them for 6 s, but it was
+    # not listening: none of them is lost, and the job ends with no reset.
+    HostsFile(tmp_path, "localhost:2")
+    run = horovodrun(*elastic_args(tmp_path, 2, 2, 2, delay_ms=40))
+    workers = run.wait_for_size(2)
+    run.wait_for_line(r"epoch 1/3", "the first epoch to end")
+    os.kill(run.proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(6)  # the stall itself is what is tested: no condition to wait for
+    finally:
+        os.kill(run.proc.pid, signal.SIGCONT)
+    assert run.wait() == 0, run.output()
+    assert "lost:" not in run.output(), run.output()
+    assert run.count(r"horovodd did not run for \d+ ms \(the daemon or its machine was "
+                     r"stalled\)") >= 1, run.output()
+    assert check_converged_result(tmp_path, 2)["resets"] == 0
+    assert run.workers() == workers
 
 
 def test_fixed_size_job_without_discovery(horovodrun, tmp_path):

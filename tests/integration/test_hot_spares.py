@@ -163,11 +163,8 @@ def test_spares_live_through_a_daemon_sigkill_and_restart(daemons, tmp_path):
     # daemon takes it back, and it still takes a killed worker's place.
     HostsFile(tmp_path, f"{A}:1\n{B}:1\n{C}:1")
     daemon = daemons.start()
-    # --liveness-timeout 10, as the other restart tests: with the 2 s default a loaded CI
-    # machine let a live worker miss its reconnect window after the restart, and the job
-    # reset once more than the one swap this test is about.
     job_id = submit_elastic_train(daemon, tmp_path, epochs=30, delay_ms=15, samples=SAMPLES,
-                                  min_np=1, extra=("--hot-spares", 1, "--liveness-timeout", 10))
+                                  min_np=1, extra=("--hot-spares", 1))
 
     def spare_ready(d):
         def ready():

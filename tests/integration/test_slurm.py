@@ -321,11 +321,8 @@ def test_a_hot_spare_srun_step_takes_a_killed_workers_place(salloc, tmp_path):
     # Ranks 0-1 on node1, rank 2 on node2 (--max-np 3); the spare is an srun step on node2's
     # other slot. Rank 0 is killed: node1 is blacklisted as in Horovod (rank 1 leaves too),
     # and the spare takes rank 1 beside rank 2's worker (now rank 0): one reset, size 2.
-    # --liveness-timeout 10: the 2 s default declared both live workers of node2 silent after
-    # the swap in three CI runs (a loaded 2-core machine that stalls for seconds; issue 37's
-    # note): this test is about the swap, not about silence.
     run = salloc("-np", 3, "--min-np", 1, "--max-np", 3, "--hot-spares", 1, "--host-discovery",
-                 "slurm", "--discovery-interval", 0.5, "--verbose", "--liveness-timeout", 10,
+                 "slurm", "--discovery-interval", 0.5, "--verbose",
                  *train_args(tmp_path, epochs=6, delay_ms=25))
     before = run.wait_for_size(3)
     spare = run.wait_for_line(r"started spare (\d+) on node2 \(pid (\d+)\)", "the spare")

@@ -93,9 +93,7 @@ def test_static_two_host_job_gets_ranks_per_host(horovodrun, sshd, tmp_path):
 
 
 def test_static_two_host_training_converges(horovodrun, sshd, tmp_path):
-    # --liveness-timeout 10: about training over SSH, not silence (the 2 s default once killed
-    # a live worker while the loaded CI machine stalled).
-    run = horovodrun("-np", 4, "-H", "127.0.0.2:2,127.0.0.3:2", "--liveness-timeout", 10,
+    run = horovodrun("-np", 4, "-H", "127.0.0.2:2,127.0.0.3:2",
                      *ssh_args(sshd, tmp_path), *train_args(tmp_path, delay_ms=0))
     workers = run.wait_for_size(4)
     assert sorted(workers) == [0, 1, 2, 3]

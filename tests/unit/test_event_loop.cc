@@ -1,6 +1,7 @@
 // The per-job event loop: order, timers, cancellation.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <future>
 #include <vector>
 
@@ -115,4 +116,34 @@ TEST_CASE("a simulated clock moves only when advanced") {
   CHECK(clock.Now() == absl::FromUnixSeconds(1000) + absl::Milliseconds(1500));
   clock.Advance(absl::ZeroDuration());
   CHECK(clock.Now() == absl::FromUnixSeconds(1000) + absl::Milliseconds(1500));
+}
+
+TEST_CASE(
+    "advancing a simulated clock runs each timer at its own deadline; a jump runs them late") {
+  SimulatedClock clock(absl::FromUnixSeconds(1000));
+  EventLoop loop(&clock);
+  // A periodic timer, as the liveness monitor's: each run reads the time and
+  // sets the next one a second later. Touched on the loop thread only, read
+  // once Advance/Jump returned (every sleeper caught up by then).
+  std::vector<absl::Time> runs;
+  std::function<void()> tick = [&] {
+    runs.push_back(clock.Now());
+    loop.PostAfter(absl::Seconds(1), tick);
+  };
+  std::promise<void> started;
+  loop.Post([&] {
+    loop.PostAfter(absl::Seconds(1), tick);
+    started.set_value();
+  });
+  REQUIRE(Ran(started));
+
+  clock.Advance(absl::Milliseconds(3500));
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  CHECK(runs == std::vector<absl::Time>{t0 + absl::Seconds(1), t0 + absl::Seconds(2),
+                                        t0 + absl::Seconds(3)});
+  // As a process stopped for 10 s: the one due timer runs once, late.
+  clock.Jump(absl::Seconds(10));
+  REQUIRE(runs.size() == 4);
+  CHECK(runs[3] == t0 + absl::Milliseconds(13500));
+  loop.Stop();
 }

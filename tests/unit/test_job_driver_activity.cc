@@ -1,6 +1,7 @@
 // The driver's view of its ranks on a SimulatedClock: each worker's latest
 // activity report, goodput of a job that resets, the straggler guard, and a
 // stall's eviction below --min-np.
+#include <cmath>
 #include <csignal>
 #include <string>
 #include <vector>
@@ -156,6 +157,14 @@ int EventsWithCode(const v1::JobStatus& status, const std::string& code) {
   return n;
 }
 
+// When the first event with `code` was recorded (InfiniteFuture: none was).
+absl::Time FirstEventTime(const v1::JobStatus& status, const std::string& code) {
+  for (const v1::JobEvent& e : status.recent_events()) {
+    if (e.code() == code) return absl::FromUnixMicros(std::llround(e.time_unix() * 1e6));
+  }
+  return absl::InfiniteFuture();
+}
+
 TEST_CASE("simulated time: stragglers on every host are not all evicted below --min-np",
           "[job_driver]") {
   v1::JobSpec spec = TwoHostJob::Spec();
@@ -224,8 +233,10 @@ TEST_CASE("simulated time: a stall evicts below --min-np; the job fails at --ela
   CHECK(WorkerOf(status, 1).state() == v1::WORKER_FAILED);
 
   // As after any failure that leaves too few slots: the job waits for them
-  // up to --elastic-timeout, then fails.
-  clock.Advance(absl::Seconds(29));
+  // up to --elastic-timeout from the eviction, then fails.
+  const absl::Time evicted = FirstEventTime(status, "worker_evicted");
+  REQUIRE(evicted <= clock.Now());
+  clock.Advance(evicted + absl::Seconds(29) - clock.Now());
   CHECK_FALSE(driver.Status().state() == v1::FAILED);
   CHECK_FALSE(driver.Ended());
   clock.Advance(absl::Seconds(2));

@@ -179,13 +179,47 @@ TEST_CASE("simulated time: a silent worker is found in under 3 s with the defaul
   job.clock.Advance(absl::Seconds(2));
   CHECK(job.driver->Status().state() == v1::PENDING);
   CHECK(job.launcher.signals().empty());
-  // ...and found before 3 s: the check runs often enough (every 250 ms) that
-  // it has run, and killed it, by 2.9 s of silence.
+  // ...but at the next check, which runs every 250 ms: by 2.25 s of silence.
   job.clock.Advance(absl::Milliseconds(900));
   REQUIRE(WaitUntil([&] { return !job.launcher.signals().empty(); }));
   CHECK(job.launcher.signals() == std::vector<int>{SIGKILL});
   CHECK_THAT(EndedStatus(*job.driver).reason(),
-             Catch::Contains("silent for 2900 ms (--liveness-timeout 2s)"));
+             Catch::Contains("silent for 2250 ms (--liveness-timeout 2s)"));
+}
+
+TEST_CASE("simulated time: a daemon stalled past --liveness-timeout kills none it could not hear",
+          "[job_driver]") {
+  // The daemon's process (or its whole machine) stopped for 6 s, three times
+  // the timeout: the workers' heartbeats wait unread in its sockets. On
+  // waking its liveness check runs first: the workers were not silent, the
+  // daemon was deaf. It says so, and counts their silence from then.
+  v1::JobSpec spec = testing::OneLocalWorkerSpec({"train"});
+  spec.set_liveness_timeout_seconds(2);
+  SimulatedJob job(spec);
+  REQUIRE(WaitUntil([&] { return job.launcher.worker_ids().size() == 1; }));
+  const int64_t worker_id = job.launcher.worker_ids().front();
+  job.driver->Attach(worker_id, std::make_shared<NullChannel>());
+  job.driver->Status();  // barrier: attached
+  job.clock.Jump(absl::Seconds(6));
+  v1::JobStatus status = job.driver->Status();
+  CHECK(status.state() == v1::PENDING);
+  CHECK(job.launcher.signals().empty());
+  bool said = false;
+  for (const v1::JobEvent& e : status.recent_events()) {
+    said |= absl::StrContains(e.message(),
+                              "horovodd did not run for 6000 ms (the daemon or its "
+                              "machine was stalled)");
+  }
+  CHECK(said);
+  // Its heartbeats, read now, keep it alive; a real silence is still found.
+  job.driver->Heartbeat(worker_id);
+  job.driver->Status();
+  job.clock.Advance(absl::Seconds(2));
+  CHECK(job.launcher.signals().empty());
+  job.clock.Advance(absl::Milliseconds(250));
+  REQUIRE(WaitUntil([&] { return !job.launcher.signals().empty(); }));
+  CHECK_THAT(EndedStatus(*job.driver).reason(),
+             Catch::Contains("silent for 2250 ms (--liveness-timeout 2s)"));
 }
 
 // The status of worker `id`'s KvSet of `key` in `generation`.

@@ -53,9 +53,13 @@ TEST_CASE("held decisions: a worker lost while held resets the job only once the
   // Worker 2 (localhost) exits with 1; worker 1 sees its ring break.
   two.job.launcher.Exit(1, 1);
   auto broken = Ask(driver, 1, 1);
-  // Workers 3 and 4 go silent past --liveness-timeout.
-  two.job.clock.Advance(absl::Seconds(40));
-  // 3 and 4, each said once (1 waits in a rendezvous call: not silent).
+  // Workers 3 and 4 go silent past --liveness-timeout; 1 waits in its
+  // rendezvous call and heartbeats.
+  two.job.clock.Advance(absl::Seconds(25));
+  driver.Heartbeat(1);
+  driver.Status();  // barrier: the heartbeat counted
+  two.job.clock.Advance(absl::Seconds(15));
+  // 3 and 4, each said once.
   REQUIRE(WaitUntil([&] { return CountCode(driver.Status(), "worker_lost_held") == 2; }));
   v1::JobStatus status = driver.Status();
   CHECK(status.generation() == 1);

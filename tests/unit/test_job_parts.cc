@@ -479,6 +479,34 @@ TEST_CASE("liveness: a connected worker is lost once silent past --liveness-time
   CHECK(monitor.period() == absl::Milliseconds(625));  // an eighth of the timeout, at most 1 s
 }
 
+TEST_CASE("liveness: time the daemon was not listening is no worker's silence", "[job_parts]") {
+  LivenessCase c;
+  LivenessMonitor monitor(c.spec);
+  Worker& heard = c.table.Add("a", 0);
+  WorkerTable::Started(heard, LaunchedProcess{1, 1});
+  Worker& starting = c.table.Add("a", 1);
+  WorkerTable::Started(starting, LaunchedProcess{2, 2});
+  monitor.Launched(heard.id, kT0);
+  monitor.Launched(starting.id, kT0);
+  heard.attached = true;
+  monitor.Seen(heard.id, kT0 + absl::Seconds(1));
+  monitor.AskedRendezvous(heard.id);
+  // The daemon was stopped from 2 s to 20 s: what its workers sent is unread.
+  monitor.ResumedListening(kT0 + absl::Seconds(20));
+  CHECK(monitor.Check(kT0 + absl::Seconds(20), c.table).empty());
+  CHECK(monitor.Check(kT0 + absl::Seconds(25), c.table).empty());
+  // Silent for the liveness timeout (5 s) and the start timeout (10 s) since
+  // it listens again: lost, with its whole silence named.
+  CHECK(Reasons(monitor.Check(kT0 + absl::Milliseconds(25500), c.table)) ==
+        std::vector<std::string>{"1: silent for 24500 ms (--liveness-timeout 5s)"});
+  CHECK(Reasons(monitor.Check(kT0 + absl::Seconds(31), c.table)) ==
+        std::vector<std::string>{"1: silent for 30000 ms (--liveness-timeout 5s)",
+                                 "2: did not connect within --start-timeout 10s"});
+  // Heard from once it listens again: alive.
+  monitor.Seen(heard.id, kT0 + absl::Seconds(21));
+  CHECK(Reasons(monitor.Check(kT0 + absl::Seconds(26), c.table)).empty());
+}
+
 TEST_CASE("liveness: a worker that closed its stream gets the runtime's grace to exit",
           "[job_parts]") {
   // Its runtime shut down; the interpreter takes its time to exit.

@@ -107,11 +107,24 @@ void JobDriver::Start() {
     hosts_.ArmBelowMinTimer(0, spec_.num_proc());
     hosts_.StartDiscovery();  // a listed host set plans at once
     if (lifecycle_.Terminal()) return;
-    liveness_.Watch(loop_, workers_, [this](const LivenessMonitor::Lost& lost) {
-      OnWorkerLost(lost.worker_id, lost.reason, lost.last_seen);
-    });
+    WatchLiveness();
     WatchStalls();
   });
+}
+
+void JobDriver::WatchLiveness() {
+  liveness_.Watch(
+      loop_, workers_,
+      [this](const LivenessMonitor::Lost& lost) {
+        OnWorkerLost(lost.worker_id, lost.reason, lost.last_seen);
+      },
+      [this](absl::Duration stalled) {
+        recorder_.Record(
+            v1::JobEvent::WARNING,
+            absl::StrCat("horovodd did not run for ", absl::ToInt64Milliseconds(stalled),
+                         " ms (the daemon or its machine was stalled): its workers' "
+                         "silences count from now"));
+      });
 }
 
 void JobDriver::Cancel(const std::string& reason) {

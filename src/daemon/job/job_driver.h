@@ -165,6 +165,10 @@ class JobDriver {
   // Spares are not needed any more (the job is finishing): they leave.
   void DismissSpares();
 
+  // Starts the liveness monitor's checks: a lost worker is killed, a stalled
+  // daemon is a job event.
+  void WatchLiveness();
+
   // Stalls (job_stalls.cc): the detector's checks on the loop's clock while
   // the job runs, and what its verdicts lead to.
   void WatchStalls();

@@ -154,9 +154,7 @@ void JobDriver::ResumeNow(const JobCheckpoint& checkpoint,
   }
   hosts_.StartDiscovery();
   if (lifecycle_.Terminal()) return;
-  liveness_.Watch(loop_, workers_, [this](const LivenessMonitor::Lost& lost) {
-    OnWorkerLost(lost.worker_id, lost.reason, lost.last_seen);
-  });
+  WatchLiveness();
   WatchStalls();
 }
 

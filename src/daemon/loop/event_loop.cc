@@ -2,7 +2,10 @@
 
 namespace horovodd::daemon {
 
-EventLoop::EventLoop(const Clock* clock) : clock_(clock), thread_([this] { Loop(); }) {}
+EventLoop::EventLoop(const Clock* clock) : clock_(clock) {
+  clock_->Enroll(&cv_);  // withdrawn by the thread as it ends
+  thread_ = std::thread([this] { Loop(); });
+}
 
 EventLoop::~EventLoop() {
   Stop();
@@ -20,6 +23,7 @@ bool EventLoop::Post(std::function<void()> fn) {
   if (stopping_) return false;
   queue_.push_back(std::move(fn));
   cv_.Signal();
+  clock_->Woken(&cv_);
   return true;
 }
 
@@ -30,6 +34,7 @@ EventLoop::TimerId EventLoop::PostAt(absl::Time when, std::function<void()> fn) 
   timers_.emplace(std::make_pair(when, id), std::move(fn));
   timer_deadlines_[id] = when;
   cv_.Signal();
+  clock_->Woken(&cv_);
   return id;
 }
 
@@ -48,6 +53,7 @@ void EventLoop::Stop() {
   timers_.clear();
   timer_deadlines_.clear();
   cv_.SignalAll();
+  clock_->Woken(&cv_);
 }
 
 void EventLoop::Loop() {
@@ -78,6 +84,7 @@ void EventLoop::Loop() {
     fn();
     mu_.Lock();
   }
+  clock_->Withdraw(&cv_);
 }
 
 }  // namespace horovodd::daemon

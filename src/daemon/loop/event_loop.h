@@ -55,7 +55,7 @@ class EventLoop {
   std::map<std::pair<absl::Time, TimerId>, std::function<void()>> timers_ ABSL_GUARDED_BY(mu_);
   std::map<TimerId, absl::Time> timer_deadlines_ ABSL_GUARDED_BY(mu_);
   TimerId next_timer_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::thread thread_;  // last: starts once the fields above exist
+  std::thread thread_;  // started by the constructor once the fields above exist
 };
 
 }  // namespace horovodd::daemon

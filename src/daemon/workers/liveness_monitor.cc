@@ -39,6 +39,10 @@ void LivenessMonitor::AskedRendezvous(int64_t id) {
 
 void LivenessMonitor::Forget(int64_t id) { heard_.erase(id); }
 
+void LivenessMonitor::ResumedListening(absl::Time now) {
+  listening_since_ = std::max(listening_since_, now);
+}
+
 std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
                                                           const WorkerTable& workers) const {
   const absl::Duration silent_limit = absl::Seconds(liveness_timeout_s_);
@@ -49,11 +53,14 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
     auto it = heard_.find(id);
     if (it == heard_.end()) continue;
     const Heard& heard = it->second;
+    // Time the daemon was not listening is no one's silence.
+    const absl::Time launched_at = std::max(heard.launched_at, listening_since_);
+    const absl::Time last_seen = std::max(heard.last_seen, listening_since_);
     if (heard.reattached && !heard.heard_from) {
       // Taken back by a restarted daemon: its Attach stream is back within
       // about a second (DaemonClient waits for the channel), so it has the
       // liveness timeout to reconnect, as any attached worker has to speak.
-      if (now - heard.launched_at > silent_limit) {
+      if (now - launched_at > silent_limit) {
         lost.push_back({id,
                         absl::StrCat("did not reconnect within --liveness-timeout ",
                                      liveness_timeout_s_, "s after horovodd restarted"),
@@ -62,7 +69,7 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
       continue;
     }
     const bool started = heard.asked_rendezvous || w.joined_generation != 0;
-    if (!started && now - heard.launched_at > start_limit) {
+    if (!started && now - launched_at > start_limit) {
       // Attached or not: a worker that never asked for a generation is still
       // starting, however alive it sounds.
       lost.push_back(
@@ -78,7 +85,7 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
     // reconnecting: its exit or its new stream is awaited up to the grace
     // after which a worker cut off from its daemon ends itself.
     const absl::Duration limit = w.attached ? silent_limit : std::max(silent_limit, kDetachedGrace);
-    if (now - heard.last_seen > limit) {
+    if (now - last_seen > limit) {
       lost.push_back({id,
                       absl::StrCat("silent for ", Millis(now - heard.last_seen),
                                    w.attached ? "" : " after closing its stream",
@@ -89,11 +96,14 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
   return lost;
 }
 
-void LivenessMonitor::Watch(EventLoop& loop, const WorkerTable& workers, LostHandler on_lost) {
+void LivenessMonitor::Watch(EventLoop& loop, const WorkerTable& workers, LostHandler on_lost,
+                            StalledHandler on_stalled) {
   HVDD_CHECK(loop_ == nullptr && timer_ == 0) << "liveness already watched";
   loop_ = &loop;
   workers_ = &workers;
   on_lost_ = std::move(on_lost);
+  on_stalled_ = std::move(on_stalled);
+  last_check_ = absl::InfinitePast();
   CheckNow();
 }
 
@@ -105,7 +115,19 @@ void LivenessMonitor::Stop() {
 
 void LivenessMonitor::CheckNow() {
   timer_ = 0;
-  for (const Lost& lost : Check(loop_->clock().Now(), *workers_)) on_lost_(lost);
+  const absl::Time now = loop_->clock().Now();
+  // Due one period after the last check. Later than a heartbeat interval past
+  // that, the daemon itself did not run (a stopped process, a stalled machine):
+  // the heartbeats sent meanwhile wait unread in its sockets, and judging by
+  // them now would kill every live worker at once.
+  const bool first = last_check_ == absl::InfinitePast();
+  const absl::Duration stalled = now - last_check_;
+  last_check_ = now;
+  if (!first && stalled > period() + absl::Seconds(liveness_timeout_s_) / 4) {
+    ResumedListening(now);
+    on_stalled_(stalled);
+  }
+  for (const Lost& lost : Check(now, *workers_)) on_lost_(lost);
   if (loop_ == nullptr) return;  // stopped by a handler
   timer_ = loop_->PostAfter(period(), [this] { CheckNow(); });
 }

@@ -42,6 +42,11 @@ class LivenessMonitor {
   void AskedRendezvous(int64_t id);
   // Worker `id` never started after all.
   void Forget(int64_t id);
+  // The daemon heard nothing until `now`: its loop, or the whole machine, was
+  // stopped, and what its workers sent meanwhile is only now being read. Every
+  // silence and start counts from `now` at the earliest, so a daemon that
+  // wakes from a stall does not kill the workers it could not hear.
+  void ResumedListening(absl::Time now);
 
   struct Lost {
     int64_t worker_id;
@@ -54,10 +59,15 @@ class LivenessMonitor {
   absl::Duration period() const;
 
   using LostHandler = std::function<void(const Lost&)>;
+  using StalledHandler = std::function<void(absl::Duration stalled)>;
   // Checks `workers` now and every period() after on `loop`'s clock, until
   // Stop: `on_lost` gets each lost worker, on the loop, at every check until
-  // its process is gone. `loop` and `workers` outlive the watch.
-  void Watch(EventLoop& loop, const WorkerTable& workers, LostHandler on_lost);
+  // its process is gone. A check that runs more than a heartbeat interval
+  // late finds the daemon was stalled: it calls ResumedListening and tells
+  // `on_stalled` how long the loop did not run. `loop` and `workers` outlive
+  // the watch.
+  void Watch(EventLoop& loop, const WorkerTable& workers, LostHandler on_lost,
+             StalledHandler on_stalled);
   void Stop();
 
  private:
@@ -74,11 +84,14 @@ class LivenessMonitor {
   const double start_timeout_s_;
   const double liveness_timeout_s_;
   std::map<int64_t, Heard> heard_;
+  absl::Time listening_since_ = absl::InfinitePast();
   // While it watches (Watch until Stop).
   EventLoop* loop_ = nullptr;
   const WorkerTable* workers_ = nullptr;
   LostHandler on_lost_;
+  StalledHandler on_stalled_;
   EventLoop::TimerId timer_ = 0;
+  absl::Time last_check_ = absl::InfinitePast();
 };
 
 }  // namespace horovodd::daemon
