@@ -30,6 +30,11 @@ constexpr size_t kPage = 4096;
 // goes straight to yielding (as OpenMPI does when oversubscribed).
 constexpr int kSpinChecks = 2000;
 constexpr int kYieldChecks = 200;
+// With more ranks than this per CPU a wait sleeps at once: a yield almost
+// always hands the CPU to another waiter that yields in turn (256 ranks on 2
+// CPUs spent a tenth of a reset's CPU in sched_yield and the checks between),
+// and the rank awaited runs sooner when the waiters sleep.
+constexpr int kCrowdedRanksPerCpu = 8;
 // How often (in pause-spins) a spinning wait checks whether a peer shares
 // its CPU (a getcpu call).
 constexpr int kCpuChecksEvery = 64;
@@ -139,6 +144,9 @@ ShmGroup::ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> s
       slot_bytes_(RoundUp(options.slot_bytes, kLine)),
       allowed_cpus_(AllowedCpus()),
       spin_checks_(options.size > std::max<int>(1, allowed_cpus_.size()) ? 0 : kSpinChecks),
+      yield_checks_(options.size > kCrowdedRanksPerCpu * std::max<int>(1, allowed_cpus_.size())
+                        ? 0
+                        : kYieldChecks),
       segment_(std::move(segment)) {
   control(rank_).pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
   SetPids(options.pids);
@@ -408,7 +416,7 @@ absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline
   // runs, moving itself where its CPU holds more than its share of the
   // host's ranks (cpu_spread.h).
   if (spin_checks_ == 0) SpreadOut();
-  for (int i = 0; i < spin_checks_ + kYieldChecks; ++i) {
+  for (int i = 0; i < spin_checks_ + yield_checks_; ++i) {
     if (done()) return absl::OkStatus();
     if (h.state.load(std::memory_order_relaxed) != kUsable) return health();
     if (i < spin_checks_) {

@@ -188,6 +188,9 @@ class ShmGroup {
   // Pause-spins before a wait yields: none when the host's ranks outnumber
   // the CPUs we may run on.
   const int spin_checks_;
+  // Yields before a wait sleeps: none when the host's ranks outnumber the
+  // CPUs many times over.
+  const int yield_checks_;
   std::unique_ptr<SharedSegment> segment_;
   std::vector<pid_t> pids_;
   // Collective thread only: rounds ended, and Syncs done.
