@@ -4,15 +4,12 @@
 #include <grpcpp/support/client_interceptor.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/pem_file.h"
 #include "common/status_macros.h"
 
 namespace horovodd::cli {
@@ -24,17 +21,6 @@ std::string Env(const char* name) {
 }
 
 // `origin` names the flag or variable the path came from.
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& origin) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat(origin, ": cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& origin) {
   HVDD_ASSIGN_OR_RETURN(auto content, ReadWholeFile(path, origin));
   std::string token(absl::StripAsciiWhitespace(content));
@@ -115,7 +101,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ResolveChannelCredenti
        {std::pair{&ca, &options.pem_root_certs}, std::pair{&cert, &options.pem_cert_chain},
         std::pair{&key, &options.pem_private_key}}) {
     if (file->path.empty()) continue;
-    HVDD_ASSIGN_OR_RETURN(auto content, ReadWholeFile(file->path, file->origin));
+    HVDD_ASSIGN_OR_RETURN(auto content, ReadPemFile(file->path, file->origin));
     *field = std::move(content);
   }
   return grpc::SslCredentials(options);

@@ -9,7 +9,7 @@
 
 namespace horovodd {
 
-absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view setting) {
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view setting) {
   std::ifstream in(path);
   if (!in) {
     return absl::NotFoundError(
@@ -17,10 +17,15 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_vi
   }
   std::stringstream text;
   text << in.rdbuf();
-  if (text.str().empty()) {
+  return text.str();
+}
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view setting) {
+  absl::StatusOr<std::string> text = ReadWholeFile(path, setting);
+  if (text.ok() && text->empty()) {
     return absl::InvalidArgumentError(absl::StrCat(setting, ": ", path, " is empty"));
   }
-  return text.str();
+  return text;
 }
 
 }  // namespace horovodd

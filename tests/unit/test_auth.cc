@@ -11,6 +11,7 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "cli/client_credentials.h"
 #include "common/loopback.h"
 #include "daemon/auth/auth_policy.h"
 #include "daemon/auth/auth_token.h"
@@ -315,4 +316,28 @@ TEST_CASE("without a viewer token file, only a daemon with no state dir keeps on
   auto standalone = AccessPolicy::Create(AuthSettings(), dir.path.string());
   REQUIRE(standalone.ok());
   CHECK((*standalone)->viewer_token().empty());
+}
+
+TEST_CASE("a client's empty or missing TLS and token files are refused by flag and path") {
+  TempDir dir;
+  const fs::path empty = WriteFile(dir.path / "ca.pem", "", 0644);
+  horovodd::cli::ClientSecurity security;
+  security.tls_ca = empty.string();
+  auto credentials = horovodd::cli::ResolveChannelCredentials(security);
+  CHECK(credentials.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(credentials.status().message()) == "--tls-ca: " + empty.string() + " is empty");
+  security.tls_ca = (dir.path / "nope.pem").string();
+  credentials = horovodd::cli::ResolveChannelCredentials(security);
+  CHECK(credentials.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(credentials.status().message()),
+             Catch::StartsWith("--tls-ca: cannot read " + security.tls_ca + ": "));
+
+  horovodd::cli::ClientSecurity token;
+  token.token_file = WriteFile(dir.path / "empty.token", "\n", 0600).string();
+  CHECK(horovodd::cli::ResolveToken(token).status().code() == absl::StatusCode::kInvalidArgument);
+  token.token_file = (dir.path / "nope.token").string();
+  auto missing = horovodd::cli::ResolveToken(token);
+  CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(missing.status().message()),
+             Catch::StartsWith("--token-file: cannot read " + token.token_file + ": "));
 }
