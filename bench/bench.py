@@ -12,6 +12,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -713,4 +714,7 @@ def main():
 
 
 if __name__ == "__main__":
+    # A SIGTERM (timeout(1), a CI job's end) ends the bench through its finally blocks, which
+    # stop the jobs it started: killed outright, it once left 256 workers running for an hour.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     sys.exit(main())
