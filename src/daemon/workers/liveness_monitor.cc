@@ -17,18 +17,23 @@ LivenessMonitor::LivenessMonitor(const v1::JobSpec& spec)
     : start_timeout_s_(spec.start_timeout_seconds()),
       liveness_timeout_s_(spec.liveness_timeout_seconds()) {}
 
-void LivenessMonitor::Launched(int64_t id, absl::Time now) { heard_[id] = Heard{now, now}; }
+void LivenessMonitor::Launched(int64_t id, absl::Time now) {
+  Heard heard;
+  heard.launched_at = heard.last_seen = now;
+  heard.deaf_at_launch = heard.deaf_at_seen = deaf_;
+  heard_[id] = heard;
+}
 
 void LivenessMonitor::Reattached(int64_t id, absl::Time now) {
-  Heard heard{now, now};
-  heard.reattached = true;
-  heard_[id] = heard;
+  Launched(id, now);
+  heard_[id].reattached = true;
 }
 
 void LivenessMonitor::Seen(int64_t id, absl::Time now) {
   auto it = heard_.find(id);
   if (it == heard_.end()) return;
   it->second.last_seen = now;
+  it->second.deaf_at_seen = deaf_;
   it->second.heard_from = true;
 }
 
@@ -39,9 +44,7 @@ void LivenessMonitor::AskedRendezvous(int64_t id) {
 
 void LivenessMonitor::Forget(int64_t id) { heard_.erase(id); }
 
-void LivenessMonitor::ResumedListening(absl::Time now) {
-  listening_since_ = std::max(listening_since_, now);
-}
+void LivenessMonitor::Deaf(absl::Duration stalled) { deaf_ += stalled; }
 
 std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
                                                           const WorkerTable& workers) const {
@@ -54,13 +57,13 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
     if (it == heard_.end()) continue;
     const Heard& heard = it->second;
     // Time the daemon was not listening is no one's silence.
-    const absl::Time launched_at = std::max(heard.launched_at, listening_since_);
-    const absl::Time last_seen = std::max(heard.last_seen, listening_since_);
+    const absl::Duration since_launch = now - heard.launched_at - (deaf_ - heard.deaf_at_launch);
+    const absl::Duration silence = now - heard.last_seen - (deaf_ - heard.deaf_at_seen);
     if (heard.reattached && !heard.heard_from) {
       // Taken back by a restarted daemon: its Attach stream is back within
       // about a second (DaemonClient waits for the channel), so it has the
       // liveness timeout to reconnect, as any attached worker has to speak.
-      if (now - launched_at > silent_limit) {
+      if (since_launch > silent_limit) {
         lost.push_back({id,
                         absl::StrCat("did not reconnect within --liveness-timeout ",
                                      liveness_timeout_s_, "s after horovodd restarted"),
@@ -69,7 +72,7 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
       continue;
     }
     const bool started = heard.asked_rendezvous || w.joined_generation != 0;
-    if (!started && now - launched_at > start_limit) {
+    if (!started && since_launch > start_limit) {
       // Attached or not: a worker that never asked for a generation is still
       // starting, however alive it sounds.
       lost.push_back(
@@ -85,7 +88,7 @@ std::vector<LivenessMonitor::Lost> LivenessMonitor::Check(absl::Time now,
     // reconnecting: its exit or its new stream is awaited up to the grace
     // after which a worker cut off from its daemon ends itself.
     const absl::Duration limit = w.attached ? silent_limit : std::max(silent_limit, kDetachedGrace);
-    if (now - last_seen > limit) {
+    if (silence > limit) {
       lost.push_back({id,
                       absl::StrCat("silent for ", Millis(now - heard.last_seen),
                                    w.attached ? "" : " after closing its stream",
@@ -124,7 +127,7 @@ void LivenessMonitor::CheckNow() {
   const absl::Duration stalled = now - last_check_;
   last_check_ = now;
   if (!first && stalled > period() + absl::Seconds(liveness_timeout_s_) / 4) {
-    ResumedListening(now);
+    Deaf(stalled - period());
     on_stalled_(stalled);
   }
   for (const Lost& lost : Check(now, *workers_)) on_lost_(lost);

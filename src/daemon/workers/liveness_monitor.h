@@ -42,11 +42,13 @@ class LivenessMonitor {
   void AskedRendezvous(int64_t id);
   // Worker `id` never started after all.
   void Forget(int64_t id);
-  // The daemon heard nothing until `now`: its loop, or the whole machine, was
-  // stopped, and what its workers sent meanwhile is only now being read. Every
-  // silence and start counts from `now` at the earliest, so a daemon that
-  // wakes from a stall does not kill the workers it could not hear.
-  void ResumedListening(absl::Time now);
+  // The daemon did not run for `stalled` (its loop, or the whole process or
+  // machine, was stopped), and what its workers sent meanwhile is only now
+  // being read. That time is no one's silence: it is taken off every silence
+  // and start it fell into, so a daemon that wakes from a stall does not kill
+  // the workers it could not hear, and a silent one is still found however
+  // often the daemon stalls.
+  void Deaf(absl::Duration stalled);
 
   struct Lost {
     int64_t worker_id;
@@ -63,8 +65,8 @@ class LivenessMonitor {
   // Checks `workers` now and every period() after on `loop`'s clock, until
   // Stop: `on_lost` gets each lost worker, on the loop, at every check until
   // its process is gone. A check that runs more than a heartbeat interval
-  // late finds the daemon was stalled: it calls ResumedListening and tells
-  // `on_stalled` how long the loop did not run. `loop` and `workers` outlive
+  // late finds the daemon was stalled: the lateness is Deaf time, and
+  // `on_stalled` is told how long the loop did not run. `loop` and `workers` outlive
   // the watch.
   void Watch(EventLoop& loop, const WorkerTable& workers, LostHandler on_lost,
              StalledHandler on_stalled);
@@ -77,6 +79,9 @@ class LivenessMonitor {
     bool heard_from = false;
     bool asked_rendezvous = false;
     bool reattached = false;  // by a restarted daemon, not heard from since
+    // deaf_ when it was launched and when it was last seen.
+    absl::Duration deaf_at_launch;
+    absl::Duration deaf_at_seen;
   };
 
   void CheckNow();
@@ -84,7 +89,7 @@ class LivenessMonitor {
   const double start_timeout_s_;
   const double liveness_timeout_s_;
   std::map<int64_t, Heard> heard_;
-  absl::Time listening_since_ = absl::InfinitePast();
+  absl::Duration deaf_;  // the daemon's stalls so far, in all
   // While it watches (Watch until Stop).
   EventLoop* loop_ = nullptr;
   const WorkerTable* workers_ = nullptr;
