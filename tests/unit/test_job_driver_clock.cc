@@ -156,16 +156,31 @@ TEST_CASE("simulated time: when every worker failed and no host is usable the jo
              Catch::Contains("worker 1 (localhost, pid 1001) exited with status 3"));
 }
 
+// One local worker under horovodrun's default --liveness-timeout (2 s),
+// started and attached (the Attach counted) before the test moves time.
+struct AttachedWorkerJob {
+  AttachedWorkerJob() : job(Spec()) {
+    REQUIRE(WaitUntil([&] { return job.launcher.worker_ids().size() == 1; }));
+    worker_id = job.launcher.worker_ids().front();
+    job.driver->Attach(worker_id, std::make_shared<NullChannel>());
+    job.driver->Status();  // barrier: attached
+  }
+  static v1::JobSpec Spec() {
+    v1::JobSpec spec = testing::OneLocalWorkerSpec({"train"});
+    spec.set_liveness_timeout_seconds(2);
+    return spec;
+  }
+  SimulatedJob job;
+  int64_t worker_id = 0;
+};
+
 TEST_CASE("simulated time: a silent worker is found in under 3 s with the default timeout",
           "[job_driver]") {
   // horovodrun's default --liveness-timeout 2 s, the heartbeat every 500 ms
   // (HeartbeatSchedule: a quarter of it) until the worker stops.
-  v1::JobSpec spec = testing::OneLocalWorkerSpec({"train"});
-  spec.set_liveness_timeout_seconds(2);
-  SimulatedJob job(spec);
-  REQUIRE(WaitUntil([&] { return job.launcher.worker_ids().size() == 1; }));
-  const int64_t worker_id = job.launcher.worker_ids().front();
-  job.driver->Attach(worker_id, std::make_shared<NullChannel>());
+  AttachedWorkerJob attached;
+  SimulatedJob& job = attached.job;
+  const int64_t worker_id = attached.worker_id;
   // A long step: heartbeats, but no rendezvous or other call for 20 s; one
   // heartbeat 1.5 s late on a loaded machine is no alarm either.
   for (int i = 0; i < 40; ++i) {
@@ -192,14 +207,10 @@ TEST_CASE("simulated time: a daemon stalled past --liveness-timeout kills none i
   // The daemon's process (or its whole machine) stopped for 6 s, three times
   // the timeout: the workers' heartbeats wait unread in its sockets. On
   // waking its liveness check runs first: the workers were not silent, the
-  // daemon was deaf. It says so, and counts their silence from then.
-  v1::JobSpec spec = testing::OneLocalWorkerSpec({"train"});
-  spec.set_liveness_timeout_seconds(2);
-  SimulatedJob job(spec);
-  REQUIRE(WaitUntil([&] { return job.launcher.worker_ids().size() == 1; }));
-  const int64_t worker_id = job.launcher.worker_ids().front();
-  job.driver->Attach(worker_id, std::make_shared<NullChannel>());
-  job.driver->Status();  // barrier: attached
+  // daemon was deaf. It says so, and does not count that time as silence.
+  AttachedWorkerJob attached;
+  SimulatedJob& job = attached.job;
+  const int64_t worker_id = attached.worker_id;
   job.clock.Jump(absl::Seconds(6));
   v1::JobStatus status = job.driver->Status();
   CHECK(status.state() == v1::PENDING);

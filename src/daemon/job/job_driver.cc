@@ -122,8 +122,8 @@ void JobDriver::WatchLiveness() {
         recorder_.Record(
             v1::JobEvent::WARNING,
             absl::StrCat("horovodd did not run for ", absl::ToInt64Milliseconds(stalled),
-                         " ms (the daemon or its machine was stalled): its workers' "
-                         "silences count from now"));
+                         " ms (the daemon or its machine was stalled): that time is "
+                         "not counted as its workers' silence"));
       });
 }
 

@@ -66,8 +66,8 @@ class LivenessMonitor {
   // Stop: `on_lost` gets each lost worker, on the loop, at every check until
   // its process is gone. A check that runs more than a heartbeat interval
   // late finds the daemon was stalled: the lateness is Deaf time, and
-  // `on_stalled` is told how long the loop did not run. `loop` and `workers` outlive
-  // the watch.
+  // `on_stalled` is told how long the loop did not run. `loop` and
+  // `workers` outlive the watch.
   void Watch(EventLoop& loop, const WorkerTable& workers, LostHandler on_lost,
              StalledHandler on_stalled);
   void Stop();

@@ -414,7 +414,8 @@ absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline
   // With more local ranks than CPUs a wait yields instead of spinning (the
   // peer it waits for may be queued on its CPU), and first says where it
   // runs, moving itself where its CPU holds more than its share of the
-  // host's ranks (cpu_spread.h).
+  // host's ranks (cpu_spread.h). With more than kCrowdedRanksPerCpu it
+  // does not yield either: it sleeps at once.
   if (spin_checks_ == 0) SpreadOut();
   for (int i = 0; i < spin_checks_ + yield_checks_; ++i) {
     if (done()) return absl::OkStatus();

@@ -19,8 +19,9 @@
 // sleeps on a futex in the segment until it is rung or the deadline passes.
 // It sleeps at once where a peer last waited on its own CPU: spinning there
 // only keeps the peer from running. With more local ranks than CPUs it
-// yields instead of spinning, and a rank on a CPU the kernel crowded with
-// more than its share of them moves itself to an emptier one.
+// yields instead of spinning (many times more: it sleeps at once), and a
+// rank on a CPU the kernel crowded with more than its share of them moves
+// itself to an emptier one.
 // Abort() (the generation was superseded) and Fail() (a collective failed
 // here) set the segment's state word and ring: every wait of every local
 // rank then fails at once, and so does every later one. A local peer's exit
