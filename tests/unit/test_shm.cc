@@ -7,11 +7,11 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <cmath>
-#include <cstring>
-
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -73,6 +73,40 @@ TEST_CASE("shm allreduce matches the reference for every dtype, op and size") {
           for (const std::string& m : mismatches) CHECK(m == "");
         }
       }
+    }
+  }
+}
+
+TEST_CASE("a small allreduce folded by a few of 12 ranks gives every rank the whole result") {
+  // Rounds under 12 KiB are folded by one rank per KiB (1 element, 1200
+  // bytes, 4 KiB), the rest only copy in and out; 20,000 bytes go in rounds
+  // of 4 KiB. Every rank's values count, prescaled, and every rank ends
+  // with the same bits.
+  constexpr int kSize = 12;
+  auto groups = MakeGroups(kSize, 4096);
+  for (const int64_t count :
+       {int64_t{1}, int64_t{300}, int64_t{1024}, int64_t{3100}, int64_t{5000}}) {
+    CAPTURE(count);
+    auto value = [](int rank, int64_t i) {
+      return 1.0 / (3.0 + static_cast<double>((i * 13 + rank * 7) % 17)) + rank * 0.1;
+    };
+    const auto results = OnEveryRank<std::string>(kSize, [&](int rank) -> std::string {
+      Tensor t = MakeTensor(DType::kFloat32, {count}, [&](int64_t i) { return value(rank, i); });
+      AllreduceOptions options;
+      options.op = ReduceOp::kSum;
+      options.prescale_factor = 0.5;
+      options.postscale_factor = 3.0;
+      absl::Status s = internal::shm::Allreduce(*groups[rank], t.view(), options, Deadline());
+      if (!s.ok()) return s.ToString();
+      return std::string(static_cast<const char*>(t.data()), t.nbytes());
+    });
+    REQUIRE(results[0].size() == static_cast<size_t>(count) * sizeof(float));
+    for (int r = 1; r < kSize; ++r) CHECK(results[r] == results[0]);
+    const float* got = reinterpret_cast<const float*>(results[0].data());
+    for (int64_t i = 0; i < count; i += std::max<int64_t>(1, count / 37)) {
+      double want = 0;
+      for (int r = 0; r < kSize; ++r) want += 0.5 * value(r, i);
+      CHECK(got[i] == Approx(3.0 * want).epsilon(1e-5));
     }
   }
 }
@@ -349,13 +383,15 @@ TEST_CASE("a crowded rank moves to the emptiest allowed CPU, and only a crowded 
 using internal::shm::NegotiationChannel;
 
 // Rank r's part of round k: a length and bytes that differ by rank and round.
+// Sizes on both sides of what a rank's front holds (224 bytes: read there)
+// and far past it (read from the rank's full part).
 std::string PartOf(int rank, int round) {
-  return std::string(1 + (rank * 13 + round * 7) % 300,
-                     static_cast<char>('a' + (rank + round) % 26));
+  constexpr size_t kSizes[] = {1, 100, 224, 225, 300, 20000};
+  return std::string(kSizes[(rank * 5 + round) % 6], static_cast<char>('a' + (rank + round) % 26));
 }
 
-TEST_CASE("negotiation parts from 2 to 4 ranks reach every rank, round after round") {
-  for (int size = 2; size <= 4; ++size) {
+TEST_CASE("negotiation parts from 2 to 9 ranks reach every rank, round after round") {
+  for (int size : {2, 3, 4, 9}) {
     auto groups = MakeGroups(size, 1024);
     const auto results = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
       NegotiationChannel channel(*groups[rank]);

@@ -61,10 +61,11 @@ inline constexpr size_t kDefaultSlotBytes = size_t{256} << 10;
 // Header words per rank per destination in a round (collective_args.h's
 // ArgumentHeader fits).
 inline constexpr size_t kMetaWords = 16;
-// The negotiation area (shm_negotiation.h): this many bytes per rank, the
-// first kNegotiationControlBytes of them its control line, then its two parts.
-inline constexpr size_t kNegotiationControlBytes = 128;
-inline constexpr size_t kNegotiationBytesPerRank = kNegotiationControlBytes + (size_t{64} << 10);
+// The negotiation area (shm_negotiation.h): this many bytes per rank, its
+// front (a control line and room for a small part in each of the two sets,
+// the fronts of all ranks side by side) and its two full parts.
+inline constexpr size_t kNegotiationFrontBytes = 512;
+inline constexpr size_t kNegotiationBytesPerRank = kNegotiationFrontBytes + (size_t{64} << 10);
 // Buffer sets, used round after round in turn (see the top).
 inline constexpr int kSets = 3;
 

@@ -60,6 +60,9 @@ class NegotiationChannel {
  private:
   struct RankControl;
   RankControl& control(int r) const;
+  // Rank r's part of `round` in its front (a copy of a small part) and in
+  // full (where NextPart writes).
+  uint8_t* front_part(int r, uint64_t round) const;
   uint8_t* part(int r, uint64_t round) const;
 
   ShmGroup& group_;
