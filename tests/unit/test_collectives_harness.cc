@@ -31,20 +31,22 @@ std::vector<absl::StatusOr<std::shared_ptr<internal::GlooContext>>> ConnectGroup
 }
 
 std::vector<absl::StatusOr<std::shared_ptr<internal::GlooContext>>> ConnectGroupLazily(
-    gloo::rendezvous::Store& store, const std::string& prefix, int size, absl::Duration timeout) {
+    gloo::rendezvous::Store& store, const std::string& prefix, int size, absl::Duration timeout,
+    bool eager_pairs) {
   return OnEveryRank<absl::StatusOr<std::shared_ptr<internal::GlooContext>>>(size, [&](int rank) {
     internal::ConnectOptions options;
     options.rank = rank;
     options.size = size;
     options.timeout = timeout;
+    options.eager_pairs = eager_pairs;
     return internal::ConnectGlooContextLazily(
         std::make_shared<gloo::rendezvous::PrefixStore>(prefix, store), options);
   });
 }
 
 RankGroup::RankGroup(gloo::rendezvous::Store& store, const std::string& prefix, int size,
-                     absl::Duration timeout) {
-  for (auto& context : ConnectGroupLazily(store, prefix, size, timeout)) {
+                     absl::Duration timeout, bool eager_pairs) {
+  for (auto& context : ConnectGroupLazily(store, prefix, size, timeout, eager_pairs)) {
     REQUIRE(context.status().ToString() == "OK");
     contexts_.push_back(*std::move(context));
   }

@@ -72,9 +72,10 @@ std::vector<absl::StatusOr<std::shared_ptr<internal::GlooContext>>> ConnectGroup
 
 // The same, lazily (ConnectGlooContextLazily, as the runtime connects its
 // rings): each context keeps a view of `store`, which must outlive them.
+// `eager_pairs`: ConnectOptions's.
 std::vector<absl::StatusOr<std::shared_ptr<internal::GlooContext>>> ConnectGroupLazily(
     gloo::rendezvous::Store& store, const std::string& prefix, int size,
-    absl::Duration timeout = kCollectiveTimeout);
+    absl::Duration timeout = kCollectiveTimeout, bool eager_pairs = true);
 
 // A connected group; the constructor REQUIREs that every rank connected.
 class RankGroup {
@@ -82,7 +83,7 @@ class RankGroup {
   // Connected lazily, as the runtime's rings are: the collectives under
   // test connect the pairs they use. `store` must outlive the group.
   RankGroup(gloo::rendezvous::Store& store, const std::string& prefix, int size,
-            absl::Duration timeout = kCollectiveTimeout);
+            absl::Duration timeout = kCollectiveTimeout, bool eager_pairs = true);
   int size() const { return static_cast<int>(contexts_.size()); }
   internal::GlooContext& context(int rank) { return *contexts_[rank]; }
   std::shared_ptr<internal::GlooContext>& shared(int rank) { return contexts_[rank]; }

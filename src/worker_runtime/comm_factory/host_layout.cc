@@ -8,6 +8,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "common/status_macros.h"
 #include "worker_runtime/gloo/gloo_ops.h"
@@ -96,16 +97,24 @@ absl::StatusOr<std::unique_ptr<shm::ShmGroup>> OpenGroup(
 constexpr char kSegmentKey[] = "shm-segment";
 enum SegmentWord : int { kSegmentPid, kSegmentLeaderFd, kSegmentBootId, kSegmentWords };
 
+// Each peer's word on the segment, under a key of its own, for the leader.
+enum Vote : char { kMapped = 1, kNotMapped = 2, kGaveUp = 3 };
+std::string VoteKey(int rank) { return absl::StrCat("shm-vote-", rank); }
+
 // ConnectHostGroups where every rank of the ring is on this host (the
 // daemon's answer says so: local size == ring size, local rank == ring
-// rank): nothing to learn about where ranks are. The leader publishes its
-// segment (pid, descriptor, boot) under one key of the ring's store, which
-// every peer reads and maps. Whether every rank mapped it is passed down the
-// ring's own pairs to the leader (AllTrueAtRankZero, n - 1 one-byte
-// messages), which gives its verdict in the segment: every rank that mapped
-// it reads it there at once, and one that did not knows the answer already.
+// rank): nothing to learn about where ranks are, and no pair of the ring is
+// needed (the runtime connects none: RingOptions::eager_pairs). The leader
+// publishes its segment (pid, descriptor, boot) under one key of the ring's
+// store, which every peer reads and maps. Each peer then says whether it
+// mapped it under a key of its own, and the leader reads them all in one
+// wait of the store (through the daemon: one request, answered when the
+// last peer's key is there) and gives its verdict in the segment: every
+// rank that mapped it reads it there at once, and one that did not knows
+// the answer already. A peer that fails on the way says so instead, and the
+// leader fails the segment, which fails every peer waiting for the verdict.
 // Then each watches its neighbours' pids, which they published in the
-// segment. O(1) keys, pairs and messages per rank.
+// segment. O(1) keys per peer, n - 1 for the leader, no pair.
 absl::StatusOr<HostLayout> ConnectAllLocal(GlooCommunicator& ring, const LocalOptions& options) {
   HostLayout layout;
   GlooContext& context = ring.context();
@@ -120,7 +129,6 @@ absl::StatusOr<HostLayout> ConnectAllLocal(GlooCommunicator& ring, const LocalOp
   group_options.size = n;
   group_options.slot_bytes = options.slot_bytes;
   group_options.pids.assign(n, 0);  // the neighbours' come from the segment
-  bool segment_exists = false;
   if (leader) {
     int64_t words[kSegmentWords] = {getpid(), -1, shm::BootId()};
     if (options.enabled && placed) {
@@ -128,18 +136,45 @@ absl::StatusOr<HostLayout> ConnectAllLocal(GlooCommunicator& ring, const LocalOp
       if (made.ok()) {
         group = *std::move(made);
         words[kSegmentLeaderFd] = group->segment().fd();
-        segment_exists = true;
       }
     }
     const char* bytes = reinterpret_cast<const char*>(words);
     HVDD_RETURN_IF_ERROR(
         context.PublishKey(kSegmentKey, std::vector<char>(bytes, bytes + sizeof(words))));
+    // Every peer reads the same key: with no segment, none waits for a verdict.
+    if (group == nullptr) return layout;
+    std::vector<std::string> keys;
+    for (int r = 1; r < n; ++r) keys.push_back(VoteKey(r));
+    absl::StatusOr<std::vector<std::vector<char>>> votes = context.ReadKeys(keys);
+    if (!votes.ok()) {
+      group->Fail();  // wakes the peers waiting for the verdict
+      return votes.status();
+    }
+    bool all_mapped = true;
+    for (int r = 1; r < n; ++r) {
+      const std::vector<char>& vote = (*votes)[r - 1];
+      if (vote.size() != 1 || vote[0] == kGaveUp) {
+        group->Fail();
+        return absl::UnavailableError(absl::StrCat(
+            "rank ", r, " gave up setting up this host's shared memory (gloo context rank 0 of ", n,
+            ")"));
+      }
+      all_mapped = all_mapped && vote[0] == kMapped;
+    }
+    group->Decide(all_mapped);
+    group->segment().CloseFd();  // every peer tried to map it before it voted
+    if (!all_mapped) return layout;
   } else {
-    HVDD_ASSIGN_OR_RETURN(const std::vector<char> key, context.ReadKey(kSegmentKey));
+    absl::StatusOr<std::vector<char>> key = context.ReadKey(kSegmentKey);
+    if (!key.ok()) {
+      // The leader may be waiting for our word: give it, whatever failed.
+      context.PublishKeyDespiteFailure(VoteKey(ring.rank()), {kGaveUp}).IgnoreError();
+      return key.status();
+    }
     int64_t words[kSegmentWords] = {0, -1, 0};
-    if (key.size() == sizeof(words)) std::memcpy(words, key.data(), sizeof(words));
-    segment_exists = words[kSegmentLeaderFd] >= 0;
-    if (options.enabled && placed && segment_exists && words[kSegmentBootId] == shm::BootId()) {
+    if (key->size() == sizeof(words)) std::memcpy(words, key->data(), sizeof(words));
+    if (words[kSegmentLeaderFd] < 0) return layout;  // no segment: no verdict to wait for
+    if (options.enabled && placed && words[kSegmentBootId] == shm::BootId()) {
       absl::StatusOr<std::unique_ptr<shm::ShmGroup>> opened =
           shm::ShmGroup::Attach(group_options, static_cast<pid_t>(words[kSegmentPid]),
                                 static_cast<int>(words[kSegmentLeaderFd]));
@@ -149,23 +184,17 @@ absl::StatusOr<HostLayout> ConnectAllLocal(GlooCommunicator& ring, const LocalOp
         group->WatchLeader(static_cast<pid_t>(words[kSegmentPid]));
       }
     }
-  }
-  // Every rank read the same key: with no segment, none agrees on anything.
-  if (!segment_exists) return layout;
-  absl::StatusOr<bool> all_up = AllTrueAtRankZero(context, group != nullptr);
-  if (!all_up.ok()) {
-    // Wakes the ranks that passed their part on and wait for the verdict.
-    if (group != nullptr) group->Fail();
-    return all_up.status();
-  }
-  if (leader) {
-    group->Decide(*all_up);
-    group->segment().CloseFd();  // every peer tried to map it before passing on
-  } else if (group != nullptr) {
+    const Vote vote = group != nullptr ? kMapped : kNotMapped;
+    if (absl::Status said = context.PublishKey(VoteKey(ring.rank()), {vote}); !said.ok()) {
+      context.PublishKeyDespiteFailure(VoteKey(ring.rank()), {kGaveUp}).IgnoreError();
+      if (group != nullptr) group->Fail();
+      return said;
+    }
+    if (group == nullptr) return layout;
     const absl::Time deadline = absl::Now() + absl::FromChrono(context.getTimeout());
-    HVDD_ASSIGN_OR_RETURN(all_up, group->AwaitDecision(deadline));
+    HVDD_ASSIGN_OR_RETURN(const bool all_mapped, group->AwaitDecision(deadline));
+    if (!all_mapped) return layout;
   }
-  if (group == nullptr || !*all_up) return layout;
   group->WatchNeighbours();
   layout.host_of_rank.assign(n, 0);
   layout.group = std::move(group);

@@ -44,6 +44,7 @@ ConnectOptions ToConnectOptions(const RingOptions& options) {
   connect.size = options.size;
   connect.bind_address = options.bind_address;
   connect.timeout = options.timeout;
+  connect.eager_pairs = options.eager_pairs;
   return connect;
 }
 

@@ -54,6 +54,9 @@ struct RingOptions {
   std::string key_scope;
   // Bounds every store wait while connecting, and the ring's operations.
   absl::Duration timeout = absl::Seconds(30);
+  // ConnectOptions::eager_pairs: false when every rank is on one host whose
+  // shared memory carries the collectives.
+  bool eager_pairs = true;
 };
 
 struct RingResult {

@@ -377,6 +377,11 @@ absl::Status GlooContext::StoreFailure(const std::string& what, const std::excep
 
 absl::Status GlooContext::PublishKey(const std::string& key, const std::vector<char>& value) {
   HVDD_RETURN_IF_ERROR(health());
+  return PublishKeyDespiteFailure(key, value);
+}
+
+absl::Status GlooContext::PublishKeyDespiteFailure(const std::string& key,
+                                                   const std::vector<char>& value) {
   if (store_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("gloo context (rank ", rank, ") has no rendezvous store to publish ", key));
@@ -390,19 +395,34 @@ absl::Status GlooContext::PublishKey(const std::string& key, const std::vector<c
 }
 
 absl::StatusOr<std::vector<char>> GlooContext::ReadKey(const std::string& key) {
+  HVDD_ASSIGN_OR_RETURN(std::vector<std::vector<char>> values, ReadKeys({key}));
+  return std::move(values.front());
+}
+
+absl::StatusOr<std::vector<std::vector<char>>> GlooContext::ReadKeys(
+    const std::vector<std::string>& keys) {
   HVDD_RETURN_IF_ERROR(health());
   if (store_ == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("gloo context (rank ", rank, ") has no rendezvous store to read ", key));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "gloo context (rank ", rank, ") has no rendezvous store to read ", keys.front()));
   }
+  const std::string what =
+      keys.size() == 1 ? keys.front() : absl::StrCat(keys.size(), " keys from ", keys.front());
   try {
-    store_->wait({key}, getTimeout());
-    std::vector<char> value = store_->get(key);
-    keys_read_total.fetch_add(1, std::memory_order_relaxed);
-    key_bytes_read_total.fetch_add(static_cast<int64_t>(value.size()), std::memory_order_relaxed);
-    return value;
+    // One wait for all (through the daemon: one round trip, whose answer
+    // the gets then read).
+    store_->wait(keys, getTimeout());
+    std::vector<std::vector<char>> values;
+    values.reserve(keys.size());
+    for (const std::string& key : keys) {
+      values.push_back(store_->get(key));
+      keys_read_total.fetch_add(1, std::memory_order_relaxed);
+      key_bytes_read_total.fetch_add(static_cast<int64_t>(values.back().size()),
+                                     std::memory_order_relaxed);
+    }
+    return values;
   } catch (const std::exception& e) {
-    return StoreFailure(absl::StrCat("reading ", key), e);
+    return StoreFailure(absl::StrCat("reading ", what), e);
   }
 }
 
@@ -477,6 +497,7 @@ absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContextLazily(
     first.clear();
     for (int peer = 0; peer < n; ++peer) first.push_back(peer);
   }
+  if (!options.eager_pairs) first.clear();
   HVDD_RETURN_IF_ERROR(context->ConnectFirst(first));
   return context;
 }

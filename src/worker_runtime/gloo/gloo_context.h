@@ -61,6 +61,11 @@ struct ConnectOptions {
   // Bounds connecting (each store wait and pair connect) and, end to end,
   // each collective run on the context.
   absl::Duration timeout = absl::Seconds(30);
+  // ConnectGlooContextLazily: false connects no pair before a collective
+  // needs it. For a ring whose ranks all share one host's memory, where
+  // only Adasum runs on the ring and a reset's every pair is CPU the
+  // host's other ranks wait for.
+  bool eager_pairs = true;
 };
 
 class GlooContext;
@@ -168,8 +173,13 @@ class GlooContext final : public gloo::rendezvous::Context {
   // (ABORTED once the context is).
   bool has_store() const { return store_ != nullptr; }
   absl::Status PublishKey(const std::string& key, const std::vector<char>& value);
+  // PublishKey even once the context failed or was aborted: a rank's last
+  // word to peers that wait for it in the store (that it gave up).
+  absl::Status PublishKeyDespiteFailure(const std::string& key, const std::vector<char>& value);
   // Waits (up to the context's timeout) until `key` is published.
   absl::StatusOr<std::vector<char>> ReadKey(const std::string& key);
+  // Waits until every one of `keys` is published (one wait), then reads them.
+  absl::StatusOr<std::vector<std::vector<char>>> ReadKeys(const std::vector<std::string>& keys);
   // Whether the pair to `peer` is connected. Collective thread only.
   bool connected(int peer) const { return connected_[peer] != 0; }
   // How many pairs are connected. Collective thread only.
@@ -250,7 +260,7 @@ absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(gloo::rendezvous
 
 // The same, but the context keeps `store` and connects lazily: only its two
 // ring neighbours before it returns (every peer up to kAllPeersMaxRanks
-// ranks), every other pair when a collective first needs it
+// ranks; none without options.eager_pairs), every other pair when a collective first needs it
 // (GlooContext::ConnectPeers). A reset's rebuild then costs a rank two
 // pairs and two keys past kAllPeersMaxRanks ranks, whatever the job's size.
 absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContextLazily(

@@ -328,30 +328,4 @@ absl::StatusOr<std::vector<uint8_t>> AllgatherRecords(GlooContext& context, cons
   return all;
 }
 
-absl::StatusOr<bool> AllTrueAtRankZero(GlooContext& context, bool mine) {
-  CollectiveScope scope(context, "ring agreement");
-  HVDD_RETURN_IF_ERROR(scope.CheckHealth());
-  const int n = scope.size();
-  const int rank = scope.rank();
-  if (n == 1) return mine;
-  const int left = (rank - 1 + n) % n;
-  const int right = (rank + 1) % n;
-  // [0]: what this rank passes on; [1]: what it hears from its right.
-  HVDD_ASSIGN_OR_RETURN(CollectiveScope::Scratch bytes, scope.RegisterScratch(2));
-  HVDD_RETURN_IF_ERROR(scope.Connect({left, right}));
-  uint8_t all = mine ? 1 : 0;
-  // n - 1 -> n - 2 -> ... -> 0: rank r learns whether ranks r..n - 1 all hold.
-  if (rank < n - 1) {
-    HVDD_RETURN_IF_ERROR(scope.Recv(*bytes.buffer, right, 1, 1, Channel::kData));
-    HVDD_RETURN_IF_ERROR(scope.WaitRecv(*bytes.buffer));
-    all = static_cast<uint8_t>(all & bytes.data[1]);
-  }
-  if (rank > 0) {
-    bytes.data[0] = all;
-    HVDD_RETURN_IF_ERROR(scope.Send(*bytes.buffer, left, 0, 1, Channel::kData));
-    HVDD_RETURN_IF_ERROR(scope.WaitSend(*bytes.buffer));
-  }
-  return all != 0;
-}
-
 }  // namespace horovodd::internal

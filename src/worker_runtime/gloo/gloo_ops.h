@@ -51,13 +51,4 @@ absl::Status Barrier(GlooContext& context);
 absl::StatusOr<std::vector<uint8_t>> AllgatherRecords(GlooContext& context, const void* mine,
                                                       size_t bytes);
 
-// Whether `mine` holds on every rank, as rank 0 learns it: passed along the
-// ring's neighbour pairs only (the first a lazy ring connects) from rank n - 1
-// down to rank 0, each rank adding its own. n - 1 messages in a row; rank 0's
-// answer is the whole ring's, any other rank's says only whether it and the
-// ranks above it hold. No pair beyond the ring's and O(1) work per rank, where
-// a tree would connect log2(n) new pairs per rank; the caller tells the
-// others rank 0's answer its own way (ConnectAllLocal: in the shared segment).
-absl::StatusOr<bool> AllTrueAtRankZero(GlooContext& context, bool mine);
-
 }  // namespace horovodd::internal

@@ -265,6 +265,11 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
       HVDD_ASSIGN_OR_RETURN(ring_options.bind_address, InterfaceIPv4Address(interface));
     }
     ring_options.timeout = ring_timeout_;
+    // One host's ranks, sharing its memory: the ring carries no collective
+    // but Adasum (comm_factory.h), so no pair is connected before one does.
+    // From the daemon's answer, the same on every rank (HOROVODD_SHM may
+    // not be): a rank connecting its first pairs waits for its neighbours'.
+    ring_options.eager_pairs = next.local_size != next.size;
     ring_options.key_scope = IncarnationScope(NextRingIncarnation(worker_key_, next.generation));
     RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
     std::vector<int> host_of_rank;
