@@ -246,6 +246,22 @@ def cpu_seconds(pids):
     return total / ticks
 
 
+def start_profile():
+    """BENCH_PERF_OUT=FILE: `perf record` of the whole machine (a timer
+    event: these VMs have no hardware counters; kernel call chains, the
+    Release build has no frame pointers), from just before the kill, 1.4 s
+    long. Returns the perf process or None. The profiled round's figures
+    include perf's own cost."""
+    out = os.environ.get("BENCH_PERF_OUT")
+    if not out:
+        return None
+    perf = subprocess.Popen(["perf", "record", "-a", "-e", "cpu-clock", "-F", "2000", "-g",
+                             "-o", out, "--", "sleep", "1.4"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)  # perf takes a moment to start sampling
+    return perf
+
+
 def measure_reset(proc, logs, n, startup_timeout):
     """measure_kill for our elastic worker, in more detail: SIGKILLs the
     highest rank and waits until every survivor logged a step of the n - 1
@@ -268,6 +284,7 @@ def measure_reset(proc, logs, n, startup_timeout):
             daemon_cpu.append((time.time(), cpu_seconds([proc.pid])))
     sampler = threading.Thread(target=sample_daemon, daemon=True)
     sampler.start()
+    profile = start_profile()
     t_kill = time.time()
     os.kill(victim, signal.SIGKILL)
     worker_cpu = []
@@ -316,6 +333,8 @@ def measure_reset(proc, logs, n, startup_timeout):
             cpu = {"workers": (sum(worker_cpu) / len(worker_cpu) * (n - 1)
                                if worker_cpu else None),
                    "daemon": at_resume[-1] - at_kill if at_resume else None}
+            if profile is not None:
+                profile.wait(timeout=30)  # its file written before the job is stopped
             return {"t_kill": t_kill, "t_resumed": t_resumed, "work": work,
                     "phases": phases, "cpu": cpu}
         if proc.poll() is not None:
