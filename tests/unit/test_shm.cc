@@ -139,28 +139,34 @@ TEST_CASE("shm allgather, broadcast, alltoall, reducescatter and barrier") {
     if (std::string m = FirstMismatch(b, [](int64_t i) { return i * 0.5; }); !m.empty()) {
       return "broadcast: " + m;
     }
-    // Alltoall: rank r sends (d + 1) * 100 rows of one int64 to rank d.
+    // Alltoall: rank r sends (d + 1) * 100 + 150 * r rows of one int64 to
+    // rank d: the biggest block (the last rank's to the last) is no other
+    // rank's own, and sets how many rounds every rank runs.
+    auto block = [](int from, int to) { return int64_t{(to + 1) * 100 + 150 * from}; };
     std::vector<int64_t> splits;
     int64_t rows = 0;
     for (int d = 0; d < size; ++d) {
-      splits.push_back((d + 1) * 100);
+      splits.push_back(block(rank, d));
       rows += splits.back();
     }
     Tensor a = MakeTensor(DType::kInt64, {rows}, [&](int64_t i) { return rank * 100000 + i; });
     std::vector<int64_t> received;
     auto exchanged = internal::shm::Alltoall(g, a.view(), splits, &received, Deadline());
     if (!exchanged.ok()) return exchanged.status().ToString();
-    if (received != std::vector<int64_t>(size, (rank + 1) * 100)) return "alltoall splits";
-    int64_t sent_before = 0;
-    for (int d = 0; d < rank; ++d) sent_before += (d + 1) * 100;
+    std::vector<int64_t> expected_splits;
+    for (int r = 0; r < size; ++r) expected_splits.push_back(block(r, rank));
+    if (received != expected_splits) return "alltoall splits";
+    int64_t at = 0;  // where rank r's rows land
     for (int r = 0; r < size; ++r) {
-      for (int64_t i = 0; i < (rank + 1) * 100; ++i) {
+      int64_t sent_before = 0;  // rank r's rows for ranks before this one
+      for (int d = 0; d < rank; ++d) sent_before += block(r, d);
+      for (int64_t i = 0; i < block(r, rank); ++i) {
         const double want = r * 100000 + sent_before + i;
-        if (testing::GetElement(exchanged->data(), DType::kInt64, r * (rank + 1) * 100 + i) !=
-            want) {
+        if (testing::GetElement(exchanged->data(), DType::kInt64, at + i) != want) {
           return "alltoall value from rank " + std::to_string(r);
         }
       }
+      at += block(r, rank);
     }
     // Reducescatter of 7 rows of 500 float32s: rows 3, 2, 2.
     Tensor rs = MakeTensor(DType::kFloat32, {7, 500}, [&](int64_t i) { return Input(rank, i); });

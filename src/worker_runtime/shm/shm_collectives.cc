@@ -207,26 +207,38 @@ auto OnePiece(const TensorView& tensor) {
              int64_t offset, int64_t count, auto fn) { fn(data + offset * element, count, 0); };
 }
 
+// The spare header word where a rank puts, in its header to itself, the
+// largest `extra` it tells anyone (ExchangeHeaders' largest_extra).
+constexpr size_t kLargestExtraWord = kMetaWords - 1;
+static_assert(ArgumentHeader::kWords <= kLargestExtraWord);
+
 // Every rank's header in one round (to_each[d] is what rank d reads from us);
-// returns from_each[r][d], what rank r told rank d.
-absl::StatusOr<std::vector<std::vector<ArgumentHeader>>> ExchangeHeaders(
-    ShmGroup& group, const std::vector<ArgumentHeader>& to_each, absl::Time deadline) {
+// returns what each rank told this one. With `largest_extra`, also the
+// largest `extra` any rank told any rank. A rank decodes n headers, not the
+// n x n of every pair (65,000 at 256 local ranks, for each allgather).
+absl::StatusOr<std::vector<ArgumentHeader>> ExchangeHeaders(
+    ShmGroup& group, const std::vector<ArgumentHeader>& to_each, absl::Time deadline,
+    int64_t* largest_extra = nullptr) {
   const int n = group.size();
-  for (int d = 0; d < n; ++d) to_each[d].Encode(group.meta(group.rank()) + d * kMetaWords);
+  const int me = group.rank();
+  int64_t* mine = group.meta(me);
+  int64_t largest = 0;
+  for (int d = 0; d < n; ++d) {
+    to_each[d].Encode(mine + d * kMetaWords);
+    largest = std::max(largest, to_each[d].extra);
+  }
+  mine[me * kMetaWords + kLargestExtraWord] = largest;
   HVDD_RETURN_IF_ERROR(group.Sync(deadline));
-  std::vector<std::vector<ArgumentHeader>> from(n, std::vector<ArgumentHeader>(n));
-  for (int r = 0; r < n; ++r) {
-    for (int d = 0; d < n; ++d) from[r][d] = ArgumentHeader::Decode(group.meta(r) + d * kMetaWords);
+  std::vector<ArgumentHeader> from(n);
+  for (int r = 0; r < n; ++r) from[r] = ArgumentHeader::Decode(group.meta(r) + me * kMetaWords);
+  if (largest_extra != nullptr) {
+    *largest_extra = 0;
+    for (int r = 0; r < n; ++r) {
+      *largest_extra = std::max(*largest_extra, group.meta(r)[r * kMetaWords + kLargestExtraWord]);
+    }
   }
   group.NextRound();
   return from;
-}
-
-// What each rank told us.
-std::vector<ArgumentHeader> ToMe(const std::vector<std::vector<ArgumentHeader>>& all, int me) {
-  std::vector<ArgumentHeader> mine(all.size());
-  for (size_t r = 0; r < all.size(); ++r) mine[r] = all[r][me];
-  return mine;
 }
 
 absl::StatusOr<Tensor> AllgatherBody(ShmGroup& group, const TensorView& input,
@@ -241,14 +253,13 @@ absl::StatusOr<Tensor> AllgatherBody(ShmGroup& group, const TensorView& input,
       ExchangeHeaders(group,
                       std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok())),
                       deadline));
-  HVDD_RETURN_IF_ERROR(
-      CheckAgreement(label, ToMe(headers, me), own_error, ShapeRule::kSameTrailingDims));
+  HVDD_RETURN_IF_ERROR(CheckAgreement(label, headers, own_error, ShapeRule::kSameTrailingDims));
   const size_t row_bytes = static_cast<size_t>(input.row_numel()) * DTypeSize(input.dtype);
   std::vector<size_t> offset(n + 1, 0);
   int64_t total_rows = 0;
   size_t largest = 0;
   for (int r = 0; r < n; ++r) {
-    const int64_t rows = headers[r][me].shape[0];
+    const int64_t rows = headers[r].shape[0];
     total_rows += rows;
     offset[r + 1] = offset[r] + rows * row_bytes;
     largest = std::max(largest, offset[r + 1] - offset[r]);
@@ -304,22 +315,21 @@ absl::StatusOr<Tensor> AlltoallBody(ShmGroup& group, const TensorView& input,
   const int me = group.rank();
   const AlltoallPlan plan = PlanAlltoall(label, input, splits, n);
   const std::vector<int64_t>& send_rows = plan.send_rows;
-  HVDD_ASSIGN_OR_RETURN(auto headers, ExchangeHeaders(group, plan.to_each, deadline));
+  int64_t largest_rows = 0;  // the biggest block any rank sends any rank
+  HVDD_ASSIGN_OR_RETURN(auto headers,
+                        ExchangeHeaders(group, plan.to_each, deadline, &largest_rows));
   HVDD_RETURN_IF_ERROR(
-      CheckAgreement(label, ToMe(headers, me), plan.own_error, ShapeRule::kSameTrailingDims));
+      CheckAgreement(label, headers, plan.own_error, ShapeRule::kSameTrailingDims));
   const size_t row_bytes = static_cast<size_t>(input.row_numel()) * DTypeSize(input.dtype);
   // Where our rows for each destination start, and where each source's land.
   std::vector<size_t> send_at(n + 1, 0);
   std::vector<size_t> recv_at(n + 1, 0);
   std::vector<int64_t> recv_rows(n);
-  size_t largest = 0;  // the biggest block any rank sends any rank
+  const size_t largest = static_cast<size_t>(largest_rows) * row_bytes;
   for (int r = 0; r < n; ++r) {
     send_at[r + 1] = send_at[r] + send_rows[r] * row_bytes;
-    recv_rows[r] = headers[r][me].extra;
+    recv_rows[r] = headers[r].extra;
     recv_at[r + 1] = recv_at[r] + recv_rows[r] * row_bytes;
-    for (int d = 0; d < n; ++d) {
-      largest = std::max(largest, static_cast<size_t>(headers[r][d].extra) * row_bytes);
-    }
   }
   std::vector<int64_t> shape = input.shape;
   shape[0] = 0;
@@ -363,7 +373,7 @@ absl::StatusOr<Tensor> ReducescatterBody(ShmGroup& group, const TensorView& inpu
       ExchangeHeaders(group,
                       std::vector<ArgumentHeader>(n, ArgumentHeader::Describe(input, own_error.ok())),
                       deadline));
-  HVDD_RETURN_IF_ERROR(CheckAgreement(label, ToMe(headers, me), own_error, ShapeRule::kSameShape));
+  HVDD_RETURN_IF_ERROR(CheckAgreement(label, headers, own_error, ShapeRule::kSameShape));
   std::vector<int64_t> shape = input.shape;
   shape[0] = SplitCount(input.shape[0], n, me);
   Tensor output(input.dtype, std::move(shape));
