@@ -135,7 +135,8 @@ static_assert(std::atomic<int32_t>::is_always_lock_free);
 size_t ShmGroup::SegmentBytes(int size, size_t slot_bytes) {
   const size_t control = sizeof(Header) + size * sizeof(RankControl);
   return RoundUp(control + kSets * MetaBytes(size), kPage) +
-         kSets * size * RoundUp(slot_bytes, kLine) + size * kNegotiationBytesPerRank;
+         kSets * size * RoundUp(slot_bytes, kLine) + kNegotiationHeaderBytes +
+         size * kNegotiationBytesPerRank;
 }
 
 ShmGroup::ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> segment)
@@ -400,7 +401,8 @@ void ShmGroup::SpreadOut() {
   control(rank_).cpu.store(static_cast<uint32_t>(target) + 1, std::memory_order_relaxed);
 }
 
-absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline) {
+absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline,
+                             absl::Duration recheck) {
   Header& h = header();
   // Spinning only helps while the peers run on other CPUs. Two local ranks
   // that the kernel put on one CPU (it does, for tens of milliseconds at a
@@ -440,7 +442,9 @@ absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline
     absl::Status status = health();
     const bool finished = status.ok() && done();
     const bool late = absl::Now() >= deadline;
-    if (status.ok() && !finished && !late) FutexWait(&h.bell, bell, deadline);
+    if (status.ok() && !finished && !late) {
+      FutexWait(&h.bell, bell, std::min(deadline, absl::Now() + recheck));
+    }
     h.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (!status.ok()) return status;
     if (finished || done()) return absl::OkStatus();

@@ -66,6 +66,8 @@ inline constexpr size_t kMetaWords = 16;
 // the fronts of all ranks side by side) and its two full parts.
 inline constexpr size_t kNegotiationFrontBytes = 512;
 inline constexpr size_t kNegotiationBytesPerRank = kNegotiationFrontBytes + (size_t{64} << 10);
+// Before the ranks' fronts: the area's own line (its count of publishes).
+inline constexpr size_t kNegotiationHeaderBytes = 64;
 // Buffer sets, used round after round in turn (see the top).
 inline constexpr int kSets = 3;
 
@@ -139,12 +141,15 @@ class ShmGroup {
   // Ends the round (after at least one Sync): the next one uses the next set.
   void NextRound() { ++round_; }
 
-  // The negotiation channel's area (kNegotiationBytesPerRank per rank, zeros
-  // at first), beside the rounds: it keeps its own counts.
+  // The negotiation channel's area (kNegotiationHeaderBytes, then
+  // kNegotiationBytesPerRank per rank, zeros at first), beside the rounds:
+  // it keeps its own counts.
   uint8_t* negotiation_area() const;
   // Waits, as Sync does (spin, then sleep until rung), until `done` holds;
-  // `done` is called on this thread only. Same errors as Sync.
-  absl::Status Await(absl::FunctionRef<bool()> done, absl::Time deadline);
+  // `done` is called on this thread only. Same errors as Sync. A sleep also
+  // ends every `recheck` (for a `done` that notes progress nobody rings for).
+  absl::Status Await(absl::FunctionRef<bool()> done, absl::Time deadline,
+                     absl::Duration recheck = absl::InfiniteDuration());
   // Rings for the sleepers of the host, if any: call after publishing what
   // their Await looks for.
   void Notify();

@@ -9,13 +9,12 @@
 
 namespace horovodd::internal::shm {
 
-// The area: every rank's front, side by side, then every rank's two full
-// parts. A round's part is mostly a header, a response cache's bitset and a
-// few new names, which fit the front: a rank collecting a round then reads
-// the fronts laid end to end (256 ranks: 32 pages) instead of a page in
-// every peer's own stretch, which cost the host 65,000 page faults in a
-// generation's first round at 256 local ranks. Only a bigger part is read
-// from its full part.
+// The area: its count of publishes on a line of its own, every rank's
+// front, side by side, then every rank's two full parts. A round's part is mostly a header, a
+// response cache's bitset and a few new names, which fit the front: a rank collecting a round then
+// reads the fronts laid end to end (256 ranks: 32 pages) instead of a page in every peer's own
+// stretch, which cost the host 65,000 page faults in a generation's first round at 256 local ranks.
+// Only a bigger part is read from its full part.
 struct alignas(64) NegotiationChannel::RankControl {
   // Rounds this rank has published; its part of round k (counted from 1)
   // is readable once this is k.
@@ -27,6 +26,11 @@ struct alignas(64) NegotiationChannel::RankControl {
 namespace {
 
 constexpr size_t kControlBytes = 64;
+// How soon a rank collecting a round notes peers that published (nobody
+// rings before the last): the stall check names the ranks still missing
+// after a minute by default (HOROVOD_STALL_CHECK_TIME_SECONDS, whole
+// seconds in practice).
+constexpr absl::Duration kArrivalRecheck = absl::Milliseconds(250);
 constexpr size_t kFrontPartBytes = (kNegotiationFrontBytes - kControlBytes) / 2;
 
 }  // namespace
@@ -35,22 +39,27 @@ static_assert(kNegotiationFrontBytes + 2 * NegotiationChannel::kPartBytes <=
               kNegotiationBytesPerRank);
 
 NegotiationChannel::NegotiationChannel(ShmGroup& group)
-    : group_(group), area_(group.negotiation_area()) {
+    : group_(group), area_(group.negotiation_area()), fronts_(area_ + kNegotiationHeaderBytes) {
+  static_assert(sizeof(std::atomic<uint64_t>) <= kNegotiationHeaderBytes);
   static_assert(sizeof(RankControl) <= kControlBytes);
 }
 
-NegotiationChannel::RankControl& NegotiationChannel::control(int r) const {
+std::atomic<uint64_t>& NegotiationChannel::publishes() const {
   // A fresh memfd reads as zeros: every count starts at 0.
-  return *reinterpret_cast<RankControl*>(area_ + static_cast<size_t>(r) * kNegotiationFrontBytes);
+  return *reinterpret_cast<std::atomic<uint64_t>*>(area_);
+}
+
+NegotiationChannel::RankControl& NegotiationChannel::control(int r) const {
+  return *reinterpret_cast<RankControl*>(fronts_ + static_cast<size_t>(r) * kNegotiationFrontBytes);
 }
 
 uint8_t* NegotiationChannel::front_part(int r, uint64_t round) const {
-  return area_ + static_cast<size_t>(r) * kNegotiationFrontBytes + kControlBytes +
+  return fronts_ + static_cast<size_t>(r) * kNegotiationFrontBytes + kControlBytes +
          (round % 2) * kFrontPartBytes;
 }
 
 uint8_t* NegotiationChannel::part(int r, uint64_t round) const {
-  return area_ + static_cast<size_t>(size()) * kNegotiationFrontBytes +
+  return fronts_ + static_cast<size_t>(size()) * kNegotiationFrontBytes +
          static_cast<size_t>(r) * 2 * kPartBytes + (round % 2) * kPartBytes;
 }
 
@@ -70,7 +79,13 @@ void NegotiationChannel::Publish(size_t bytes) {
   mine.bytes[published_ % 2] = bytes;
   ++published_;
   mine.published.store(published_, std::memory_order_seq_cst);
-  group_.Notify();
+  // Only the round's last publish rings, as only a Sync's last arrival
+  // does: ringing at each woke every rank collecting already, n times a
+  // round (at 256 local ranks, 32,000 wake-ups for one round). Publishes
+  // of all rounds count together: no rank publishes round k + 1 before
+  // every rank published round k, so the count reaches k * n exactly once.
+  const uint64_t all = published_ * static_cast<uint64_t>(size());
+  if (publishes().fetch_add(1, std::memory_order_seq_cst) + 1 == all) group_.Notify();
 }
 
 absl::Status NegotiationChannel::Collect(absl::Time deadline,
@@ -90,7 +105,7 @@ absl::Status NegotiationChannel::Collect(absl::Time deadline,
         }
         return missing == 0;
       },
-      deadline);
+      deadline, kArrivalRecheck);
   if (status.ok()) collected_ = round;
   return status;
 }

@@ -3,8 +3,9 @@
 // engine's Negotiator over it.
 //
 // Each rank publishes its part of a round (what it has pending) in a slot of
-// its own and bumps its published count; once every rank's count reached the
-// round, every rank reads every part. There is no coordinator: every rank
+// its own, bumps its published count and the area's count of publishes (the
+// round's last publish wakes the collectors); once every rank's count
+// reached the round, every rank reads every part. There is no coordinator: every rank
 // decides the round from the same parts, as over TCP, so a round costs one
 // wait, not a request and then a response.
 //
@@ -17,6 +18,7 @@
 // Used by the one thread that runs the engine's rounds on this ring.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -49,16 +51,18 @@ class NegotiationChannel {
   // Publishes the first `bytes` of NextPart() as this rank's part.
   void Publish(size_t bytes);
   // Waits until every rank published the round this rank published last.
-  // `arrived` hears each peer once, when its part is seen
-  // (the stall check's PeerArrived). Errors are the group's (ABORTED,
-  // UNAVAILABLE, DEADLINE_EXCEEDED); the group is dead on every local rank
-  // afterwards.
+  // `arrived` hears each peer once, when its part is seen (the stall
+  // check's PeerArrived): at once while this rank spins, within a quarter
+  // of a second while it sleeps (only the round's last publish wakes it). Errors are the group's
+  // (ABORTED, UNAVAILABLE, DEADLINE_EXCEEDED); the group is dead on every local rank afterwards.
   absl::Status Collect(absl::Time deadline, absl::FunctionRef<void(int)> arrived);
   // After Collect: rank r's part of the round.
   absl::Span<const uint8_t> Part(int r) const;
 
  private:
   struct RankControl;
+  // Every rank's publishes, all rounds together.
+  std::atomic<uint64_t>& publishes() const;
   RankControl& control(int r) const;
   // Rank r's part of `round` in its front (a copy of a small part) and in
   // full (where NextPart writes).
@@ -67,6 +71,7 @@ class NegotiationChannel {
 
   ShmGroup& group_;
   uint8_t* const area_;
+  uint8_t* const fronts_;  // after the area's own line
   // Rounds this rank published, and collected (equal between rounds).
   uint64_t published_ = 0;
   uint64_t collected_ = 0;
