@@ -401,6 +401,7 @@ absl::StatusOr<std::vector<char>> GlooContext::ReadKey(const std::string& key) {
 
 absl::StatusOr<std::vector<std::vector<char>>> GlooContext::ReadKeys(
     const std::vector<std::string>& keys) {
+  HVDD_CHECK(!keys.empty());
   HVDD_RETURN_IF_ERROR(health());
   if (store_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -178,7 +178,8 @@ class GlooContext final : public gloo::rendezvous::Context {
   absl::Status PublishKeyDespiteFailure(const std::string& key, const std::vector<char>& value);
   // Waits (up to the context's timeout) until `key` is published.
   absl::StatusOr<std::vector<char>> ReadKey(const std::string& key);
-  // Waits until every one of `keys` is published (one wait), then reads them.
+  // Waits until every one of `keys` (at least one) is published (one wait),
+  // then reads them.
   absl::StatusOr<std::vector<std::vector<char>>> ReadKeys(const std::vector<std::string>& keys);
   // Whether the pair to `peer` is connected. Collective thread only.
   bool connected(int peer) const { return connected_[peer] != 0; }
