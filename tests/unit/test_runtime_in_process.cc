@@ -15,6 +15,7 @@
 #include "wait_until.h"
 #include "worker_runtime/comm/communicator.h"
 #include "worker_runtime/daemon_client/process_exit.h"
+#include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/runtime/runtime.h"
 
 namespace horovodd {
@@ -98,6 +99,9 @@ TEST_CASE(
   testing::InProcessDaemon daemon(3);
   std::vector<std::unique_ptr<Runtime>> runtimes;
   for (int w = 0; w < 3; ++w) runtimes.push_back(Connect(daemon, w));
+  // Every worker is on this host (the in-process daemon says so): the global
+  // ring and the set's run in shared memory, and neither connects a pair.
+  const int64_t pairs_before = internal::ProcessRingConnectTotals().pairs_connected;
   std::vector<absl::StatusOr<int>> added(3, absl::UnknownError("not run"));
   std::vector<absl::Status> on_set(3), refused(3);
   OnEveryWorker(3, [&](int w) {
@@ -120,6 +124,7 @@ TEST_CASE(
   }
   CHECK(on_set[0].ok());
   CHECK(on_set[2].ok());
+  CHECK(internal::ProcessRingConnectTotals().pairs_connected == pairs_before);
   CHECK(refused[1].message() == "rank 1 is not a member of process set 1 (ranks [0, 2])");
   CHECK(refused[0].ok());
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,6 +116,10 @@ absl::StatusOr<int> Runtime::AddProcessSet(std::vector<int> ranks, bool at_init)
     id = next_set_id_++;  // every rank counts alike, members or not
   }
   if (set.set_rank >= 0) {
+    // The set's ranks on each host share memory as the global ring's do
+    // (every member sees the same host_of_rank_, so all or none run this).
+    std::optional<LocalOptions> local;
+    if (!host_of_rank_.empty()) local = SubsetPlaces(host_of_rank_, sorted, set.set_rank, local_);
     RingOptions ring_options;
     ring_options.generation = assignment_.generation;
     ring_options.rank = set.set_rank;
@@ -122,19 +127,18 @@ absl::StatusOr<int> Runtime::AddProcessSet(std::vector<int> ranks, bool at_init)
     ring_options.bind_address = bind_address_;
     ring_options.timeout = ring_timeout_;
     ring_options.key_scope = absl::StrCat(key_scope_, ".ps", id);
+    // As the global ring's: no pair where the set's ranks all share one host.
+    ring_options.eager_pairs = !local.has_value() || local->local_size != ring_options.size;
     RingResult result = ConnectRingThroughDaemon(*client_, ring_options);
     if (!result.ring.ok()) {
       return absl::UnavailableError(
           absl::StrCat(label, ": its ring did not connect: ", result.ring.status().message()));
     }
-    // The set's ranks on each host share memory as the global ring's do
-    // (every member sees the same host_of_rank_, so all or none run this).
     auto ring = std::make_shared<GlooCommunicator>(*std::move(result.ring));
     std::shared_ptr<Communicator> comm = ring;
-    if (!host_of_rank_.empty()) {
-      const LocalOptions local = SubsetPlaces(host_of_rank_, sorted, set.set_rank, local_);
+    if (local.has_value()) {
       absl::StatusOr<std::shared_ptr<Communicator>> chosen =
-          ConnectCommunicator(std::move(ring), local);
+          ConnectCommunicator(std::move(ring), *local);
       if (!chosen.ok()) {
         reaper_.Retire(std::move(comm));
         return absl::UnavailableError(absl::StrCat(
