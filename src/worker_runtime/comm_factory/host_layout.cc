@@ -165,12 +165,14 @@ absl::StatusOr<HostLayout> ConnectAllLocal(GlooCommunicator& ring, const LocalOp
     group->segment().CloseFd();  // every peer tried to map it before it voted
     if (!all_mapped) return layout;
   } else {
-    absl::StatusOr<std::vector<char>> key = context.ReadKey(kSegmentKey);
-    if (!key.ok()) {
-      // The leader may be waiting for our word: give it, whatever failed.
+    // The leader may be waiting for our word: give it, whatever failed.
+    const auto give_up = [&](absl::Status failure) {
       context.PublishKeyDespiteFailure(VoteKey(ring.rank()), {kGaveUp}).IgnoreError();
-      return key.status();
-    }
+      if (group != nullptr) group->Fail();  // wakes the peers waiting for the verdict
+      return failure;
+    };
+    absl::StatusOr<std::vector<char>> key = context.ReadKey(kSegmentKey);
+    if (!key.ok()) return give_up(key.status());
     int64_t words[kSegmentWords] = {0, -1, 0};
     if (key->size() == sizeof(words)) std::memcpy(words, key->data(), sizeof(words));
     if (words[kSegmentLeaderFd] < 0) return layout;  // no segment: no verdict to wait for
@@ -186,9 +188,7 @@ absl::StatusOr<HostLayout> ConnectAllLocal(GlooCommunicator& ring, const LocalOp
     }
     const Vote vote = group != nullptr ? kMapped : kNotMapped;
     if (absl::Status said = context.PublishKey(VoteKey(ring.rank()), {vote}); !said.ok()) {
-      context.PublishKeyDespiteFailure(VoteKey(ring.rank()), {kGaveUp}).IgnoreError();
-      if (group != nullptr) group->Fail();
-      return said;
+      return give_up(said);
     }
     if (group == nullptr) return layout;
     const absl::Time deadline = absl::Now() + absl::FromChrono(context.getTimeout());

@@ -67,18 +67,12 @@ void StallInspector::RoundStarted(const std::vector<std::string>& pending, int s
   round_since_ = now;
   round_pending_ = pending;
   round_missing_.assign(ranks, true);
-  round_missing_count_ = ranks;
-  if (self >= 0 && self < ranks) {
-    round_missing_[self] = false;
-    --round_missing_count_;
-  }
+  if (self >= 0 && self < ranks) round_missing_[self] = false;
 }
 
 void StallInspector::PeerArrived(int rank) {
   absl::MutexLock lock(&mu_);
-  if (rank < 0 || rank >= static_cast<int>(round_missing_.size()) || !round_missing_[rank]) return;
-  round_missing_[rank] = false;
-  --round_missing_count_;
+  if (rank >= 0 && rank < static_cast<int>(round_missing_.size())) round_missing_[rank] = false;
 }
 
 void StallInspector::RoundDecided(const std::map<std::string, std::vector<int>>& waiting) {
@@ -86,7 +80,6 @@ void StallInspector::RoundDecided(const std::map<std::string, std::vector<int>>&
   absl::MutexLock lock(&mu_);
   round_since_.reset();
   round_missing_.clear();
-  round_missing_count_ = 0;
   std::map<std::string, Waiting> next;
   for (const auto& [name, missing] : waiting) {
     auto first = first_pending_.find(name);
@@ -105,7 +98,6 @@ void StallInspector::Reset() {
   round_since_.reset();
   round_pending_.clear();
   round_missing_.clear();
-  round_missing_count_ = 0;
 }
 
 StallInspector::Verdict StallInspector::Check(absl::Time now) {
@@ -125,11 +117,11 @@ StallInspector::Verdict StallInspector::Check(absl::Time now) {
     if (first_pending_.count(name) == 0) continue;
     add(name, waiting.since, waiting.missing);
   }
-  if (round_since_.has_value() && round_missing_count_ > 0) {
-    std::vector<int> missing_peers;
-    for (int r = 0; r < static_cast<int>(round_missing_.size()); ++r) {
-      if (round_missing_[r]) missing_peers.push_back(r);
-    }
+  std::vector<int> missing_peers;
+  for (int r = 0; r < static_cast<int>(round_missing_.size()); ++r) {
+    if (round_missing_[r]) missing_peers.push_back(r);
+  }
+  if (round_since_.has_value() && !missing_peers.empty()) {
     for (const std::string& name : round_pending_) {
       auto first = first_pending_.find(name);
       add(name, first == first_pending_.end() ? *round_since_ : first->second, missing_peers);

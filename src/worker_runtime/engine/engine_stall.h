@@ -78,11 +78,10 @@ class StallInspector {
   // The round whose exchange is in flight, if any.
   std::optional<absl::Time> round_since_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> round_pending_ ABSL_GUARDED_BY(mu_);
-  // Which peers' parts of that round have not arrived (by rank), and how
-  // many: marked off in place, so a round at 256 ranks neither allocates nor
-  // rebalances a tree 255 times.
+  // Which peers' parts of that round have not arrived, by rank: marked off
+  // in place, so a round at 256 ranks neither allocates nor rebalances a
+  // tree 255 times.
   std::vector<bool> round_missing_ ABSL_GUARDED_BY(mu_);
-  int round_missing_count_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_warning_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 

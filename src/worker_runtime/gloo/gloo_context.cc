@@ -407,8 +407,6 @@ absl::StatusOr<std::vector<std::vector<char>>> GlooContext::ReadKeys(
     return absl::FailedPreconditionError(absl::StrCat(
         "gloo context (rank ", rank, ") has no rendezvous store to read ", keys.front()));
   }
-  const std::string what =
-      keys.size() == 1 ? keys.front() : absl::StrCat(keys.size(), " keys from ", keys.front());
   try {
     // One wait for all (through the daemon: one round trip, whose answer
     // the gets then read).
@@ -423,7 +421,10 @@ absl::StatusOr<std::vector<std::vector<char>>> GlooContext::ReadKeys(
     }
     return values;
   } catch (const std::exception& e) {
-    return StoreFailure(absl::StrCat("reading ", what), e);
+    return StoreFailure(keys.size() == 1
+                            ? absl::StrCat("reading ", keys.front())
+                            : absl::StrCat("reading ", keys.size(), " keys from ", keys.front()),
+                        e);
   }
 }
 

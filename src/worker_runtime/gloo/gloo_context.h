@@ -261,8 +261,8 @@ absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContext(gloo::rendezvous
 
 // The same, but the context keeps `store` and connects lazily: only its two
 // ring neighbours before it returns (every peer up to kAllPeersMaxRanks
-// ranks; none without options.eager_pairs), every other pair when a collective first needs it
-// (GlooContext::ConnectPeers). A reset's rebuild then costs a rank two
+// ranks; none without options.eager_pairs), every other pair when a
+// collective first needs it (GlooContext::ConnectPeers). A reset's rebuild then costs a rank two
 // pairs and two keys past kAllPeersMaxRanks ranks, whatever the job's size.
 absl::StatusOr<std::shared_ptr<GlooContext>> ConnectGlooContextLazily(
     std::shared_ptr<gloo::rendezvous::Store> store, const ConnectOptions& options);

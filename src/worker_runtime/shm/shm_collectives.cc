@@ -114,13 +114,16 @@ int Folders(int64_t bytes, int n) {
 // tensor and publishes only the result. In a round a rank copies the
 // folders' slices of its data into its slot (its own slice never goes
 // through the segment), folds the peers' copies of its slice into its
-// tensor (its own value first, then the peers' in rank order) and writes the finished slice into
-// its slot; after the next wait it copies every other rank's finished slice out of theirs. Per
-// element that is (n - 1) / n of a copy in, 1 / n of a fold over n values, 1 / n of a copy of the
-// result and (n - 1) / n of a copy out, where reducing into slot 0 would take a whole copy in and a
-// whole copy out. Each slice is folded by one rank, so every rank ends with the same bits whatever
-// the op. One wait per round: the round's wait ends both its folds and the next round's copy-in,
-// which goes into the next set (ShmGroup::next_slot) while this round is folded.
+// tensor (its own value first, then the peers' in rank order) and writes
+// the finished slice into its slot; after the next wait it copies every
+// other folder's finished slice out of theirs. With every rank folding, per
+// element that is (n - 1) / n of a copy in, 1 / n of a fold over n values,
+// 1 / n of a copy of the result and (n - 1) / n of a copy out, where
+// reducing into slot 0 would take a whole copy in and a whole copy out.
+// Each slice is folded by one rank, so every rank ends with the same bits
+// whatever the op. One wait per round: the round's wait ends both its folds
+// and the next round's copy-in, which goes into the next set
+// (ShmGroup::next_slot) while this round is folded.
 //
 // `pieces(offset, count, fn)` calls fn(bytes, elements, where they start in
 // [offset, offset + count)) for each piece of this rank's data in that

@@ -10,11 +10,12 @@
 namespace horovodd::internal::shm {
 
 // The area: its count of publishes on a line of its own, every rank's
-// front, side by side, then every rank's two full parts. A round's part is mostly a header, a
-// response cache's bitset and a few new names, which fit the front: a rank collecting a round then
-// reads the fronts laid end to end (256 ranks: 32 pages) instead of a page in every peer's own
-// stretch, which cost the host 65,000 page faults in a generation's first round at 256 local ranks.
-// Only a bigger part is read from its full part.
+// front, side by side, then every rank's two full parts. A round's part is
+// mostly a header, a response cache's bitset and a few new names, which fit
+// the front: a rank collecting a round then reads the fronts laid end to end
+// (256 ranks: 32 pages) instead of a page in every peer's own stretch, which
+// cost the host 65,000 page faults in a generation's first round at 256
+// local ranks. Only a bigger part is read from its full part.
 struct alignas(64) NegotiationChannel::RankControl {
   // Rounds this rank has published; its part of round k (counted from 1)
   // is readable once this is k.

@@ -5,8 +5,8 @@
 // Each rank publishes its part of a round (what it has pending) in a slot of
 // its own, bumps its published count and the area's count of publishes (the
 // round's last publish wakes the collectors); once every rank's count
-// reached the round, every rank reads every part. There is no coordinator: every rank
-// decides the round from the same parts, as over TCP, so a round costs one
+// reached the round, every rank reads every part. There is no coordinator:
+// every rank decides the round from the same parts, as over TCP, so a round costs one
 // wait, not a request and then a response.
 //
 // Two sets of slots, used in alternating rounds. A rank writing round k + 2
@@ -53,8 +53,9 @@ class NegotiationChannel {
   // Waits until every rank published the round this rank published last.
   // `arrived` hears each peer once, when its part is seen (the stall
   // check's PeerArrived): at once while this rank spins, within a quarter
-  // of a second while it sleeps (only the round's last publish wakes it). Errors are the group's
-  // (ABORTED, UNAVAILABLE, DEADLINE_EXCEEDED); the group is dead on every local rank afterwards.
+  // of a second while it sleeps (only the round's last publish wakes it).
+  // Errors are the group's (ABORTED, UNAVAILABLE, DEADLINE_EXCEEDED); the
+  // group is dead on every local rank afterwards.
   absl::Status Collect(absl::Time deadline, absl::FunctionRef<void(int)> arrived);
   // After Collect: rank r's part of the round.
   absl::Span<const uint8_t> Part(int r) const;
