@@ -11,9 +11,10 @@ loopback; every daemon, shim, worker and etcd member is ended by PID."""
 import re
 import secrets
 import subprocess
+import time
 
 from ha_cluster import HaPair
-from harness import BUILD, CLI_DEADLINE, daemons  # noqa: F401
+from harness import BUILD, CLI_DEADLINE, EVENT_DEADLINE, daemons  # noqa: F401
 
 PROBE = BUILD / "tests" / "integration" / "submit_probe"
 
@@ -29,9 +30,18 @@ def probe(daemon, request_id, *command):
     return result.stdout.splitlines()
 
 
-def submitted(daemon, request_id, *command):
-    """The job id the daemon answered a submission with."""
+def submitted(daemon, request_id, *command, while_unavailable=False):
+    """The job id the daemon answered a submission with. With
+    `while_unavailable`, sent again while the daemon refuses connections: a
+    standby that just took the lead swaps its standby server for the leader's
+    on the same port, and a client retries the same request id meanwhile
+    (which is what the id is for)."""
+    deadline = time.monotonic() + EVENT_DEADLINE
     lines = probe(daemon, request_id, *command)
+    while (while_unavailable and lines[0].startswith("SubmitJob: UNAVAILABLE")
+           and time.monotonic() < deadline):
+        time.sleep(0.1)
+        lines = probe(daemon, request_id, *command)
     match = re.fullmatch(r"SubmitJob: OK (\S+)", lines[0])
     assert match, f"{lines}\n{daemon.output()}"
     return match.group(1)
@@ -95,7 +105,7 @@ def test_a_new_leader_knows_the_request_ids_of_the_jobs_it_took_over(tmp_path):
         ha.kill_host(a)
         b.wait_for_output("leading:", "b to lead")
         # The leader's records are etcd's: the id came over with the job.
-        assert submitted(b, request_id, "/bin/true") == job_id
+        assert submitted(b, request_id, "/bin/true", while_unavailable=True) == job_id
         assert list(b.jobs()) == [job_id]
         assert b.status(job_id)["client_request_id"] == request_id
         assert submitted(b, secrets.token_hex(16), "/bin/true") != job_id
