@@ -10,6 +10,7 @@
 #include <gloo/rendezvous/hash_store.h>
 
 #include "horovodd/device_tensor.h"
+#include "scoped_env.h"
 #include "worker_runtime/comm/communicator.h"
 #include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/gpu/cuda_memory.h"
@@ -21,32 +22,7 @@
 namespace horovodd::internal {
 namespace {
 
-// Sets (or unsets, for nullptr) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    if (old != nullptr) old_ = old;
-    had_ = old != nullptr;
-    if (value == nullptr) {
-      unsetenv(name);
-    } else {
-      setenv(name, value, 1);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using horovodd::testing::ScopedEnv;
 
 TEST_CASE("HOROVOD_GPU_OPERATIONS picks nccl or gloo, in any case") {
   CHECK(*ParseGpuOperations("nccl", true) == GpuOperations::kNccl);

@@ -16,6 +16,7 @@
 #include "discovery/slurm_parser.h"
 #include "job_spec_support.h"
 #include "run_options_test_support.h"
+#include "scoped_env.h"
 
 namespace horovodd::discovery {
 namespace {
@@ -227,32 +228,7 @@ namespace {
 using test_support::ParseOk;
 using test_support::RequireError;
 
-// Sets (or, with nullptr, clears) a variable for one test and restores it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_.c_str(), old_.c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_;
-  bool had_ = false;
-  std::string old_;
-};
+using horovodd::testing::ScopedEnv;
 
 TEST_CASE("horovodrun outside an allocation: ssh by default; slurm asks for one") {
   ScopedEnv job("SLURM_JOB_ID", nullptr);
