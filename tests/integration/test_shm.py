@@ -101,14 +101,19 @@ def test_a_local_peer_killed_mid_collective_the_survivors_reset_and_finish(horov
     assert dev_shm() == before
 
 
+# "2": rank 0 decides every negotiation round for the host and the others take its result
+# (by default only from 32 local ranks), before the kill and after.
+@pytest.mark.parametrize("decider_from", [None, "2"], ids=["every-rank-decides", "rank-0-decides"])
 def test_a_peer_only_its_neighbours_watch_killed_the_survivors_reset_and_finish(horovodrun,
-                                                                                 tmp_path):
+                                                                                 tmp_path,
+                                                                                 decider_from):
     # Five local workers: each watches its two neighbours among the local ranks, so ranks 0
     # and 4 do not watch rank 2; they learn of its death through the group its neighbours
     # fail (or the daemon's new generation), and the four survivors set up a new segment.
     before = dev_shm()
+    env = {} if decider_from is None else {"HOROVODD_SHM_DECIDER_FROM": decider_from}
     run = horovodrun("-np", 5, "--min-np", 4, "--max-np", 5, "-H", "localhost:5",
-                     *train_args(tmp_path, epochs=KILL_EPOCHS))
+                     *train_args(tmp_path, epochs=KILL_EPOCHS), env=env)
     workers = run.wait_for_size(5)
     first = wait_for_segments(workers.values(), "the first generation's segment")
     assert len(set(first.values())) == 1

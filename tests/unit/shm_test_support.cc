@@ -19,10 +19,12 @@ using internal::shm::ShmGroup;
 absl::Time Deadline() { return absl::Now() + absl::Seconds(60); }
 
 std::vector<std::unique_ptr<ShmGroup>> MakeGroups(int size, size_t slot_bytes,
-                                                  std::vector<pid_t> pids) {
+                                                  std::vector<pid_t> pids,
+                                                  int rank_zero_decides_from) {
   GroupOptions options;
   options.size = size;
   options.slot_bytes = slot_bytes;
+  options.rank_zero_decides_from = rank_zero_decides_from;
   options.pids = pids.empty() ? std::vector<pid_t>(size, getpid()) : std::move(pids);
   std::vector<std::unique_ptr<ShmGroup>> groups;
   options.rank = 0;

@@ -26,8 +26,9 @@ absl::Time Deadline();
 // Groups over one segment, index = local rank, for the ranks whose pid is
 // ours (every rank when `pids` is empty; the others stand for processes
 // that never arrive). The leader, rank 0, must be ours.
-std::vector<std::unique_ptr<internal::shm::ShmGroup>> MakeGroups(int size, size_t slot_bytes,
-                                                                 std::vector<pid_t> pids = {});
+std::vector<std::unique_ptr<internal::shm::ShmGroup>> MakeGroups(
+    int size, size_t slot_bytes, std::vector<pid_t> pids = {},
+    int rank_zero_decides_from = internal::shm::kRankZeroDecidesFrom);
 
 // A child process standing for a local peer that never arrives: the group
 // only needs its pid. The caller kills and reaps it.

@@ -4,7 +4,9 @@
 // handle with ABORTED and the engine works again on a new ring.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <iterator>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -352,6 +354,93 @@ TEST_CASE("announcements past a part's room take the second exchange, on either 
     CHECK(r->ready == results[0]->ready);
   }
   CHECK(caches[2].size() == 400);
+}
+
+TEST_CASE("where rank 0 decides for the host, every rank has the same rounds and caches",
+          "[engine]") {
+  EngineGroup group(3, {}, /*rank_zero_decides_from=*/2);
+  if (!group.in_shared_memory()) return;  // test_engine_tcp: every rank decides
+  for (int r = 0; r < 3; ++r) CHECK(group.communicator(r).negotiator()->decider() == 0);
+  std::vector<float> small(4, 1.0f), other(6, 1.0f);
+  const internal::Request a = testing::AllreduceRequest("a", {ViewOf(small)});
+  const internal::Request b = testing::AllreduceRequest("b", {ViewOf(small)});
+  const internal::Request c = testing::AllreduceRequest("c", {ViewOf(small)});
+  const internal::Request c_other = testing::AllreduceRequest("c", {ViewOf(other)});
+  std::vector<internal::ResponseCache> caches(3);
+  const auto round = [&](const std::function<std::vector<const internal::Request*>(int)>& pending) {
+    return OnEveryRank<absl::StatusOr<internal::NegotiationResult>>(3, [&](int rank) {
+      return internal::Negotiate(*group.communicator(rank).negotiator(), pending(rank), 1 << 20,
+                                 caches[rank]);
+    });
+  };
+  const auto same_caches = [&] {
+    for (int r = 1; r < 3; ++r) {
+      REQUIRE(caches[r].size() == caches[0].size());
+      for (size_t slot = 0; slot < caches[0].size(); ++slot) {
+        CHECK(caches[r].slot(slot).name == caches[0].slot(slot).name);
+        CHECK(caches[r].slot(slot).descriptor == caches[0].slot(slot).descriptor);
+      }
+    }
+  };
+  // Rank 2 lacks "b": "a" is ready (and cached), "b" waits for rank 2 on every rank.
+  const auto first = round([&](int rank) {
+    return rank == 2 ? std::vector<const internal::Request*>{&a}
+                     : std::vector<const internal::Request*>{&a, &b};
+  });
+  for (const auto& r : first) {
+    REQUIRE(r.ok());
+    CHECK(r->ready == std::vector<std::string>{"a"});
+    CHECK(r->waiting == std::map<std::string, std::vector<int>>{{"b", {2}}});
+    CHECK(r->fusion_threshold == 1 << 20);
+  }
+  CHECK(caches[0].size() == 1);
+  same_caches();
+  // "a" from the cache, "b" now everywhere, "c" enqueued differently by rank 1.
+  const auto second = round([&](int rank) {
+    return std::vector<const internal::Request*>{&a, &b, rank == 1 ? &c_other : &c};
+  });
+  for (const auto& r : second) {
+    REQUIRE(r.ok());
+    CHECK(r->ready == std::vector<std::string>{"a", "b"});
+    REQUIRE(r->conflicts.size() == 1);
+    CHECK(r->conflicts[0].name == "c");
+    CHECK(r->conflicts[0].message == second[0]->conflicts[0].message);
+    CHECK(r->conflicts[0].message.find("rank 1 has") != std::string::npos);
+    CHECK(r->waiting.empty());
+  }
+  CHECK(caches[0].size() == 2);
+  same_caches();
+  // 150 names of about 100 bytes fit every rank's part, but a result that
+  // caches and names them all does not fit rank 0's room: the ranks decide
+  // from the parts, and still agree.
+  std::vector<internal::Request> many;
+  for (int t = 0; t < 150; ++t) {
+    many.push_back(
+        testing::AllreduceRequest(absl::StrCat(std::string(95, 'm'), ".", t), {ViewOf(small)}));
+  }
+  const auto third = round([&](int rank) {
+    std::vector<const internal::Request*> pending;
+    for (int t = 0; t < 150; ++t) pending.push_back(&many[rank == 1 ? 149 - t : t]);
+    return pending;
+  });
+  for (const auto& r : third) {
+    REQUIRE(r.ok());
+    CHECK(r->ready.size() == 150);
+    CHECK(r->ready == third[0]->ready);
+  }
+  CHECK(caches[0].size() == 152);
+  same_caches();
+  // And then from the cache alone: one bit each, decided by rank 0.
+  const auto fourth = round([&](int) {
+    std::vector<const internal::Request*> pending{&a};
+    for (const internal::Request& m : many) pending.push_back(&m);
+    return pending;
+  });
+  for (const auto& r : fourth) {
+    REQUIRE(r.ok());
+    CHECK(r->ready.size() == 151);
+  }
+  same_caches();
 }
 
 TEST_CASE("negotiation rounds on one ring must share a response cache", "[engine]") {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "worker_runtime/engine/engine_request.h"
 #include "worker_runtime/gloo/gloo_communicator.h"
 #include "worker_runtime/gloo/gloo_context.h"
+#include "worker_runtime/shm/shm_group.h"
 #include "worker_runtime/shm_comm/shm_communicator.h"
 
 namespace horovodd::testing {
@@ -81,7 +83,17 @@ inline internal::Request ReducescatterRequest(const std::string& name, TensorVie
 // `size` engines, each attached to its rank's communicator of one ring.
 class EngineGroup {
  public:
-  EngineGroup(int size, EngineOptions options = {}) : size_(size) {
+  // `rank_zero_decides_from`: shm::GroupOptions's, by default
+  // HOROVODD_SHM_DECIDER_FROM's (the test_engine_shm_decider run) or the
+  // runtime's default.
+  EngineGroup(int size, EngineOptions options = {},
+              std::optional<int> rank_zero_decides_from = std::nullopt)
+      : size_(size), rank_zero_decides_from_(rank_zero_decides_from) {
+    if (!rank_zero_decides_from_.has_value()) {
+      const char* from = std::getenv("HOROVODD_SHM_DECIDER_FROM");
+      rank_zero_decides_from_ =
+          from != nullptr ? std::atoi(from) : internal::shm::kRankZeroDecidesFrom;
+    }
     for (int r = 0; r < size; ++r) {
       activities_.push_back(std::make_shared<internal::ActivityTracker>());
       engines_.push_back(std::make_unique<internal::Engine>(
@@ -118,6 +130,7 @@ class EngineGroup {
             internal::LocalOptions local;
             local.local_rank = rank;
             local.local_size = size_;
+            local.rank_zero_decides_from = *rank_zero_decides_from_;
             return internal::ConnectCommunicator(
                 std::make_shared<internal::GlooCommunicator>(ring_->shared(rank)), local);
           });
@@ -139,6 +152,7 @@ class EngineGroup {
 
  private:
   const int size_;
+  std::optional<int> rank_zero_decides_from_;
   gloo::rendezvous::HashStore store_;
   int rings_ = 0;
   std::unique_ptr<RankGroup> ring_;

@@ -9,13 +9,22 @@
 // communicator meanwhile), Collect waits for every peer's, Part reads them;
 // ExchangeLater is the round's optional second exchange, for what did not
 // fit in a part; EndRound closes a round that was decided, AbandonRound one
-// that failed or was left. Every rank runs the same rounds in the same order,
-// from the one thread that runs the engine's rounds. Errors are the
+// that failed or was left.
+//
+// Who decides: every rank, from every part (decider() == kEveryRank), or
+// one rank that reads the parts, decides and posts the result (PostResult),
+// which the others take (AwaitResult) instead of collecting the parts; its
+// word may also be "decide from the parts yourselves", and then every rank
+// runs the round as where every rank decides.
+//
+// Every rank runs the same rounds in the same order, from the one thread
+// that runs the engine's rounds. Errors are the
 // communicator's (communicator.h); after one the communicator is dead.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -33,6 +42,8 @@ class Negotiator {
     uint8_t* data = nullptr;
     size_t room = 0;
   };
+
+  static constexpr int kEveryRank = -1;
 
   virtual ~Negotiator() = default;
 
@@ -55,6 +66,25 @@ class Negotiator {
   // valid until the round ends.
   virtual absl::StatusOr<const uint8_t*> ExchangeLater(absl::Span<const size_t> bytes_by_rank,
                                                        absl::string_view mine) = 0;
+  // The rank that decides every round for the others, or kEveryRank. The
+  // same on every rank, for the communicator's life.
+  virtual int decider() const { return kEveryRank; }
+  // The decider, after Collect: where the round's result goes, and its room.
+  virtual absl::Span<uint8_t> ResultBuffer() { return {}; }
+  // The decider, once per round after Collect (before ExchangeLater, if
+  // any): posts the first `bytes` of ResultBuffer() as the round's result,
+  // or with nullopt tells every rank to decide from the parts.
+  virtual absl::Status PostResult(std::optional<size_t> /*bytes*/) {
+    return absl::UnimplementedError("every rank decides a round here");
+  }
+  // Every rank but the decider, after Post: the decider's result (valid
+  // until the round ends), or nullopt: Collect and decide from the parts.
+  // `arrived` as Collect's, but a peer may go unheard when the round is
+  // decided at once.
+  virtual absl::StatusOr<std::optional<absl::Span<const uint8_t>>> AwaitResult(
+      absl::FunctionRef<void(int rank)> /*arrived*/) {
+    return absl::UnimplementedError("every rank decides a round here");
+  }
   // Ends a decided round; the next one's parts begin with
   // `next_header_bytes` (a transport may get ready for it now).
   virtual absl::Status EndRound(size_t next_header_bytes) = 0;

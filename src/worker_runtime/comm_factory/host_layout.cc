@@ -128,6 +128,7 @@ absl::StatusOr<HostLayout> ConnectAllLocal(GlooCommunicator& ring, const LocalOp
   group_options.rank = ring.rank();
   group_options.size = n;
   group_options.slot_bytes = options.slot_bytes;
+  group_options.rank_zero_decides_from = options.rank_zero_decides_from;
   group_options.pids.assign(n, 0);  // the neighbours' come from the segment
   if (leader) {
     int64_t words[kSegmentWords] = {getpid(), -1, shm::BootId()};
@@ -218,6 +219,7 @@ absl::StatusOr<HostLayout> ConnectHostGroups(GlooCommunicator& ring, const Local
     shm::GroupOptions group;
     group.size = options.local_size;
     group.slot_bytes = options.slot_bytes;
+    group.rank_zero_decides_from = options.rank_zero_decides_from;
     group.pids.assign(options.local_size, 0);  // filled in below
     absl::StatusOr<std::unique_ptr<shm::ShmGroup>> made = shm::ShmGroup::Create(group);
     if (made.ok()) created = *std::move(made);

@@ -22,6 +22,8 @@ struct LocalOptions {
   int cross_rank = 0;
   HierarchicalAllreduce hierarchical = HierarchicalAllreduce::kAuto;
   size_t slot_bytes = shm::kDefaultSlotBytes;
+  // HOROVODD_SHM_DECIDER_FROM (shm::GroupOptions).
+  int rank_zero_decides_from = shm::kRankZeroDecidesFrom;
 };
 
 // What the ranks learned, the same on every rank but `group` and `crossing`.

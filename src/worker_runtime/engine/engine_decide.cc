@@ -167,7 +167,8 @@ struct PendingName {
   bool announced = false;
 };
 
-NegotiationResult Decide(const RoundData& data, ResponseCache& cache) {
+NegotiationResult Decide(const RoundData& data, ResponseCache& cache,
+                         std::vector<Announcement>* cached) {
   const size_t ranks = data.headers.size();
   // Every round decides every pending name, on every rank: keyed by views of
   // the cache's and the announcements' names (both outlive the loop below),
@@ -245,6 +246,7 @@ NegotiationResult Decide(const RoundData& data, ResponseCache& cache) {
   }
   // After the loop: Record may move the strings `pending` points into.
   for (const Announcement& a : to_cache) cache.Record(a.first, a.second);
+  if (cached != nullptr) *cached = std::move(to_cache);
   return result;
 }
 

@@ -119,7 +119,10 @@ absl::Status DecodePart(absl::Span<const uint8_t> part, int rank, const Response
 absl::StatusOr<std::vector<Announcement>> ParseAnnouncements(const uint8_t* data, size_t bytes,
                                                              int rank);
 
-// Decides from the same data on every rank; updates `cache` last.
-NegotiationResult Decide(const RoundData& data, ResponseCache& cache);
+// Decides from the same data on every rank; updates `cache` last. `cached`
+// (optional) gets the announcements it cached, in order (a deciding rank
+// sends them with the result: engine_round_result.h).
+NegotiationResult Decide(const RoundData& data, ResponseCache& cache,
+                         std::vector<Announcement>* cached = nullptr);
 
 }  // namespace horovodd::internal

@@ -1,9 +1,11 @@
 #include "worker_runtime/engine/engine_negotiation.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "common/status_macros.h"
+#include "worker_runtime/engine/engine_round_result.h"
 
 namespace horovodd::internal {
 
@@ -47,16 +49,44 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
   Negotiator& negotiator = state.negotiator;
   const int n = negotiator.size();
   const int self = negotiator.rank();
+  const int decider = negotiator.decider();
+  const auto arrived = [&state](int peer) {
+    if (state.stall != nullptr) state.stall->PeerArrived(peer);
+  };
+  const auto end = [&](NegotiationResult result) -> absl::StatusOr<NegotiationResult> {
+    state.ended = true;
+    // Sized from the cache as every rank now has it.
+    HVDD_RETURN_IF_ERROR(negotiator.EndRound(AnnouncementsOffset(cache)));
+    return result;
+  };
+  if (decider != Negotiator::kEveryRank && self != decider) {
+    HVDD_ASSIGN_OR_RETURN(const std::optional<absl::Span<const uint8_t>> decided,
+                          negotiator.AwaitResult(arrived));
+    if (decided.has_value()) {
+      HVDD_ASSIGN_OR_RETURN(NegotiationResult result, ApplyRoundResult(*decided, cache));
+      return end(std::move(result));
+    }
+    // The decider said to decide from the parts, as below.
+  }
+  // This rank decides: as every rank does, or for all of them.
+  const bool for_all = self == decider;
+  bool posted = false;  // for_all: the others have the decider's word
   RoundData data;
   data.headers.resize(n);
   data.bitsets.resize(n);
   data.announced.resize(n);
-  HVDD_RETURN_IF_ERROR(negotiator.Collect([&state](int peer) {
-    if (state.stall != nullptr) state.stall->PeerArrived(peer);
-  }));
-  for (int p = 0; p < n; ++p) {
-    HVDD_RETURN_IF_ERROR(DecodePart(negotiator.Part(p), p, cache, state.room, data));
+  HVDD_RETURN_IF_ERROR(negotiator.Collect(arrived));
+  absl::Status decoded = absl::OkStatus();
+  for (int p = 0; p < n && decoded.ok(); ++p) {
+    decoded = DecodePart(negotiator.Part(p), p, cache, state.room, data);
   }
+  if (for_all && (!decoded.ok() || !data.announced_later.empty())) {
+    // The others read the parts too: they meet the same bad part, or take
+    // their share of the second exchange.
+    HVDD_RETURN_IF_ERROR(negotiator.PostResult(std::nullopt));
+    posted = true;
+  }
+  HVDD_RETURN_IF_ERROR(decoded);
 
   // The second exchange carries the announcements of the ranks whose did not
   // fit; it runs only when there is one.
@@ -77,11 +107,14 @@ absl::StatusOr<NegotiationResult> NegotiationInFlight::Finish(ResponseCache& cac
       offset += bytes[p];
     }
   }
-  NegotiationResult result = Decide(data, cache);
-  state.ended = true;
-  // Sized from the cache as every rank now has it.
-  HVDD_RETURN_IF_ERROR(negotiator.EndRound(AnnouncementsOffset(cache)));
-  return result;
+  std::vector<Announcement> cached;
+  NegotiationResult result = Decide(data, cache, for_all ? &cached : nullptr);
+  if (for_all && !posted) {
+    // A result past the room: the others decide from the parts.
+    HVDD_RETURN_IF_ERROR(
+        negotiator.PostResult(EncodeRoundResult(result, cached, negotiator.ResultBuffer())));
+  }
+  return end(std::move(result));
 }
 
 absl::StatusOr<NegotiationResult> Negotiate(Negotiator& negotiator,

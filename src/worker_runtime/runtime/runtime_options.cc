@@ -100,6 +100,15 @@ absl::StatusOr<RuntimeOptions> RuntimeOptions::FromEnvironment() {
     }
     options.local.slot_bytes = static_cast<size_t>(bytes);
   }
+  if (const std::string from = OptionalEnv("HOROVODD_SHM_DECIDER_FROM"); !from.empty()) {
+    int ranks = 0;
+    if (!absl::SimpleAtoi(from, &ranks) || ranks < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "HOROVODD_SHM_DECIDER_FROM must be a number of local ranks (0: never), got '", from,
+          "'"));
+    }
+    options.local.rank_zero_decides_from = ranks;
+  }
   HVDD_ASSIGN_OR_RETURN(options.stall, StallOptions::FromEnvironment());
   return options;
 }

@@ -69,20 +69,29 @@ inline void CpuRelax() {
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
-  // Not FUTEX_PRIVATE_FLAG: the word is shared between processes.
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+// The futex words are shared between processes: no FUTEX_PRIVATE_FLAG.
+//
+// Sleeps as `waiter` (a futex bitset) while *word == value, until woken or
+// `deadline` (no timeout when it is infinite); a spurious return is fine,
+// the caller looks again.
+void FutexWait(std::atomic<uint32_t>* word, uint32_t value, absl::Time deadline, Waiters waiter) {
+  // FUTEX_WAIT_BITSET takes an absolute time on CLOCK_MONOTONIC.
+  timespec at{};
+  const timespec* timeout = nullptr;
+  if (deadline != absl::InfiniteFuture()) {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    at = absl::ToTimespec(absl::DurationFromTimespec(now) +
+                          std::max(deadline - absl::Now(), absl::ZeroDuration()));
+    timeout = &at;
+  }
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_BITSET, value, timeout, nullptr,
+          waiter);
 }
 
-// Sleeps while *word == value, until woken or `deadline` (no timeout when
-// it is infinite); a spurious return is fine, the caller looks again.
-void FutexWait(std::atomic<uint32_t>* word, uint32_t value, absl::Time deadline) {
-  if (deadline == absl::InfiniteFuture()) {
-    Futex(word, FUTEX_WAIT, value, nullptr);
-    return;
-  }
-  const timespec timeout = absl::ToTimespec(std::max(deadline - absl::Now(), absl::ZeroDuration()));
-  Futex(word, FUTEX_WAIT, value, &timeout);
+void FutexWake(std::atomic<uint32_t>* word, Waiters waiters) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_BITSET, INT_MAX, nullptr,
+          nullptr, waiters);
 }
 
 size_t MetaBytes(int size) {
@@ -97,6 +106,7 @@ struct alignas(kLine) ShmGroup::Header {
   uint64_t magic;
   uint64_t size;
   uint64_t slot_bytes;
+  uint64_t rank_zero_decides;  // the creator's choice (GroupOptions)
   alignas(kLine) std::atomic<uint32_t> state;
   // 1 + the index of the first rank a PeerWatch saw exit, 0 while none did.
   std::atomic<uint32_t> exited;
@@ -224,6 +234,8 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Create(const GroupOptions& o
   header->magic = kMagic;
   header->size = options.size;
   header->slot_bytes = options.slot_bytes;
+  header->rank_zero_decides =
+      options.rank_zero_decides_from > 0 && options.size >= options.rank_zero_decides_from;
   for (int r = 0; r < options.size; ++r) {
     new (segment->data() + sizeof(Header) + r * sizeof(RankControl)) RankControl();
   }
@@ -245,6 +257,8 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::Attach(const GroupOptions& o
   }
   return std::unique_ptr<ShmGroup>(new ShmGroup(options, std::move(segment)));
 }
+
+bool ShmGroup::rank_zero_decides() const { return header().rank_zero_decides != 0; }
 
 ShmGroup::Header& ShmGroup::header() const { return *reinterpret_cast<Header*>(segment_->data()); }
 
@@ -297,7 +311,7 @@ void ShmGroup::SetState(uint32_t state) {
   uint32_t expected = kUsable;
   header().state.compare_exchange_strong(expected, state);
   header().bell.fetch_add(1);
-  Futex(&header().bell, FUTEX_WAKE, INT_MAX, nullptr);
+  FutexWake(&header().bell, kEveryWait);
 }
 
 void ShmGroup::Abort() { SetState(kAborted); }
@@ -356,11 +370,11 @@ absl::Status ShmGroup::Sync(absl::Time deadline) {
   return status;
 }
 
-void ShmGroup::Notify() {
+void ShmGroup::Notify(Waiters waiters) {
   Header& h = header();
   if (h.sleepers.load(std::memory_order_seq_cst) > 0) {
     h.bell.fetch_add(1, std::memory_order_seq_cst);
-    Futex(&h.bell, FUTEX_WAKE, INT_MAX, nullptr);
+    FutexWake(&h.bell, waiters);
   }
 }
 
@@ -402,7 +416,7 @@ void ShmGroup::SpreadOut() {
 }
 
 absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline,
-                             absl::Duration recheck) {
+                             absl::Duration recheck, Waiters waiter) {
   Header& h = header();
   // Spinning only helps while the peers run on other CPUs. Two local ranks
   // that the kernel put on one CPU (it does, for tens of milliseconds at a
@@ -443,7 +457,7 @@ absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline
     const bool finished = status.ok() && done();
     const bool late = absl::Now() >= deadline;
     if (status.ok() && !finished && !late) {
-      FutexWait(&h.bell, bell, std::min(deadline, absl::Now() + recheck));
+      FutexWait(&h.bell, bell, std::min(deadline, absl::Now() + recheck), waiter);
     }
     h.sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (!status.ok()) return status;

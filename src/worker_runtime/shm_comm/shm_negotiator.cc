@@ -39,6 +39,20 @@ absl::StatusOr<const uint8_t*> ShmNegotiator::ExchangeLater(absl::Span<const siz
   return static_cast<const uint8_t*>(later_.data());
 }
 
+absl::Span<uint8_t> ShmNegotiator::ResultBuffer() {
+  return absl::Span<uint8_t>(channel_.ResultBuffer(), shm::NegotiationChannel::kResultBytes);
+}
+
+absl::Status ShmNegotiator::PostResult(std::optional<size_t> bytes) {
+  channel_.PublishResult(bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<absl::Span<const uint8_t>>> ShmNegotiator::AwaitResult(
+    absl::FunctionRef<void(int rank)> arrived) {
+  return owner_.AfterLocal(channel_.AwaitResult(deadline_, arrived));
+}
+
 absl::Status ShmNegotiator::EndRound(size_t /*next_header_bytes*/) {
   later_ = Tensor();
   return absl::OkStatus();

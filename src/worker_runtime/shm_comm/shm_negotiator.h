@@ -1,7 +1,8 @@
 // The engine's negotiation rounds among the ranks of one host
 // (comm/negotiator.h), in their segment's negotiation area
 // (shm/shm_negotiation.h: a slot per rank, one wait per round, room for
-// about 30 KiB of announcements); the second exchange, for announcements
+// about 30 KiB of announcements; with many local ranks rank 0 decides and
+// the others wait for its result); the second exchange, for announcements
 // that did not fit, is an allgather in the group's rounds.
 #pragma once
 
@@ -32,6 +33,11 @@ class ShmNegotiator final : public Negotiator {
   absl::Span<const uint8_t> Part(int r) const override { return channel_.Part(r); }
   absl::StatusOr<const uint8_t*> ExchangeLater(absl::Span<const size_t> bytes_by_rank,
                                                absl::string_view mine) override;
+  int decider() const override { return channel_.rank_zero_decides() ? 0 : kEveryRank; }
+  absl::Span<uint8_t> ResultBuffer() override;
+  absl::Status PostResult(std::optional<size_t> bytes) override;
+  absl::StatusOr<std::optional<absl::Span<const uint8_t>>> AwaitResult(
+      absl::FunctionRef<void(int rank)> arrived) override;
   absl::Status EndRound(size_t /*next_header_bytes*/) override;
   void AbandonRound() override { later_ = Tensor(); }
 
