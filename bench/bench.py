@@ -394,10 +394,15 @@ class Bench:
             if have("began"):
                 split.append(f"last survivor began its rejoin {med('began') * 1e3:.0f} ms "
                              "after detected")
+            if have("asked"):
+                split.append(f"last survivor asked for the new generation "
+                             f"{med('asked') * 1e3:.0f} ms after detected")
             if have("cpu_workers") and have("cpu_daemon"):
                 split.append(f"CPU kill->resumed: survivors {med('cpu_workers'):.2f} s "
                              f"({med('cpu_workers') / (n - 1) * 1e3:.1f} ms each), "
                              f"daemon {med('cpu_daemon'):.2f} s")
+            if have("switches"):
+                split.append(f"context switches per survivor {med('switches'):.0f} (median)")
             phase_names = [p for p in ("answered", "ring", "communicator", "synced", "stepped")
                            if all(p in r["phases"] for r in rounds)]
             if phase_names:
@@ -467,7 +472,9 @@ class Bench:
                 took = re.findall(r"reset took (\d+) ms", f.read())
         out = {"total": m["t_resumed"] - m["t_kill"], "work": m["work"],
                "detect": None, "daemon": None, "workers": None, "phases": {}, "began": None,
-               "cpu_workers": m["cpu"]["workers"], "cpu_daemon": m["cpu"]["daemon"]}
+               "asked": None,
+               "cpu_workers": m["cpu"]["workers"], "cpu_daemon": m["cpu"]["daemon"],
+               "switches": m["cpu"].get("switches")}
         if record is not None:
             detected, ready = record
             out["detect"] = detected - m["t_kill"]
@@ -480,8 +487,20 @@ class Bench:
                      if phases.get(p)]
             marks.append(("stepped", m["t_resumed"]))
             out["phases"] = {p: t - ready for p, t in marks}
-            if phases.get("began"):
-                out["began"] = phases["began"] - detected
+            for mark in ("began", "asked"):
+                if phases.get(mark):
+                    out[mark] = phases[mark] - detected
+            if os.environ.get("BENCH_PERF_OUT"):
+                # The profile's samples carry CLOCK_REALTIME stamps: these
+                # place each phase in it (perf script -F time,comm,sym).
+                log("round's marks (unix s): " + " ".join(
+                    f"{name}={t:.6f}" for name, t in
+                    [("kill", m["t_kill"]), ("detected", detected)] +
+                    [(p, phases[p]) for p in ("began", "asked") if phases.get(p)] +
+                    [("ready", ready)] + [(p, phases[p]) for p in
+                                          ("answered", "ring", "communicator", "synced")
+                                          if phases.get(p)] +
+                    [("stepped", m["t_resumed"])]))
         elif took:
             out["daemon"] = int(took[0]) / 1e3
         return out

@@ -5,6 +5,7 @@ RESULT and STEP lines, and following the step logs of elastic jobs.
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -16,7 +17,9 @@ STEP = re.compile(r"STEP t=([\d.]+)(?: cpu=([\d.]+))? rank=(\d+) size=(\d+) gen=
 RING_COUNTERS = re.compile(r"pairs=(\d+) keys=(\d+) key_bytes=(\d+)")
 # When the worker's last rejoin passed each phase (bench/hvdd_worker.cc), in order.
 JOIN_TIMES = re.compile(r"join=([\d.,]+)")
-JOIN_PHASES = ("began", "answered", "ring", "communicator", "synced")
+# The worker's context switches so far, all threads.
+SWITCHES = re.compile(r"csw=(\d+)")
+JOIN_PHASES = ("began", "asked", "answered", "ring", "communicator", "synced")
 
 
 def log(message):
@@ -123,6 +126,9 @@ def parse_step(line):
     c = RING_COUNTERS.search(line)
     if c:
         step["pairs"], step["keys"], step["key_bytes"] = map(int, c.groups())
+    w = SWITCHES.search(line)
+    if w:
+        step["csw"] = int(w.group(1))
     j = JOIN_TIMES.search(line)
     if j:
         step["join"] = dict(zip(JOIN_PHASES, map(float, j.group(1).split(","))))
@@ -250,13 +256,14 @@ def start_profile():
     """BENCH_PERF_OUT=FILE: `perf record` of the whole machine (a timer
     event: these VMs have no hardware counters; kernel call chains, the
     Release build has no frame pointers), from just before the kill, 1.4 s
-    long. Returns the perf process or None. The profiled round's figures
+    long, its samples stamped with CLOCK_REALTIME (the round's marks, logged,
+    place the phases in it). Returns the perf process or None. The profiled round's figures
     include perf's own cost."""
     out = os.environ.get("BENCH_PERF_OUT")
     if not out:
         return None
     perf = subprocess.Popen(["perf", "record", "-a", "-e", "cpu-clock", "-F", "2000", "-g",
-                             "-o", out, "--", "sleep", "1.4"],
+                             "-k", "CLOCK_REALTIME", "-o", out, "--", "sleep", "1.4"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.3)  # perf takes a moment to start sampling
     return perf
@@ -288,6 +295,7 @@ def measure_reset(proc, logs, n, startup_timeout):
     t_kill = time.time()
     os.kill(victim, signal.SIGKILL)
     worker_cpu = []
+    worker_switches = []  # each survivor's context switches across the reset
     deadline = time.time() + 120
     firsts = {}
     work = []
@@ -313,6 +321,8 @@ def measure_reset(proc, logs, n, startup_timeout):
                 before = last_before.get(pid)
                 if before and "cpu" in s and "cpu" in before:
                     worker_cpu.append(s["cpu"] - before["cpu"])
+                if before and "csw" in s and "csw" in before:
+                    worker_switches.append(s["csw"] - before["csw"])
                 if before and "pairs" in s and "pairs" in before:
                     work.append({k: s[k] - before[k] for k in ("pairs", "keys", "key_bytes")})
                 break
@@ -332,7 +342,8 @@ def measure_reset(proc, logs, n, startup_timeout):
             # tail read counts as the others' mean.)
             cpu = {"workers": (sum(worker_cpu) / len(worker_cpu) * (n - 1)
                                if worker_cpu else None),
-                   "daemon": at_resume[-1] - at_kill if at_resume else None}
+                   "daemon": at_resume[-1] - at_kill if at_resume else None,
+                   "switches": statistics.median(worker_switches) if worker_switches else None}
             if profile is not None:
                 profile.wait(timeout=30)  # its file written before the job is stopped
             return {"t_kill": t_kill, "t_resumed": t_resumed, "work": work,

@@ -121,6 +121,14 @@ double CpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+// This process's context switches so far (voluntary and not), all threads:
+// how often a reset put it to sleep and woke it.
+long long ContextSwitches() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<long long>(usage.ru_nvcsw) + usage.ru_nivcsw;
+}
+
 // The reset benchmark's worker. A step is 2 ms of "compute" (a sleep: the
 // machine has 2 cores and up to 16 workers) and one allreduce of 1024 floats.
 absl::Status RunElastic(const std::string& dir) {
@@ -147,11 +155,12 @@ absl::Status RunElastic(const std::string& dir) {
       std::fprintf(
           log,
           "STEP t=%.6f cpu=%.6f rank=%d size=%d gen=%lld step=%lld pairs=%lld keys=%lld "
-          "key_bytes=%lld join=%.6f,%.6f,%.6f,%.6f,%.6f\n",
+          "key_bytes=%lld csw=%lld join=%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
           RealtimeSeconds(), CpuSeconds(), Rank(), Size(), static_cast<long long>(Generation()),
           static_cast<long long>(step), static_cast<long long>(rings.pairs_connected),
           static_cast<long long>(rings.keys_read), static_cast<long long>(rings.key_bytes_read),
-          join.began, join.answered, join.ring_connected, join.communicator_ready, synced);
+          ContextSwitches(), join.began, join.asked, join.answered, join.ring_connected, join.communicator_ready,
+          synced);
       std::fflush(log);
       if (step % 10 != 0) continue;
       // Every rank stops at the same step: the stop flag is reduced (max).

@@ -240,6 +240,7 @@ absl::StatusOr<JoinOutcome> Runtime::Join(int64_t after_generation) {
   SetCommunicator(nullptr, 0);  // a communicator is never reused across generations
   // nor an NCCL communicator, though the next generation may shrink it
   gpu_->LeaveGeneration();
+  times.asked = RealtimeNow();
   int64_t after = after_generation;
   while (true) {
     HVDD_ASSIGN_OR_RETURN(const v1::RendezvousResponse response, client_->Rendezvous(after));

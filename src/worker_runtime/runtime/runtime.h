@@ -90,6 +90,7 @@ enum class JoinOutcome { kJoined, kRemoved };
 // reset's worker side.
 struct JoinTimes {
   double began = 0;
+  double asked = 0;  // the old generation left, the first rendezvous asked
   double answered = 0;
   double ring_connected = 0;
   double communicator_ready = 0;
