@@ -402,7 +402,11 @@ class Bench:
                              f"({med('cpu_workers') / (n - 1) * 1e3:.1f} ms each), "
                              f"daemon {med('cpu_daemon'):.2f} s")
             if have("switches"):
-                split.append(f"context switches per survivor {med('switches'):.0f} (median)")
+                switches = [r["switches"] for r in rounds if r["switches"] is not None]
+                voluntary = statistics.median(s[0] for s in switches)
+                involuntary = statistics.median(s[1] for s in switches)
+                split.append(f"context switches per survivor {voluntary:.0f} voluntary, "
+                             f"{involuntary:.0f} involuntary (medians)")
             phase_names = [p for p in ("answered", "ring", "communicator", "synced", "stepped")
                            if all(p in r["phases"] for r in rounds)]
             if phase_names:

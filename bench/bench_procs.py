@@ -17,8 +17,8 @@ STEP = re.compile(r"STEP t=([\d.]+)(?: cpu=([\d.]+))? rank=(\d+) size=(\d+) gen=
 RING_COUNTERS = re.compile(r"pairs=(\d+) keys=(\d+) key_bytes=(\d+)")
 # When the worker's last rejoin passed each phase (bench/hvdd_worker.cc), in order.
 JOIN_TIMES = re.compile(r"join=([\d.,]+)")
-# The worker's context switches so far, all threads.
-SWITCHES = re.compile(r"csw=(\d+)")
+# The worker's context switches so far, all threads: voluntary, involuntary.
+SWITCHES = re.compile(r"csw=(\d+),(\d+)")
 JOIN_PHASES = ("began", "asked", "answered", "ring", "communicator", "synced")
 
 
@@ -128,7 +128,7 @@ def parse_step(line):
         step["pairs"], step["keys"], step["key_bytes"] = map(int, c.groups())
     w = SWITCHES.search(line)
     if w:
-        step["csw"] = int(w.group(1))
+        step["csw"] = (int(w.group(1)), int(w.group(2)))
     j = JOIN_TIMES.search(line)
     if j:
         step["join"] = dict(zip(JOIN_PHASES, map(float, j.group(1).split(","))))
@@ -295,7 +295,7 @@ def measure_reset(proc, logs, n, startup_timeout):
     t_kill = time.time()
     os.kill(victim, signal.SIGKILL)
     worker_cpu = []
-    worker_switches = []  # each survivor's context switches across the reset
+    worker_switches = []  # each survivor's (voluntary, involuntary) switches across the reset
     deadline = time.time() + 120
     firsts = {}
     work = []
@@ -322,7 +322,7 @@ def measure_reset(proc, logs, n, startup_timeout):
                 if before and "cpu" in s and "cpu" in before:
                     worker_cpu.append(s["cpu"] - before["cpu"])
                 if before and "csw" in s and "csw" in before:
-                    worker_switches.append(s["csw"] - before["csw"])
+                    worker_switches.append(tuple(a - b for a, b in zip(s["csw"], before["csw"])))
                 if before and "pairs" in s and "pairs" in before:
                     work.append({k: s[k] - before[k] for k in ("pairs", "keys", "key_bytes")})
                 break
@@ -343,7 +343,8 @@ def measure_reset(proc, logs, n, startup_timeout):
             cpu = {"workers": (sum(worker_cpu) / len(worker_cpu) * (n - 1)
                                if worker_cpu else None),
                    "daemon": at_resume[-1] - at_kill if at_resume else None,
-                   "switches": statistics.median(worker_switches) if worker_switches else None}
+                   "switches": (tuple(statistics.median(s[i] for s in worker_switches)
+                                      for i in (0, 1)) if worker_switches else None)}
             if profile is not None:
                 profile.wait(timeout=30)  # its file written before the job is stopped
             return {"t_kill": t_kill, "t_resumed": t_resumed, "work": work,

@@ -121,12 +121,16 @@ double CpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
-// This process's context switches so far (voluntary and not), all threads:
-// how often a reset put it to sleep and woke it.
-long long ContextSwitches() {
+// This process's context switches so far, all threads: voluntary (a wait
+// that slept) and involuntary (preempted at the end of a time slice).
+struct Switches {
+  long long voluntary;
+  long long involuntary;
+};
+Switches ContextSwitches() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  return static_cast<long long>(usage.ru_nvcsw) + usage.ru_nivcsw;
+  return Switches{usage.ru_nvcsw, usage.ru_nivcsw};
 }
 
 // The reset benchmark's worker. A step is 2 ms of "compute" (a sleep: the
@@ -152,15 +156,16 @@ absl::Status RunElastic(const std::string& dir) {
       ++step;
       // Written as soon as the allreduce completed; the reader orders by time.
       const internal::RingConnectTotals rings = internal::ProcessRingConnectTotals();
+      const Switches switches = ContextSwitches();
       std::fprintf(
           log,
           "STEP t=%.6f cpu=%.6f rank=%d size=%d gen=%lld step=%lld pairs=%lld keys=%lld "
-          "key_bytes=%lld csw=%lld join=%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
+          "key_bytes=%lld csw=%lld,%lld join=%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
           RealtimeSeconds(), CpuSeconds(), Rank(), Size(), static_cast<long long>(Generation()),
           static_cast<long long>(step), static_cast<long long>(rings.pairs_connected),
           static_cast<long long>(rings.keys_read), static_cast<long long>(rings.key_bytes_read),
-          ContextSwitches(), join.began, join.asked, join.answered, join.ring_connected, join.communicator_ready,
-          synced);
+          switches.voluntary, switches.involuntary, join.began, join.asked, join.answered,
+          join.ring_connected, join.communicator_ready, synced);
       std::fflush(log);
       if (step % 10 != 0) continue;
       // Every rank stops at the same step: the stop flag is reduced (max).
