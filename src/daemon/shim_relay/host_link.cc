@@ -20,8 +20,6 @@ void HostLink::OnReadDone(bool ok) {
   if (release) RemoveHold();
 }
 
-HostLink::~HostLink() { core_->LinkDestroyed(); }
-
 void HostLink::OnDone(const grpc::Status& status) {
   core_->LinkDone(this, status);
   self_.reset();  // may delete this

@@ -21,9 +21,9 @@ namespace horovodd::shim {
 // it) comes after both.
 class HostLink final : public grpc::ClientBidiReactor<v1::HostMessage, v1::HostDaemonMessage> {
  public:
-  // The core counts it live (OpenLink) until the destructor says otherwise.
+  // The core counts it live (OpenLink) until its shared_ptr's deleter says
+  // it is wholly destroyed.
   HostLink(HostRelay::Core* core, uint64_t epoch) : core_(core), epoch_(epoch) {}
-  ~HostLink() override;
 
   // Binds the call and holds it; no message moves before Start().
   void Bind(v1::WorkerService::Stub* stub, std::shared_ptr<HostLink> self) {

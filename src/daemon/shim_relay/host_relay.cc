@@ -230,7 +230,11 @@ bool HostRelay::Core::OpenLink() {
     ++epoch_;
     ++links_opened_;
     heard_ = false;
-    link = std::make_shared<HostLink>(this, epoch_);
+    // Counted down once the link, members and all, is destroyed.
+    link = std::shared_ptr<HostLink>(new HostLink(this, epoch_), [this](HostLink* gone) {
+      delete gone;
+      LinkDestroyed();
+    });
     ++live_links_;
     link->Bind(stub_.get(), link);
     link_ = link;

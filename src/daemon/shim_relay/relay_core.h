@@ -82,7 +82,8 @@ class HostRelay::Core final : public v1::WorkerService::CallbackService {
   // The host stream ended: so do the workers' streams it carried, with its
   // status (they reconnect and say hello again, on the next one).
   void LinkDone(HostLink* link, const grpc::Status& status);
-  // A HostLink's destructor: the last thing it does with this core.
+  // A HostLink is wholly destroyed, its ClientContext with it (OpenLink's
+  // deleter): nothing of it touches gRPC or this core any more.
   void LinkDestroyed();
 
  private:
@@ -123,7 +124,10 @@ class HostRelay::Core final : public v1::WorkerService::CallbackService {
   int64_t links_opened_ ABSL_GUARDED_BY(mu_) = 0;
   // HostLinks not destroyed yet: Shutdown waits for none, so that no reactor
   // of the relay's outlives it (its OnDone still ran after LinkDone, racing
-  // the core's and the process's end).
+  // the core's and the process's end). Counted down after the whole object
+  // is gone: a count in the destructor's body let Shutdown return while the
+  // link's ClientContext was still being destroyed on a gRPC thread (a test
+  // process then aborted at exit in gRPC's ref_counted.h: prior > 0).
   int live_links_ ABSL_GUARDED_BY(mu_) = 0;
   bool heard_ ABSL_GUARDED_BY(mu_) = false;  // link_ got something from the daemon
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
