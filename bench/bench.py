@@ -403,9 +403,10 @@ class Bench:
                              f"daemon {med('cpu_daemon'):.2f} s")
             if have("switches"):
                 switches = [r["switches"] for r in rounds if r["switches"] is not None]
-                voluntary = statistics.median(s[0] for s in switches)
-                involuntary = statistics.median(s[1] for s in switches)
-                split.append(f"context switches per survivor {voluntary:.0f} voluntary, "
+                voluntary, involuntary, main = (statistics.median(s[i] for s in switches)
+                                                for i in range(3))
+                split.append(f"context switches per survivor {voluntary:.0f} voluntary "
+                             f"({main:.0f} of them its main thread's), "
                              f"{involuntary:.0f} involuntary (medians)")
             phase_names = [p for p in ("answered", "ring", "communicator", "synced", "stepped")
                            if all(p in r["phases"] for r in rounds)]

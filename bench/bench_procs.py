@@ -17,8 +17,9 @@ STEP = re.compile(r"STEP t=([\d.]+)(?: cpu=([\d.]+))? rank=(\d+) size=(\d+) gen=
 RING_COUNTERS = re.compile(r"pairs=(\d+) keys=(\d+) key_bytes=(\d+)")
 # When the worker's last rejoin passed each phase (bench/hvdd_worker.cc), in order.
 JOIN_TIMES = re.compile(r"join=([\d.,]+)")
-# The worker's context switches so far, all threads: voluntary, involuntary.
-SWITCHES = re.compile(r"csw=(\d+),(\d+)")
+# The worker's context switches so far: all threads' voluntary and
+# involuntary ones, and its main thread's voluntary ones.
+SWITCHES = re.compile(r"csw=(\d+),(\d+),(\d+)")
 JOIN_PHASES = ("began", "asked", "answered", "ring", "communicator", "synced")
 
 
@@ -128,7 +129,7 @@ def parse_step(line):
         step["pairs"], step["keys"], step["key_bytes"] = map(int, c.groups())
     w = SWITCHES.search(line)
     if w:
-        step["csw"] = (int(w.group(1)), int(w.group(2)))
+        step["csw"] = tuple(int(g) for g in w.groups())
     j = JOIN_TIMES.search(line)
     if j:
         step["join"] = dict(zip(JOIN_PHASES, map(float, j.group(1).split(","))))
@@ -295,7 +296,9 @@ def measure_reset(proc, logs, n, startup_timeout):
     t_kill = time.time()
     os.kill(victim, signal.SIGKILL)
     worker_cpu = []
-    worker_switches = []  # each survivor's (voluntary, involuntary) switches across the reset
+    # Each survivor's (voluntary, involuntary, main thread's voluntary)
+    # switches across the reset.
+    worker_switches = []
     deadline = time.time() + 120
     firsts = {}
     work = []
@@ -344,7 +347,7 @@ def measure_reset(proc, logs, n, startup_timeout):
                                if worker_cpu else None),
                    "daemon": at_resume[-1] - at_kill if at_resume else None,
                    "switches": (tuple(statistics.median(s[i] for s in worker_switches)
-                                      for i in (0, 1)) if worker_switches else None)}
+                                      for i in range(3)) if worker_switches else None)}
             if profile is not None:
                 profile.wait(timeout=30)  # its file written before the job is stopped
             return {"t_kill": t_kill, "t_resumed": t_resumed, "work": work,
