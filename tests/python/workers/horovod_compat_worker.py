@@ -614,13 +614,23 @@ def check_reducescatter_async(rank, size):
 
     # Horovod's test_horovod_reducescatter_duplicate_name_error: a second
     # request under a pending name fails at once with Horovod's ValueError.
+    # Rank 0 asks first and alone: the others ask only after the broadcast
+    # below, so its first request is still pending however the machine
+    # schedules us (with every rank asking at once it could complete before
+    # rank 0's second call, as it did on a loaded CI machine).
     tensor = torch.ones(size * 2, 3)
-    first = hvd.reducescatter_async(tensor, name="duplicate_name", op=hvd.Sum)
-    for _ in range(3):
-        raises(ValueError, ["the same name as another tensor that is currently being processed",
-                            "duplicate_name"],
-               lambda: hvd.reducescatter_async(tensor, name="duplicate_name", op=hvd.Sum),
-               "second reducescatter_async under one name")
+    go = torch.zeros(1)
+    if rank == 0:
+        first = hvd.reducescatter_async(tensor, name="duplicate_name", op=hvd.Sum)
+        for _ in range(3):
+            raises(ValueError, ["the same name as another tensor that is currently being "
+                                "processed", "duplicate_name"],
+                   lambda: hvd.reducescatter_async(tensor, name="duplicate_name", op=hvd.Sum),
+                   "second reducescatter_async under one name")
+        hvd.broadcast_(go, root_rank=0, name="rs.duplicate.go")
+    else:
+        hvd.broadcast_(go, root_rank=0, name="rs.duplicate.go")
+        first = hvd.reducescatter_async(tensor, name="duplicate_name", op=hvd.Sum)
     hvd.allreduce(torch.FloatTensor([1]), name="synch1")  # the first one runs meanwhile
     close(hvd.synchronize(first), torch.full((2, 3), float(size)), "the first one's result")
     if rank > 0:
