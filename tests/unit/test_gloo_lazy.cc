@@ -215,6 +215,8 @@ TEST_CASE("a lazy ring without eager pairs connects none until a collective talk
     for (int rank = 0; rank < ranks; ++rank) {
       INFO(ranks << " ranks, rank " << rank);
       CHECK(group.context(rank).connected_pairs() == 0);
+      // Nor has it a Gloo device, whose I/O thread would wake every 10 ms.
+      CHECK_FALSE(group.context(rank).device_started());
     }
     // A barrier over the ring then connects what it talks over (rank +- 2^k,
     // a dissemination barrier's), no more.
@@ -229,6 +231,7 @@ TEST_CASE("a lazy ring without eager pairs connects none until a collective talk
         expected.insert((rank + ranks - distance) % ranks);
       }
       CHECK(ConnectedPeers(group.context(rank)) == expected);
+      CHECK(group.context(rank).device_started());
     }
   }
 }

@@ -151,6 +151,7 @@ bool GlooContext::aborted() const {
 
 absl::StatusOr<std::unique_ptr<RegisteredBuffer>> GlooContext::RegisterBuffer(void* data,
                                                                               size_t bytes) {
+  HVDD_RETURN_IF_ERROR(EnsureDevice());
   // Created outside the lock: Gloo takes its own locks here.
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer = createUnboundBuffer(data, bytes);
   absl::MutexLock lock(&mu_);
@@ -215,6 +216,32 @@ void GlooContext::Start(std::shared_ptr<gloo::transport::Device>& device) {
   connected_.assign(size, 0);
 }
 
+void GlooContext::StartDeviceLater(std::string bind_address) {
+  HVDD_CHECK(!bind_address.empty());
+  deferred_bind_address_ = std::move(bind_address);
+  connected_.assign(size, 0);
+}
+
+absl::Status GlooContext::EnsureDevice() {
+  if (deferred_bind_address_.empty()) return absl::OkStatus();  // made, or by Start
+  // Also inherited by the device's I/O thread, created here.
+  const ScopedSigpipeBlock sigpipe_block;
+  absl::MutexLock lock(&mu_);  // against Abort's look at the transport context
+  HVDD_RETURN_IF_ERROR(HealthLocked());
+  std::shared_ptr<gloo::transport::Device> device;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = deferred_bind_address_;
+    device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot bind gloo to address '", deferred_bind_address_, "': ", e.what()));
+  }
+  Start(device);
+  deferred_bind_address_.clear();
+  return absl::OkStatus();
+}
+
 void GlooContext::KeepStore(std::shared_ptr<gloo::rendezvous::Store> store) {
   kept_store_ = std::move(store);
   store_ = kept_store_.get();
@@ -247,6 +274,7 @@ absl::Status GlooContext::Connect(const std::vector<int>& peers, const std::stri
   }
   if (missing.empty()) return absl::OkStatus();
   HVDD_RETURN_IF_ERROR(health());
+  HVDD_RETURN_IF_ERROR(EnsureDevice());
   if (store_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("gloo context (rank ", rank, " of ", size,
@@ -455,9 +483,16 @@ absl::Status CheckOptions(const ConnectOptions& options) {
   return absl::OkStatus();
 }
 
-// A context on a device of its own, its pairs not connected yet.
+// A context on a device of its own (made now, or with its first pair or
+// buffer where no pair is connected up front), its pairs not connected yet.
 absl::StatusOr<std::shared_ptr<GlooContext>> StartGlooContext(const ConnectOptions& options) {
   HVDD_RETURN_IF_ERROR(CheckOptions(options));
+  if (!options.eager_pairs) {
+    auto context = std::make_shared<GlooContext>(options.rank, options.size, options.timeout);
+    context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
+    context->StartDeviceLater(options.bind_address);
+    return context;
+  }
   // Also inherited by the device's I/O thread, created here.
   const ScopedSigpipeBlock sigpipe_block;
   std::shared_ptr<gloo::transport::Device> device;

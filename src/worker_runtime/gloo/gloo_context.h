@@ -185,6 +185,10 @@ class GlooContext final : public gloo::rendezvous::Context {
   bool connected(int peer) const { return connected_[peer] != 0; }
   // How many pairs are connected. Collective thread only.
   int connected_pairs() const { return connected_count_; }
+  // Whether the context has its Gloo device (and the device its I/O
+  // thread) yet: not before the first pair or buffer where it was started
+  // with StartDeviceLater. Collective thread only.
+  bool device_started() const { return deferred_bind_address_.empty(); }
 
   // Keeps `store` (scoped to this context's rendezvous) for ConnectPeers.
   // Once, before the first ConnectPeers.
@@ -195,6 +199,12 @@ class GlooContext final : public gloo::rendezvous::Context {
   void ForgetStore() { store_ = nullptr; }
   // Creates the transport context on `device`; before the first ConnectPeers.
   void Start(std::shared_ptr<gloo::transport::Device>& device);
+  // Instead of Start: the device (its listening socket, and Gloo's I/O
+  // thread, which wakes every 10 ms whatever it has to do) is made for the
+  // first pair or buffer this context needs, bound to `bind_address`. For a
+  // ring that may never connect a pair (every rank on one host: only Adasum
+  // uses it), so that 256 such workers do not wake 25,600 times a second.
+  void StartDeviceLater(std::string bind_address);
 
   // Records that a collective failed and starts closing every pair in the
   // background: a failed context is never reused, and closing makes the
@@ -214,6 +224,10 @@ class GlooContext final : public gloo::rendezvous::Context {
   // `batch`: null for one key per pair, else the suffix of this rank's one
   // key for all of them ("" for the first pairs).
   absl::Status Connect(const std::vector<int>& peers, const std::string* batch);
+  // The deferred device (StartDeviceLater), made now if it was not yet;
+  // before a pair or a buffer. Refused once the context was aborted or
+  // failed; an address that cannot be bound is INVALID_ARGUMENT.
+  absl::Status EnsureDevice() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ConnectOrThrow(const std::vector<int>& peers, const std::string* batch);
   // What a store call threw, as a status (see PublishKey).
   absl::Status StoreFailure(const std::string& what, const std::exception& e);
@@ -233,6 +247,7 @@ class GlooContext final : public gloo::rendezvous::Context {
   std::shared_ptr<gloo::rendezvous::Store> kept_store_;
   gloo::rendezvous::Store* store_ = nullptr;  // collective thread only
   std::vector<char> connected_;               // by peer; collective thread only
+  std::string deferred_bind_address_;         // collective thread only; empty once made
   int connected_count_ = 0;                   // collective thread only
   // Creating a pair (collective thread) against closing them all (the
   // closer thread): Gloo's pair table is not safe to change and read at once,
