@@ -104,6 +104,21 @@ class ScopedWake {
   LoopWaker* waker_;
 };
 
+// A TCP device bound to `bind_address`; its I/O thread starts here, with
+// SIGPIPE blocked (it inherits the mask).
+absl::StatusOr<std::shared_ptr<gloo::transport::Device>> MakeDevice(
+    const std::string& bind_address) {
+  const ScopedSigpipeBlock sigpipe_block;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = bind_address;
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot bind gloo to address '", bind_address, "': ", e.what()));
+  }
+}
+
 }  // namespace
 
 RegisteredBuffer::~RegisteredBuffer() { owner_.Unregister(buffer_.get()); }
@@ -224,19 +239,10 @@ void GlooContext::StartDeviceLater(std::string bind_address) {
 
 absl::Status GlooContext::EnsureDevice() {
   if (deferred_bind_address_.empty()) return absl::OkStatus();  // made, or by Start
-  // Also inherited by the device's I/O thread, created here.
-  const ScopedSigpipeBlock sigpipe_block;
   absl::MutexLock lock(&mu_);  // against Abort's look at the transport context
   HVDD_RETURN_IF_ERROR(HealthLocked());
-  std::shared_ptr<gloo::transport::Device> device;
-  try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = deferred_bind_address_;
-    device = gloo::transport::tcp::CreateDevice(attr);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot bind gloo to address '", deferred_bind_address_, "': ", e.what()));
-  }
+  HVDD_ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device,
+                        MakeDevice(deferred_bind_address_));
   Start(device);
   deferred_bind_address_.clear();
   return absl::OkStatus();
@@ -487,25 +493,14 @@ absl::Status CheckOptions(const ConnectOptions& options) {
 // buffer where no pair is connected up front), its pairs not connected yet.
 absl::StatusOr<std::shared_ptr<GlooContext>> StartGlooContext(const ConnectOptions& options) {
   HVDD_RETURN_IF_ERROR(CheckOptions(options));
+  auto context = std::make_shared<GlooContext>(options.rank, options.size, options.timeout);
+  context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
   if (!options.eager_pairs) {
-    auto context = std::make_shared<GlooContext>(options.rank, options.size, options.timeout);
-    context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
     context->StartDeviceLater(options.bind_address);
     return context;
   }
-  // Also inherited by the device's I/O thread, created here.
-  const ScopedSigpipeBlock sigpipe_block;
-  std::shared_ptr<gloo::transport::Device> device;
-  try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = options.bind_address;
-    device = gloo::transport::tcp::CreateDevice(attr);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot bind gloo to address '", options.bind_address, "': ", e.what()));
-  }
-  auto context = std::make_shared<GlooContext>(options.rank, options.size, options.timeout);
-  context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
+  HVDD_ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device,
+                        MakeDevice(options.bind_address));
   context->Start(device);
   return context;
 }
