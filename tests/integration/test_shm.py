@@ -134,8 +134,15 @@ def test_sigkill_of_every_worker_leaves_nothing(horovodrun, tmp_path):
     run = horovodrun("-np", 2, "-H", "localhost:2", *train_args(tmp_path, delay_ms=5, epochs=50))
     workers = run.wait_for_size(2)
     wait_for_segments(workers.values(), "every worker maps the segment")
+    # Stop them all first: once one is killed, the launcher may end (and reap) the other
+    # before this loop gets to it, and a stopped worker cannot clean up after itself.
     for pid in workers.values():
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, signal.SIGSTOP)
+    for pid in workers.values():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the launcher killed and reaped it first
     assert run.wait() != 0
     for pid in workers.values():
         wait_pid_gone(pid)
