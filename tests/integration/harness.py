@@ -310,6 +310,13 @@ class Daemon:
         with self._cond:
             return "\n".join(self.lines)
 
+    def wait_to_lead(self, what, timeout=EVENT_DEADLINE):
+        """Waits until this daemon leads (an HA pair) and serves as the leader: between its
+        "leading:" line and its "serving on" one it starts its leader's server on the port its
+        standby's listened on, and a client connecting then is refused."""
+        self.wait_for_output("leading:", what, timeout)
+        return self.wait_for_output("serving on", f"{what} (serving)", timeout)
+
     def wait_for_output(self, text, what, timeout=EVENT_DEADLINE):
         """Waits for a line containing `text`; returns it."""
         deadline = time.monotonic() + timeout

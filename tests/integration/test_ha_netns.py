@@ -82,7 +82,7 @@ def training_job(cluster, tmp_path):
     """a leading, b standing by, a job training on B and C; (a, b, job, status)."""
     hosts, ha, sshd = cluster
     a = ha.start("a")
-    a.wait_for_output("leading:", "a to lead")
+    a.wait_to_lead("a to lead")
     b = ha.start("b")
     b.wait_for_output(f"standby: {a.address} leads", "b to stand by")
     job_id = submit_over_ssh(a, sshd, tmp_path, epochs=EPOCHS, delay_ms=DELAY_MS)

@@ -46,7 +46,7 @@ def ha(tmp_path, sshd):
 
 def leader_and_standby(ha):
     a = ha.start("a")
-    a.wait_for_output("leading:", "a to lead")
+    a.wait_to_lead("a to lead")
     b = ha.start("b")
     b.wait_for_output(f"standby: {a.address} leads", "b to stand by")
     return a, b
@@ -70,7 +70,7 @@ def test_status_on_the_standby_and_writes_followed_to_the_leader(ha, sshd, tmp_p
     assert b.status(job_id)["state"] == "CANCELLED"
 
     ha.kill_host(a)
-    b.wait_for_output("leading:", "b to lead")
+    b.wait_to_lead("b to lead")
     # The same daemon answers as the leader now, from the records in etcd.
     assert b.status(job_id)["state"] == "CANCELLED"
 
@@ -126,7 +126,7 @@ def test_a_worker_lost_while_no_daemon_leads_is_reset_after_the_takeover(ha, ssh
 def test_a_deposed_leader_that_comes_back_steps_down(ha, tmp_path):
     a, b = leader_and_standby(ha)
     os.kill(a.proc.pid, signal.SIGSTOP)  # its link lost: no renewal reaches etcd
-    b.wait_for_output("leading:", "b to lead once a's lease expired", timeout=TTL + 60)
+    b.wait_to_lead("b to lead once a's lease expired", timeout=TTL + 60)
     os.kill(a.proc.pid, signal.SIGCONT)  # its link back
     try:
         code = a.proc.wait(60)

@@ -56,7 +56,7 @@ def ctl_json(daemon, certs, *args):
 
 def test_a_standby_forwards_reads_to_the_leader_over_mutual_tls(ha, certs, tmp_path):
     a = ha.start("a")
-    a.wait_for_output("leading:", "a to lead")
+    a.wait_to_lead("a to lead")
     b = ha.start("b")
     b.wait_for_output(f"standby: {a.address} leads", "b to stand by")
 

@@ -91,7 +91,7 @@ def test_a_new_leader_knows_the_request_ids_of_the_jobs_it_took_over(tmp_path):
     ha = HaPair(tmp_path, lease_ttl=3)
     try:
         a = ha.start("a")
-        a.wait_for_output("leading:", "a to lead")
+        a.wait_to_lead("a to lead")
         b = ha.start("b")
         b.wait_for_output(f"standby: {a.address} leads", "b to stand by")
         request_id = secrets.token_hex(16)
@@ -103,7 +103,7 @@ def test_a_new_leader_knows_the_request_ids_of_the_jobs_it_took_over(tmp_path):
         assert refused[1:] == [f"leader: {a.address}"], refused
 
         ha.kill_host(a)
-        b.wait_for_output("leading:", "b to lead")
+        b.wait_to_lead("b to lead")
         # The leader's records are etcd's: the id came over with the job.
         assert submitted(b, request_id, "/bin/true", while_unavailable=True) == job_id
         assert list(b.jobs()) == [job_id]
