@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "shm_test_support.h"
+#include "worker_runtime/shm/peer_watch.h"
 #include "worker_runtime/shm/shm_collectives.h"
 #include "worker_runtime/shm/shm_group.h"
 #include "worker_runtime/shm/shm_negotiation.h"
@@ -27,6 +28,7 @@ namespace {
 
 using internal::shm::GroupOptions;
 using internal::shm::NegotiationChannel;
+using internal::shm::PeerWatch;
 using internal::shm::ShmGroup;
 using testing::Deadline;
 using testing::ForkIdlePeer;
@@ -251,6 +253,55 @@ TEST_CASE("a forked child dropping its copy of a group leaves the parent's watch
   absl::Status status = internal::shm::Barrier(*groups[0], Deadline());
   CHECK(status.code() == absl::StatusCode::kUnavailable);
   CHECK(std::string(status.message()).find("exited") != std::string::npos);
+}
+
+TEST_CASE("a watch turned to a new set reports the new set's exits and no longer the old one's") {
+  // As a peer's set-up turns its watch from the leader to its neighbours:
+  // the leader (index 0 here) dying afterwards is not this watch's to report.
+  const pid_t old_peer = ForkIdlePeer();
+  const pid_t new_peer = ForkIdlePeer();
+  absl::Mutex mu;
+  std::vector<int> reported;
+  auto watch = PeerWatch::Start({old_peer, 0}, [&](int index) {
+    absl::MutexLock lock(&mu);
+    reported.push_back(index);
+  });
+  REQUIRE(watch != nullptr);
+  CHECK(watch->size() == 1);
+  watch->Rewatch({0, new_peer});
+  CHECK(watch->size() == 1);
+  // The old peer dies first and is reaped: were it still watched, its pidfd
+  // would be readable before the new peer's ever is.
+  int status = 0;
+  kill(old_peer, SIGKILL);
+  waitpid(old_peer, &status, 0);
+  kill(new_peer, SIGKILL);
+  waitpid(new_peer, &status, 0);
+  const auto one_reported = [&] { return !reported.empty(); };
+  {
+    absl::MutexLock lock(&mu);
+    CHECK(mu.AwaitWithTimeout(absl::Condition(&one_reported), absl::Seconds(60)));
+  }
+  watch.reset();  // joins the thread: nothing is reported after this
+  CHECK(reported == std::vector<int>{1});
+}
+
+TEST_CASE("a watch turned to no one keeps quiet and stops when dropped") {
+  const pid_t peer = ForkIdlePeer();
+  std::atomic<int> reports{0};
+  auto watch = PeerWatch::Start({peer}, [&](int) { ++reports; });
+  REQUIRE(watch != nullptr);
+  watch->Rewatch({0, 0});
+  CHECK(watch->size() == 0);
+  // A second set before the thread took the first: the last one given wins.
+  watch->Rewatch({peer, 0});
+  watch->Rewatch({0});
+  CHECK(watch->size() == 0);
+  kill(peer, SIGKILL);
+  int status = 0;
+  waitpid(peer, &status, 0);
+  watch.reset();
+  CHECK(reports == 0);
 }
 
 }  // namespace

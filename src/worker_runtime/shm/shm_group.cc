@@ -168,13 +168,23 @@ ShmGroup::~ShmGroup() { watch_.reset(); }
 
 void ShmGroup::SetPids(std::vector<pid_t> pids) {
   HVDD_CHECK_EQ(pids.size(), static_cast<size_t>(size_));
-  watch_.reset();
   pids_ = std::move(pids);
   // Only the neighbours: every local rank that dies has a live one among
   // its neighbours (unless all died), whose Fail() reaches every rank.
   std::vector<pid_t> watched(size_, 0);
   for (int r : Neighbours()) watched[r] = pids_[r];
-  watch_ = PeerWatch::Start(watched, [this](int r) { PeerExited(r); });
+  Watch(watched);
+}
+
+void ShmGroup::Watch(const std::vector<pid_t>& watched) {
+  // One thread for the group's life: a peer's set-up changes what it
+  // watches (the leader, then its neighbours), and with hundreds of ranks
+  // on a few cores a thread started and joined per change is felt.
+  if (watch_ != nullptr) {
+    watch_->Rewatch(watched);
+  } else {
+    watch_ = PeerWatch::Start(watched, [this](int r) { PeerExited(r); });
+  }
 }
 
 std::vector<int> ShmGroup::Neighbours() const {
@@ -195,10 +205,9 @@ void ShmGroup::WatchNeighbours() {
 
 void ShmGroup::WatchLeader(pid_t leader) {
   HVDD_CHECK(rank_ != 0);
-  watch_.reset();
   std::vector<pid_t> watched(size_, 0);
   watched[0] = leader;
-  watch_ = PeerWatch::Start(watched, [this](int r) { PeerExited(r); });
+  Watch(watched);
 }
 
 void ShmGroup::Decide(bool everyone_mapped) {

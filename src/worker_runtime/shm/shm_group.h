@@ -114,10 +114,10 @@ class ShmGroup {
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;
 
-  // The leader creates the group before it learns its peers' pids. Restarts
-  // the watch over the new pids (its neighbours').
+  // The leader creates the group before it learns its peers' pids. Turns
+  // the watch to the new pids (its neighbours').
   void SetPids(std::vector<pid_t> pids);
-  // Restarts the watch over the pids the neighbours published in the
+  // Turns the watch to the pids the neighbours published in the
   // segment when they mapped it: once every local rank has (a group set up
   // without anyone's pids).
   void WatchNeighbours();
@@ -211,6 +211,9 @@ class ShmGroup {
   void SetState(uint32_t state);
   // From the watch's thread: local rank r exited; the group fails.
   void PeerExited(int r);
+  // Watches watched[r] for each r whose pid is set (PeerWatch::Start),
+  // instead of what was watched before.
+  void Watch(const std::vector<pid_t>& watched);
 
   const int rank_;
   const int size_;
