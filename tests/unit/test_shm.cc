@@ -364,25 +364,72 @@ TEST_CASE("a wait sleeps without spinning where its peer waited on the same CPU"
 
 // With more local ranks than CPUs, a rank on a CPU the kernel crowded moves
 // itself to the emptiest CPU it may use (cpu_spread.h).
+namespace {
+
+// EmptierCpu for rank `me` of ranks that last waited on rank_cpus (-1: not
+// heard from yet), counted per CPU as the group's header counts them.
+int MoveOf(const std::vector<int>& rank_cpus, int me, const std::vector<int>& allowed) {
+  const auto on = [&](int cpu) {
+    return static_cast<int>(std::count(rank_cpus.begin(), rank_cpus.end(), cpu));
+  };
+  std::vector<int> ranks_on;
+  for (int cpu : allowed) ranks_on.push_back(on(cpu));
+  const int mine = rank_cpus[me];
+  return internal::shm::EmptierCpu(mine, mine < 0 ? 0 : on(mine),
+                                   static_cast<int>(rank_cpus.size()), allowed, ranks_on);
+}
+
+}  // namespace
+
 TEST_CASE("a crowded rank moves to the emptiest allowed CPU, and only a crowded one") {
-  using internal::shm::EmptierCpu;
   // 4 ranks on CPUs 0 and 1: 3 on CPU 1 and 1 on CPU 0.
   const std::vector<int> three_one = {1, 1, 0, 1};
-  CHECK(EmptierCpu(three_one, 0, {0, 1}) == 0);
-  CHECK(EmptierCpu(three_one, 3, {0, 1}) == 0);
-  CHECK(EmptierCpu(three_one, 2, {0, 1}) == -1);  // the lone rank stays
+  CHECK(MoveOf(three_one, 0, {0, 1}) == 0);
+  CHECK(MoveOf(three_one, 3, {0, 1}) == 0);
+  CHECK(MoveOf(three_one, 2, {0, 1}) == -1);  // the lone rank stays
   // Even: nobody moves.
-  for (int me = 0; me < 4; ++me) CHECK(EmptierCpu({0, 1, 0, 1}, me, {0, 1}) == -1);
+  for (int me = 0; me < 4; ++me) CHECK(MoveOf({0, 1, 0, 1}, me, {0, 1}) == -1);
   // Not allowed elsewhere, or not known yet: stay.
-  CHECK(EmptierCpu(three_one, 0, {1}) == -1);
-  CHECK(EmptierCpu({1, 1, 1, -1}, 3, {0, 1}) == -1);
+  CHECK(MoveOf(three_one, 0, {1}) == -1);
+  CHECK(MoveOf({1, 1, 1, -1}, 3, {0, 1}) == -1);
   // Ranks not yet heard from do not count against a CPU.
-  CHECK(EmptierCpu({1, 1, 1, -1}, 0, {0, 1}) == 0);
+  CHECK(MoveOf({1, 1, 1, -1}, 0, {0, 1}) == 0);
   // 6 ranks on 3 CPUs: 4 on CPU 2, 2 on CPU 5, none on CPU 7: to CPU 7.
-  CHECK(EmptierCpu({2, 2, 5, 2, 5, 2}, 0, {7, 2, 5}) == 7);
+  CHECK(MoveOf({2, 2, 5, 2, 5, 2}, 0, {7, 2, 5}) == 7);
   // 5 ranks on 2 CPUs (a share of 3): 3 + 2 is as even as it gets.
-  CHECK(EmptierCpu({0, 0, 0, 1, 1}, 0, {0, 1}) == -1);
-  CHECK(EmptierCpu({0, 0, 0, 0, 1}, 0, {0, 1}) == 1);
+  CHECK(MoveOf({0, 0, 0, 1, 1}, 0, {0, 1}) == -1);
+  CHECK(MoveOf({0, 0, 0, 0, 1}, 0, {0, 1}) == 1);
+}
+
+TEST_CASE("the group counts each rank once, on the CPU it last waited on") {
+  // More ranks than CPUs, so every wait says where it runs (and may move);
+  // threads of this process stand in for the ranks.
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
+  const int cpus = CPU_COUNT(&allowed);
+  const int n = std::max(4, 2 * cpus + 1);
+  auto groups = MakeGroups(n, 1024);
+  const auto errors = OnEveryRank<std::string>(n, [&](int rank) -> std::string {
+    for (int i = 0; i < 50; ++i) {
+      if (absl::Status s = internal::shm::Barrier(*groups[rank], Deadline()); !s.ok()) {
+        return s.ToString();
+      }
+    }
+    return "";
+  });
+  for (const std::string& e : errors) CHECK(e.empty());
+  int counted = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    const int here = groups[0]->ranks_waiting_on(cpu);
+    CHECK(here >= 0);
+    counted += here;
+  }
+  CHECK(counted == n);
+  // Every rank sees the same counts: they live in the segment.
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    CHECK(groups[n - 1]->ranks_waiting_on(cpu) == groups[0]->ranks_waiting_on(cpu));
+  }
+  CHECK(groups[0]->ranks_waiting_on(-1) == 0);
 }
 
 // --- the negotiation channel (shm_negotiation.h) -----------------------------

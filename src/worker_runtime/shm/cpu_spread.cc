@@ -1,27 +1,24 @@
 #include "worker_runtime/shm/cpu_spread.h"
 
-#include <algorithm>
+#include "common/check.h"
 
 namespace horovodd::internal::shm {
 
-int EmptierCpu(absl::Span<const int> rank_cpus, int me, absl::Span<const int> allowed) {
-  if (allowed.size() < 2 || me < 0 || me >= static_cast<int>(rank_cpus.size())) return -1;
-  const int mine = rank_cpus[me];
-  if (mine < 0) return -1;
-  const int ranks = static_cast<int>(rank_cpus.size());
+int EmptierCpu(int mine, int ranks_on_mine, int ranks, absl::Span<const int> allowed,
+               absl::Span<const int> ranks_on) {
+  HVDD_CHECK_EQ(allowed.size(), ranks_on.size());
+  if (allowed.size() < 2 || mine < 0 || ranks < 1) return -1;
   const int cpus = static_cast<int>(allowed.size());
   const int share = (ranks + cpus - 1) / cpus;
-  auto ranks_on = [&](int cpu) {
-    return static_cast<int>(std::count(rank_cpus.begin(), rank_cpus.end(), cpu));
-  };
-  if (ranks_on(mine) <= share) return -1;
+  if (ranks_on_mine <= share) return -1;
   // The fewest ranks, then the lowest CPU; only a CPU below its share is
   // worth the move.
   int best = -1;
   int fewest = share;
-  for (int cpu : allowed) {
+  for (int i = 0; i < cpus; ++i) {
+    const int cpu = allowed[i];
     if (cpu == mine) continue;
-    const int n = ranks_on(cpu);
+    const int n = ranks_on[i];
     if (n < fewest || (n == fewest && best >= 0 && cpu < best)) {
       fewest = n;
       best = cpu;

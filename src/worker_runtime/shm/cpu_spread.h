@@ -7,20 +7,25 @@
 // (to its balancer ranks that run in short bursts all look cache-hot, and a
 // busy CPU rebalances only every few tens of ms): 4 ranks at 1 MiB took
 // 580-700 us an op in such stretches against 400-460. The group therefore
-// keeps, per rank, the CPU it last waited on, and a waiting rank on a CPU
-// holding more than its share moves itself to the emptiest one.
+// keeps, per rank, the CPU it last waited on and, per CPU, how many ranks
+// last waited there; a waiting rank on a CPU holding more than its share
+// moves itself to the emptiest one.
 #pragma once
 
 #include "absl/types/span.h"
 
 namespace horovodd::internal::shm {
 
-// `rank_cpus[r]`: the CPU local rank r last waited on (-1: not known yet).
-// `me`: this rank's index; `allowed`: the CPUs this rank may run on, in any
-// order. Returns
-// the CPU this rank should move to, or -1 to stay: it stays unless its CPU
-// holds more than ceil(ranks / CPUs) ranks and some allowed CPU fewer; it
-// moves to the allowed CPU with the fewest ranks (the lowest of a tie).
-int EmptierCpu(absl::Span<const int> rank_cpus, int me, absl::Span<const int> allowed);
+// `mine`: the CPU this rank last waited on (-1: not known) and
+// `ranks_on_mine` the local ranks that last waited there, this one included;
+// `ranks`: the group's local ranks; `allowed`: the CPUs this rank may run on,
+// in any order, and `ranks_on[i]` the ranks that last waited on allowed[i]
+// (ranks not heard from yet count nowhere). Returns the CPU this rank should
+// move to, or -1 to stay: it stays unless its CPU holds more than
+// ceil(ranks / CPUs) ranks and some allowed CPU fewer; it moves to the
+// allowed CPU with the fewest ranks (the lowest of a tie). O(CPUs): the
+// group keeps the counts per CPU, so no wait reads every rank's CPU.
+int EmptierCpu(int mine, int ranks_on_mine, int ranks, absl::Span<const int> allowed,
+               absl::Span<const int> ranks_on);
 
 }  // namespace horovodd::internal::shm

@@ -44,6 +44,10 @@ constexpr int kCpuChecksEvery = 64;
 // where it runs now, since the last one.
 constexpr uint64_t kSyncsBetweenMoves = 8;
 
+// CPUs whose waiting ranks the header counts (PublishCpu): CPU_SETSIZE,
+// every CPU sched_getcpu can name here. 4 KiB of the segment.
+constexpr int kCountedCpus = CPU_SETSIZE;
+
 // The CPUs this thread may run on.
 std::vector<int> AllowedCpus() {
   cpu_set_t set;
@@ -122,13 +126,19 @@ struct alignas(kLine) ShmGroup::Header {
   // Bumped (and woken) whenever a sleeper may need to look again.
   alignas(kLine) std::atomic<uint32_t> bell;
   std::atomic<uint32_t> sleepers;
+  // How many ranks last said they wait on each CPU (PublishCpu): whether a
+  // peer shares this rank's CPU, and which CPU is emptier, in O(CPUs) where
+  // reading every rank's `cpu` cost each wait O(ranks) (a 256-rank reset
+  // spent a third of its CPU growth from 64 ranks up on it).
+  alignas(kLine) std::atomic<uint32_t> ranks_on_cpu[kCountedCpus];
 };
 
 struct alignas(kLine) ShmGroup::RankControl {
   // Syncs this rank has arrived at.
   std::atomic<uint64_t> arrived;
-  // 1 + the CPU this rank last waited on (0: none yet), for peers deciding
-  // whether to spin (SharesCpu) and where to move (SpreadOut).
+  // 1 + the CPU this rank last waited on (0: none yet). Only its rank
+  // writes it (PublishCpu), keeping the header's per-CPU counts, which the
+  // others read (SharesCpu, SpreadOut).
   std::atomic<uint32_t> cpu;
   // This rank's process, published when it maps the segment, for its
   // neighbours' watches (WatchNeighbours).
@@ -387,27 +397,41 @@ void ShmGroup::Notify(Waiters waiters) {
   }
 }
 
-bool ShmGroup::SharesCpu(int cpu) {
-  const uint32_t mine = static_cast<uint32_t>(cpu) + 1;
-  control(rank_).cpu.store(mine, std::memory_order_relaxed);
-  for (int r = 0; r < size_; ++r) {
-    if (r != rank_ && control(r).cpu.load(std::memory_order_relaxed) == mine) return true;
+void ShmGroup::PublishCpu(int cpu) {
+  HVDD_CHECK(cpu >= 0);
+  const uint32_t now = static_cast<uint32_t>(cpu) + 1;
+  const uint32_t was = control(rank_).cpu.exchange(now, std::memory_order_relaxed);
+  if (was == now) return;
+  if (was != 0 && was - 1 < static_cast<uint32_t>(kCountedCpus)) {
+    header().ranks_on_cpu[was - 1].fetch_sub(1, std::memory_order_relaxed);
   }
-  return false;
+  if (cpu < kCountedCpus) header().ranks_on_cpu[cpu].fetch_add(1, std::memory_order_relaxed);
+}
+
+int ShmGroup::ranks_waiting_on(int cpu) const {
+  if (cpu < 0 || cpu >= kCountedCpus) return 0;
+  return static_cast<int>(header().ranks_on_cpu[cpu].load(std::memory_order_relaxed));
+}
+
+bool ShmGroup::SharesCpu(int cpu) {
+  if (cpu < 0) return false;
+  PublishCpu(cpu);
+  return ranks_waiting_on(cpu) > 1;  // this rank and another
 }
 
 void ShmGroup::SpreadOut() {
   const int cpu = sched_getcpu();
   if (cpu < 0) return;
-  control(rank_).cpu.store(static_cast<uint32_t>(cpu) + 1, std::memory_order_relaxed);
+  PublishCpu(cpu);
   uint64_t last = header().last_move.load(std::memory_order_relaxed);
   if (syncs_ < last + kSyncsBetweenMoves) return;
-  // Every wait of such a group gets here: no allocation up to 16 local ranks.
-  absl::InlinedVector<int, 16> rank_cpus(size_);
-  for (int r = 0; r < size_; ++r) {
-    rank_cpus[r] = static_cast<int>(control(r).cpu.load(std::memory_order_relaxed)) - 1;
+  // Every wait of such a group gets here: no allocation up to 16 CPUs.
+  absl::InlinedVector<int, 16> ranks_on(allowed_cpus_.size());
+  for (size_t i = 0; i < allowed_cpus_.size(); ++i) {
+    // A CPU the header does not count is never a target.
+    ranks_on[i] = allowed_cpus_[i] < kCountedCpus ? ranks_waiting_on(allowed_cpus_[i]) : size_;
   }
-  const int target = EmptierCpu(rank_cpus, rank_, allowed_cpus_);
+  const int target = EmptierCpu(cpu, ranks_waiting_on(cpu), size_, allowed_cpus_, ranks_on);
   if (target < 0) return;
   // One rank moves at a time: the others see it there before they judge.
   if (!header().last_move.compare_exchange_strong(last, syncs_)) return;
@@ -421,7 +445,7 @@ void ShmGroup::SpreadOut() {
   if (sched_setaffinity(0, sizeof(one), &one) != 0) return;
   sched_setaffinity(0, sizeof(own), &own);
   ++cpu_moves_;
-  control(rank_).cpu.store(static_cast<uint32_t>(target) + 1, std::memory_order_relaxed);
+  PublishCpu(target);
 }
 
 absl::Status ShmGroup::Await(absl::FunctionRef<bool()> done, absl::Time deadline,

@@ -186,6 +186,8 @@ class ShmGroup {
   // Times this rank moved itself to an emptier CPU (SpreadOut; collective
   // thread; tests, diagnostics).
   uint64_t cpu_moves() const { return cpu_moves_; }
+  // How many local ranks last said they wait on `cpu` (tests, diagnostics).
+  int ranks_waiting_on(int cpu) const;
 
   // OK while usable, else why not.
   absl::Status health() const;
@@ -200,6 +202,9 @@ class ShmGroup {
   ShmGroup(const GroupOptions& options, std::unique_ptr<SharedSegment> segment);
   Header& header() const;
   RankControl& control(int r) const;
+  // Says this rank waits on `cpu` (>= 0): its `cpu` word and the header's
+  // count of ranks per CPU.
+  void PublishCpu(int cpu);
   // Publishes that this rank waits on `cpu`; whether another local rank
   // last said it waits on the same one.
   bool SharesCpu(int cpu);
