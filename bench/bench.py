@@ -94,6 +94,20 @@ def scale_targets(ok, workers, ready_s, rss_mb, ready_limit_s, rss_limit_mb):
                     f"(target < {rss_limit_mb:,} MB)"))
 
 
+def reset_growth(points):
+    """How the reset grows from each size to the next: the factor on kill -> resumed and on
+    the reset's CPU against the factor on the job, and how much of the elapsed time the CPU
+    would fill on this machine's cores (near 1: the reset is the machine's CPU, spent)."""
+    cores = len(os.sched_getaffinity(0))
+    steps = []
+    for (n0, t0, c0), (n1, t1, c1) in zip(points, points[1:]):
+        steps.append(f"{n0}->{n1} ({n1 / n0:.0f}x the workers): time {t1 / t0:.2f}x, "
+                     f"CPU {c1 / c0:.2f}x")
+    busy = ", ".join(f"{n}: {c / cores / t:.2f}" for n, t, c in points)
+    return ("; ".join(steps) + f"; the reset's CPU / ({cores} cores x kill->resumed) "
+            f"{busy}")
+
+
 class Bench:
     def __init__(self, build_dir):
         self.build = build_dir
@@ -379,6 +393,7 @@ class Bench:
                  os.environ.get("RESET_SIZES", ",".join(map(str, RESET_SIZES))).split(",")]
         raise_process_limits()
         curve = []
+        growth = []  # (workers, kill->resumed s, the reset's CPU s: survivors' + daemon's)
         for n in sizes:
             rounds = [self.reset_round(n, r) for r in range(ROUNDS)]
             med = lambda key: statistics.median(r[key] for r in rounds if r[key] is not None)
@@ -408,6 +423,8 @@ class Bench:
                 split.append(f"context switches per survivor {voluntary:.0f} voluntary "
                              f"({main:.0f} of them its main thread's), "
                              f"{involuntary:.0f} involuntary (medians)")
+            if have("faults"):
+                split.append(f"page faults per survivor {med('faults'):.0f} (median)")
             phase_names = [p for p in ("answered", "ring", "communicator", "synced", "stepped")
                            if all(p in r["phases"] for r in rounds)]
             if phase_names:
@@ -430,16 +447,51 @@ class Bench:
                           if peer else "", f"median of {len(rounds)}; " + "; ".join(split)
                           + ("; peer: Horovod (horovod issue 3556)" if peer else "")))
             curve.append((n, seconds))
+            if have("cpu_workers") and have("cpu_daemon"):
+                growth.append((n, seconds, med("cpu_workers") + med("cpu_daemon")))
             if n == 16:
                 targets.append((seconds < 0.25, f"reset at 16 workers: {seconds * 1e3:.0f} ms "
                                                 "kill -> resumed (target < 250 ms)"))
             if n == 256:
                 targets.append((seconds < 1.0, f"reset at 256 workers: {seconds * 1e3:.0f} ms "
                                                "kill -> resumed (target < 1 s)"))
+        if len(growth) > 1:
+            line = reset_growth(growth)
+            log(f"reset growth: {line}")
+            table.append(("reset", "growth with the job", "", "", "", line))
+            self.wake_floor(sizes)
         for what, figure, source in PUBLISHED_RESET:
             table.append(("reset", what, "", figure, "", source))
         self.plot_reset_curve(curve)
         self.scale_up()
+
+    def wake_floor(self, sizes):
+        """The machine's own growth, for reading the reset's: bench_wake_floor (no horovodd
+        in it) runs n processes of identical work per round (touch 256 KiB, then a futex
+        barrier), 50 rounds, at the reset's sizes; medians of the rounds. Work that does not
+        grow per process still costs each process more CPU among more processes."""
+        runs = []
+        for _ in range(ROUNDS):
+            out = subprocess.run([self.bin("bench_wake_floor"), "50", "256", *map(str, sizes)],
+                                 capture_output=True, text=True, timeout=600)
+            if out.returncode != 0:
+                log(f"bench_wake_floor failed ({out.returncode}): {out.stderr.strip()}")
+                return
+            runs.append({int(n): (float(c), float(w)) for n, c, w in re.findall(
+                r"FLOOR n=(\d+) .*cpu_us_per_round=([\d.]+) wall_ms=([\d.]+)", out.stdout)})
+        points = []
+        for n in sizes:
+            cpu = statistics.median(r[n][0] for r in runs)
+            wall = statistics.median(r[n][1] for r in runs)
+            points.append((n, cpu, wall))
+        per = ", ".join(f"{n}: {c:.1f} us" for n, c, _ in points)
+        steps = "; ".join(f"{n0}->{n1}: time {w1 / w0:.2f}x" for (n0, _, w0), (n1, _, w1)
+                          in zip(points, points[1:]))
+        line = (f"the same work per process (256 KiB touched, then a futex barrier; "
+                f"bench_wake_floor, median of {len(runs)}): CPU per process per round {per}; "
+                f"{steps}")
+        log(f"machine floor: {line}")
+        table.append(("reset", "the machine's floor", "", "", "", line))
 
     def plot_reset_curve(self, curve):
         """docs/img/reset_curve.svg: this run's medians beside the published points."""
@@ -479,7 +531,7 @@ class Bench:
                "detect": None, "daemon": None, "workers": None, "phases": {}, "began": None,
                "asked": None,
                "cpu_workers": m["cpu"]["workers"], "cpu_daemon": m["cpu"]["daemon"],
-               "switches": m["cpu"].get("switches")}
+               "switches": m["cpu"].get("switches"), "faults": m["cpu"].get("faults")}
         if record is not None:
             detected, ready = record
             out["detect"] = detected - m["t_kill"]

@@ -20,6 +20,8 @@ JOIN_TIMES = re.compile(r"join=([\d.,]+)")
 # The worker's context switches so far: all threads' voluntary and
 # involuntary ones, and its main thread's voluntary ones.
 SWITCHES = re.compile(r"csw=(\d+),(\d+),(\d+)")
+# Its minor page faults so far.
+FAULTS = re.compile(r"flt=(\d+)")
 JOIN_PHASES = ("began", "asked", "answered", "ring", "communicator", "synced")
 
 
@@ -130,6 +132,9 @@ def parse_step(line):
     w = SWITCHES.search(line)
     if w:
         step["csw"] = tuple(int(g) for g in w.groups())
+    f = FAULTS.search(line)
+    if f:
+        step["flt"] = int(f.group(1))
     j = JOIN_TIMES.search(line)
     if j:
         step["join"] = dict(zip(JOIN_PHASES, map(float, j.group(1).split(","))))
@@ -256,17 +261,20 @@ def cpu_seconds(pids):
 def start_profile():
     """BENCH_PERF_OUT=FILE: `perf record` of the whole machine (a timer
     event: these VMs have no hardware counters; kernel call chains, the
-    Release build has no frame pointers), from just before the kill, 1.4 s
-    long, its samples stamped with CLOCK_REALTIME (the round's marks, logged,
+    Release build has no frame pointers), from BENCH_PERF_LEAD_S (2) before
+    the kill to 1.4 s after it, its samples stamped with CLOCK_REALTIME (the round's marks, logged,
     place the phases in it). Returns the perf process or None. The profiled round's figures
     include perf's own cost."""
     out = os.environ.get("BENCH_PERF_OUT")
     if not out:
         return None
+    # perf reads every process's maps before it samples: with hundreds of
+    # workers that takes a second or more, so it starts well ahead.
+    lead = float(os.environ.get("BENCH_PERF_LEAD_S", "2"))
     perf = subprocess.Popen(["perf", "record", "-a", "-e", "cpu-clock", "-F", "2000", "-g",
-                             "-k", "CLOCK_REALTIME", "-o", out, "--", "sleep", "1.4"],
+                             "-k", "CLOCK_REALTIME", "-o", out, "--", "sleep", str(lead + 1.4)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.3)  # perf takes a moment to start sampling
+    time.sleep(lead)
     return perf
 
 
@@ -279,9 +287,17 @@ def measure_reset(proc, logs, n, startup_timeout):
     last = wait_steady(proc, logs, n, startup_timeout)
     victim = max(last, key=lambda pid: last[pid]["rank"])
     paths = worker_logs(logs)
+    profile = start_profile()
     # Each log from a little before the kill on: its last step before the
-    # kill is in there.
+    # kill is in there. Read before the kill, so that the driver's reading
+    # of hundreds of logs is not in the reset it measures (the polls after
+    # it read only what is new).
     starts = {pid: max(0, file_size(path) - 4096) for pid, path in paths.items()}
+    last_before = {}
+    for pid, path in paths.items():
+        steps, starts[pid] = read_steps_from(path, starts[pid])
+        if steps:
+            last_before[pid] = steps[-1]
     # The daemon's CPU, sampled on a thread of its own: the loop below reads
     # hundreds of logs a poll and may see the last resume well after it.
     daemon_cpu = [(time.time(), cpu_seconds([proc.pid]))]
@@ -292,18 +308,17 @@ def measure_reset(proc, logs, n, startup_timeout):
             daemon_cpu.append((time.time(), cpu_seconds([proc.pid])))
     sampler = threading.Thread(target=sample_daemon, daemon=True)
     sampler.start()
-    profile = start_profile()
     t_kill = time.time()
     os.kill(victim, signal.SIGKILL)
     worker_cpu = []
     # Each survivor's (voluntary, involuntary, main thread's voluntary)
     # switches across the reset.
     worker_switches = []
+    worker_faults = []  # each survivor's minor page faults across the reset
     deadline = time.time() + 120
     firsts = {}
     work = []
     joins = []
-    last_before = {}
     while time.time() < deadline:
         for pid, path in paths.items():
             # Each log is read on from where the last poll stopped, and not
@@ -326,6 +341,8 @@ def measure_reset(proc, logs, n, startup_timeout):
                     worker_cpu.append(s["cpu"] - before["cpu"])
                 if before and "csw" in s and "csw" in before:
                     worker_switches.append(tuple(a - b for a, b in zip(s["csw"], before["csw"])))
+                if before and "flt" in s and "flt" in before:
+                    worker_faults.append(s["flt"] - before["flt"])
                 if before and "pairs" in s and "pairs" in before:
                     work.append({k: s[k] - before[k] for k in ("pairs", "keys", "key_bytes")})
                 break
@@ -347,7 +364,8 @@ def measure_reset(proc, logs, n, startup_timeout):
                                if worker_cpu else None),
                    "daemon": at_resume[-1] - at_kill if at_resume else None,
                    "switches": (tuple(statistics.median(s[i] for s in worker_switches)
-                                      for i in range(3)) if worker_switches else None)}
+                                      for i in range(3)) if worker_switches else None),
+                   "faults": statistics.median(worker_faults) if worker_faults else None}
             if profile is not None:
                 profile.wait(timeout=30)  # its file written before the job is stopped
             return {"t_kill": t_kill, "t_resumed": t_resumed, "work": work,

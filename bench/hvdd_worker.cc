@@ -126,17 +126,20 @@ double CpuSeconds() {
 // the calling thread's voluntary ones (the main thread: a reset's set-up and
 // its waits for each collective; the engine's thread waits in the
 // collectives themselves).
+// Also its page faults so far (minor: a page mapped without I/O, as a
+// rank's first touch of a page of a new generation's segment is).
 struct Switches {
   long long voluntary;
   long long involuntary;
   long long this_thread_voluntary;
+  long long minor_faults;
 };
 Switches ContextSwitches() {
   rusage process{};
   getrusage(RUSAGE_SELF, &process);
   rusage thread{};
   getrusage(RUSAGE_THREAD, &thread);
-  return Switches{process.ru_nvcsw, process.ru_nivcsw, thread.ru_nvcsw};
+  return Switches{process.ru_nvcsw, process.ru_nivcsw, thread.ru_nvcsw, process.ru_minflt};
 }
 
 // The reset benchmark's worker. A step is 2 ms of "compute" (a sleep: the
@@ -166,12 +169,13 @@ absl::Status RunElastic(const std::string& dir) {
       std::fprintf(
           log,
           "STEP t=%.6f cpu=%.6f rank=%d size=%d gen=%lld step=%lld pairs=%lld keys=%lld "
-          "key_bytes=%lld csw=%lld,%lld,%lld join=%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
+          "key_bytes=%lld csw=%lld,%lld,%lld flt=%lld join=%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
           RealtimeSeconds(), CpuSeconds(), Rank(), Size(), static_cast<long long>(Generation()),
           static_cast<long long>(step), static_cast<long long>(rings.pairs_connected),
           static_cast<long long>(rings.keys_read), static_cast<long long>(rings.key_bytes_read),
-          switches.voluntary, switches.involuntary, switches.this_thread_voluntary, join.began,
-          join.asked, join.answered, join.ring_connected, join.communicator_ready, synced);
+          switches.voluntary, switches.involuntary, switches.this_thread_voluntary,
+          switches.minor_faults, join.began, join.asked, join.answered, join.ring_connected,
+          join.communicator_ready, synced);
       std::fflush(log);
       if (step % 10 != 0) continue;
       // Every rank stops at the same step: the stop flag is reduced (max).

@@ -30,5 +30,5 @@ jobs=${JOBS:-2}
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHVDD_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j "$jobs" --target horovodrun bench_gloo_raw bench_hvdd_worker \
-  bench_scale_daemon bench_scale_load hvdd_python >/dev/null
+  bench_wake_floor bench_scale_daemon bench_scale_load hvdd_python >/dev/null
 exec /usr/bin/python3 "$root/bench/bench.py" "$build" "$@"
