@@ -128,8 +128,7 @@ struct alignas(kLine) ShmGroup::Header {
   std::atomic<uint32_t> sleepers;
   // How many ranks last said they wait on each CPU (PublishCpu): whether a
   // peer shares this rank's CPU, and which CPU is emptier, in O(CPUs) where
-  // reading every rank's `cpu` cost each wait O(ranks) (a 256-rank reset
-  // spent a third of its CPU growth from 64 ranks up on it).
+  // reading every rank's `cpu` made each crowded wait O(ranks).
   alignas(kLine) std::atomic<uint32_t> ranks_on_cpu[kCountedCpus];
 };
 
