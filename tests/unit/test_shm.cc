@@ -424,7 +424,11 @@ TEST_CASE("the group counts each rank once, on the CPU it last waited on") {
     CHECK(here >= 0);
     counted += here;
   }
-  CHECK(counted == n);
+  // Each rank that waited is counted once, however often it moved. The last
+  // arrival of a barrier does not wait, and one rank may have been last in
+  // every barrier (never two: each barrier has one last arrival).
+  CHECK(counted <= n);
+  CHECK(counted >= n - 1);
   // Every rank sees the same counts: they live in the segment.
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     CHECK(groups[n - 1]->ranks_waiting_on(cpu) == groups[0]->ranks_waiting_on(cpu));
