@@ -106,9 +106,11 @@ def test_static_two_host_training_converges(horovodrun, sshd, tmp_path):
 
 def test_discovery_adds_and_removes_a_host(horovodrun, sshd, tmp_path):
     hosts = HostsFile(tmp_path, "127.0.0.2:2")
+    # What is checked is the membership; on a starved CI machine a worker once went 2 s
+    # unheard (the default --liveness-timeout) while the new host's workers started.
     run = horovodrun("-np", 2, "--min-np", 2, "--max-np", 4, "--host-discovery-script",
-                     DISCOVER_HOSTS, "--discovery-interval", "0.2", "--verbose",
-                     *ssh_args(sshd, tmp_path), *train_args(tmp_path, delay_ms=40))
+                     DISCOVER_HOSTS, "--discovery-interval", "0.2", "--liveness-timeout", 10,
+                     "--verbose", *ssh_args(sshd, tmp_path), *train_args(tmp_path, delay_ms=40))
     first = run.wait_for_size(2)
     hosts.write("127.0.0.2:2\n127.0.0.3:2")
     grown = run.wait_for_size(4)
