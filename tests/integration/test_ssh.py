@@ -93,7 +93,9 @@ def test_static_two_host_job_gets_ranks_per_host(horovodrun, sshd, tmp_path):
 
 
 def test_static_two_host_training_converges(horovodrun, sshd, tmp_path):
-    run = horovodrun("-np", 4, "-H", "127.0.0.2:2,127.0.0.3:2",
+    # A fixed-size job fails on its first lost worker: a CI machine stalled for a second
+    # once made one miss the default 2 s --liveness-timeout.
+    run = horovodrun("-np", 4, "-H", "127.0.0.2:2,127.0.0.3:2", "--liveness-timeout", 10,
                      *ssh_args(sshd, tmp_path), *train_args(tmp_path, delay_ms=0))
     workers = run.wait_for_size(4)
     assert sorted(workers) == [0, 1, 2, 3]
