@@ -262,9 +262,9 @@ def start_profile():
     """BENCH_PERF_OUT=FILE: `perf record` of the whole machine (a timer
     event: these VMs have no hardware counters; kernel call chains, the
     Release build has no frame pointers), from BENCH_PERF_LEAD_S (2) before
-    the kill to 1.4 s after it, its samples stamped with CLOCK_REALTIME (the round's marks, logged,
-    place the phases in it). Returns the perf process or None. The profiled round's figures
-    include perf's own cost."""
+    the kill to 1.4 s after it, its samples stamped with CLOCK_REALTIME
+    (the round's marks, logged, place the phases in it). Returns the perf
+    process or None. The profiled round's figures include perf's own cost."""
     out = os.environ.get("BENCH_PERF_OUT")
     if not out:
         return None

@@ -128,18 +128,18 @@ double CpuSeconds() {
 // collectives themselves).
 // Also its page faults so far (minor: a page mapped without I/O, as a
 // rank's first touch of a page of a new generation's segment is).
-struct Switches {
+struct Usage {
   long long voluntary;
   long long involuntary;
   long long this_thread_voluntary;
   long long minor_faults;
 };
-Switches ContextSwitches() {
+Usage UsageSoFar() {
   rusage process{};
   getrusage(RUSAGE_SELF, &process);
   rusage thread{};
   getrusage(RUSAGE_THREAD, &thread);
-  return Switches{process.ru_nvcsw, process.ru_nivcsw, thread.ru_nvcsw, process.ru_minflt};
+  return Usage{process.ru_nvcsw, process.ru_nivcsw, thread.ru_nvcsw, process.ru_minflt};
 }
 
 // The reset benchmark's worker. A step is 2 ms of "compute" (a sleep: the
@@ -165,7 +165,7 @@ absl::Status RunElastic(const std::string& dir) {
       ++step;
       // Written as soon as the allreduce completed; the reader orders by time.
       const internal::RingConnectTotals rings = internal::ProcessRingConnectTotals();
-      const Switches switches = ContextSwitches();
+      const Usage usage = UsageSoFar();
       std::fprintf(
           log,
           "STEP t=%.6f cpu=%.6f rank=%d size=%d gen=%lld step=%lld pairs=%lld keys=%lld "
@@ -173,9 +173,9 @@ absl::Status RunElastic(const std::string& dir) {
           RealtimeSeconds(), CpuSeconds(), Rank(), Size(), static_cast<long long>(Generation()),
           static_cast<long long>(step), static_cast<long long>(rings.pairs_connected),
           static_cast<long long>(rings.keys_read), static_cast<long long>(rings.key_bytes_read),
-          switches.voluntary, switches.involuntary, switches.this_thread_voluntary,
-          switches.minor_faults, join.began, join.asked, join.answered, join.ring_connected,
-          join.communicator_ready, synced);
+          usage.voluntary, usage.involuntary, usage.this_thread_voluntary, usage.minor_faults,
+          join.began, join.asked, join.answered, join.ring_connected, join.communicator_ready,
+          synced);
       std::fflush(log);
       if (step % 10 != 0) continue;
       // Every rank stops at the same step: the stop flag is reduced (max).
