@@ -88,6 +88,9 @@ struct DaemonTunnel::Connection {
 
   ~Connection() {
     if (channel != nullptr) {
+      // A channel freed before the host's close arrived stays with libssh,
+      // which runs its callbacks when that close comes: they point here.
+      ssh_remove_channel_callbacks(channel, &callbacks);
       ssh_channel_close(channel);
       ssh_channel_free(channel);
     }

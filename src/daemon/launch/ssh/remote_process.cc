@@ -79,7 +79,12 @@ RemoteProcess::RemoteProcess(std::unique_ptr<SshSession> session, ProcessCallbac
 
 RemoteProcess::~RemoteProcess() {
   kills_.clear();
-  if (channel_ != nullptr) ssh_channel_free(channel_);
+  if (channel_ != nullptr) {
+    // libssh keeps a channel freed before the host closed it, and would run
+    // its callbacks (which point here) on a close that arrives later.
+    ssh_remove_channel_callbacks(channel_, &channel_callbacks_);
+    ssh_channel_free(channel_);
+  }
   // session_ goes last: it disconnects.
 }
 
