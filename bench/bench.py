@@ -425,6 +425,11 @@ class Bench:
                              f"{involuntary:.0f} involuntary (medians)")
             if have("faults"):
                 split.append(f"page faults per survivor {med('faults'):.0f} (median)")
+            if have("touched_kib"):
+                touched = [r["touched_kib"] for r in rounds if r["touched_kib"] is not None]
+                own, shm = (statistics.median(t[k] for t in touched) for k in ("own", "shm"))
+                split.append(f"memory touched per survivor {own:.0f} KiB of its own and "
+                             f"{shm:.0f} KiB of the shared segment (medians; BENCH_TOUCHED)")
             phase_names = [p for p in ("answered", "ring", "communicator", "synced", "stepped")
                            if all(p in r["phases"] for r in rounds)]
             if phase_names:
@@ -467,12 +472,14 @@ class Bench:
 
     def wake_floor(self, sizes):
         """The machine's own growth, for reading the reset's: bench_wake_floor (no horovodd
-        in it) runs n processes of identical work per round (touch 256 KiB, then a futex
-        barrier), 50 rounds, at the reset's sizes; medians of the rounds. Work that does not
-        grow per process still costs each process more CPU among more processes."""
+        in it) runs n processes of identical work per round (touch BENCH_FLOOR_KIB, 256 KiB by
+        default, then a futex barrier), 50 rounds, at the reset's sizes; medians of the rounds.
+        Work that does not grow per process still costs each process more CPU among more
+        processes, and more so once all of theirs outgrows the caches."""
+        kib = int(os.environ.get("BENCH_FLOOR_KIB", "256"))
         runs = []
         for _ in range(ROUNDS):
-            out = subprocess.run([self.bin("bench_wake_floor"), "50", "256", *map(str, sizes)],
+            out = subprocess.run([self.bin("bench_wake_floor"), "50", str(kib), *map(str, sizes)],
                                  capture_output=True, text=True, timeout=600)
             if out.returncode != 0:
                 log(f"bench_wake_floor failed ({out.returncode}): {out.stderr.strip()}")
@@ -487,7 +494,7 @@ class Bench:
         per = ", ".join(f"{n}: {c:.1f} us" for n, c, _ in points)
         steps = "; ".join(f"{n0}->{n1}: time {w1 / w0:.2f}x" for (n0, _, w0), (n1, _, w1)
                           in zip(points, points[1:]))
-        line = (f"the same work per process (256 KiB touched, then a futex barrier; "
+        line = (f"the same work per process ({kib} KiB touched, then a futex barrier; "
                 f"bench_wake_floor, median of {len(runs)}): CPU per process per round {per}; "
                 f"{steps}")
         log(f"machine floor: {line}")
@@ -531,7 +538,8 @@ class Bench:
                "detect": None, "daemon": None, "workers": None, "phases": {}, "began": None,
                "asked": None,
                "cpu_workers": m["cpu"]["workers"], "cpu_daemon": m["cpu"]["daemon"],
-               "switches": m["cpu"].get("switches"), "faults": m["cpu"].get("faults")}
+               "switches": m["cpu"].get("switches"), "faults": m["cpu"].get("faults"),
+               "touched_kib": m["cpu"].get("touched_kib")}
         if record is not None:
             detected, ready = record
             out["detect"] = detected - m["t_kill"]
@@ -612,7 +620,7 @@ class Bench:
         before it starts (as one importing a framework does), and the row is how long the
         three running workers paused meanwhile."""
         interval = 1.0
-        log(f"scale-up, 3 -> 4 workers" + (f", the new one starting in {slow_start_ms} ms"
+        log("scale-up, 3 -> 4 workers" + (f", the new one starting in {slow_start_ms} ms"
                                           if slow_start_ms else ""))
         env = None
         if slow_start_ms:

@@ -232,8 +232,6 @@ def measure_kill(proc, logs, n, resumed, startup_timeout, survivors_only=True):
             after = [s for s in read_steps(path) if s["t"] > t_kill and resumed(s)]
             if after:
                 firsts[pid] = after[0]["t"]
-                if "join" in after[0]:
-                    joins.append(after[0]["join"])
         if len(firsts) >= want:
             return max(sorted(firsts.values())[:want]) - t_kill
         if proc.poll() is not None:
@@ -256,6 +254,47 @@ def cpu_seconds(pids):
         rest = stat[stat.rindex(")") + 2:].split()
         total += int(rest[11]) + int(rest[12])
     return total / ticks
+
+
+def clear_referenced(pid):
+    """Clears the accessed bits of `pid`'s pages (root only; a gone process
+    is skipped): its smaps_rollup's Referenced then counts what it touches
+    from here on, shared pages (code, the shared-memory segment) included."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("1")
+    except OSError:
+        pass
+
+
+SMAPS_RANGE = re.compile(r"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$")
+
+
+def referenced_kib(pid):
+    """KiB of `pid`'s own memory touched since clear_referenced (its heap,
+    stacks and other anonymous mappings; its slots of the host's shared
+    segment apart), as {"own": KiB, "shm": KiB}, or None. Files' pages
+    (code) are left out: their Referenced flag is the page's, set by any
+    process, and all the workers share those pages anyway."""
+    own = shm = 0
+    kind = None
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                m = SMAPS_RANGE.match(line)
+                if m:
+                    name = m.group(1)
+                    kind = ("own" if name in ("", "[heap]", "[stack]")
+                            else "shm" if name.startswith("/memfd:horovodd") else None)
+                elif kind is not None and line.startswith("Referenced:"):
+                    kib = int(line.split()[1])
+                    if kind == "own":
+                        own += kib
+                    else:
+                        shm += kib
+    except OSError:
+        return None
+    return {"own": own, "shm": shm}
 
 
 def start_profile():
@@ -300,6 +339,17 @@ def measure_reset(proc, logs, n, startup_timeout):
             last_before[pid] = steps[-1]
     # The daemon's CPU, sampled on a thread of its own: the loop below reads
     # hundreds of logs a poll and may see the last resume well after it.
+    # BENCH_TOUCHED=1: each survivor's working set across the reset, the
+    # memory it touched from here until its first step of the new group (read
+    # as the poll below finds that step: a few more steps may be in it, and
+    # the reads cost the driver CPU inside the measured window, so it is a
+    # separate run's figure, not the curve's).
+    touched = os.environ.get("BENCH_TOUCHED") == "1"
+    worker_touched = []
+    if touched:
+        for pid in paths:
+            if pid != victim:
+                clear_referenced(pid)
     daemon_cpu = [(time.time(), cpu_seconds([proc.pid]))]
     sampling = threading.Event()
 
@@ -334,6 +384,8 @@ def measure_reset(proc, logs, n, startup_timeout):
                 if s["size"] != n - 1:
                     continue
                 firsts[pid] = s["t"]
+                if touched and (kib := referenced_kib(pid)) is not None:
+                    worker_touched.append(kib)
                 if "join" in s:
                     joins.append(s["join"])
                 before = last_before.get(pid)
@@ -365,7 +417,9 @@ def measure_reset(proc, logs, n, startup_timeout):
                    "daemon": at_resume[-1] - at_kill if at_resume else None,
                    "switches": (tuple(statistics.median(s[i] for s in worker_switches)
                                       for i in range(3)) if worker_switches else None),
-                   "faults": statistics.median(worker_faults) if worker_faults else None}
+                   "faults": statistics.median(worker_faults) if worker_faults else None,
+                   "touched_kib": ({k: statistics.median(t[k] for t in worker_touched)
+                                    for k in ("own", "shm")} if worker_touched else None)}
             if profile is not None:
                 profile.wait(timeout=30)  # its file written before the job is stopped
             return {"t_kill": t_kill, "t_resumed": t_resumed, "work": work,
