@@ -435,5 +435,35 @@ TEST_CASE("the group counts each rank once, on the CPU it last waited on") {
   CHECK(groups[0]->ranks_waiting_on(-1) == 0);
 }
 
+TEST_CASE("a round's vote counts the ranks that said no, and only that round's") {
+  const int n = 5;
+  auto groups = MakeGroups(n, 1024);
+  // Rounds 0-2 and 6-8 have no-votes, rounds 3-5 and 9-11 (the same sets
+  // again) none: a set's old count must not leak into a later round.
+  auto says_no = [](int round, int rank) {
+    return (round / 3) % 2 == 0 && (round + rank) % 3 != 0;
+  };
+  const int rounds = 12;
+  const auto seen = OnEveryRank<std::vector<int>>(n, [&](int rank) {
+    std::vector<int> counts;
+    for (int round = 0; round < rounds; ++round) {
+      if (says_no(round, rank)) groups[rank]->VoteNo();
+      if (!groups[rank]->Sync(Deadline()).ok()) return std::vector<int>{};
+      counts.push_back(groups[rank]->no_votes());
+      groups[rank]->NextRound();
+    }
+    return counts;
+  });
+  std::vector<int> want;
+  for (int round = 0; round < rounds; ++round) {
+    int no = 0;
+    for (int rank = 0; rank < n; ++rank) no += says_no(round, rank) ? 1 : 0;
+    want.push_back(no);
+  }
+  CHECK(want[0] > 0);
+  CHECK(want[3] == 0);
+  for (int rank = 0; rank < n; ++rank) CHECK(seen[rank] == want);
+}
+
 }  // namespace
 }  // namespace horovodd

@@ -127,8 +127,8 @@ int Folders(int64_t bytes, int n) {
 //
 // `pieces(offset, count, fn)` calls fn(bytes, elements, where they start in
 // [offset, offset + count)) for each piece of this rank's data in that
-// range. With `ready`, the first wait also carries each rank's word, and
-// unless every word is true the rounds stop there (*all_ready false,
+// range. With `ready`, the first wait also carries each rank's vote, and
+// unless no rank voted no the rounds stop there (*all_ready false,
 // nothing written).
 template <typename Pieces>
 absl::Status SliceRounds(ShmGroup& group, DType dtype, int64_t count,
@@ -164,11 +164,10 @@ absl::Status SliceRounds(ShmGroup& group, DType dtype, int64_t count,
     }
   };
   fill(0, group.slot(me));
-  if (ready != nullptr) group.meta(me)[0] = *ready ? 1 : 0;
+  if (ready != nullptr && !*ready) group.VoteNo();
   HVDD_RETURN_IF_ERROR(group.Sync(deadline));
   if (ready != nullptr) {
-    *all_ready = true;
-    for (int r = 0; r < n; ++r) *all_ready = *all_ready && group.meta(r)[0] == 1;
+    *all_ready = group.no_votes() == 0;
     if (!*all_ready) {
       group.NextRound();
       return absl::OkStatus();

@@ -130,6 +130,10 @@ struct alignas(kLine) ShmGroup::Header {
   // peer shares this rank's CPU, and which CPU is emptier, in O(CPUs) where
   // reading every rank's `cpu` made each crowded wait O(ranks).
   alignas(kLine) std::atomic<uint32_t> ranks_on_cpu[kCountedCpus];
+  // Each set's round vote (VoteNo): VoteTag(round) << kVoteCountBits | the
+  // ranks that said no in that round; a word tagged with an older round of
+  // the set counts no one.
+  alignas(kLine) std::atomic<uint64_t> no_votes[kSets];
 };
 
 struct alignas(kLine) ShmGroup::RankControl {
@@ -405,6 +409,32 @@ void ShmGroup::PublishCpu(int cpu) {
     header().ranks_on_cpu[was - 1].fetch_sub(1, std::memory_order_relaxed);
   }
   if (cpu < kCountedCpus) header().ranks_on_cpu[cpu].fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+constexpr int kVoteCountBits = 24;
+// Which round a vote word is of: its own, not one the set held kSets rounds before.
+uint64_t VoteTag(uint64_t round) {
+  return (round + 1) & ((uint64_t{1} << (64 - kVoteCountBits)) - 1);
+}
+}  // namespace
+
+void ShmGroup::VoteNo() {
+  std::atomic<uint64_t>& word = header().no_votes[round_ % kSets];
+  const uint64_t tag = VoteTag(round_);
+  uint64_t seen = word.load(std::memory_order_relaxed);
+  // The first no of the round replaces the word of the set's last round: every
+  // peer read that one before it arrived at the Sync this rank has passed since.
+  while (!word.compare_exchange_weak(
+      seen, (seen >> kVoteCountBits) == tag ? seen + 1 : (tag << kVoteCountBits) | 1,
+      std::memory_order_relaxed)) {
+  }
+}
+
+int ShmGroup::no_votes() const {
+  const uint64_t word = header().no_votes[round_ % kSets].load(std::memory_order_relaxed);
+  if ((word >> kVoteCountBits) != VoteTag(round_)) return 0;
+  return static_cast<int>(word & ((uint64_t{1} << kVoteCountBits) - 1));
 }
 
 int ShmGroup::ranks_waiting_on(int cpu) const {

@@ -161,6 +161,12 @@ class ShmGroup {
   // UNAVAILABLE (a local peer died or a collective failed on a peer),
   // DEADLINE_EXCEEDED. After an error the group is dead on every local rank.
   absl::Status Sync(absl::Time deadline);
+  // A yes/no question every rank answers in a round: each rank that says no
+  // calls VoteNo before the round's first Sync, and after it every rank reads
+  // how many did. One shared word, where a word in every rank's header row
+  // had each rank read a page of every peer's.
+  void VoteNo();
+  int no_votes() const;
   // Ends the round (after at least one Sync): the next one uses the next set.
   void NextRound() { ++round_; }
 
