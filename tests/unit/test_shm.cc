@@ -271,21 +271,27 @@ TEST_CASE("every rank ends with the same bits for inexact floats, signed zeros a
 }
 
 TEST_CASE("the shm allreduce that confirms itself writes nothing unless every rank is ready") {
-  const int size = 2;
-  auto groups = MakeGroups(size, 4096);
-  for (const bool second_ready : {false, true}) {
-    const auto results = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
-      Tensor t = MakeTensor(DType::kFloat32, {3000}, [&](int64_t i) { return Input(rank, i); });
-      AllreduceOptions options;
-      options.op = ReduceOp::kSum;
-      auto done = internal::shm::AllreduceIfAllReady(
-          *groups[rank], t.view(), rank == 0 || second_ready, options, Deadline());
-      if (!done.ok()) return done.status().ToString();
-      if (*done != second_ready) return "wrong confirmation";
-      return FirstMismatch(
-          t, [&](int64_t i) { return second_ready ? Input(0, i) + Input(1, i) : Input(rank, i); });
-    });
-    for (const std::string& r : results) CHECK(r == "");
+  // Rank 0 is always ready, the others are or are not; with 3 ranks two say
+  // no at once. Both answers in turn, on the same group's rounds.
+  for (const int size : {2, 3}) {
+    auto groups = MakeGroups(size, 4096);
+    for (const bool others_ready : {false, true, false, true}) {
+      const auto results = OnEveryRank<std::string>(size, [&](int rank) -> std::string {
+        Tensor t = MakeTensor(DType::kFloat32, {3000}, [&](int64_t i) { return Input(rank, i); });
+        AllreduceOptions options;
+        options.op = ReduceOp::kSum;
+        auto done = internal::shm::AllreduceIfAllReady(
+            *groups[rank], t.view(), rank == 0 || others_ready, options, Deadline());
+        if (!done.ok()) return done.status().ToString();
+        if (*done != others_ready) return "wrong confirmation";
+        return FirstMismatch(t, [&](int64_t i) {
+          double sum = 0;
+          for (int r = 0; r < size; ++r) sum += Input(r, i);
+          return others_ready ? sum : Input(rank, i);
+        });
+      });
+      for (const std::string& r : results) CHECK(r == "");
+    }
   }
 }
 

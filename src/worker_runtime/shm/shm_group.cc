@@ -48,6 +48,13 @@ constexpr uint64_t kSyncsBetweenMoves = 8;
 // every CPU sched_getcpu can name here. 4 KiB of the segment.
 constexpr int kCountedCpus = CPU_SETSIZE;
 
+// A round's vote word (VoteNo): the round's tag above the count of no-votes.
+constexpr int kVoteCountBits = 24;
+// Which round a vote word is of: its own, not one the set held kSets rounds before.
+uint64_t VoteTag(uint64_t round) {
+  return (round + 1) & ((uint64_t{1} << (64 - kVoteCountBits)) - 1);
+}
+
 // The CPUs this thread may run on.
 std::vector<int> AllowedCpus() {
   cpu_set_t set;
@@ -410,14 +417,6 @@ void ShmGroup::PublishCpu(int cpu) {
   }
   if (cpu < kCountedCpus) header().ranks_on_cpu[cpu].fetch_add(1, std::memory_order_relaxed);
 }
-
-namespace {
-constexpr int kVoteCountBits = 24;
-// Which round a vote word is of: its own, not one the set held kSets rounds before.
-uint64_t VoteTag(uint64_t round) {
-  return (round + 1) & ((uint64_t{1} << (64 - kVoteCountBits)) - 1);
-}
-}  // namespace
 
 void ShmGroup::VoteNo() {
   std::atomic<uint64_t>& word = header().no_votes[round_ % kSets];

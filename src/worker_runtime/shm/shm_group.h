@@ -192,7 +192,8 @@ class ShmGroup {
   // Times this rank moved itself to an emptier CPU (SpreadOut; collective
   // thread; tests, diagnostics).
   uint64_t cpu_moves() const { return cpu_moves_; }
-  // How many local ranks last said they wait on `cpu` (tests, diagnostics).
+  // How many local ranks last said they wait on `cpu` (the waits' SharesCpu
+  // and SpreadOut read it; tests, diagnostics).
   int ranks_waiting_on(int cpu) const;
 
   // OK while usable, else why not.
