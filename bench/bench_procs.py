@@ -258,8 +258,7 @@ def cpu_seconds(pids):
 
 def clear_referenced(pid):
     """Clears the accessed bits of `pid`'s pages (root only; a gone process
-    is skipped): its smaps_rollup's Referenced then counts what it touches
-    from here on, shared pages (code, the shared-memory segment) included."""
+    is skipped): referenced_kib then counts what it touches from here on."""
     try:
         with open(f"/proc/{pid}/clear_refs", "w") as f:
             f.write("1")
@@ -337,8 +336,6 @@ def measure_reset(proc, logs, n, startup_timeout):
         steps, starts[pid] = read_steps_from(path, starts[pid])
         if steps:
             last_before[pid] = steps[-1]
-    # The daemon's CPU, sampled on a thread of its own: the loop below reads
-    # hundreds of logs a poll and may see the last resume well after it.
     # BENCH_TOUCHED=1: each survivor's working set across the reset, the
     # memory it touched from here until its first step of the new group (read
     # as the poll below finds that step: a few more steps may be in it, and
@@ -350,6 +347,8 @@ def measure_reset(proc, logs, n, startup_timeout):
         for pid in paths:
             if pid != victim:
                 clear_referenced(pid)
+    # The daemon's CPU, sampled on a thread of its own: the loop below reads
+    # hundreds of logs a poll and may see the last resume well after it.
     daemon_cpu = [(time.time(), cpu_seconds([proc.pid]))]
     sampling = threading.Event()
 
