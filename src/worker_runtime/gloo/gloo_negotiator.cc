@@ -14,6 +14,14 @@ absl::Status GlooNegotiator::Ended(absl::Status status) {
   return status;
 }
 
+std::vector<int> GlooNegotiator::Peers() const {
+  std::vector<int> peers;
+  for (int p = 0; p < context_.size; ++p) {
+    if (p != context_.rank) peers.push_back(p);
+  }
+  return peers;
+}
+
 absl::Status GlooNegotiator::PostReceives(CollectiveScope& scope, size_t part_bytes) {
   const int n = context_.size;
   if (buffer_ == nullptr || part_bytes != part_bytes_) {
@@ -22,11 +30,7 @@ absl::Status GlooNegotiator::PostReceives(CollectiveScope& scope, size_t part_by
     memory_.assign(n * part_bytes, 0);
     HVDD_ASSIGN_OR_RETURN(buffer_, context_.RegisterBuffer(memory_.data(), memory_.size()));
   }
-  std::vector<int> peers;
-  for (int p = 0; p < n; ++p) {
-    if (p != context_.rank) peers.push_back(p);
-  }
-  HVDD_RETURN_IF_ERROR(scope.Connect(peers));
+  HVDD_RETURN_IF_ERROR(scope.Connect(Peers()));
   for (int p = 0; p < n; ++p) {
     if (p == context_.rank) continue;
     HVDD_RETURN_IF_ERROR(
@@ -43,7 +47,11 @@ absl::StatusOr<Negotiator::PartBuffer> GlooNegotiator::StartRound(size_t header_
   const size_t part_bytes = header_bytes + kRoomBytes;
   if (!posted_) {
     HVDD_RETURN_IF_ERROR(Ended(PostReceives(*round_, part_bytes)));
-  } else if (part_bytes_ != part_bytes) {
+  } else if (part_bytes_ == part_bytes) {
+    // Posted as the last round ended: this round's waits name whose part
+    // they wait for all the same (the daemon's stall detector reads it).
+    round_->AdoptReceives(buffer_->get(), Peers());
+  } else {
     // Peers size their parts from their caches too: ours no longer matches
     // what the last round left, so theirs may not either.
     round_.reset();

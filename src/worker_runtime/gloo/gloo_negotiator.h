@@ -53,6 +53,8 @@ class GlooNegotiator final : public Negotiator {
  private:
   uint64_t sequence() const { return kOwnSequenceSeries + next_round_; }
   uint8_t* part(int r) { return memory_.data() + r * part_bytes_; }
+  // Every rank but this one, in rank order.
+  std::vector<int> Peers() const;
   // Posts the next round's receives on `scope`, each peer's part
   // `part_bytes` long.
   absl::Status PostReceives(CollectiveScope& scope, size_t part_bytes);

@@ -166,6 +166,12 @@ absl::Status CollectiveScope::WaitRecv(gloo::transport::UnboundBuffer& buffer, i
   return status;
 }
 
+void CollectiveScope::AdoptReceives(const gloo::transport::UnboundBuffer& buffer,
+                                    absl::Span<const int> peers) {
+  if (context_.peer_wait() == nullptr) return;
+  for (int peer : peers) posted_receives_.emplace_back(&buffer, peer);
+}
+
 absl::Status CollectiveScope::WaitRecvFrom(gloo::transport::UnboundBuffer& buffer, int* source) {
   try {
     if (buffer.waitRecv(source, RemainingTime())) return absl::OkStatus();

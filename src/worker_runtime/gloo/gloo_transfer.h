@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "worker_runtime/gloo/gloo_context.h"
 #include "worker_runtime/gloo/sigpipe_block.h"
@@ -109,6 +110,10 @@ class CollectiveScope {
   // it waits, the context's PeerWait (if any) names the peer of the oldest
   // receive posted on `buffer`.
   absl::Status WaitRecv(gloo::transport::UnboundBuffer& buffer, int* source = nullptr);
+  // Receives of `buffer` from `peers` that were posted before this scope
+  // began, by an earlier one (the negotiation posts a round's receives as
+  // the round before it ends): WaitRecv names them as it names its own.
+  void AdoptReceives(const gloo::transport::UnboundBuffer& buffer, absl::Span<const int> peers);
 
   // Sends to[p] of `send` to every peer p and receives from[p] of `recv`
   // from every peer, all in flight at once (the pairs to the peers with a
