@@ -222,7 +222,7 @@ def test_blacklisted_host_comes_back_after_its_cooldown_with_back_off(horovodrun
 
 
 def test_a_stopped_worker_is_found_by_its_silence(horovodrun, tmp_path):
-    # The default --liveness-timeout (2 s): heartbeats come from their own thread, so a busy
+    # The default --liveness-timeout (10 s): heartbeats come from their own thread, so a busy
     # or paused interpreter is not silent; a SIGSTOPped process is.
     stop = tmp_path / "stop"
     run = start(horovodrun, tmp_path, "-np", 3, "--min-np", 2, "-H", f"{A}:2,{B}:1",
@@ -234,7 +234,7 @@ def test_a_stopped_worker_is_found_by_its_silence(horovodrun, tmp_path):
     os.kill(pid, signal.SIGSTOP)
     try:
         run.wait_for_line(r"\(rank 2, 127\.0\.0\.1, pid \d+\) lost: silent for \d+ ms "
-                          r"\(--liveness-timeout 2s\)")
+                          r"\(--liveness-timeout 10s\)")
         wait_ready(run, 2, [A, A])
         stop.touch()
         assert run.wait() == 0, run.output()

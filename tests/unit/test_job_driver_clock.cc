@@ -174,10 +174,10 @@ struct AttachedWorkerJob {
   int64_t worker_id = 0;
 };
 
-TEST_CASE("simulated time: a silent worker is found in under 3 s with the default timeout",
+TEST_CASE("simulated time: a silent worker is found in under 3 s with a 2 s timeout",
           "[job_driver]") {
-  // horovodrun's default --liveness-timeout 2 s, the heartbeat every 500 ms
-  // (HeartbeatSchedule: a quarter of it) until the worker stops.
+  // --liveness-timeout 2 s, the heartbeat every 500 ms (HeartbeatSchedule:
+  // a quarter of it) until the worker stops.
   AttachedWorkerJob attached;
   SimulatedJob& job = attached.job;
   const int64_t worker_id = attached.worker_id;

@@ -47,7 +47,7 @@ TEST_CASE("a fixed job gets Horovod's defaults") {
   // No range: Horovod's default, a failing host is blacklisted for the rest of the job.
   CHECK(s.blacklist_cooldown_min_seconds() == 0);
   CHECK(s.blacklist_cooldown_max_seconds() == 0);
-  CHECK(s.liveness_timeout_seconds() == 2);
+  CHECK(s.liveness_timeout_seconds() == 10);
   CHECK(s.working_dir() == fs::current_path().string());
   CHECK(s.env().empty());
   CHECK(o.daemon_address.empty());
@@ -321,9 +321,9 @@ TEST_CASE("--help describes every flag, its default and an elastic example") {
                              "--network-interface"}) {
       CHECK_THAT(help, Catch::Contains(name));
     }
-    for (const char* default_text :
-         {"Default: 600", "Default: 30", "Default: none = for good", "Default: 1.", "Default: 10.",
-          "Default: 2.", "Default: warning", "Default: 22.", "Default: accept-new."}) {
+    for (const char* default_text : {"Default: 600", "Default: 30", "Default: none = for good",
+                                     "Default: 1.", "Default: 10.", "declared lost. Default: 10.",
+                                     "Default: warning", "Default: 22.", "Default: accept-new."}) {
       CHECK_THAT(help, Catch::Contains(default_text));
     }
     CHECK_THAT(help, Catch::Contains("horovodrun -np 4 --min-np 2 --max-np 8"));

@@ -131,7 +131,7 @@ constexpr FlagDef kFlags[] = {
     {"discovery_timeout", "--discovery-timeout", "--discovery-timeout", "SECONDS",
      "How long one discovery run may take.\nDefault: 10.", kElasticGroup},
     {"liveness_timeout", "--liveness-timeout", "--liveness-timeout", "SECONDS",
-     "How long a worker may stay silent before\nit is declared lost. Default: 2.", kElasticGroup},
+     "How long a worker may stay silent before\nit is declared lost. Default: 10.", kElasticGroup},
 
     // Timeline.
     {"timeline_filename", "--timeline-filename", "--timeline-filename", "FILE",

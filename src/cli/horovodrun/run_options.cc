@@ -45,8 +45,11 @@ constexpr double kDefaultCooldownLow = 0;
 constexpr double kDefaultCooldownHigh = 0;
 constexpr double kDefaultDiscoveryInterval = 1;
 constexpr double kDefaultDiscoveryTimeout = 10;
-// A stopped worker is found in under 3 s (heartbeats every timeout/4).
-constexpr double kDefaultLivenessTimeout = 2;
+// Horovod has no such timeout. A stopped worker is found in about 10 s; a
+// live one starved of CPU or network for a few seconds (a loaded 2-core VM
+// went 3.6 s unheard) is not killed and its host not blacklisted, which a
+// 2 s default did (heartbeats come every 500 ms in a job of up to 1,000).
+constexpr double kDefaultLivenessTimeout = 10;
 constexpr int kDefaultSlotsPerHost = 1;
 
 constexpr char kErrorPrefix[] = "horovodrun: error: ";

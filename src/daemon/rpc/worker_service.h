@@ -29,7 +29,7 @@ namespace horovodd::daemon {
 // workers together send at most kHeartbeatsPerSecond, never more often than
 // every kMinHeartbeatInterval each. The liveness check still has to see
 // several heartbeats per --liveness-timeout, so the interval stays at most a
-// quarter of it, even under the minimum: with the default 2 s a stopped
+// quarter of it, even under the minimum: with a 2 s timeout a stopped
 // worker is found in under 3 s, and one late heartbeat on a loaded machine is
 // no alarm.
 class HeartbeatSchedule final : public JobObserver {
