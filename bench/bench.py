@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+import urllib.request
 
 from bench_procs import (check_output, end_process, free_port, human, log, measure_kill,
                          measure_reset, raise_process_limits, read_steps, results, run,
@@ -92,6 +93,33 @@ def scale_targets(ok, workers, ready_s, rss_mb, ready_limit_s, rss_limit_mb):
     targets.append((ok and rss_mb < rss_limit_mb,
                     f"daemon peak RSS at {workers:,} workers {rss_mb:.0f} MB "
                     f"(target < {rss_limit_mb:,} MB)"))
+
+
+# What a survivor touched across a reset, its own memory and its share of the host's segment
+# (BENCH_TOUCHED, 2026-12-06: 530-590 + 90-120 KiB at every size from 16 to 256 workers): the
+# floor's work per process when no BENCH_FLOOR_KIB is given and this run did not measure it.
+SURVIVOR_FOOTPRINT_KIB = 640
+
+
+def floor_comparison(reset_points, floor_points):
+    """Each doubling of the reset beside the floor's: its time and its CPU per survivor against
+    the floor's time and CPU per process, as ratios (under 1: the reset grew less than work
+    that does not grow at all, at the same footprint, did on this machine)."""
+    floor = {n: (cpu, wall) for n, cpu, wall in floor_points}
+    steps, faster = [], []
+    for (n0, t0, c0), (n1, t1, c1) in zip(reset_points, reset_points[1:]):
+        if n0 not in floor or n1 not in floor:
+            continue
+        time_ratio = (t1 / t0) / (floor[n1][1] / floor[n0][1])
+        cpu_ratio = (c1 / c0) / (floor[n1][0] / floor[n0][0])
+        steps.append(f"{n0}->{n1}: time {t1 / t0:.2f}x / floor {floor[n1][1] / floor[n0][1]:.2f}x"
+                     f" = {time_ratio:.2f}, CPU per survivor {c1 / c0:.2f}x / floor's per process"
+                     f" {floor[n1][0] / floor[n0][0]:.2f}x = {cpu_ratio:.2f}")
+        if time_ratio > 1.1:
+            faster.append(f"{n0}->{n1}")
+    verdict = (f"grows faster than the floor (by more than 10%) at {', '.join(faster)}"
+               if faster else "grows no faster than the floor at any step (within 10%)")
+    return "; ".join(steps) + f"; the reset {verdict}"
 
 
 def reset_growth(points):
@@ -394,6 +422,8 @@ class Bench:
         raise_process_limits()
         curve = []
         growth = []  # (workers, kill->resumed s, the reset's CPU s: survivors' + daemon's)
+        per_survivor = []  # (workers, kill->resumed s, CPU s per survivor)
+        footprint = None  # KiB a survivor touched at the largest size (BENCH_TOUCHED)
         for n in sizes:
             rounds = [self.reset_round(n, r) for r in range(ROUNDS)]
             med = lambda key: statistics.median(r[key] for r in rounds if r[key] is not None)
@@ -428,6 +458,7 @@ class Bench:
             if have("touched_kib"):
                 touched = [r["touched_kib"] for r in rounds if r["touched_kib"] is not None]
                 own, shm = (statistics.median(t[k] for t in touched) for k in ("own", "shm"))
+                footprint = own + shm
                 split.append(f"memory touched per survivor {own:.0f} KiB of its own and "
                              f"{shm:.0f} KiB of the shared segment (medians; BENCH_TOUCHED)")
             phase_names = [p for p in ("answered", "ring", "communicator", "synced", "stepped")
@@ -454,6 +485,7 @@ class Bench:
             curve.append((n, seconds))
             if have("cpu_workers") and have("cpu_daemon"):
                 growth.append((n, seconds, med("cpu_workers") + med("cpu_daemon")))
+                per_survivor.append((n, seconds, med("cpu_workers") / (n - 1)))
             if n == 16:
                 targets.append((seconds < 0.25, f"reset at 16 workers: {seconds * 1e3:.0f} ms "
                                                 "kill -> resumed (target < 250 ms)"))
@@ -464,26 +496,32 @@ class Bench:
             line = reset_growth(growth)
             log(f"reset growth: {line}")
             table.append(("reset", "growth with the job", "", "", "", line))
-            self.wake_floor(sizes)
+            kib = int(os.environ.get("BENCH_FLOOR_KIB", "0")) or round(
+                footprint or SURVIVOR_FOOTPRINT_KIB)
+            floor = self.wake_floor(sizes, kib)
+            if floor and len(per_survivor) > 1:
+                line = floor_comparison(per_survivor, floor)
+                log(f"reset against the floor: {line}")
+                table.append(("reset", "growth against the floor", "", "", "", line))
         for what, figure, source in PUBLISHED_RESET:
             table.append(("reset", what, "", figure, "", source))
         self.plot_reset_curve(curve)
         self.scale_up()
 
-    def wake_floor(self, sizes):
+    def wake_floor(self, sizes, kib):
         """The machine's own growth, for reading the reset's: bench_wake_floor (no horovodd
-        in it) runs n processes of identical work per round (touch BENCH_FLOOR_KIB, 256 KiB by
-        default, then a futex barrier), 50 rounds, at the reset's sizes; medians of the rounds.
-        Work that does not grow per process still costs each process more CPU among more
-        processes, and more so once all of theirs outgrows the caches."""
-        kib = int(os.environ.get("BENCH_FLOOR_KIB", "256"))
+        in it) runs n processes of identical work per round (touch `kib` KiB, a survivor's
+        footprint unless BENCH_FLOOR_KIB says otherwise, then a futex barrier), 50 rounds, at
+        the reset's sizes; medians of the rounds. Work that does not grow per process still
+        costs each process more CPU among more processes, and more so once all of theirs
+        outgrows the caches. Returns [(n, CPU s per process per round, wall s)], or None."""
         runs = []
         for _ in range(ROUNDS):
             out = subprocess.run([self.bin("bench_wake_floor"), "50", str(kib), *map(str, sizes)],
                                  capture_output=True, text=True, timeout=600)
             if out.returncode != 0:
                 log(f"bench_wake_floor failed ({out.returncode}): {out.stderr.strip()}")
-                return
+                return None
             runs.append({int(n): (float(c), float(w)) for n, c, w in re.findall(
                 r"FLOOR n=(\d+) .*cpu_us_per_round=([\d.]+) wall_ms=([\d.]+)", out.stdout)})
         points = []
@@ -499,6 +537,7 @@ class Bench:
                 f"{steps}")
         log(f"machine floor: {line}")
         table.append(("reset", "the machine's floor", "", "", "", line))
+        return [(n, cpu * 1e-6, wall * 1e-3) for n, cpu, wall in points]
 
     def plot_reset_curve(self, curve):
         """docs/img/reset_curve.svg: this run's medians beside the published points."""
@@ -575,7 +614,6 @@ class Bench:
         the embedded daemon's status page (its viewer link is on horovodrun's
         stderr); None if the page or the record is not there."""
         import json
-        import urllib.request
         with open(os.path.join(workdir, "horovodrun.out")) as f:
             link = re.search(r"status page: (http://[^/]+)/#token=(\S+)", f.read())
         if not link:
