@@ -3,10 +3,10 @@
 // peer while it waits, and nothing once the data arrived. The engine's
 // negotiation rounds too: a link that stalls one way leaves one end waiting
 // for the other's part of a round (stall_detector.cc names such a pair).
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <gloo/rendezvous/hash_store.h>
@@ -26,45 +26,8 @@ namespace {
 using testing::OnEveryRank;
 using testing::RankGroup;
 
-TEST_CASE("a receive names the peer it waits for while it waits", "[collectives][peer_wait]") {
-  gloo::rendezvous::HashStore store;
-  RankGroup group(store, "peer-wait", 2);
-  auto waits = std::make_shared<internal::PeerWait>();
-  group.context(1).set_peer_wait(waits);
-  CHECK_FALSE(waits->Current().has_value());
-
-  // Rank 0 broadcasts only once rank 1 has been seen waiting for it.
-  absl::Notification seen;
-  std::optional<internal::PeerWait::Waiting> observed;
-  const absl::Time before = absl::Now();
-  std::thread watcher([&] {
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (absl::Now() < deadline) {
-      observed = waits->Current();
-      if (observed.has_value()) break;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    seen.Notify();
-  });
-  std::vector<absl::Status> done = OnEveryRank<absl::Status>(2, [&](int rank) {
-    Tensor value(DType::kInt32, {4});
-    for (int i = 0; i < 4; ++i) static_cast<int32_t*>(value.data())[i] = rank == 0 ? 7 : 0;
-    if (rank == 0) seen.WaitForNotificationWithTimeout(absl::Seconds(20));
-    return internal::Broadcast(group.context(rank), value.view(), 0);
-  });
-  watcher.join();
-  CHECK(done[0].ok());
-  CHECK(done[1].ok());
-  REQUIRE(observed.has_value());
-  CHECK(observed->rank == 0);
-  CHECK(observed->since >= before - absl::Milliseconds(1));
-  CHECK(observed->since <= absl::Now());
-  // The data arrived: it waits for no one.
-  CHECK_FALSE(waits->Current().has_value());
-}
-
 // Polls `waits` on a thread of its own until it names a peer (or 20 s
-// passed); `seen` is notified either way.
+// passed); AwaitSeen returns then.
 class WaitWatcher {
  public:
   explicit WaitWatcher(const internal::PeerWait& waits)
@@ -87,6 +50,35 @@ class WaitWatcher {
   absl::Notification seen_;
   std::thread thread_;
 };
+
+TEST_CASE("a receive names the peer it waits for while it waits", "[collectives][peer_wait]") {
+  gloo::rendezvous::HashStore store;
+  RankGroup group(store, "peer-wait", 2);
+  auto waits = std::make_shared<internal::PeerWait>();
+  group.context(1).set_peer_wait(waits);
+  CHECK_FALSE(waits->Current().has_value());
+
+  // Rank 0 broadcasts only once rank 1 has been seen waiting for it.
+  const absl::Time before = absl::Now();
+  std::optional<WaitWatcher> watcher;
+  watcher.emplace(*waits);
+  std::vector<absl::Status> done = OnEveryRank<absl::Status>(2, [&](int rank) {
+    Tensor value(DType::kInt32, {4});
+    for (int i = 0; i < 4; ++i) static_cast<int32_t*>(value.data())[i] = rank == 0 ? 7 : 0;
+    if (rank == 0) watcher->AwaitSeen();
+    return internal::Broadcast(group.context(rank), value.view(), 0);
+  });
+  const std::optional<internal::PeerWait::Waiting> observed = watcher->observed();
+  watcher.reset();
+  CHECK(done[0].ok());
+  CHECK(done[1].ok());
+  REQUIRE(observed.has_value());
+  CHECK(observed->rank == 0);
+  CHECK(observed->since >= before - absl::Milliseconds(1));
+  CHECK(observed->since <= absl::Now());
+  // The data arrived: it waits for no one.
+  CHECK_FALSE(waits->Current().has_value());
+}
 
 // Every round after the first is read from receives an earlier round posted
 // (GlooNegotiator::EndRound posts the next one's): those name their peer too.
