@@ -68,10 +68,8 @@ def test_one_host_stream_carries_a_hosts_workers_through_a_sigkill_of_the_daemon
         relayed, tmp_path):
     HostsFile(tmp_path, "localhost:3")
     daemon = relayed.start()
-    # What is checked is the restart, not the liveness check: on a starved machine (a CI run
-    # beside the whole suite and builds) the relay's extra hop let the default 2 s lapse.
     job_id = submit_elastic_train(daemon, tmp_path, epochs=40, delay_ms=15, np=3, min_np=3,
-                                  max_np=3, samples=SAMPLES, extra=("--liveness-timeout", 10))
+                                  max_np=3, samples=SAMPLES)
     before = daemon.training(job_id, 3)
     pids = running_pids(before)
     generation = before["generation"]
@@ -124,11 +122,8 @@ def remote_relayed(tmp_path, sshd):
 
 
 def submit_over_ssh(daemon, sshd, tmp_path, epochs, delay_ms, np, min_np):
-    # What is checked is a shim's death, not the liveness check: in a starved run of the
-    # whole suite (the daemon itself late by up to 1.6 s again and again) every relayed
-    # worker of both hosts went 3.4 s unheard at once under the default 2 s.
     args = [HOROVODRUN, *daemon.client_args(), "--detach", "-np", np, "--min-np", min_np,
-            "--max-np", np, "--liveness-timeout", 10, "--host-discovery-script", DISCOVER_HOSTS,
+            "--max-np", np, "--host-discovery-script", DISCOVER_HOSTS,
             "--discovery-interval", 0.2, "--blacklist-cooldown-range", 1, 2,
             "--env", "HOROVODD_SHIM_RELAY=1", *sshd.client_args(tmp_path / "known_hosts"),
             ELASTIC_TRAIN, "--epochs", epochs, "--samples", SAMPLES, "--step-delay-ms", delay_ms,
