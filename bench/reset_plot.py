@@ -1,6 +1,6 @@
 """The reset curve as an SVG image (no plotting library): kill -> resumed
 against the job's workers, both axes logarithmic, ours beside published
-points. bench.py's reset part calls write_reset_plot after its runs."""
+points. The reset part (bench_elastic.py) calls write_reset_plot after its runs."""
 import math
 from xml.sax.saxutils import escape
 
