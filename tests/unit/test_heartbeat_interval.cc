@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "daemon/job_events/job_observer.h"
 #include "daemon/rpc/worker_service.h"
+#include "daemon/workers/heartbeat_interval.h"
 #include "horovodd.grpc.pb.h"
 #include "job_spec_support.h"
 #include "recording_daemon.h"
@@ -25,6 +26,7 @@
 namespace horovodd {
 namespace {
 
+using daemon::HeartbeatInterval;
 using daemon::HeartbeatSchedule;
 using testing::RecordingDaemon;
 using testing::WaitUntil;
@@ -34,23 +36,22 @@ constexpr auto kPatience = std::chrono::seconds(60);
 
 TEST_CASE("heartbeat interval: 500 ms for small jobs, scaled so a job sends 2,000/s",
           "[heartbeat]") {
-  CHECK(HeartbeatSchedule::IntervalFor(1, 60) == absl::Milliseconds(500));
-  CHECK(HeartbeatSchedule::IntervalFor(1000, 60) == absl::Milliseconds(500));
-  CHECK(HeartbeatSchedule::IntervalFor(1024, 60) == absl::Milliseconds(512));
-  CHECK(HeartbeatSchedule::IntervalFor(4096, 60) == absl::Milliseconds(2048));
-  CHECK(HeartbeatSchedule::IntervalFor(10000, 60) == absl::Seconds(5));
+  CHECK(HeartbeatInterval(1, 60) == absl::Milliseconds(500));
+  CHECK(HeartbeatInterval(1000, 60) == absl::Milliseconds(500));
+  CHECK(HeartbeatInterval(1024, 60) == absl::Milliseconds(512));
+  CHECK(HeartbeatInterval(4096, 60) == absl::Milliseconds(2048));
+  CHECK(HeartbeatInterval(10000, 60) == absl::Seconds(5));
   // No cap without a liveness timeout.
-  CHECK(HeartbeatSchedule::IntervalFor(100000, 0) == absl::Seconds(50));
+  CHECK(HeartbeatInterval(100000, 0) == absl::Seconds(50));
 }
 
 TEST_CASE("heartbeat interval: at most a quarter of the liveness timeout", "[heartbeat]") {
-  // horovodrun's default --liveness-timeout is 2 s.
-  CHECK(HeartbeatSchedule::IntervalFor(10000, 2) == absl::Milliseconds(500));
-  CHECK(HeartbeatSchedule::IntervalFor(10000, 5) == absl::Milliseconds(1250));
-  CHECK(HeartbeatSchedule::IntervalFor(4096, 3) == absl::Milliseconds(750));
+  CHECK(HeartbeatInterval(10000, 2) == absl::Milliseconds(500));
+  CHECK(HeartbeatInterval(10000, 5) == absl::Milliseconds(1250));
+  CHECK(HeartbeatInterval(4096, 3) == absl::Milliseconds(750));
   // Below the 500 ms minimum too: the liveness check must see heartbeats.
-  CHECK(HeartbeatSchedule::IntervalFor(2, 0.9) == absl::Milliseconds(225));
-  CHECK(HeartbeatSchedule::IntervalFor(2, 0.001) == absl::Milliseconds(1));
+  CHECK(HeartbeatInterval(2, 0.9) == absl::Milliseconds(225));
+  CHECK(HeartbeatInterval(2, 0.001) == absl::Milliseconds(1));
 }
 
 TEST_CASE("heartbeat schedule: learns a job at submit (its largest size), forgets it at its end",

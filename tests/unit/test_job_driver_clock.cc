@@ -159,15 +159,15 @@ TEST_CASE("simulated time: when every worker failed and no host is usable the jo
 // One local worker under horovodrun's default --liveness-timeout (2 s),
 // started and attached (the Attach counted) before the test moves time.
 struct AttachedWorkerJob {
-  AttachedWorkerJob() : job(Spec()) {
+  explicit AttachedWorkerJob(double liveness_timeout_s = 2) : job(Spec(liveness_timeout_s)) {
     REQUIRE(WaitUntil([&] { return job.launcher.worker_ids().size() == 1; }));
     worker_id = job.launcher.worker_ids().front();
     job.driver->Attach(worker_id, std::make_shared<NullChannel>());
     job.driver->Status();  // barrier: attached
   }
-  static v1::JobSpec Spec() {
+  static v1::JobSpec Spec(double liveness_timeout_s) {
     v1::JobSpec spec = testing::OneLocalWorkerSpec({"train"});
-    spec.set_liveness_timeout_seconds(2);
+    spec.set_liveness_timeout_seconds(liveness_timeout_s);
     return spec;
   }
   SimulatedJob job;
@@ -231,6 +231,35 @@ TEST_CASE("simulated time: a daemon stalled past --liveness-timeout kills none i
   REQUIRE(WaitUntil([&] { return !job.launcher.signals().empty(); }));
   CHECK_THAT(EndedStatus(*job.driver).reason(),
              Catch::Contains("silent for 2250 ms (--liveness-timeout 2s)"));
+}
+
+TEST_CASE(
+    "simulated time: a daemon stall past a heartbeat interval is no one's silence, at any "
+    "timeout",
+    "[job_driver]") {
+  // horovodrun's default --liveness-timeout 10 s: heartbeats still come
+  // every 500 ms, the check every second. A stall of 2 s is the daemon's
+  // (1.5 s past the check's due time, more than a heartbeat interval): it is
+  // said and taken off, though it is far under the timeout.
+  AttachedWorkerJob attached(/*liveness_timeout_s=*/10);
+  SimulatedJob& job = attached.job;
+  job.clock.Jump(absl::Seconds(2));
+  v1::JobStatus status = job.driver->Status();
+  bool said = false;
+  for (const v1::JobEvent& e : status.recent_events()) {
+    said |= absl::StrContains(e.message(), "horovodd did not run for 2000 ms");
+  }
+  CHECK(said);
+  // The worker, last heard at its Attach (0 s), is silent from then on. A
+  // second of the stall (all but the check's period) is taken off: it is
+  // still alive at 11 s, past the timeout by the clock alone, and lost at
+  // the check of 12 s.
+  job.clock.Advance(absl::Seconds(9));
+  CHECK(job.launcher.signals().empty());
+  job.clock.Advance(absl::Seconds(1));
+  REQUIRE(WaitUntil([&] { return !job.launcher.signals().empty(); }));
+  CHECK_THAT(EndedStatus(*job.driver).reason(),
+             Catch::Contains("silent for 12000 ms (--liveness-timeout 10s)"));
 }
 
 // The status of worker `id`'s KvSet of `key` in `generation`.

@@ -10,6 +10,7 @@
 #include "daemon/rpc/grpc_status.h"
 #include "daemon/rpc/host_stream.h"
 #include "daemon/validation/request_validation.h"
+#include "daemon/workers/heartbeat_interval.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -209,25 +210,9 @@ class RefusedHostStream final
 
 }  // namespace
 
-absl::Duration HeartbeatSchedule::IntervalFor(int64_t workers, double liveness_timeout_s) {
-  // workers / kHeartbeatsPerSecond seconds, in milliseconds.
-  const int64_t budget_ms =
-      (std::max<int64_t>(workers, 1) * 1000 + kHeartbeatsPerSecond - 1) / kHeartbeatsPerSecond;
-  absl::Duration interval = std::max(absl::Milliseconds(budget_ms), kMinHeartbeatInterval);
-  if (liveness_timeout_s > 0) {
-    // Four heartbeats per timeout: a worker is declared lost only after
-    // missing several in a row, never for one late one on a loaded machine.
-    interval = std::min(interval, absl::Seconds(liveness_timeout_s) / 4);
-  }
-  return std::max(absl::Floor(interval, absl::Milliseconds(1)), absl::Milliseconds(1));
-}
-
 void HeartbeatSchedule::OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec,
                                        absl::Time, const std::string&) {
-  // The most workers the job may grow to: its rate must fit the budget then.
-  const int64_t workers = std::max<int64_t>(spec.num_proc(), spec.max_np());
-  const int64_t ms =
-      absl::ToInt64Milliseconds(IntervalFor(workers, spec.liveness_timeout_seconds()));
+  const int64_t ms = absl::ToInt64Milliseconds(HeartbeatIntervalOf(spec));
   absl::MutexLock lock(&mu_);
   interval_ms_[job_id] = ms;
 }

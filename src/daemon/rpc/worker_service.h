@@ -23,24 +23,11 @@
 
 namespace horovodd::daemon {
 
-// The heartbeat interval the daemon asks each job's workers for (in every
-// message of their Attach streams). Every heartbeat costs the daemon a read
-// and a post to the job's loop, so a big job heartbeats less often: the job's
-// workers together send at most kHeartbeatsPerSecond, never more often than
-// every kMinHeartbeatInterval each. The liveness check still has to see
-// several heartbeats per --liveness-timeout, so the interval stays at most a
-// quarter of it, even under the minimum: with a 2 s timeout a stopped
-// worker is found in under 3 s, and one late heartbeat on a loaded machine is
-// no alarm.
+// The heartbeat interval the daemon asks each job's workers for, in every
+// message of their Attach streams (workers/heartbeat_interval.h says how it
+// is chosen).
 class HeartbeatSchedule final : public JobObserver {
  public:
-  static constexpr int kHeartbeatsPerSecond = 2000;
-  static constexpr absl::Duration kMinHeartbeatInterval = absl::Milliseconds(500);
-
-  // For a job of up to `workers` workers judged by `liveness_timeout_s`
-  // (no cap when it is not positive). Whole milliseconds, at least 1.
-  static absl::Duration IntervalFor(int64_t workers, double liveness_timeout_s);
-
   // Learns each job's interval when it is submitted, forgets it at its end.
   void OnJobSubmitted(const std::string& job_id, const v1::JobSpec& spec, absl::Time created,
                       const std::string& client_request_id) override;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "daemon/workers/heartbeat_interval.h"
 
 namespace horovodd::daemon {
 namespace {
@@ -15,7 +16,8 @@ std::string Millis(absl::Duration d) { return absl::StrCat(absl::ToInt64Millisec
 
 LivenessMonitor::LivenessMonitor(const v1::JobSpec& spec)
     : start_timeout_s_(spec.start_timeout_seconds()),
-      liveness_timeout_s_(spec.liveness_timeout_seconds()) {}
+      liveness_timeout_s_(spec.liveness_timeout_seconds()),
+      heartbeat_interval_(HeartbeatIntervalOf(spec)) {}
 
 void LivenessMonitor::Launched(int64_t id, absl::Time now) {
   Heard heard;
@@ -126,7 +128,7 @@ void LivenessMonitor::CheckNow() {
   const bool first = last_check_ == absl::InfinitePast();
   const absl::Duration stalled = now - last_check_;
   last_check_ = now;
-  if (!first && stalled > period() + absl::Seconds(liveness_timeout_s_) / 4) {
+  if (!first && stalled > period() + heartbeat_interval_) {
     Deaf(stalled - period());
     on_stalled_(stalled);
   }

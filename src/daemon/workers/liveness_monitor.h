@@ -88,6 +88,9 @@ class LivenessMonitor {
 
   const double start_timeout_s_;
   const double liveness_timeout_s_;
+  // The job's workers' (heartbeat_interval.h): a check later than one
+  // interval past its due time finds the daemon was stalled.
+  const absl::Duration heartbeat_interval_;
   std::map<int64_t, Heard> heard_;
   absl::Duration deaf_;  // the daemon's stalls so far, in all
   // While it watches (Watch until Stop).
