@@ -1,7 +1,7 @@
 #include "daemon/rpc/worker_service.h"
 
-#include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
