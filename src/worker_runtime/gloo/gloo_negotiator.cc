@@ -14,10 +14,10 @@ absl::Status GlooNegotiator::Ended(absl::Status status) {
   return status;
 }
 
-std::vector<int> GlooNegotiator::Peers() const {
+std::vector<int> GlooNegotiator::PeersOf(const GlooContext& context) {
   std::vector<int> peers;
-  for (int p = 0; p < context_.size; ++p) {
-    if (p != context_.rank) peers.push_back(p);
+  for (int p = 0; p < context.size; ++p) {
+    if (p != context.rank) peers.push_back(p);
   }
   return peers;
 }
@@ -30,7 +30,7 @@ absl::Status GlooNegotiator::PostReceives(CollectiveScope& scope, size_t part_by
     memory_.assign(n * part_bytes, 0);
     HVDD_ASSIGN_OR_RETURN(buffer_, context_.RegisterBuffer(memory_.data(), memory_.size()));
   }
-  HVDD_RETURN_IF_ERROR(scope.Connect(Peers()));
+  HVDD_RETURN_IF_ERROR(scope.Connect(peers_));
   for (int p = 0; p < n; ++p) {
     if (p == context_.rank) continue;
     HVDD_RETURN_IF_ERROR(
@@ -50,7 +50,7 @@ absl::StatusOr<Negotiator::PartBuffer> GlooNegotiator::StartRound(size_t header_
   } else if (part_bytes_ == part_bytes) {
     // Posted as the last round ended: this round's waits name whose part
     // they wait for all the same (the daemon's stall detector reads it).
-    round_->AdoptReceives(buffer_->get(), Peers());
+    round_->AdoptReceives(buffer_->get(), peers_);
   } else {
     // Peers size their parts from their caches too: ours no longer matches
     // what the last round left, so theirs may not either.

@@ -35,7 +35,7 @@ class GlooNegotiator final : public Negotiator {
   static constexpr size_t kRoomBytes = 512;
 
   // `context` must outlive the negotiator.
-  explicit GlooNegotiator(GlooContext& context) : context_(context) {}
+  explicit GlooNegotiator(GlooContext& context) : context_(context), peers_(PeersOf(context)) {}
   GlooNegotiator(const GlooNegotiator&) = delete;
   GlooNegotiator& operator=(const GlooNegotiator&) = delete;
 
@@ -53,8 +53,8 @@ class GlooNegotiator final : public Negotiator {
  private:
   uint64_t sequence() const { return kOwnSequenceSeries + next_round_; }
   uint8_t* part(int r) { return memory_.data() + r * part_bytes_; }
-  // Every rank but this one, in rank order.
-  std::vector<int> Peers() const;
+  // Every rank of `context` but its own, in rank order.
+  static std::vector<int> PeersOf(const GlooContext& context);
   // Posts the next round's receives on `scope`, each peer's part
   // `part_bytes` long.
   absl::Status PostReceives(CollectiveScope& scope, size_t part_bytes);
@@ -62,6 +62,7 @@ class GlooNegotiator final : public Negotiator {
   absl::Status Ended(absl::Status status);
 
   GlooContext& context_;
+  const std::vector<int> peers_;  // PeersOf(context_): every round talks to them all
   uint64_t next_round_ = 0;
   bool posted_ = false;  // the next round's receives are posted
   size_t part_bytes_ = 0;
