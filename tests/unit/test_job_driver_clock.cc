@@ -166,6 +166,17 @@ struct AttachedWorkerJob {
     job.driver->Attach(worker_id, std::make_shared<NullChannel>());
     job.driver->Status();  // barrier: attached
   }
+  // The clock moves on by `quiet` and the worker is still alive; then by
+  // `more`, and it has been killed (SIGKILL), the job failed saying `why`.
+  void ExpectLostAfter(absl::Duration quiet, absl::Duration more, const std::string& why) {
+    job.clock.Advance(quiet);
+    CHECK(job.driver->Status().state() == v1::PENDING);
+    CHECK(job.launcher.signals().empty());
+    job.clock.Advance(more);
+    REQUIRE(WaitUntil([&] { return !job.launcher.signals().empty(); }));
+    CHECK(job.launcher.signals() == std::vector<int>{SIGKILL});
+    CHECK_THAT(EndedStatus(*job.driver).reason(), Catch::Contains(why));
+  }
   static v1::JobSpec Spec(double liveness_timeout_s) {
     v1::JobSpec spec = testing::OneLocalWorkerSpec({"train"});
     spec.set_liveness_timeout_seconds(liveness_timeout_s);
@@ -191,16 +202,10 @@ TEST_CASE("simulated time: a silent worker is found in under 3 s with a 2 s time
   }
   CHECK(job.driver->Status().state() == v1::PENDING);
   CHECK(job.launcher.signals().empty());
-  // Stopped (SIGSTOP): silence. Not lost at exactly the timeout...
-  job.clock.Advance(absl::Seconds(2));
-  CHECK(job.driver->Status().state() == v1::PENDING);
-  CHECK(job.launcher.signals().empty());
-  // ...but at the next check, which runs every 250 ms: by 2.25 s of silence.
-  job.clock.Advance(absl::Milliseconds(900));
-  REQUIRE(WaitUntil([&] { return !job.launcher.signals().empty(); }));
-  CHECK(job.launcher.signals() == std::vector<int>{SIGKILL});
-  CHECK_THAT(EndedStatus(*job.driver).reason(),
-             Catch::Contains("silent for 2250 ms (--liveness-timeout 2s)"));
+  // Stopped (SIGSTOP): silence. Not lost at exactly the timeout, but at the
+  // next check, which runs every 250 ms: by 2.25 s of silence.
+  attached.ExpectLostAfter(absl::Seconds(2), absl::Milliseconds(900),
+                           "silent for 2250 ms (--liveness-timeout 2s)");
 }
 
 // Whether one of `status`'s recent events says `text`.
@@ -229,12 +234,8 @@ TEST_CASE("simulated time: a daemon stalled past --liveness-timeout kills none i
   // Its heartbeats, read now, keep it alive; a real silence is still found.
   job.driver->Heartbeat(worker_id);
   job.driver->Status();
-  job.clock.Advance(absl::Seconds(2));
-  CHECK(job.launcher.signals().empty());
-  job.clock.Advance(absl::Milliseconds(250));
-  REQUIRE(WaitUntil([&] { return !job.launcher.signals().empty(); }));
-  CHECK_THAT(EndedStatus(*job.driver).reason(),
-             Catch::Contains("silent for 2250 ms (--liveness-timeout 2s)"));
+  attached.ExpectLostAfter(absl::Seconds(2), absl::Milliseconds(250),
+                           "silent for 2250 ms (--liveness-timeout 2s)");
 }
 
 TEST_CASE(
@@ -254,12 +255,8 @@ TEST_CASE(
   // second of the stall (all but the check's period) is taken off: it is
   // still alive at 11 s, past the timeout by the clock alone, and lost at
   // the check of 12 s.
-  job.clock.Advance(absl::Seconds(9));
-  CHECK(job.launcher.signals().empty());
-  job.clock.Advance(absl::Seconds(1));
-  REQUIRE(WaitUntil([&] { return !job.launcher.signals().empty(); }));
-  CHECK_THAT(EndedStatus(*job.driver).reason(),
-             Catch::Contains("silent for 12000 ms (--liveness-timeout 10s)"));
+  attached.ExpectLostAfter(absl::Seconds(9), absl::Seconds(1),
+                           "silent for 12000 ms (--liveness-timeout 10s)");
 }
 
 // The status of worker `id`'s KvSet of `key` in `generation`.
